@@ -1,0 +1,41 @@
+"""Errors that point at the offending input.
+
+Every reader and stage helper raises these so a user sees ``path:line: what is wrong``
+(or ``path: key 'utt1': ...``) instead of a traceback from deep inside torch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Union
+
+
+class InputError(ValueError):
+    """Bad input data or configuration, located as precisely as we can."""
+
+    def __init__(
+        self,
+        message: str,
+        path: Optional[Union[str, Path]] = None,
+        line: Optional[int] = None,
+        key: Optional[str] = None,
+    ):
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.key = key
+        self.message = message
+        where = ""
+        if self.path is not None:
+            where = self.path
+            if line is not None:
+                where += f":{line}"
+            if key is not None:
+                where += f": key '{key}'"
+            where += ": "
+        elif key is not None:
+            where = f"key '{key}': "
+        super().__init__(where + message)
+
+
+class ConfigError(InputError):
+    """A configuration value that cannot work, refused before any work starts."""

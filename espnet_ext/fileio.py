@@ -1,0 +1,47 @@
+"""Crash-safe file output: nothing half-written ever looks finished."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator, Union
+
+
+@contextlib.contextmanager
+def atomic_write(path: Union[str, Path], mode: str = "w", encoding: str = "utf-8") -> Iterator:
+    """Write to a temporary file beside ``path`` and rename it into place on success.
+
+    On any exception the temporary file is removed and ``path`` is left untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        kwargs = {} if "b" in mode else {"encoding": encoding}
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def read_utf8_lines(path: Union[str, Path]) -> Iterator[tuple]:
+    """Yield ``(line_number, line)`` of a UTF-8 text file, refusing other encodings by line."""
+    from espnet_ext.errors import InputError
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("file does not exist or is not a regular file", path=path)
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputError(f"not valid UTF-8 ({e.reason} at byte {e.start})", path=path, line=number)
+            yield number, line.rstrip("\n").rstrip("\r")
