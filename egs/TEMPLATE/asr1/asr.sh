@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Speech recognition pipeline on ESPnet2's ASR task, shared by every egs/<corpus>/asr1 recipe.
+# The recipe's run.sh sets options and calls this script; local/data.sh prepares its Kaldi data dirs.
+# Stages (ESPnet order):
+#    1 data preparation (local/data.sh) + data-dir validation
+#    2 80-dim fbank features (kaldiio ark/scp, nj parallel jobs)
+#    3 filtering of the training/validation sets by length (removed ids listed, never silent)
+#    4 token list (SentencePiece bpe/unigram, or characters)
+#    5 LM text + statistics    6 LM training    7 LM perplexity       (../lm1/lm.sh; --use_lm true)
+#    8 ASR statistics          9 ASR training   10 decoding   11 scoring (WER/CER)   12 RESULTS.md
+set -euo pipefail
+command_line="$0 $*"
+
+stage=1
+stop_stage=100
+skip_data_prep=false    # skip stages 1-4
+skip_train=false        # skip stages 5-9
+skip_eval=false         # skip stages 10-12
+nj=2                    # parallel jobs for features / statistics
+inference_nj=2          # parallel decoding jobs
+ngpu=0                  # GPUs per node for training (0: CPU)
+num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
+cmd_backend=local       # local or slurm (see cmd.sh)
+dumpdir=dump
+expdir=exp
+local_data_opts=""      # options for local/data.sh (e.g. "--download true")
+train_set=train
+valid_set=dev
+test_sets="test"
+fbank_conf=""           # options for espnet_ext.features.fbank (e.g. --n_mels 80)
+min_frames=10           # filtering: utterances outside [min_frames, max_frames] are dropped from training
+max_frames=3000
+max_text_chars=1000
+token_type=bpe          # bpe (SentencePiece) or char
+nbpe=100
+bpemode=unigram
+bpe_opts=""             # extra options for espnet_ext.text.token_list
+asr_config=""
+asr_args=""             # extra arguments for asr_train
+asr_tag=""
+inference_config=""
+inference_args=""
+inference_tag=""
+inference_model=valid.acc.ave.pth
+use_lm=false
+lm_config=""
+lm_args=""
+lm_train_text=""        # extra LM text (Kaldi text files); the training transcripts are always included
+lm_tag=""
+lm_exp=""
+inference_lm=valid.loss.ave.pth
+results_title="ASR results"
+
+. ./path.sh
+. utils/parse_options.sh
+. ./cmd.sh
+. utils/pipeline.sh
+
+[ -n "${asr_config}" ] || die "--asr_config is required"
+[ -n "${inference_config}" ] || die "--inference_config is required"
+if ${skip_data_prep}; then [ "${stage}" -gt 4 ] || stage=5; fi
+if ${skip_train}; then [ "${stop_stage}" -lt 5 ] || [ "${stage}" -gt 9 ] || stage=10; fi
+if ${skip_eval}; then [ "${stop_stage}" -le 9 ] || stop_stage=9; fi
+
+feats_dir="${dumpdir}/fbank"
+token_dir="data/token_list/${token_type}"
+[ "${token_type}" = bpe ] && token_dir="data/token_list/${token_type}_${bpemode}${nbpe}"
+token_list="${token_dir}/tokens.txt"
+bpemodel="${token_dir}/bpe.model"
+asr_tag=${asr_tag:-$(basename "${asr_config}" .yaml)}
+asr_exp="${expdir}/asr_${asr_tag}"
+asr_stats_dir="${expdir}/asr_stats_${token_type}"
+lm_tag=${lm_tag:-$(basename "${lm_config:-lm}" .yaml)}
+lm_exp=${lm_exp:-${expdir}/lm_${lm_tag}}
+inference_tag=${inference_tag:-decode_$(basename "${inference_config}" .yaml)}
+${use_lm} && inference_tag="${inference_tag}_lm_${lm_tag}"
+train_dir="${feats_dir}/${train_set}_filtered"
+valid_dir="${feats_dir}/${valid_set}_filtered"
+
+tokenizer_opts=(--token_type "${token_type}" --token_list "${token_list}" --non_linguistic_symbols none
+                --cleaner none --g2p none)
+[ "${token_type}" = bpe ] && tokenizer_opts+=(--bpemodel "${bpemodel}")
+
+prepare_data() {
+    local dset
+    # shellcheck disable=SC2086
+    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
+    for dset in ${train_set} ${valid_set} ${test_sets}; do
+        ${train_cmd} "data/log/validate_${dset}.log" \
+            python -m espnet_ext.data.datadir validate "data/${dset}" --check_audio || return 1
+    done
+}
+
+extract_features() {
+    local dset out
+    for dset in ${train_set} ${valid_set} ${test_sets}; do
+        out="${feats_dir}/${dset}"
+        # shellcheck disable=SC2086
+        ${train_cmd} JOB=1:"${nj}" "${out}/log/fbank.JOB.log" \
+            python -m espnet_ext.features.fbank compute --data_dir "data/${dset}" --out_dir "${out}" \
+                --nj "${nj}" --job JOB ${fbank_conf} || return 1
+        ${train_cmd} "${out}/log/merge.log" \
+            python -m espnet_ext.features.fbank merge --data_dir "data/${dset}" --out_dir "${out}" --nj "${nj}" || return 1
+    done
+}
+
+filter_data() {
+    local dset
+    for dset in ${train_set} ${valid_set}; do
+        rm -rf "${feats_dir}/${dset}_filtered"
+        ${train_cmd} "${feats_dir}/log/filter_${dset}.log" \
+            python -m espnet_ext.data.filter "${feats_dir}/${dset}" "${feats_dir}/${dset}_filtered" \
+                --min_frames "${min_frames}" --max_frames "${max_frames}" --max_text_chars "${max_text_chars}" || return 1
+    done
+}
+
+make_tokens() {
+    # shellcheck disable=SC2086
+    ${train_cmd} "${token_dir}/log/token_list.log" \
+        python -m espnet_ext.text.token_list --token_type "${token_type}" --model_type "${bpemode}" \
+            --vocab_size "${nbpe}" --input "${train_dir}/text" --out_dir "${token_dir}" ${bpe_opts}
+}
+
+# asr.sh stages 5-7 are lm.sh stages 1+3, 4 and 5 (lm.sh stage 2, the token list, is ours: stage 4).
+run_lm_stages() {
+    local from=$1 to=$2
+    # shellcheck disable=SC2086
+    ./lm.sh --stage "${from}" --stop_stage "${to}" --nj "${nj}" --ngpu "${ngpu}" --num_nodes "${num_nodes}" \
+        --cmd_backend "${cmd_backend}" --lm_config "${lm_config}" --lm_args "${lm_args}" \
+        --lm_train_text "${train_dir}/text ${lm_train_text}" --lm_dev_text "${valid_dir}/text" \
+        --lm_test_text "$(for t in ${test_sets}; do printf '%s ' "${feats_dir}/${t}/text"; done)" \
+        --token_type "${token_type}" --token_list "${token_list}" --bpemodel "${bpemodel}" \
+        --lm_exp "${lm_exp}" --lm_stats_dir "${expdir}/lm_stats_${token_type}"
+}
+
+asr_stats() {
+    require_files "${train_dir}/feats.scp" "${valid_dir}/feats.scp" "${token_list}"
+    collect_stats espnet_ext.bin.asr_train "${asr_stats_dir}" "${nj}" "${train_dir}/feats.scp" "${valid_dir}/feats.scp" \
+        "${tokenizer_opts[@]}" --config "${asr_config}" --input_size "$(cat "${train_dir}/feats_dim")" \
+        --train_data_path_and_name_and_type "${train_dir}/feats.scp,speech,kaldi_ark" \
+        --train_data_path_and_name_and_type "${train_dir}/text,text,text" \
+        --valid_data_path_and_name_and_type "${valid_dir}/feats.scp,speech,kaldi_ark" \
+        --valid_data_path_and_name_and_type "${valid_dir}/text,text,text" || return 1
+    add_token_dim "${asr_stats_dir}" "${token_list}" "${token_type}"
+}
+
+asr_train() {
+    mkdir -p "${asr_exp}"
+    # shellcheck disable=SC2086
+    train_model "${asr_exp}/train.log" -- python -m espnet_ext.bin.asr_train --use_preprocessor true \
+        "${tokenizer_opts[@]}" --config "${asr_config}" --output_dir "${asr_exp}" \
+        --input_size "$(cat "${train_dir}/feats_dim")" \
+        --normalize global_mvn --normalize_conf "stats_file=${asr_stats_dir}/train/feats_stats.npz" \
+        --train_data_path_and_name_and_type "${train_dir}/feats.scp,speech,kaldi_ark" \
+        --train_data_path_and_name_and_type "${train_dir}/text,text,text" \
+        --valid_data_path_and_name_and_type "${valid_dir}/feats.scp,speech,kaldi_ark" \
+        --valid_data_path_and_name_and_type "${valid_dir}/text,text,text" \
+        --train_shape_file "${asr_stats_dir}/train/speech_shape" \
+        --train_shape_file "${asr_stats_dir}/train/text_shape.${token_type}" \
+        --valid_shape_file "${asr_stats_dir}/valid/speech_shape" \
+        --valid_shape_file "${asr_stats_dir}/valid/text_shape.${token_type}" \
+        --fold_length 800 --fold_length 150 ${asr_args}
+}
+
+decode() {
+    local dset dir n lm_opts=()
+    ${use_lm} && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
+    for dset in ${test_sets}; do
+        dir="${asr_exp}/${inference_tag}/${dset}"
+        require_files "${feats_dir}/${dset}/feats.scp" "${asr_exp}/${inference_model}"
+        n=$(split_keys "${feats_dir}/${dset}/feats.scp" "${dir}/logdir" "${inference_nj}")
+        # shellcheck disable=SC2086
+        ${decode_cmd} JOB=1:"${n}" "${dir}/logdir/asr_inference.JOB.log" \
+            python -m espnet_ext.bin.asr_inference --batch_size 1 --ngpu 0 --config "${inference_config}" \
+                --data_path_and_name_and_type "${feats_dir}/${dset}/feats.scp,speech,kaldi_ark" \
+                --key_file "${dir}/logdir/keys.JOB.scp" --asr_train_config "${asr_exp}/config.yaml" \
+                --asr_model_file "${asr_exp}/${inference_model}" "${lm_opts[@]}" \
+                --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
+        for i in $(seq "${n}"); do cat "${dir}/logdir/output.${i}/1best_recog/text"; done \
+            | sort -k1,1 > "${dir}/text.tmp"
+        mv "${dir}/text.tmp" "${dir}/text"
+    done
+}
+
+score() {
+    local dset dir
+    for dset in ${test_sets}; do
+        dir="${asr_exp}/${inference_tag}/${dset}"
+        ${train_cmd} "${dir}/score_wer/score.log" \
+            utils/score_wer.py --ref "${feats_dir}/${dset}/text" --hyp "${dir}/text" --out_dir "${dir}/score_wer" || return 1
+        log "${dset}: $(head -n 1 "${dir}/score_wer/result.txt")"
+    done
+}
+
+write_results() {
+    python -m espnet_ext.results asr --exp_dir "${expdir}" --test_sets "${test_sets}" --title "${results_title}" \
+        --out RESULTS.md --command "${command_line}"
+}
+
+run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh db.sh "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
+run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.scp" "data/${valid_set}/text" ${fbank_conf})" extract_features
+run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/feats.scp" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_data
+run_stage 4 "token list" "${token_dir}" "$(fingerprint "${train_dir}/text" "${nbpe}" "${bpemode}" ${bpe_opts})" make_tokens
+if ${use_lm}; then
+    [ -n "${lm_config}" ] || die "--use_lm true needs --lm_config"
+    lm_fp="$(fingerprint "${train_dir}/text" ${lm_train_text} "${token_list}" "${lm_config}" "${lm_args}")"
+    run_stage 5 "LM text + statistics" "${lm_exp}" "${lm_fp}" run_lm_stages 1 3
+    run_stage 6 "LM training" "${lm_exp}" "${lm_fp}" run_lm_stages 4 4
+    run_stage 7 "LM perplexity" "${lm_exp}" "${lm_fp}" run_lm_stages 5 5
+fi
+run_stage 8 "ASR statistics" "${asr_stats_dir}" "$(fingerprint "${train_dir}/feats.scp" "${valid_dir}/feats.scp" "${token_list}" "${asr_config}")" asr_stats
+run_stage 9 "ASR training" "${asr_exp}" "$(fingerprint "${asr_stats_dir}/train/feats_stats.npz" "${token_list}" "${asr_config}" "${asr_args}")" asr_train
+run_stage 10 "decoding" "${asr_exp}/${inference_tag}" "$(fingerprint "${asr_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" "${lm_exp}/${inference_lm}")" decode
+run_stage 11 "scoring" "${asr_exp}/${inference_tag}" "$(fingerprint $(for t in ${test_sets}; do echo "${asr_exp}/${inference_tag}/${t}/text"; done))" score
+run_stage 12 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
+log "Finished: ${asr_exp}"

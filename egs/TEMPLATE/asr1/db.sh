@@ -1,0 +1,13 @@
+# Where the real corpora live. Leave a variable empty to run the recipe on its embedded mini corpus.
+# Environment variables of the same name take precedence, e.g. LIBRISPEECH=/data/LibriSpeech ./run.sh
+# A recipe with --download true fills an empty or missing directory from the corpus' official mirror.
+LIBRISPEECH=${LIBRISPEECH:-}     # contains LibriSpeech/{train-clean-100,dev-clean,...} (OpenSLR SLR12)
+LIBRISPEECH_LM=${LIBRISPEECH_LM:-}  # librispeech-lm-norm.txt.gz (OpenSLR SLR11)
+LRS3=${LRS3:-}
+MUSTC=${MUSTC:-}
+MTEDX=${MTEDX:-}
+IWSLT14=${IWSLT14:-}
+WMT=${WMT:-}
+CIFAR100=${CIFAR100:-}
+MNIST=${MNIST:-}
+EUROPARL_ST=${EUROPARL_ST:-}

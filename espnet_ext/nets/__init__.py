@@ -1,0 +1,1 @@
+"""Network building blocks that ESPnet2 lacks, registered into its tasks."""

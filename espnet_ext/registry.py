@@ -1,0 +1,123 @@
+"""Registration of our classes into ESPnet2's tasks.
+
+ESPnet2 builds models from module-level ``ClassChoices`` tables (``espnet2.tasks.asr.encoder_choices``...)
+and has no plugin mechanism. Importing ``espnet_ext`` installs an import hook: the moment a listed
+ESPnet2 task module finishes importing (or at once, if it already has), our classes are added to its
+tables. Every process that imports ``espnet_ext`` -- our entry points, their spawned DDP workers,
+inference, ``build_model_from_file`` callers -- therefore sees the same choices.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import threading
+from typing import Dict, List, Tuple
+
+# ESPnet2 module -> [(ClassChoices attribute, choice name, "our.module:Class")]
+REGISTRY: Dict[str, List[Tuple[str, str, str]]] = {
+    "espnet2.tasks.asr": [
+        ("encoder_choices", "cnn_transformer", "espnet_ext.nets.cnn_transformer_encoder:CNNTransformerEncoder"),
+    ],
+    "espnet2.tasks.st": [
+        ("encoder_choices", "cnn_transformer", "espnet_ext.nets.cnn_transformer_encoder:CNNTransformerEncoder"),
+    ],
+    "espnet2.tasks.mt": [],
+    "espnet2.tasks.lm": [],
+}
+
+_lock = threading.RLock()
+_done: set = set()
+
+
+def register(module_name: str, choices_attr: str, name: str, target: str) -> None:
+    """Add one entry to REGISTRY (for later issues' modules) and apply it if the task is loaded."""
+    with _lock:
+        REGISTRY.setdefault(module_name, []).append((choices_attr, name, target))
+        if module_name in sys.modules:
+            _apply_entry(sys.modules[module_name], choices_attr, name, target)
+
+
+def _load(target: str):
+    module_name, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def _apply_entry(module, choices_attr: str, name: str, target: str) -> None:
+    choices = getattr(module, choices_attr, None)
+    if choices is None:
+        raise AttributeError(f"{module.__name__} has no {choices_attr}; ESPnet version mismatch?")
+    key = name.lower()  # ClassChoices lower-cases its keys
+    cls = _load(target)
+    existing = choices.classes.get(key)
+    if existing is not None and existing is not cls:
+        raise ValueError(f"{module.__name__}.{choices_attr} already has a different '{key}': {existing}")
+    choices.classes[key] = cls
+
+
+def apply(module) -> None:
+    with _lock:
+        if module.__name__ in _done:
+            return
+        _done.add(module.__name__)
+        for entry in REGISTRY.get(module.__name__, []):
+            _apply_entry(module, *entry)
+
+
+class _RegisterAfterImport(importlib.abc.MetaPathFinder):
+    """Wraps the loader of ESPnet2 task modules so ``apply`` runs right after they execute."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in REGISTRY or fullname in _done:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _ApplyingLoader(spec.loader)
+                return spec
+        return None
+
+
+class _ApplyingLoader(importlib.abc.Loader):
+    def __init__(self, inner):
+        self.inner = inner
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        self.inner.exec_module(module)
+        apply(module)
+
+
+def install() -> None:
+    """Idempotent: hook future imports and register into already-imported task modules."""
+    with _lock:
+        if not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):
+            sys.meta_path.insert(0, _RegisterAfterImport())
+        for name in list(REGISTRY):
+            if name in sys.modules:
+                apply(sys.modules[name])
+
+
+def build_model(task: str, args: List[str]):
+    """Build a model the way ``python -m espnet_ext.bin.<task>_train`` would, from command-line style args.
+
+    ``task`` is an ESPnet2 task module name ("asr", "st", "mt", "lm") or "module:TaskClass" for ours.
+    Handy for analyses and tests: ``build_model("asr", ["--config", "conf/x.yaml", "--token_list", ...])``.
+    """
+    install()
+    if ":" in task:
+        task_cls = _load(task)
+    else:
+        module = importlib.import_module(f"espnet2.tasks.{task}")
+        task_cls = next(
+            getattr(module, n) for n in dir(module) if n.endswith("Task") and getattr(module, n).__module__ == module.__name__
+        )
+    parser = task_cls.get_parser()
+    parsed = parser.parse_args(args)
+    return task_cls.build_model(parsed)

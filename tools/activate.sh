@@ -1,0 +1,10 @@
+# Source me: puts the project's virtualenv, utils/ and offline NLTK data on the path.
+_tools_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+if [ ! -x "${_tools_dir}/venv/bin/python" ]; then
+    echo "No environment at ${_tools_dir}/venv: run ${_tools_dir}/install.sh first" >&2
+    return 1 2>/dev/null || exit 1
+fi
+export PATH="${_tools_dir}/venv/bin:$(dirname "${_tools_dir}")/utils:${PATH}"
+export NLTK_DATA="${_tools_dir}/nltk_data"
+export PYTHONNOUSERSITE=1
+unset _tools_dir

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Shared stage machinery for egs/TEMPLATE pipelines (sourced, after parse_options.sh).
+#
+# A stage runs when stage <= N <= stop_stage. It is skipped when its completion marker holds the same
+# fingerprint (options + input files), so reruns are cheap and a changed config or input redoes the work.
+# The marker is written only after the stage function returned 0; a failure removes it and exits.
+
+log() {
+    local fname=${BASH_SOURCE[1]##*/}
+    echo -e "$(date '+%Y-%m-%dT%H:%M:%S') (${fname}:${BASH_LINENO[0]}:${FUNCNAME[1]}) $*" >&2
+}
+
+die() {
+    log "ERROR: $*"
+    exit 1
+}
+
+# fingerprint WORD... : hash of the words, and of the contents of those that are existing files
+fingerprint() {
+    local w
+    for w in "$@"; do
+        printf '%s\n' "${w}"
+        if [ -f "${w}" ]; then sha256sum < "${w}"; fi
+    done | sha256sum | cut -c1-16
+}
+
+# run_stage N TITLE MARKER_DIR FINGERPRINT FUNCTION [ARGS...]
+run_stage() {
+    local n=$1 title=$2 marker_dir=$3 fp=$4
+    shift 4
+    [ "${n}" -ge "${stage}" ] && [ "${n}" -le "${stop_stage}" ] || return 0
+    local marker="${marker_dir}/.stages/stage${n}.done"
+    if [ -f "${marker}" ] && [ "$(cat "${marker}")" = "${fp}" ]; then
+        log "Stage ${n}: ${title}: already done (remove ${marker} to redo)"
+        return 0
+    fi
+    rm -f "${marker}"
+    log "Stage ${n}: ${title}"
+    local start=${SECONDS}
+    if ! "$@"; then
+        die "Stage ${n} (${title}) failed; the log named above says why"
+    fi
+    mkdir -p "$(dirname "${marker}")"
+    echo "${fp}" > "${marker}.tmp" && mv "${marker}.tmp" "${marker}"
+    log "Stage ${n}: ${title}: done in $((SECONDS - start)) s"
+}
+
+# require_files FILE... : fail naming the first missing input (typically a skipped earlier stage)
+require_files() {
+    local f
+    for f in "$@"; do
+        [ -e "${f}" ] || die "missing ${f}: run the stage that makes it first"
+    done
+}
+
+# split_keys SCP OUT_DIR NJ : round-robin split of a key file into OUT_DIR/keys.{1..n}.scp; prints n
+# (n = min(NJ, number of lines), so no job gets an empty list).
+split_keys() {
+    local scp=$1 out_dir=$2 nj=$3 lines
+    lines=$(wc -l < "${scp}")
+    [ "${lines}" -gt 0 ] || die "${scp} is empty"
+    [ "${nj}" -le "${lines}" ] || nj=${lines}
+    mkdir -p "${out_dir}"
+    rm -f "${out_dir}"/keys.*.scp
+    awk -v n="${nj}" -v d="${out_dir}" '{ print > (d "/keys." ((NR - 1) % n + 1) ".scp") }' "${scp}"
+    echo "${nj}"
+}
+
+# collect_stats MODULE STATS_DIR NJ TRAIN_KEYS VALID_KEYS ARGS... : ESPnet2's --collect_stats, split over NJ
+# jobs of ${train_cmd} and aggregated (shape files and feature statistics for batching and normalisation).
+collect_stats() {
+    local module=$1 stats_dir=$2 nj=$3 train_keys=$4 valid_keys=$5
+    shift 5
+    local logdir="${stats_dir}/logdir" n_train n_valid
+    rm -rf "${logdir}"
+    n_train=$(split_keys "${train_keys}" "${logdir}/train" "${nj}")
+    n_valid=$(split_keys "${valid_keys}" "${logdir}/valid" "${nj}")
+    [ "${n_train}" -le "${n_valid}" ] || n_train=${n_valid}
+    # Both key lists must be split into the same number of parts; re-split the longer one to match.
+    n_train=$(split_keys "${train_keys}" "${logdir}/train" "${n_train}")
+    n_valid=$(split_keys "${valid_keys}" "${logdir}/valid" "${n_train}")
+    # shellcheck disable=SC2086
+    ${train_cmd} JOB=1:"${n_train}" "${logdir}/stats.JOB.log" \
+        python -m "${module}" --collect_stats true --use_preprocessor true \
+            --train_shape_file "${logdir}/train/keys.JOB.scp" \
+            --valid_shape_file "${logdir}/valid/keys.JOB.scp" \
+            --output_dir "${logdir}/stats.JOB" "$@" || return 1
+    local inputs=()
+    for i in $(seq "${n_train}"); do inputs+=(--input_dir "${logdir}/stats.${i}"); done
+    python -m espnet_ext.bin.aggregate_stats_dirs "${inputs[@]}" --output_dir "${stats_dir}" \
+        > "${logdir}/aggregate.log" 2>&1 || { log "aggregation failed: see ${logdir}/aggregate.log"; return 1; }
+}
+
+# add_token_dim STATS_DIR TOKEN_LIST TOKEN_TYPE [NAME] : ESPnet's <name>_shape -> <name>_shape.<token_type>
+# (the shape files get the vocabulary size as second dimension, which the batch sampler expects).
+add_token_dim() {
+    local stats_dir=$1 token_list=$2 token_type=$3 name=${4:-text} split vocab
+    vocab=$(wc -l < "${token_list}")
+    for split in train valid; do
+        awk -v N="${vocab}" '{ print $0 "," N }' "${stats_dir}/${split}/${name}_shape" \
+            > "${stats_dir}/${split}/${name}_shape.${token_type}"
+    done
+}
+
+# train_model LOG -- COMMAND... : launch an ESPnet2 training through the cluster backend
+# (${cuda_cmd} when ngpu > 0), on ${num_nodes} nodes x ${ngpu} GPUs, requeueable, resuming from its checkpoint.
+train_model() {
+    local logfile=$1
+    shift
+    [ "$1" = "--" ] && shift
+    local cmd="${cuda_cmd}"
+    [ "${ngpu}" -gt 0 ] || cmd="${train_cmd}"
+    python -m espnet_ext.jobs.launch --cmd "${cmd} --requeue" --log "${logfile}" \
+        --ngpu "${ngpu}" --num_nodes "${num_nodes}" -- "$@" --resume true
+}
