@@ -18,6 +18,10 @@ def atomic_write(path: Union[str, Path], mode: str = "w", encoding: str = "utf-8
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # mkstemp creates 0600; prepared data is shared on clusters, so honour the umask like open() would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     try:
         kwargs = {} if "b" in mode else {"encoding": encoding}
         with os.fdopen(fd, mode, **kwargs) as f:

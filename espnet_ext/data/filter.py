@@ -1,0 +1,167 @@
+"""The pipeline's filter stage: a copy of a data dir keeping only utterances of acceptable length.
+
+Nothing is dropped silently: ``<dst>/removed.txt`` lists every removed id with the reason, the command
+prints ``kept N of M``, and a filter that would remove everything is refused. Every table keyed by
+utterance is filtered alike (wav.scp, text, text.*, utt2spk, feats.scp, utt2num_frames, segments, utt2*,
+and any other table whose ids are exactly the utterance ids); tables keyed by speaker or recording keep
+the ids still used; spk2utt is rebuilt; other files are copied. Subdirectories (split<N>/, .backup/)
+describe the unfiltered set and are not copied. The output is built in ``<dst>.tmp`` and renamed.
+
+    python -m espnet_ext.data.filter <src> <dst> [--min_frames N] [--max_frames N]
+        [--max_text_chars N] [--max_text_words N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Set
+
+from espnet_ext.data.datadir import (
+    atomic_dir,
+    fix_spk2utt,
+    key_kind,
+    read_kaldi_entries,
+    read_kaldi_map,
+    table_files,
+    validate_data_dir,
+    write_kaldi_map,
+)
+from espnet_ext.errors import InputError
+
+REMOVED = "removed.txt"
+
+
+@dataclass
+class FilterReport:
+    total: int
+    removed: Dict[str, str]  # utterance id -> why
+    reason_counts: Counter
+    dst: Path
+
+    @property
+    def kept(self) -> int:
+        return self.total - len(self.removed)
+
+    def summary(self) -> str:
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(self.reason_counts.items()))
+        return f"filter: kept {self.kept} of {self.total} utterances" + (
+            f" (removed {len(self.removed)}: {why}; ids in {self.dst / REMOVED})" if self.removed else ""
+        )
+
+
+def filter_data_dir(
+    src: Path,
+    dst: Path,
+    min_frames: Optional[int] = None,
+    max_frames: Optional[int] = None,
+    max_text_chars: Optional[int] = None,
+    max_text_words: Optional[int] = None,
+) -> FilterReport:
+    """Write ``dst`` = ``src`` without the utterances outside the (inclusive) bounds; see the module doc.
+
+    Frames come from ``utt2num_frames``; text length is that of the ``text`` transcript, in characters
+    (spaces included) or whitespace-separated words.
+    """
+    src, dst = Path(src), Path(dst)
+    utts = validate_data_dir(src, require=())
+    reasons: Dict[str, List[str]] = {}
+    counts: Counter = Counter()
+
+    def remove(utt: str, label: str, detail: str) -> None:
+        reasons.setdefault(utt, []).append(detail)
+        counts[label] += 1
+
+    if min_frames is not None or max_frames is not None:
+        for utt, value in _required_table(src, "utt2num_frames", "--min_frames/--max_frames").items():
+            frames = int(value)
+            if min_frames is not None and frames < min_frames:
+                remove(utt, "too short", f"num_frames={frames}<min_frames={min_frames}")
+            if max_frames is not None and frames > max_frames:
+                remove(utt, "too long", f"num_frames={frames}>max_frames={max_frames}")
+    if max_text_chars is not None or max_text_words is not None:
+        for utt, text in _required_table(src, "text", "--max_text_chars/--max_text_words").items():
+            if max_text_chars is not None and len(text) > max_text_chars:
+                remove(utt, "text too long", f"text_chars={len(text)}>max_text_chars={max_text_chars}")
+            if max_text_words is not None and len(text.split()) > max_text_words:
+                remove(utt, "text too long", f"text_words={len(text.split())}>max_text_words={max_text_words}")
+
+    keep = [u for u in utts if u not in reasons]
+    if not keep:
+        first = utts[0]
+        raise InputError(
+            f"filtering would remove all {len(utts)} utterances (e.g. '{first}': {'; '.join(reasons[first])}); "
+            "loosen the bounds or check the data",
+            path=src,
+        )
+    with atomic_dir(dst) as tmp:
+        _copy_subset(src, tmp, set(keep), set(utts))
+        write_kaldi_map(tmp / REMOVED, {utt: ";".join(why) for utt, why in reasons.items()})
+        validate_data_dir(tmp, require=())
+    return FilterReport(len(utts), {u: ";".join(w) for u, w in reasons.items()}, counts, dst)
+
+
+def _required_table(src: Path, name: str, options: str) -> Dict[str, str]:
+    if not (src / name).is_file():
+        raise InputError(f"{options} need {name}, which this data dir does not have", path=src / name)
+    return read_kaldi_map(src / name)
+
+
+def _copy_subset(src: Path, dst: Path, keep: Set[str], all_utts: Set[str]) -> None:
+    has_segments = (src / "segments").is_file()
+    utt2spk = read_kaldi_map(src / "utt2spk") if (src / "utt2spk").is_file() else {}
+    kept_ids = {
+        "utterance": keep,
+        "speaker": {utt2spk[u] for u in keep if u in utt2spk},
+        "recording": {v.split()[0] for u, v in read_kaldi_map(src / "segments").items() if u in keep}
+        if has_segments
+        else set(),
+    }
+    for path in table_files(src):
+        if path.name in ("spk2utt", REMOVED):
+            continue  # rebuilt / rewritten
+        kind = key_kind(path.name, has_segments) or _probe_utterance_table(path, all_utts)
+        if kind is None:
+            shutil.copy2(path, dst / path.name)
+            continue
+        entries = read_kaldi_entries(path, allow_empty=True)
+        write_kaldi_map(dst / path.name, {e.key: e.value for e in entries if e.key in kept_ids[kind]})
+    if utt2spk:
+        fix_spk2utt(dst)
+
+
+def _probe_utterance_table(path: Path, all_utts: Set[str]) -> Optional[str]:
+    """"utterance" when an unknown file is a table whose ids are exactly the utterance ids (e.g. ``phn``)."""
+    try:
+        keys = {e.key for e in read_kaldi_entries(path, allow_empty=True)}
+    except InputError:
+        return None  # not a table (binary, free text): copied as it is
+    return "utterance" if keys == all_utts else None
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m espnet_ext.data.filter", description=__doc__.split("\n")[0])
+    parser.add_argument("src", help="data dir to filter")
+    parser.add_argument("dst", help="filtered copy (replaced if it exists)")
+    parser.add_argument("--min_frames", type=int, help="drop utterances with fewer frames (utt2num_frames)")
+    parser.add_argument("--max_frames", type=int, help="drop utterances with more frames (utt2num_frames)")
+    parser.add_argument("--max_text_chars", type=int, help="drop transcripts longer than this many characters")
+    parser.add_argument("--max_text_words", type=int, help="drop transcripts longer than this many words")
+    args = parser.parse_args(argv)
+    try:
+        report = filter_data_dir(
+            args.src, args.dst, args.min_frames, args.max_frames, args.max_text_chars, args.max_text_words
+        )
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(report.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
