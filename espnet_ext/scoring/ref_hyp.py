@@ -1,0 +1,68 @@
+"""Paired reference/hypothesis Kaldi text files (``<id> <text>`` lines), read strictly, and result files.
+
+The two files must hold exactly the same ids. An empty hypothesis is a valid output (every reference word
+is then a deletion); an empty reference is a data error.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Tuple, Union
+
+from espnet_ext.data.datadir import read_kaldi_entries
+from espnet_ext.errors import InputError
+from espnet_ext.fileio import atomic_write
+
+PathLike = Union[str, Path]
+
+
+@dataclass(frozen=True)
+class Pair:
+    utt_id: str
+    ref: str  # whitespace runs collapsed to one space
+    hyp: str
+
+
+def read_text(path: PathLike, allow_empty: bool, what: str) -> Dict[str, Tuple[int, str]]:
+    """{id: (line number, text with whitespace collapsed)} of a Kaldi text file."""
+    table = {}
+    for entry in read_kaldi_entries(path, allow_empty, what):
+        text = " ".join(entry.value.split())
+        if not text and not allow_empty:  # e.g. only non-ASCII blanks after the id
+            raise InputError(f"empty {what}", path=path, line=entry.line, key=entry.key)
+        table[entry.key] = (entry.line, text)
+    return table
+
+
+def read_ref_hyp(ref_path: PathLike, hyp_path: PathLike) -> List[Pair]:
+    """The (reference, hypothesis) pairs in reference file order; the id sets must be equal."""
+    refs = read_text(ref_path, allow_empty=False, what="reference")
+    hyps = read_text(hyp_path, allow_empty=True, what="hypothesis")
+    missing_in_hyp = [u for u in refs if u not in hyps]
+    missing_in_ref = [u for u in hyps if u not in refs]
+    if missing_in_hyp or missing_in_ref:
+        counts = (
+            f"{len(missing_in_hyp)} of {len(refs)} ids of {ref_path} are not in {hyp_path}, "
+            f"{len(missing_in_ref)} of {len(hyps)} ids of {hyp_path} are not in {ref_path}"
+        )
+        if missing_in_hyp:
+            first, path, table, other = missing_in_hyp[0], ref_path, refs, hyp_path
+        else:
+            first, path, table, other = missing_in_ref[0], hyp_path, hyps, ref_path
+        raise InputError(f"id not in {other} ({counts})", path=path, line=table[first][0], key=first)
+    if not refs:
+        raise InputError("no utterances to score", path=ref_path)
+    return [Pair(u, text, hyps[u][1]) for u, (_, text) in refs.items()]
+
+
+def write_result(out_dir: PathLike, result: dict, report: str) -> Path:
+    """``out_dir/result.txt`` then ``out_dir/result.json`` (the file tables read), each written whole."""
+    out_dir = Path(out_dir)
+    with atomic_write(out_dir / "result.txt") as f:
+        f.write(report)
+    with atomic_write(out_dir / "result.json") as f:
+        json.dump(result, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    return out_dir / "result.txt"

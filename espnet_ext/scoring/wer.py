@@ -1,0 +1,149 @@
+"""Word and character error rates of a hypothesis Kaldi text file against its reference, with jiwer.
+
+    utils/score_wer.py --ref data/test/text --hyp exp/decode/text --out_dir exp/decode/score_wer
+
+Writes ``result.json`` (rates in percent, error counts) and ``result.txt`` (summary in Kaldi's
+``%WER`` style, then the aligned REF/HYP of every utterance with an error), and prints one summary line.
+Texts are compared as given (whitespace collapsed); normalise case and punctuation in data preparation.
+CER counts spaces as characters, like ESPnet's char-level scoring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+import jiwer
+
+from espnet_ext.errors import InputError
+from espnet_ext.scoring.ref_hyp import Pair, read_ref_hyp, write_result
+
+GAP = "***"
+
+
+def _counts(output) -> dict:
+    ref = output.hits + output.substitutions + output.deletions
+    errors = output.substitutions + output.deletions + output.insertions
+    return {
+        "ref": ref,
+        "hits": output.hits,
+        "sub": output.substitutions,
+        "del": output.deletions,
+        "ins": output.insertions,
+        "errors": errors,
+    }
+
+
+def score_wer(pairs: Sequence[Pair]) -> dict:
+    """WER/CER/SER (percent) and their counts; ``alignments`` holds jiwer's word alignment per pair."""
+    refs = [p.ref for p in pairs]
+    hyps = [p.hyp for p in pairs]
+    words = jiwer.process_words(refs, hyps)
+    chars = jiwer.process_characters(refs, hyps)
+    word_counts, char_counts = _counts(words), _counts(chars)
+    sentence_errors = sum(p.ref.split() != p.hyp.split() for p in pairs)
+    return {
+        "num_utts": len(pairs),
+        "wer": 100.0 * word_counts["errors"] / word_counts["ref"],
+        "cer": 100.0 * char_counts["errors"] / char_counts["ref"],
+        "ser": 100.0 * sentence_errors / len(pairs),
+        "sentence_errors": sentence_errors,
+        "words": word_counts,
+        "chars": char_counts,
+        "alignments": words,
+    }
+
+
+def align_columns(ref: List[str], hyp: List[str], chunks) -> List[tuple]:
+    """(ref word, hyp word, op) per aligned position; op is "", "S", "D" or "I"."""
+    columns = []
+    for chunk in chunks:
+        ref_part = ref[chunk.ref_start_idx : chunk.ref_end_idx]
+        hyp_part = hyp[chunk.hyp_start_idx : chunk.hyp_end_idx]
+        if chunk.type == "equal":
+            columns += [(r, h, "") for r, h in zip(ref_part, hyp_part)]
+        elif chunk.type == "substitute":
+            columns += [(r, h, "S") for r, h in zip(ref_part, hyp_part)]
+        elif chunk.type == "delete":
+            columns += [(r, GAP, "D") for r in ref_part]
+        else:
+            columns += [(GAP, h, "I") for h in hyp_part]
+    return columns
+
+
+def format_alignment(utt_id: str, columns: List[tuple]) -> str:
+    widths = [max(len(r), len(h), len(op)) for r, h, op in columns]
+    ops = [op for _, _, op in columns]
+    rows = [
+        f"{utt_id} (S={ops.count('S')} D={ops.count('D')} I={ops.count('I')})",
+        "REF: " + " ".join(r.ljust(w) for (r, _, _), w in zip(columns, widths)),
+        "HYP: " + " ".join(h.ljust(w) for (_, h, _), w in zip(columns, widths)),
+        "OP:  " + " ".join(op.ljust(w) for op, w in zip(ops, widths)),
+    ]
+    return "\n".join(row.rstrip() for row in rows) + "\n"
+
+
+def summary_line(name: str, rate: float, counts: dict) -> str:
+    """Kaldi compute-wer style: ``%WER 12.50 [ 5 / 40, 1 ins, 2 del, 2 sub ]``."""
+    return (
+        f"%{name} {rate:.2f} [ {counts['errors']} / {counts['ref']}, "
+        f"{counts['ins']} ins, {counts['del']} del, {counts['sub']} sub ]"
+    )
+
+
+def format_report(scores: dict, pairs: Sequence[Pair], ref_path, hyp_path) -> str:
+    lines = [
+        f"REF: {ref_path}",
+        f"HYP: {hyp_path}",
+        summary_line("WER", scores["wer"], scores["words"]),
+        summary_line("CER", scores["cer"], scores["chars"]),
+        f"%SER {scores['ser']:.2f} [ {scores['sentence_errors']} / {scores['num_utts']} ]",
+        "",
+        f"Utterances with errors ({scores['sentence_errors']}):",
+    ]
+    output = scores["alignments"]
+    blocks = [
+        format_alignment(pair.utt_id, align_columns(ref, hyp, chunks))
+        for pair, ref, hyp, chunks in zip(pairs, output.references, output.hypotheses, output.alignments)
+        if any(chunk.type != "equal" for chunk in chunks)
+    ]
+    return "\n".join(lines) + "\n\n" + "\n".join(blocks)
+
+
+def score_files(ref_path, hyp_path, out_dir) -> dict:
+    """Score, write ``out_dir/result.{txt,json}``; returns the json content."""
+    pairs = read_ref_hyp(ref_path, hyp_path)
+    scores = score_wer(pairs)
+    report = format_report(scores, pairs, ref_path, hyp_path)
+    result = {key: value for key, value in scores.items() if key != "alignments"}
+    result.update(metric="wer", ref=str(ref_path), hyp=str(hyp_path))
+    write_result(out_dir, result, report)
+    return result
+
+
+def get_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="score_wer.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--ref", type=Path, required=True, help="reference Kaldi text file")
+    parser.add_argument("--hyp", type=Path, required=True, help="hypothesis Kaldi text file, same ids")
+    parser.add_argument("--out_dir", type=Path, required=True)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    args = get_parser().parse_args(argv)
+    try:
+        result = score_files(args.ref, args.hyp, args.out_dir)
+    except InputError as e:
+        sys.exit(f"score_wer: error: {e}")
+    print(
+        f"{summary_line('WER', result['wer'], result['words'])} %CER {result['cer']:.2f} "
+        f"%SER {result['ser']:.2f} ({result['num_utts']} utts) -> {args.out_dir / 'result.txt'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

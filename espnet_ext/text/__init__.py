@@ -1,0 +1,1 @@
+"""Text processing for recipes (token lists: ``python -m espnet_ext.text.token_list``)."""
