@@ -1,0 +1,1 @@
+"""Corpus readers/writers and the embedded mini-corpus generators."""

@@ -1,0 +1,209 @@
+"""The numbers-world corpus: a seeded plan of who says which integer in which split, written as Kaldi data dirs.
+
+Layout written under ``out``::
+
+    <out>/<split>/{text,text.<lang>,wav.scp,phn,...}   one file per modality output, sorted by utterance id
+    <out>/<split>/{utt2spk,spk2utt,utt2num}            speakers, and the integer each utterance says
+    <out>/<split>/.complete                             written last: the split dir is whole
+    <out>/.complete                                     the corpus' settings, written after every split
+
+A split dir is built beside its final place and renamed into it (``datadir.atomic_dir``), so a crash
+never leaves a dir that looks finished. Rerunning with the same settings finds ``<out>/.complete`` and
+does nothing; other settings regenerate the corpus.
+
+Design choices:
+- Numbers are disjoint across splits. Filters (``exclude_last_digits``) hold a pattern out of the
+  filtered splits (train by default); unfiltered splits are drawn first, so dev/test are uniform samples
+  of the whole range and the held-out pattern appears there at its natural rate.
+- Speakers are disjoint across splits by default, as in LibriSpeech: test speakers are unseen voices
+  (an unseen base rate/pitch on a voice variant the model has heard), which is what an ASR test should
+  measure. ``speakers="shared"`` reuses the same speakers in every split.
+- Randomness comes from independent streams of one seed (numbers, speakers, per-utterance seeds), so e.g.
+  changing the number of speakers does not change which numbers are in which split.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from espnet_ext.data.datadir import atomic_dir, spk2utt_from_utt2spk, write_kaldi_map
+from espnet_ext.data.numbers.modality import Modality, Speaker, Utterance
+from espnet_ext.data.numbers.speech import random_speakers
+from espnet_ext.errors import ConfigError
+from espnet_ext.fileio import atomic_write
+
+GENERATOR_VERSION = 1  # bump when the same settings would produce different output
+COMPLETE = ".complete"
+MAX_RANGE_SIZE = 10_000_000  # the plan permutes the whole range
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """Which numbers, splits and speakers; what each utterance looks/sounds like is up to the modalities."""
+
+    splits: Tuple[Tuple[str, int], ...] = (("train", 2000), ("dev", 200), ("test", 200))
+    num_range: Tuple[int, int] = (0, 9999)  # inclusive
+    seed: int = 0
+    exclude_last_digits: Tuple[int, ...] = ()
+    exclude_splits: Tuple[str, ...] = ("train",)  # splits the exclusion applies to
+    speakers: str = "disjoint"  # or "shared" across splits
+    num_speakers: int = 12  # per split
+
+    def __post_init__(self):
+        names = [name for name, _ in self.splits]
+        if not names or len(set(names)) != len(names):
+            raise ConfigError(f"split names must be non-empty and unique, got {names}")
+        for name, size in self.splits:
+            if not name or "/" in name or name.startswith(".") or size < 1:
+                raise ConfigError(f"bad split '{name}={size}': need a plain name and a size >= 1")
+        lo, hi = self.num_range
+        if not 0 <= lo <= hi:
+            raise ConfigError(f"number range must satisfy 0 <= lo <= hi, got {lo}:{hi}")
+        if hi - lo + 1 > MAX_RANGE_SIZE:
+            raise ConfigError(f"number range {lo}:{hi} spans more than {MAX_RANGE_SIZE} numbers")
+        if self.seed < 0:
+            raise ConfigError(f"seed must be >= 0, got {self.seed}")
+        if any(not 0 <= d <= 9 for d in self.exclude_last_digits):
+            raise ConfigError(f"excluded last digits must be 0..9, got {self.exclude_last_digits}")
+        unknown = set(self.exclude_splits) - set(names)
+        if self.exclude_last_digits and unknown:
+            raise ConfigError(f"exclusion names unknown splits: {', '.join(sorted(unknown))}")
+        if self.speakers not in ("disjoint", "shared"):
+            raise ConfigError(f"speakers must be 'disjoint' or 'shared', got '{self.speakers}'")
+        if self.num_speakers < 1:
+            raise ConfigError(f"num_speakers must be >= 1, got {self.num_speakers}")
+
+
+def _split_numbers(spec: CorpusSpec, rng: np.random.Generator) -> Dict[str, List[int]]:
+    lo, hi = spec.num_range
+    order = rng.permutation(hi - lo + 1) + lo
+    used = np.zeros(hi - lo + 1, dtype=bool)
+    excluded = np.isin(order % 10, list(spec.exclude_last_digits))
+    numbers = {}
+    # Unfiltered splits first: they then sample the range uniformly (see the module doc).
+    filtered = [name in spec.exclude_splits and bool(spec.exclude_last_digits) for name, _ in spec.splits]
+    for (name, size), _ in sorted(zip(spec.splits, filtered), key=lambda item: item[1]):
+        allowed = ~used[order - lo]
+        if name in spec.exclude_splits:
+            allowed &= ~excluded
+        chosen = order[allowed][:size]
+        if len(chosen) < size:
+            raise ConfigError(
+                f"split '{name}' wants {size} numbers but only {len(chosen)} of {lo}:{hi} remain "
+                "(after earlier splits and exclusions)"
+            )
+        used[chosen - lo] = True
+        numbers[name] = sorted(int(n) for n in chosen)
+    return {name: numbers[name] for name, _ in spec.splits}
+
+
+def _speakers(spec: CorpusSpec, rng: np.random.Generator) -> Dict[str, List[Speaker]]:
+    names = [name for name, _ in spec.splits]
+    groups = 1 if spec.speakers == "shared" else len(names)
+    width = max(2, len(str(groups * spec.num_speakers)))
+    per_group = [
+        random_speakers([f"spk{g * spec.num_speakers + k + 1:0{width}d}" for k in range(spec.num_speakers)], rng)
+        for g in range(groups)
+    ]
+    return {name: per_group[0 if spec.speakers == "shared" else i] for i, name in enumerate(names)}
+
+
+def plan_corpus(spec: CorpusSpec) -> Dict[str, List[Utterance]]:
+    """Utterances per split (in the spec's split order), each sorted by utterance id."""
+    numbers_ss, speakers_ss, assign_ss = np.random.SeedSequence(spec.seed).spawn(3)
+    numbers = _split_numbers(spec, np.random.default_rng(numbers_ss))
+    speakers = _speakers(spec, np.random.default_rng(speakers_ss))
+    assign_rng = np.random.default_rng(assign_ss)
+    width = len(str(spec.num_range[1]))
+    plan = {}
+    for name, _ in spec.splits:
+        # Shuffle, then deal round-robin: each speaker gets an equal share of random numbers.
+        dealt = assign_rng.permutation(numbers[name])
+        spk = speakers[name]
+        utts = [
+            Utterance(
+                utt_id=f"{spk[i % len(spk)].spk_id}-{int(n):0{width}d}",
+                number=int(n),
+                split=name,
+                speaker=spk[i % len(spk)],
+                seed=int(np.random.SeedSequence([spec.seed, int(n)]).generate_state(1)[0]),
+            )
+            for i, n in enumerate(dealt)
+        ]
+        plan[name] = sorted(utts, key=lambda u: u.utt_id)
+    return plan
+
+
+def _write_speaker_tables(utterances: Sequence[Utterance], out_dir: Path) -> None:
+    utt2spk = {u.utt_id: u.speaker.spk_id for u in utterances}
+    write_kaldi_map(out_dir / "utt2spk", utt2spk)
+    write_kaldi_map(out_dir / "spk2utt", spk2utt_from_utt2spk(utt2spk))
+    write_kaldi_map(out_dir / "utt2num", {u.utt_id: str(u.number) for u in utterances})
+
+
+def _write_marker(path: Path, content: dict) -> None:
+    with atomic_write(path) as f:
+        json.dump(content, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def corpus_signature(spec: CorpusSpec, modalities: Sequence[Modality]) -> dict:
+    return {
+        "generator_version": GENERATOR_VERSION,
+        "spec": asdict(spec),
+        "modalities": {m.name: m.signature() for m in modalities},
+    }
+
+
+def _read_marker(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def is_complete(out: Path, signature: dict) -> bool:
+    """True when ``out`` holds a finished corpus generated with exactly these settings."""
+    # Through JSON, so tuples compare equal to the lists read back.
+    if _read_marker(out / COMPLETE) != json.loads(json.dumps(signature)):
+        return False
+    return all((out / name / COMPLETE).is_file() for name, _ in signature["spec"]["splits"])
+
+
+def _remove_old_splits(out: Path, keep: Sequence[str]) -> None:
+    """Remove split dirs a previous generation wrote that the new settings no longer have."""
+    previous = _read_marker(out / COMPLETE).get("spec", {}).get("splits", [])
+    for name, _ in previous:
+        if name not in keep and (out / name / COMPLETE).is_file():
+            shutil.rmtree(out / name)
+
+
+def generate_corpus(out: Path, spec: CorpusSpec, modalities: Sequence[Modality]) -> bool:
+    """Write the corpus under ``out``; returns False when it was already complete with these settings."""
+    out = Path(out)
+    names = [m.name for m in modalities]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"modalities listed twice: {names}")
+    signature = corpus_signature(spec, modalities)
+    if is_complete(out, signature):
+        return False
+    out.mkdir(parents=True, exist_ok=True)
+    _remove_old_splits(out, keep=[name for name, _ in spec.splits])
+    # Nothing of the previous generation may look finished while its wavs are being replaced.
+    (out / COMPLETE).unlink(missing_ok=True)
+    for name, _ in spec.splits:
+        (out / name / COMPLETE).unlink(missing_ok=True)
+    for split, utterances in plan_corpus(spec).items():
+        with atomic_dir(out / split) as building:
+            for modality in modalities:
+                modality.generate(utterances, building)
+            _write_speaker_tables(utterances, building)
+            _write_marker(building / COMPLETE, {"split": split, "utterances": len(utterances)})
+    _write_marker(out / COMPLETE, signature)
+    return True

@@ -1,0 +1,133 @@
+import unicodedata
+
+import pytest
+
+from espnet_ext.data.numbers.greek import MAX_GREEK, greek_number_words
+from espnet_ext.data.numbers.words import LANGUAGES, normalize_words, number_to_words
+
+# Hand-checked Greek counting forms (neuter; feminine before χιλιάδες; εκατόν before a following number).
+GREEK_REFERENCES = {
+    0: "μηδέν",
+    1: "ένα",
+    2: "δύο",
+    3: "τρία",
+    4: "τέσσερα",
+    7: "επτά",
+    8: "οκτώ",
+    9: "εννέα",
+    10: "δέκα",
+    11: "έντεκα",
+    12: "δώδεκα",
+    13: "δεκατρία",
+    14: "δεκατέσσερα",
+    16: "δεκαέξι",
+    19: "δεκαεννέα",
+    20: "είκοσι",
+    21: "είκοσι ένα",
+    34: "τριάντα τέσσερα",
+    70: "εβδομήντα",
+    99: "ενενήντα εννέα",
+    100: "εκατό",
+    101: "εκατόν ένα",
+    120: "εκατόν είκοσι",
+    200: "διακόσια",
+    312: "τριακόσια δώδεκα",
+    444: "τετρακόσια σαράντα τέσσερα",
+    999: "εννιακόσια ενενήντα εννέα",
+    1000: "χίλια",
+    1001: "χίλια ένα",
+    1100: "χίλια εκατό",
+    1234: "χίλια διακόσια τριάντα τέσσερα",
+    2000: "δύο χιλιάδες",
+    2024: "δύο χιλιάδες είκοσι τέσσερα",
+    3000: "τρεις χιλιάδες",
+    3120: "τρεις χιλιάδες εκατόν είκοσι",
+    4000: "τέσσερις χιλιάδες",
+    5000: "πέντε χιλιάδες",
+    9999: "εννέα χιλιάδες εννιακόσια ενενήντα εννέα",
+    13000: "δεκατρείς χιλιάδες",
+    14000: "δεκατέσσερις χιλιάδες",
+    21000: "είκοσι μία χιλιάδες",
+    23000: "είκοσι τρεις χιλιάδες",
+    100000: "εκατό χιλιάδες",
+    100100: "εκατό χιλιάδες εκατό",
+    101000: "εκατόν μία χιλιάδες",
+    200000: "διακόσιες χιλιάδες",
+    304004: "τριακόσιες τέσσερις χιλιάδες τέσσερα",
+    999999: "εννιακόσιες ενενήντα εννέα χιλιάδες εννιακόσια ενενήντα εννέα",
+}
+
+# Known number words, normalised (lower case, hyphens and commas -> spaces).
+KNOWN = {
+    "en": {0: "zero", 21: "twenty one", 312: "three hundred and twelve", 1001: "one thousand and one"},
+    "de": {0: "null", 21: "einundzwanzig", 312: "dreihundertzwölf", 9999: "neuntausendneunhundertneunundneunzig"},
+    "es": {0: "cero", 21: "veintiuno", 312: "trescientos doce", 9999: "nueve mil novecientos noventa y nueve"},
+    "fr": {0: "zéro", 21: "vingt et un", 80: "quatre vingts", 312: "trois cent douze"},
+    "it": {0: "zero", 21: "ventuno", 312: "trecentododici", 2000: "duemila"},
+    "pt": {0: "zero", 21: "vinte e um", 312: "trezentos e doze", 1000: "mil"},
+    "ru": {0: "ноль", 21: "двадцать один", 312: "триста двенадцать", 2000: "две тысячи"},
+    "ar": {0: "صفر", 7: "سبعة", 1000: "ألف", 100: "مائة"},
+    "ro": {0: "zero", 7: "șapte", 312: "trei sute doisprezece", 1000: "o mie"},
+    "el": {0: "μηδέν", 21: "είκοσι ένα", 312: "τριακόσια δώδεκα", 3000: "τρεις χιλιάδες"},
+}
+
+
+@pytest.mark.parametrize("n,expected", sorted(GREEK_REFERENCES.items()))
+def test_greek_matches_hand_checked_reference(n, expected):
+    assert greek_number_words(n) == expected
+    assert number_to_words(n, "el") == expected
+
+
+def test_greek_refuses_out_of_range():
+    greek_number_words(MAX_GREEK)
+    with pytest.raises(ValueError, match="999999"):
+        greek_number_words(MAX_GREEK + 1)
+    with pytest.raises(ValueError):
+        greek_number_words(-1)
+
+
+def test_greek_words_are_distinct_for_all_numbers_below_10000():
+    words = {greek_number_words(n) for n in range(10000)}
+    assert len(words) == 10000
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_language_gives_known_values(lang):
+    for n, expected in KNOWN[lang].items():
+        assert number_to_words(n, lang) == expected, (lang, n)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_normalised_words_are_letters_and_single_spaces(lang):
+    for n in list(range(0, 130)) + [999, 1000, 1001, 2024, 7777, 9999, 12345, 99999]:
+        text = number_to_words(n, lang)
+        assert text and text == text.strip() and "  " not in text
+        assert text == text.lower()
+        assert all(c == " " or unicodedata.category(c)[0] in "LM" for c in text), (lang, n, text)
+
+
+def test_scripts_and_conventions_are_kept():
+    assert "and" in number_to_words(112, "en").split()
+    assert number_to_words(112, "en") == "one hundred and twelve"
+    assert number_to_words(9999, "en") == "nine thousand nine hundred and ninety nine"  # comma dropped
+    # German numbers stay one compound word.
+    assert all(" " not in number_to_words(n, "de") for n in range(10000))
+    assert all("\u0400" <= c <= "\u04ff" for c in number_to_words(1999, "ru").replace(" ", ""))
+    assert all("\u0600" <= c <= "\u06ff" for c in number_to_words(1999, "ar").replace(" ", ""))
+    assert "ά" in number_to_words(1000, "el") or "ί" in number_to_words(1000, "el")
+
+
+def test_normalize_words():
+    assert normalize_words("Nine thousand, nine hundred and ninety-nine") == (
+        "nine thousand nine hundred and ninety nine"
+    )
+    assert normalize_words("  Quatre-Vingt-Dix ") == "quatre vingt dix"
+    assert normalize_words("ΤΡΙΑΚΌΣΙΑ") == "τριακόσια"
+
+
+def test_number_to_words_validates_input():
+    with pytest.raises(ValueError, match="unsupported language"):
+        number_to_words(3, "xx")
+    for bad in (-1, 2.5, True, "3"):
+        with pytest.raises(ValueError):
+            number_to_words(bad, "en")
