@@ -231,11 +231,45 @@ def load_spec(path: PathLike) -> tuple:
     return str(spec.get("title", "RESULTS")), tables, str(spec.get("notes", ""))
 
 
+def scan_tables(
+    exp_dir: PathLike, test_sets: Sequence[str], scorer: str, metrics: Sequence[tuple]
+) -> List[Table]:
+    """Tables for every ``<exp_dir>/<model>/<decode>/<test_set>/<scorer>/result.json`` found.
+
+    One table per (key, title) in ``metrics``; rows are "<model> / <decode>", columns the test sets.
+    For pipelines whose experiments are not known in advance (the generic RESULTS.md of a recipe).
+    """
+    exp_dir = Path(exp_dir)
+    found = sorted({p.parents[2] for t in test_sets for p in exp_dir.glob(f"*/*/{t}/{scorer}/result.json")})
+    rows = [f"{d.parent.name} / {d.name}" for d in found]
+    tables = []
+    for key, title in metrics:
+        cells = [
+            Cell(row=row, column=t, path=str(d / t / scorer / "result.json"), key=key)
+            for row, d in zip(rows, found)
+            for t in test_sets
+        ]
+        tables.append(Table(title=title, rows=rows, columns=list(test_sets), cells=cells, row_header="model / decoding"))
+    return tables
+
+
+SCANS = {
+    "asr": ("score_wer", [("wer", "WER [%]"), ("cer", "CER [%]")]),
+    "mt": ("score_bleu", [("bleu", "BLEU"), ("exact_match", "Exact match [%]")]),
+}
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m espnet_ext.results", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--spec", type=Path, required=True, help="YAML or JSON table layout")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--spec", type=Path, help="YAML or JSON table layout")
+    source.add_argument("--scan", choices=sorted(SCANS), help="tabulate every scored decoding under --exp_dir")
+    parser.add_argument("--exp_dir", type=Path, default=Path("exp"), help="with --scan")
+    parser.add_argument("--test_sets", default="test", help="with --scan: space-separated column names")
+    parser.add_argument("--title", default="RESULTS", help="with --scan")
+    parser.add_argument("--notes", default="", help="with --scan: markdown under the title")
     parser.add_argument("--out", type=Path, default=Path("RESULTS.md"))
     parser.add_argument(
         "--command", default=None, help="the command that produced the results (default: this command line)"
@@ -244,7 +278,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = parser.parse_args(cli_args)
     command = args.command or shlex.join(["python", "-m", "espnet_ext.results", *cli_args])
     try:
-        title, tables, notes = load_spec(args.spec)
+        if args.spec is not None:
+            title, tables, notes = load_spec(args.spec)
+        else:
+            scorer, metrics = SCANS[args.scan]
+            tables = scan_tables(args.exp_dir, args.test_sets.split(), scorer, metrics)
+            title, notes = args.title, args.notes
         write_results(args.out, title, tables, command, notes)
     except InputError as e:
         sys.exit(f"results: error: {e}")

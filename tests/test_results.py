@@ -140,3 +140,22 @@ def test_command_line(tmp_path, results):
         cwd=results, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
     )
     assert run.returncode == 1 and "absent.yaml: cannot read the results spec" in run.stderr
+
+
+def test_scan_tables_finds_every_scored_decoding(tmp_path):
+    import json
+
+    from espnet_ext.results import main
+
+    for model, decode, test, wer in [("asr_a", "decode_x", "test", 12.5), ("asr_b", "decode_x_lm", "test", 3.25)]:
+        d = tmp_path / "exp" / model / decode / test / "score_wer"
+        d.mkdir(parents=True)
+        (d / "result.json").write_text(json.dumps({"wer": wer, "cer": wer / 2}))
+    out = tmp_path / "RESULTS.md"
+    main(["--scan", "asr", "--exp_dir", str(tmp_path / "exp"), "--test_sets", "test other", "--out", str(out),
+          "--title", "Mini", "--notes", "wall time 9 min", "--command", "./run.sh"])
+    text = out.read_text()
+    assert "# Mini" in text and "wall time 9 min" in text
+    assert "| asr_a / decode_x | 12.50 | - |" in text
+    assert "| asr_b / decode_x_lm | 3.25 | - |" in text
+    assert "| asr_b / decode_x_lm | 1.62 | - |" in text  # CER table (3.25 / 2 rounded half-even)

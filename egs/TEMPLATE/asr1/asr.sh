@@ -118,7 +118,7 @@ make_tokens() {
     # shellcheck disable=SC2086
     ${train_cmd} "${token_dir}/log/token_list.log" \
         python -m espnet_ext.text.token_list --token_type "${token_type}" --model_type "${bpemode}" \
-            --vocab_size "${nbpe}" --input "${train_dir}/text" --out_dir "${token_dir}" ${bpe_opts}
+            --vocab_size "${nbpe}" --text "${train_dir}/text" --out_dir "${token_dir}" ${bpe_opts}
 }
 
 # asr.sh stages 5-7 are lm.sh stages 1+3, 4 and 5 (lm.sh stage 2, the token list, is ours: stage 4).
@@ -193,8 +193,10 @@ score() {
 }
 
 write_results() {
-    python -m espnet_ext.results asr --exp_dir "${expdir}" --test_sets "${test_sets}" --title "${results_title}" \
-        --out RESULTS.md --command "${command_line}"
+    local notes="Configs: \`${asr_config}\`, \`${inference_config}\`$(${use_lm} && echo ", LM \`${lm_config}\`")."
+    notes+=" Wall time of this invocation (stages ${stage}-${stop_stage}): $((SECONDS / 60)) min $((SECONDS % 60)) s."
+    python -m espnet_ext.results --scan asr --exp_dir "${expdir}" --test_sets "${test_sets}" \
+        --title "${results_title}" --notes "${notes}" --out RESULTS.md --command "${command_line}"
 }
 
 run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh db.sh "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data

@@ -62,7 +62,7 @@ prepare_text() {
 make_tokens() {
     if [ -f "${token_list}" ]; then log "using existing ${token_list}"; return 0; fi
     python -m espnet_ext.text.token_list --token_type "${token_type}" --model_type "${bpemode}" \
-        --vocab_size "${nbpe}" --input "${text_dir}/train.txt" --out_dir "$(dirname "${token_list}")"
+        --vocab_size "${nbpe}" --text "${text_dir}/train.txt" --out_dir "$(dirname "${token_list}")"
 }
 
 lm_stats() {

@@ -1,0 +1,130 @@
+"""egs/librispeech/asr1 end to end on a tiny mini corpus: every stage, LM fusion, reruns, resume, bad input."""
+
+import re
+
+import pytest
+
+from recipe_fixture import make_recipe_copy, run, run_until
+
+TINY_ASR = """\
+encoder: cnn_transformer
+encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1,
+               conv_channels: [4, 4, 8, 8], use_flash_attn: false}
+decoder: transformer
+decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false}
+model_conf: {ctc_weight: 0.3, lsm_weight: 0.1}
+frontend: null
+optim: adam
+optim_conf: {lr: 0.002}
+batch_type: folded
+batch_size: 8
+max_epoch: 2
+best_model_criterion: [[valid, acc, max]]
+keep_nbest_models: 2
+num_workers: 0
+use_tensorboard: false
+use_matplotlib: false
+num_att_plot: 0
+"""
+TINY_LM = """\
+lm: seq_rnn
+lm_conf: {unit: 16, nlayers: 1, tie_weights: true}
+optim: adam
+batch_type: folded
+batch_size: 8
+max_epoch: 1
+best_model_criterion: [[valid, loss, min]]
+num_workers: 0
+use_tensorboard: false
+use_matplotlib: false
+"""
+TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\nlm_weight: 0.5\n"
+
+TINY_ARGS = [
+    "--asr_config", "conf/tiny_asr.yaml", "--lm_config", "conf/tiny_lm.yaml",
+    "--inference_config", "conf/tiny_decode.yaml", "--nbpe", "30",
+    "--local_data_opts", "--mini_splits train=40,dev=6,test=6",
+]
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory):
+    recipe = make_recipe_copy("librispeech", "asr1", tmp_path_factory.mktemp("recipe"))
+    (recipe / "conf" / "tiny_asr.yaml").write_text(TINY_ASR)
+    (recipe / "conf" / "tiny_lm.yaml").write_text(TINY_LM)
+    (recipe / "conf" / "tiny_decode.yaml").write_text(TINY_DECODE)
+    return recipe
+
+
+@pytest.fixture(scope="module")
+def finished(recipe):
+    out = run(recipe, TINY_ARGS)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return recipe, out
+
+
+def test_all_stages_run_and_write_results(finished):
+    recipe, out = finished
+    for n in (1, 2, 3, 4):
+        assert (recipe / "dump" / ".stages" / f"stage{n}.done").exists() or n == 4
+    exp = recipe / "exp" / "asr_tiny_asr"
+    assert (exp / "valid.acc.ave.pth").exists()
+    assert (exp / "config.yaml").exists()
+    hyp = (exp / "decode_tiny_decode" / "test" / "text").read_text().splitlines()
+    assert len(hyp) == 6
+    results = (recipe / "RESULTS.md").read_text()
+    row = re.search(r"\| asr_tiny_asr / decode_tiny_decode \| ([0-9.]+) \|", results)
+    assert row, results
+    import json
+
+    score = json.loads((exp / "decode_tiny_decode" / "test" / "score_wer" / "result.json").read_text())
+    assert float(row.group(1)) == pytest.approx(score["wer"], abs=0.01)
+    assert "Wall time" in results and "torch" in results
+    # ark/scp features written by kaldiio, 80-dim.
+    assert (recipe / "dump" / "fbank" / "train" / "feats_dim").read_text().strip() == "80"
+
+
+def test_rerun_skips_finished_stages(finished):
+    recipe, _ = finished
+    out = run(recipe, TINY_ARGS + ["--stop_stage", "11"])
+    assert out.returncode == 0, out.stderr[-3000:]
+    for n in (1, 2, 3, 4, 8, 9, 10, 11):
+        assert re.search(rf"Stage {n}: .*: already done", out.stderr), (n, out.stderr[-3000:])
+
+
+def test_lm_fusion_stages_add_a_decoding(finished):
+    recipe, _ = finished
+    out = run(recipe, TINY_ARGS + ["--stage", "5", "--use_lm", "true"])
+    assert out.returncode == 0, out.stderr[-4000:]
+    lm_exp = recipe / "exp" / "lm_tiny_lm"
+    assert (lm_exp / "valid.loss.ave.pth").exists()
+    assert re.search(r"perplexity [0-9.]+", out.stderr)
+    results = (recipe / "RESULTS.md").read_text()
+    assert "asr_tiny_asr / decode_tiny_decode_lm_tiny_lm" in results
+    assert "asr_tiny_asr / decode_tiny_decode |" in results  # the earlier decoding stays in the table
+
+
+def test_interrupted_training_resumes_from_checkpoint(finished):
+    recipe, _ = finished
+    args = TINY_ARGS + ["--stage", "9", "--stop_stage", "9", "--asr_tag", "resume",
+                        "--asr_args", "--max_epoch 3"]
+    exp = recipe / "exp" / "asr_resume"
+    run_until(recipe, args, exp / "1epoch.pth")
+    assert not (exp / ".stages" / "stage9.done").exists()
+    out = run(recipe, args)
+    assert out.returncode == 0, out.stderr[-3000:]
+    log = (exp / "train.log").read_text()
+    assert "The training was resumed using" in log
+    assert "1/3epoch started" not in log.split("The training was resumed using")[-1]
+    assert (exp / "3epoch.pth").exists() and (exp / ".stages" / "stage9.done").exists()
+
+
+def test_corpus_dir_that_is_not_librispeech_fails_stage_one(recipe, tmp_path):
+    (tmp_path / "somewhere").mkdir()
+    out = run(recipe, ["--stop_stage", "1", "--dumpdir", "dump_bad"] + TINY_ARGS,
+              env={"LIBRISPEECH": str(tmp_path / "somewhere")})
+    assert out.returncode != 0
+    assert "data/log/data_prep.log" in out.stderr
+    log = (recipe / "data" / "log" / "data_prep.log").read_text()
+    assert "LibriSpeech" in log and str(tmp_path / "somewhere") in log
+    assert not (recipe / "dump_bad" / ".stages" / "stage1.done").exists()
