@@ -1,0 +1,49 @@
+"""The librispeech mini recipe through the real Slurm backend: array jobs, training job, failure propagation."""
+
+import re
+
+import pytest
+
+from recipe_fixture import make_recipe_copy, run
+from test_librispeech_recipe import TINY_ARGS, TINY_ASR, TINY_DECODE, TINY_LM
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory):
+    recipe = make_recipe_copy("librispeech", "asr1", tmp_path_factory.mktemp("slurm_recipe"))
+    (recipe / "conf" / "tiny_asr.yaml").write_text(TINY_ASR)
+    (recipe / "conf" / "tiny_lm.yaml").write_text(TINY_LM)
+    (recipe / "conf" / "tiny_decode.yaml").write_text(TINY_DECODE)
+    return recipe
+
+
+def test_recipe_runs_through_sbatch(slurm_cluster, recipe):
+    out = run(recipe, TINY_ARGS + ["--cmd_backend", "slurm", "--stop_stage", "11"])
+    assert out.returncode == 0, out.stderr[-4000:]
+    # fbank ran as a 2-task array job; every task's log carries Slurm's job id and a clean footer.
+    logs = sorted((recipe / "dump" / "fbank" / "train" / "log").glob("fbank.*.log"))
+    assert [p.name for p in logs] == ["fbank.1.log", "fbank.2.log"]
+    for log in logs:
+        text = log.read_text()
+        assert re.search(r"SLURM_JOB_ID|slurm job|Slurm job", text, re.IGNORECASE), text[:500]
+        assert "# Ended (code 0)" in text
+    assert (recipe / "exp" / "asr_tiny_asr" / "decode_tiny_decode" / "test" / "score_wer" / "result.json").exists()
+
+
+def test_failed_slurm_job_stops_the_stage_with_its_log(slurm_cluster, recipe, tmp_path):
+    (tmp_path / "not_a_corpus").mkdir()
+    out = run(recipe, TINY_ARGS + ["--cmd_backend", "slurm", "--stop_stage", "1", "--dumpdir", "dump_bad"],
+              env={"LIBRISPEECH": str(tmp_path / "not_a_corpus")})
+    assert out.returncode != 0
+    assert "data/log/data_prep.log" in out.stderr
+    assert not (recipe / "dump_bad" / ".stages" / "stage1.done").exists()
+
+
+def test_gpu_request_is_refused_at_submit_time(slurm_cluster, recipe):
+    out = run(recipe, TINY_ARGS + ["--cmd_backend", "slurm", "--stage", "9", "--stop_stage", "9",
+                                   "--ngpu", "1", "--asr_tag", "gpu"])
+    assert out.returncode != 0
+    assert "Invalid generic resource" in out.stderr or "gres" in out.stderr, out.stderr[-3000:]
+    assert not (recipe / "exp" / "asr_gpu" / ".stages" / "stage9.done").exists()
