@@ -1,0 +1,145 @@
+"""The local backend: every job is a process on this machine, at most ``max_jobs_run`` at a time.
+
+Ignored options (there is no scheduler to ask): ``--gpu`` (jobs see this machine's GPUs as they are; ESPnet's
+``--ngpu`` picks how many a job uses), ``--mem``, ``--time``, ``--num_threads``, ``--config``, ``--requeue``,
+``--dependency`` (jobs run synchronously, so whatever came before has already finished).
+``--num_nodes`` above 1 is refused: that needs Slurm.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Dict, IO, Iterator, List
+
+from espnet_ext.errors import ConfigError
+from espnet_ext.jobs.spec import Job, JobOutcome, JobRequest, footer, header, refuse_unknown_options
+
+# After SIGTERM, how long interrupted jobs get to exit before SIGKILL.
+KILL_GRACE_SECONDS = 5.0
+POLL_SECONDS = 0.05
+
+
+class Terminated(Exception):
+    """SIGTERM arrived while jobs were running."""
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Turn SIGTERM into an exception (like Ctrl-C's KeyboardInterrupt) so cleanup code runs."""
+
+    def handler(signum, frame):
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+@dataclass
+class _Running:
+    job: Job
+    process: subprocess.Popen
+    log: IO
+    started: float
+
+
+class LocalRunner:
+    name = "local"
+
+    def run(self, request: JobRequest) -> List[JobOutcome]:
+        """Run every job of the request; refuse (ConfigError) before starting any when it cannot work here."""
+        refuse_unknown_options(request)
+        if request.options.get("num_nodes", 1) > 1:
+            raise ConfigError(
+                f"--num_nodes {request.options['num_nodes']}: the local backend runs on this machine only; "
+                "use the Slurm backend (cmd_backend=slurm) for multi-node jobs"
+            )
+        max_jobs_run = request.options.get("max_jobs_run") or available_cpus()
+        jobs = request.jobs()
+        waiting = list(jobs)
+        running: List[_Running] = []
+        outcomes: Dict[int, JobOutcome] = {}
+        with sigterm_raises():
+            try:
+                while waiting or running:
+                    while waiting and len(running) < max_jobs_run:
+                        started = self._start(waiting.pop(0))
+                        if isinstance(started, JobOutcome):
+                            outcomes[id(started.job)] = started
+                        else:
+                            running.append(started)
+                    # Polling only our own children (not os.wait) keeps this usable inside other programs.
+                    for done in [r for r in running if r.process.poll() is not None]:
+                        running.remove(done)
+                        code = _exit_code_of(done.process.returncode)
+                        self._finish(done, code)
+                        outcomes[id(done.job)] = JobOutcome(done.job, code)
+                    if running:
+                        time.sleep(POLL_SECONDS)
+            except (KeyboardInterrupt, Terminated):
+                self._kill(running)
+                raise
+        return [outcomes[id(job)] for job in jobs]
+
+    @staticmethod
+    def _start(job: Job):
+        job.log.parent.mkdir(parents=True, exist_ok=True)
+        log = open(job.log, "w", encoding="utf-8")
+        log.write(header(job.command, f"on {socket.gethostname()}"))
+        log.flush()
+        started = time.monotonic()
+        try:
+            # Own session: Ctrl-C reaches only this runner, which then ends each job's whole process group.
+            process = subprocess.Popen(
+                job.command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        except OSError as e:
+            code = 127 if isinstance(e, FileNotFoundError) else 126  # the shell's codes for these
+            log.write(f"cannot run {job.command[0]}: {e.strerror}\n")
+            log.write(footer(code, 0))
+            log.close()
+            return JobOutcome(job, code, f"cannot run {job.command[0]}: {e.strerror}")
+        return _Running(job, process, log, started)
+
+    @staticmethod
+    def _finish(done: _Running, code: int) -> None:
+        done.log.write(footer(code, time.monotonic() - done.started))
+        done.log.close()
+
+    def _kill(self, running: List[_Running]) -> None:
+        for r in running:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(r.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + KILL_GRACE_SECONDS
+        for r in running:
+            try:
+                r.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(r.process.pid, signal.SIGKILL)
+                r.process.wait()
+            self._finish(r, _exit_code_of(r.process.returncode))
+
+
+def _exit_code_of(returncode: int) -> int:
+    """Shell convention: a job killed by signal N exits with 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode

@@ -1,0 +1,244 @@
+"""The Slurm backend: one ``sbatch`` per request (an array for ``JOB=a:b``), then wait and check every task.
+
+The batch script is written next to the logs (``<logdir>/q/<name>.sh``). It runs the command in the
+submitting directory (with the submitting environment: ``--export=ALL`` in the default configuration) and
+writes the same log header and footer as the local backend; Slurm's own messages (``CANCELLED AT ...``) land in
+the same log. Options map to sbatch through the configuration (slurm_config.py); ``--max_jobs_run M`` throttles
+the array (``%M``); ``--num_nodes J`` > 1 runs the command under ``srun`` once on each node (``--label``:
+each output line starts with the node's task number).
+
+``--requeue`` (training): the job may be requeued (preemption, ``scontrol requeue``, or by itself when Slurm
+sends USR1 two minutes before the time limit) and then reruns the same command, which resumes from its
+checkpoint (ESPnet: ``--resume true``). Each run appends its own header to the log; waiting goes on until the
+job really ends, and only the last run's footer counts.
+
+A request sbatch refuses (e.g. ``--gpu 1`` where there are no GPUs) fails at once with sbatch's message.
+A job whose dependency can never be satisfied is cancelled and reported instead of waiting forever.
+Ctrl-C / SIGTERM while waiting cancels the job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from espnet_ext.fileio import atomic_write
+from espnet_ext.jobs.local import Terminated, sigterm_raises
+from espnet_ext.jobs.slurm_config import SlurmConfig
+from espnet_ext.jobs.spec import (
+    ENDED_PREFIX,
+    STARTED_PREFIX,
+    TIME_FORMAT,
+    Job,
+    JobOutcome,
+    JobRequest,
+    footer,
+    last_exit_code,
+    now,
+    refuse_unknown_options,
+)
+
+# A requeueable job gets USR1 this long before its time limit and requeues itself (ESPnet checkpoints
+# every epoch, so the rerun resumes from the last finished epoch).
+REQUEUE_SIGNAL_SECONDS = 120
+# States after which a job (array task) never runs again; anything else (PENDING, RUNNING, COMPLETING,
+# REQUEUED, ...) is still on its way, including a requeued job waiting to restart.
+FINAL_STATES = {
+    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED",
+}
+POLL_FIRST_SECONDS = 0.2
+POLL_MAX_SECONDS = 10.0
+# A network file system may show the end of a log a little after Slurm reports the job done.
+FOOTER_WAIT_SECONDS = 10.0
+
+TaskStates = Dict[Optional[int], Tuple[str, str]]  # task id (None: no array) -> (state, reason)
+
+
+def job_name(log_template: str, range_name: Optional[str]) -> str:
+    """``exp/log/fbank.JOB.log`` -> ``fbank``: what squeue shows."""
+    name = Path(log_template).name
+    if name.endswith(".log"):
+        name = name[: -len(".log")]
+    if range_name:
+        name = re.sub(rf"[._-]?{range_name}", "", name)
+    return name or "job"
+
+
+def batch_script(request: JobRequest, workdir: str, per_node: bool) -> str:
+    """The bash script every task runs: header, command (JOB -> task id), footer with the exit code."""
+    range_name = request.job_range.name if request.job_range else None
+    substitute = (
+        f'[ -n "${{task}}" ] && command_line=${{command_line//{range_name}/${{task}}}}\n' if range_name else ""
+    )
+    launcher = "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label " if per_node else ""
+    requeue = (
+        f"# Slurm sends USR1 {REQUEUE_SIGNAL_SECONDS} s before the time limit: requeue, the rerun resumes.\n"
+        'trap \'echo "# Time limit near: requeueing job ${SLURM_JOB_ID}"; scontrol requeue "${SLURM_JOB_ID}"\' USR1\n'
+        if request.options.get("requeue")
+        else ""
+    )
+    return f"""#!/usr/bin/env bash
+# Written by the Slurm job backend for {request.log_template}; Slurm appends its output to that log.
+command_line={shlex.quote(shlex.join(request.command))}
+task=${{SLURM_ARRAY_TASK_ID:-}}
+{substitute}cd {shlex.quote(workdir)} || exit 1
+run="job ${{SLURM_JOB_ID}}${{task:+, task ${{task}}}}"
+[ "${{SLURM_RESTART_COUNT:-0}}" -gt 0 ] && run+=", restart ${{SLURM_RESTART_COUNT}}"
+printf '# %s\\n{STARTED_PREFIX}%s on %s (Slurm %s)\\n' "${{command_line}}" "$(date '+{TIME_FORMAT}')" "$(hostname)" "${{run}}"
+{requeue}start=${{SECONDS}}
+# In the background so that a trapped signal is handled at once, not after the command ends.
+eval "{launcher}${{command_line}}" &
+child=$!
+while true; do
+    wait "${{child}}"
+    code=$?
+    kill -0 "${{child}}" 2>/dev/null || break
+done
+printf '{ENDED_PREFIX}%d) at %s, elapsed %d s\\n' "${{code}}" "$(date '+{TIME_FORMAT}')" $((SECONDS - start))
+exit "${{code}}"
+"""
+
+
+class SlurmRunner:
+    name = "slurm"
+
+    def run(self, request: JobRequest) -> List[JobOutcome]:
+        """Submit, wait until every task ended for good, and read each task's exit code from its log."""
+        config_path = request.options.get("config")
+        config = SlurmConfig.load(config_path) if config_path else SlurmConfig.default()
+        refuse_unknown_options(request, config.option_names)
+        jobs = request.jobs()
+        submit = self._submit_command(request, config)  # may refuse a value the config does not map
+        for job in jobs:
+            job.log.parent.mkdir(parents=True, exist_ok=True)
+            job.log.unlink(missing_ok=True)  # a stale footer must not pass for this run's
+        script_path = jobs[0].log.parent / "q" / (job_name(request.log_template, _range_name(request)) + ".sh")
+        with atomic_write(script_path) as f:
+            f.write(batch_script(request, os.getcwd(), request.options.get("num_nodes", 1) > 1))
+        script_path.chmod(0o755)
+
+        submitted = subprocess.run(submit + [str(script_path)], capture_output=True, text=True)
+        if submitted.returncode != 0:
+            message = (submitted.stderr + submitted.stdout).strip() or f"{submit[0]} exited with {submitted.returncode}"
+            for job in jobs:
+                with open(job.log, "w", encoding="utf-8") as log:
+                    log.write(f"# {shlex.join(job.command)}\n# Not started: refused at {now()} by: {shlex.join(submit)}\n")
+                    log.write(message + "\n" + footer(submitted.returncode, 0))
+            return [JobOutcome(job, None, f"refused at submission: {message}") for job in jobs]
+        if submitted.stderr.strip():  # accepted, with warnings worth seeing
+            print(submitted.stderr.strip(), file=sys.stderr)
+        job_id = submitted.stdout.strip().split(";")[0]
+        tasks = f"{len(jobs)} tasks" if request.job_range else "1 job"
+        print(f"slurm: submitted job {job_id} ({tasks}), log: {request.log_template}", file=sys.stderr)
+        with sigterm_raises():
+            try:
+                states, cancelled_because = self._wait(job_id, jobs, request.options.get("dependency"))
+            except (KeyboardInterrupt, Terminated):
+                subprocess.run(["scancel", job_id], capture_output=True)
+                print(f"slurm: interrupted; cancelled job {job_id}", file=sys.stderr)
+                raise
+        return [self._outcome(job, states.get(job.id), cancelled_because) for job in jobs]
+
+    @staticmethod
+    def _submit_command(request: JobRequest, config: SlurmConfig) -> List[str]:
+        options = dict(request.options)
+        options.update(request.extra_options)
+        output = request.log_template.replace("%", "%%")  # Slurm reads % as a pattern
+        args = config.command + [
+            "--parsable",
+            f"--job-name={job_name(request.log_template, _range_name(request))}",
+            f"--chdir={os.getcwd()}",
+            "--open-mode=append",  # a requeued run appends to its log instead of erasing the first run
+        ]
+        if request.job_range is not None:
+            throttle = f"%{options['max_jobs_run']}" if "max_jobs_run" in options else ""
+            args.append(f"--array={request.job_range.start}-{request.job_range.end}{throttle}")
+            output = output.replace(request.job_range.name, "%a")
+        args.append(f"--output={os.path.abspath(output)}")
+        if options.get("num_nodes", 1) > 1:
+            args.append("--ntasks-per-node=1")  # srun then starts the command once per node
+        if options.get("requeue"):
+            args += ["--requeue", f"--signal=B:USR1@{REQUEUE_SIGNAL_SECONDS}"]
+        if "dependency" in options:
+            args += [f"--dependency={options['dependency']}", "--kill-on-invalid-dep=yes"]
+        # Last, so that a configured option (e.g. --job-name through 'option name=*') wins.
+        return args + config.option_args(options)
+
+    def _wait(self, job_id: str, jobs: List[Job], dependency: Optional[str]) -> Tuple[TaskStates, Optional[str]]:
+        """Poll squeue until every task is in a final state (or Slurm forgot the job). Returns the last state
+        seen per task, and why the job was cancelled when it could never run."""
+        last_seen: TaskStates = {}
+        cancelled_because: Optional[str] = None
+        delay = POLL_FIRST_SECONDS
+        reported = ""  # the last squeue error or hold reason shown, to show each once
+        while True:
+            listing = subprocess.run(
+                ["squeue", "-h", "-r", "-t", "all", "-j", job_id, "-o", "%K|%T|%r"], capture_output=True, text=True
+            )
+            if listing.returncode != 0:
+                if "Invalid job id" in listing.stderr:  # purged MinJobAge after it ended: the logs tell the rest
+                    return last_seen, cancelled_because
+                if listing.stderr.strip() != reported:  # slurmctld busy or restarting: keep waiting
+                    reported = listing.stderr.strip()
+                    print(f"slurm: squeue failed (will retry): {reported}", file=sys.stderr)
+                time.sleep(POLL_MAX_SECONDS)
+                continue
+            states = _parse_squeue(listing.stdout)
+            for state, reason in states.values():
+                # Reasons that never clear; the dependency one stays on the job once Slurm cancelled it itself.
+                if reason == "DependencyNeverSatisfied" and cancelled_because is None:
+                    cancelled_because = f"never ran: its dependency {dependency} can never be satisfied; cancelled"
+                elif reason.lower().startswith("launch failed") and cancelled_because is None:
+                    cancelled_because = f"Slurm could not launch it ({reason}); cancelled"
+                elif state not in FINAL_STATES and "held" in reason.lower() and reason != reported:
+                    reported = reason
+                    print(f"slurm: job {job_id} is held ({reason}): waiting; "
+                          f"'scontrol release {job_id}' or 'scancel {job_id}'", file=sys.stderr)
+            if cancelled_because and any(state not in FINAL_STATES for state, _ in states.values()):
+                subprocess.run(["scancel", job_id], capture_output=True)
+            if any(last_seen.get(task) != seen for task, seen in states.items()):
+                delay = POLL_FIRST_SECONDS  # something moved: look again soon
+            last_seen.update(states)
+            # A task missing from the listing was purged long after it ended.
+            if all(states[job.id][0] in FINAL_STATES for job in jobs if job.id in states):
+                return last_seen, cancelled_because
+            time.sleep(delay)
+            delay = min(delay * 1.5, POLL_MAX_SECONDS)
+
+    @staticmethod
+    def _outcome(job: Job, state: Optional[Tuple[str, str]], cancelled_because: Optional[str]) -> JobOutcome:
+        code = last_exit_code(job.log)
+        if code is None and (state is None or state[0] in ("COMPLETED", "FAILED")):
+            deadline = time.monotonic() + FOOTER_WAIT_SECONDS
+            while code is None and time.monotonic() < deadline:
+                time.sleep(0.5)
+                code = last_exit_code(job.log)
+        if code is not None:
+            return JobOutcome(job, code)
+        if cancelled_because:
+            return JobOutcome(job, None, cancelled_because)
+        if state is None:
+            return JobOutcome(job, None, "ended (Slurm no longer knows the job) without a footer in its log")
+        reason = f" ({state[1]})" if state[1] not in ("", "None") else ""
+        return JobOutcome(job, None, f"Slurm state {state[0]}{reason}, no footer in its log")
+
+
+def _range_name(request: JobRequest) -> Optional[str]:
+    return request.job_range.name if request.job_range else None
+
+
+def _parse_squeue(text: str) -> TaskStates:
+    """Lines of ``%K|%T|%r`` (with ``-r`` every array task has its own line): task id or N/A, state, reason."""
+    states: TaskStates = {}
+    for line in text.splitlines():
+        parts = [part.strip() for part in line.split("|", 2)]
+        if len(parts) == 3 and (parts[0].isdigit() or parts[0] == "N/A") and parts[1]:
+            task = int(parts[0]) if parts[0].isdigit() else None
+            states[task] = (parts[1].split()[0], parts[2])
+    return states

@@ -1,0 +1,136 @@
+"""The local backend through its command, utils/run.py (espnet_ext/jobs/local.py + cli.py)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from espnet_ext.jobs.spec import last_exit_code
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = [sys.executable, str(ROOT / "utils" / "run.py")]
+PROBE = [sys.executable, str(Path(__file__).with_name("probe_job.py"))]
+
+
+def run(args, cwd, timeout=60):
+    return subprocess.run(RUN + [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_array_substitutes_job_in_log_and_command(tmp_path):
+    result = run(["JOB=1:3", "log/write.JOB.log", *PROBE, "write", "out.JOB.txt", "I am JOB"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    for i in (1, 2, 3):
+        assert (tmp_path / f"out.{i}.txt").read_text() == f"I am {i}"
+        lines = (tmp_path / f"log/write.{i}.log").read_text().splitlines()
+        # Header: the command line as run (JOB replaced, quoted so it can be pasted into a shell), start time.
+        assert lines[0] == f"# {' '.join(PROBE)} write out.{i}.txt 'I am {i}'"
+        assert lines[1].startswith("# Started at ")
+        assert lines[-1].startswith("# Ended (code 0) at ")
+    assert result.stderr == ""
+
+
+def test_arguments_reach_the_program_exactly(tmp_path):
+    args = ["a b", "$HOME", "|", "it's", "*"]
+    result = run(["log/argv.log", *PROBE, "argv", *args], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert repr(args) in (tmp_path / "log/argv.log").read_text()
+
+
+def test_failed_job_exits_1_naming_it_and_its_log(tmp_path):
+    result = run(
+        ["JOB=1:3", "log/y.JOB.log", "bash", "-c", f"[ JOB != 2 ] || exec {' '.join(PROBE)} fail 3"], tmp_path
+    )
+    assert result.returncode == 1
+    assert "1 of 3 jobs failed" in result.stderr
+    assert "JOB=2: exit code 3; log: log/y.2.log" in result.stderr
+    assert "about to fail with code 3" in result.stderr  # the tail of the failed log
+    assert "log/y.1.log" not in result.stderr and "log/y.3.log" not in result.stderr
+    assert last_exit_code(tmp_path / "log/y.2.log") == 3
+    assert last_exit_code(tmp_path / "log/y.1.log") == 0 and last_exit_code(tmp_path / "log/y.3.log") == 0
+
+
+def test_missing_program_is_a_failed_job_with_the_reason_in_its_log(tmp_path):
+    result = run(["log/nope.log", "no-such-program-xyz", "arg"], tmp_path)
+    assert result.returncode == 1
+    assert "cannot run no-such-program-xyz" in result.stderr and "log/nope.log" in result.stderr
+    assert last_exit_code(tmp_path / "log/nope.log") == 127
+
+
+def test_max_jobs_run_is_honoured(tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    result = run(["--max_jobs_run", "2", "JOB=1:5", "log/o.JOB.log", *PROBE, "overlap", marks, "JOB", "0.4"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    seen = [int((marks / f"{i}.seen").read_text()) for i in range(1, 6)]
+    assert max(seen) <= 2, seen
+
+
+def test_jobs_run_in_parallel(tmp_path):
+    # Each job waits until the other one runs too: only possible when they run at the same time.
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    result = run(
+        ["--max-jobs-run", "2", "N=1:2", "log/m.N.log", "bash", "-c",
+         f"exec {' '.join(PROBE)} meet {marks} N $((3 - N)) 30"],
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr + (tmp_path / "log/m.1.log").read_text()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--foo", "3", "l.log", "true"], "run.py: unknown option --foo (known: --config"),
+        (["--mem", "lots", "l.log", "true"], "run.py: --mem 'lots'"),
+        (["JOB=1:2", "l.log", "true"], "does not contain JOB"),
+        (["--num_nodes", "2", "l.log", "true"], "the local backend runs on this machine only"),
+        (["l.log"], "missing the command"),
+    ],
+)
+def test_bad_requests_exit_2_before_running_anything(tmp_path, args, message):
+    result = run(args, tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert not (tmp_path / "l.log").exists()
+
+
+def test_ignored_options_are_accepted(tmp_path):
+    result = run(
+        ["--gpu", "1", "--mem", "2G", "--time", "1:00:00", "--num_threads", "2", "--config", "conf/slurm.conf",
+         "--requeue", "--dependency", "afterok:1", "log/ok.log", "true"],
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert last_exit_code(tmp_path / "log/ok.log") == 0
+
+
+def test_help_lists_options_and_what_local_ignores(tmp_path):
+    result = run(["--help"], tmp_path)
+    assert result.returncode == 0
+    assert "--max_jobs_run" in result.stdout and "Accepted and ignored" in result.stdout
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_interrupt_kills_the_jobs(tmp_path, sig, code):
+    runner = subprocess.Popen(
+        RUN + ["JOB=1:2", "log/h.JOB.log", *PROBE, "hang", "pid.JOB"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    pid_files = [tmp_path / "pid.1", tmp_path / "pid.2"]
+    deadline = time.monotonic() + 30
+    while not all(p.exists() and p.read_text() for p in pid_files):
+        assert time.monotonic() < deadline, "jobs did not start"
+        time.sleep(0.05)
+    job_pids = [int(p.read_text()) for p in pid_files]
+    runner.send_signal(sig)
+    _, stderr = runner.communicate(timeout=20)
+    assert runner.returncode == code, stderr
+    for pid in job_pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    # The logs say how the jobs ended: killed by SIGTERM (128 + 15).
+    assert last_exit_code(tmp_path / "log/h.1.log") == 143
