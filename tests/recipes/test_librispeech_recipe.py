@@ -128,3 +128,21 @@ def test_corpus_dir_that_is_not_librispeech_fails_stage_one(recipe, tmp_path):
     log = (recipe / "data" / "log" / "data_prep.log").read_text()
     assert "LibriSpeech" in log and str(tmp_path / "somewhere") in log
     assert not (recipe / "dump_bad" / ".stages" / "stage1.done").exists()
+
+
+def test_bad_transcript_fails_validation_naming_file_and_line(finished):
+    recipe, _ = finished
+    mini_text = recipe / "data" / "mini" / "dev" / "text"
+    good = mini_text.read_bytes()
+    lines = good.splitlines(keepends=True)
+    try:
+        # Line 3 becomes Latin-1 bytes: not UTF-8.
+        mini_text.write_bytes(b"".join(lines[:2] + [lines[2].split(b" ")[0] + b" f\xfcnf\n"] + lines[3:]))
+        out = run(recipe, TINY_ARGS + ["--stop_stage", "1", "--dumpdir", "dump_badtext"])
+        assert out.returncode != 0
+        log = (recipe / "data" / "log" / "validate_dev.log").read_text()
+        assert "data/dev/text:3" in log and "UTF-8" in log
+        assert "validate_dev.log" in out.stderr
+        assert not (recipe / "dump_badtext" / ".stages" / "stage1.done").exists()
+    finally:
+        mini_text.write_bytes(good)
