@@ -27,6 +27,8 @@ setup(
         "scipy>=1.10",
         "PyYAML>=6",
         "matplotlib>=3.7",
+        "Pillow>=10",
+        "opencv-python-headless>=4.8",
     ],
     extras_require={"test": ["pytest>=8"]},
 )

@@ -28,6 +28,12 @@ REGISTRY: Dict[str, List[Tuple[str, str, str]]] = {
     "espnet2.tasks.lm": [],
 }
 
+# ESPnet2 module -> ["our.module:function"] run right after it is imported (tables that are not ClassChoices,
+# e.g. the data types of espnet2.train.dataset).
+HOOKS: Dict[str, List[str]] = {
+    "espnet2.train.dataset": ["espnet_ext.data.types:install"],
+}
+
 _lock = threading.RLock()
 _done: set = set()
 
@@ -64,13 +70,15 @@ def apply(module) -> None:
         _done.add(module.__name__)
         for entry in REGISTRY.get(module.__name__, []):
             _apply_entry(module, *entry)
+        for hook in HOOKS.get(module.__name__, []):
+            _load(hook)()
 
 
 class _RegisterAfterImport(importlib.abc.MetaPathFinder):
     """Wraps the loader of ESPnet2 task modules so ``apply`` runs right after they execute."""
 
     def find_spec(self, fullname, path, target=None):
-        if fullname not in REGISTRY or fullname in _done:
+        if (fullname not in REGISTRY and fullname not in HOOKS) or fullname in _done:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -99,7 +107,7 @@ def install() -> None:
     with _lock:
         if not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):
             sys.meta_path.insert(0, _RegisterAfterImport())
-        for name in list(REGISTRY):
+        for name in [*REGISTRY, *HOOKS]:
             if name in sys.modules:
                 apply(sys.modules[name])
 

@@ -106,3 +106,14 @@ def test_cnn_subsampling_lengths_and_mask():
     # Padding must not change the valid frames' output: run utterance 2 alone, unpadded.
     alone, _ = layer(x[1:2, :9], mask[1:2, :, :9])
     torch.testing.assert_close(alone[0, :2], y[1, :2], atol=1e-5, rtol=1e-5)
+
+
+def test_package_import_alone_adds_data_types():
+    code = (
+        "import espnet_ext\n"
+        "from espnet2.train.dataset import DATA_TYPES\n"
+        "print('image' in DATA_TYPES and 'video' in DATA_TYPES)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "True"

@@ -1,0 +1,16 @@
+"""Train an image classifier with ESPnet2's trainer:
+``python -m espnet_ext.bin.cls_train --config conf/x.yaml ...``.
+
+The options are ESPnet2's (``--output_dir``, ``--resume``, ``--ngpu``, ``--dist_launcher``, ...) plus
+ImageClassificationTask's; ``--print_config`` lists them all.
+"""
+
+from espnet_ext.tasks.image_classification import ImageClassificationTask
+
+
+def main(cmd=None):
+    ImageClassificationTask.main(cmd=cmd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""Lip-read the videos of an scp with ESPnet's beam search; writes ``<id> <text>`` lines (Kaldi text).
+
+    python -m espnet_ext.bin.vsr_inference --data_path_and_name_and_type dump/test/video.scp,video,video \
+        --model_file exp/vsr/valid.acc.ave.pth --output_file exp/vsr/decode_test/text \
+        --beam_size 10 --ctc_weight 0.3 [--lm_train_config exp/lm/config.yaml --lm_file exp/lm/x.pth --lm_weight 0.5]
+
+Scorers as in ESPnet's ASR decoding: attention decoder (1 - ctc_weight), CTC prefix score (ctc_weight),
+optional LM (lm_weight) and a length bonus (penalty); ``BatchBeamSearch`` batches the beam of one video.
+"""
+
+import logging
+
+import torch
+
+from espnet2.tasks.lm import LMTask
+from espnet.nets.batch_beam_search import BatchBeamSearch
+from espnet.nets.beam_search import BeamSearch
+from espnet.nets.scorer_interface import BatchScorerInterface, PartialScorerInterface
+from espnet.nets.scorers.ctc import CTCPrefixScorer
+from espnet.nets.scorers.length_bonus import LengthBonus
+
+from espnet_ext.errors import ConfigError
+from espnet_ext.fileio import atomic_write
+from espnet_ext.tasks.abs_ext_task import (
+    TextPreprocessor,
+    inference_batches,
+    inference_parser,
+    load_state_dict_strictly,
+    setup_inference_logging,
+)
+from espnet_ext.tasks.lip_reading import LipReadingTask
+
+
+def get_parser():
+    parser = inference_parser(__doc__.splitlines()[0])
+    group = parser.add_argument_group("Beam search")
+    group.add_argument("--beam_size", type=int, default=10)
+    group.add_argument("--ctc_weight", type=float, default=0.3, help="CTC prefix score weight (1.0: CTC only)")
+    group.add_argument("--lm_weight", type=float, default=0.0, help="LM shallow fusion weight")
+    group.add_argument("--penalty", type=float, default=0.0, help="Length bonus per token")
+    group.add_argument("--maxlenratio", type=float, default=0.0, help="Max output length / input frames (0: auto)")
+    group.add_argument("--minlenratio", type=float, default=0.0)
+    group.add_argument("--lm_train_config", type=str, default=None, help="config.yaml of an ESPnet LM")
+    group.add_argument("--lm_file", type=str, default=None)
+    return parser
+
+
+def build_beam_search(model, args) -> BeamSearch:
+    scorers = dict(
+        decoder=model.decoder,
+        ctc=CTCPrefixScorer(ctc=model.ctc, eos=model.eos),
+        length_bonus=LengthBonus(len(model.token_list)),
+    )
+    if model.decoder is None and args.ctc_weight != 1.0:
+        raise ConfigError("the model has no attention decoder: decode with --ctc_weight 1.0")
+    if args.lm_train_config is not None:
+        lm, _ = LMTask.build_model_from_file(args.lm_train_config, None, args.device)
+        if args.lm_file is not None:
+            load_state_dict_strictly(lm, args.lm_file, args.device)
+        scorers["lm"] = lm.lm
+    weights = dict(decoder=1.0 - args.ctc_weight, ctc=args.ctc_weight, lm=args.lm_weight, length_bonus=args.penalty)
+    # ESPnet's rule: the beam of one utterance is batched when every full (non-prefix) scorer supports it.
+    full_scorers = [s for s in scorers.values() if s is not None and not isinstance(s, PartialScorerInterface)]
+    search_class = BatchBeamSearch if all(isinstance(s, BatchScorerInterface) for s in full_scorers) else BeamSearch
+    search = search_class(
+        scorers=scorers,
+        weights=weights,
+        beam_size=args.beam_size,
+        vocab_size=len(model.token_list),
+        sos=model.sos,
+        eos=model.eos,
+        token_list=model.token_list,
+        pre_beam_score_key=None if args.ctc_weight == 1.0 else "full",
+    )
+    logging.info(f"Beam search: {search_class.__name__}, weights {weights}")
+    return search.to(args.device).eval()
+
+
+@torch.no_grad()
+def inference(args) -> None:
+    model, train_args = LipReadingTask.build_model_from_file(args.train_config, args.model_file, args.device)
+    model.eval()
+    search = build_beam_search(model, args)
+    text = TextPreprocessor.from_args(train_args, train=False)
+    with atomic_write(args.output_file) as out:
+        for ids, batch in inference_batches(LipReadingTask, train_args, args):
+            for i, key in enumerate(ids):
+                length = batch["video_lengths"][i : i + 1]
+                encoded, _ = model.encode(batch["video"][i : i + 1, : length.item()], length)  # alone: no padding
+                hypotheses = search(x=encoded[0], maxlenratio=args.maxlenratio, minlenratio=args.minlenratio)
+                token_ids = [] if not hypotheses else hypotheses[0].yseq.tolist()
+                token_ids = [t for t in token_ids if t not in (model.sos, model.eos, model.blank_id)]
+                out.write(f"{key} {text.ids_to_text(token_ids)}".rstrip() + "\n")
+
+
+def main(cmd=None):
+    args = get_parser().parse_args(cmd)
+    setup_inference_logging(args.log_level)
+    inference(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""ESPnet2 data types for images and videos: ``--*_data_path_and_name_and_type <scp>,<name>,image|video``.
+
+ESPnet2 reads every data file through ``espnet2.train.dataset.DATA_TYPES`` (type name -> loader of a
+``key value`` file). It has no image or video type; ``install()`` adds ours. An scp line is
+``<key> <path>``; a value is decoded when the key is read, and anything that cannot be decoded raises
+``InputError`` naming the scp file, its line, the key and the media path.
+
+- ``image``: PNG/JPEG/... via Pillow -> float32 ``(H, W)`` for grey, ``(H, W, C)`` otherwise, in [0, 1].
+- ``video``: ``.npy`` of uint8 frames ``(T, H, W)`` / ``(T, H, W, 1|3)``, or any file OpenCV decodes
+  (``.mp4``, ``.avi``) -> float32 grey ``(T, H, W)`` in [0, 1].
+"""
+
+from __future__ import annotations
+
+import collections.abc
+from pathlib import Path
+from typing import Callable, Dict, Iterator, Tuple, Union
+
+import numpy as np
+
+from espnet_ext.errors import InputError
+from espnet_ext.fileio import read_utf8_lines
+
+# ITU-R BT.601 luma weights, the ones OpenCV uses for colour -> grey.
+_LUMA_RGB = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+
+
+def decode_image(path: str) -> np.ndarray:
+    """Decode one image file to float32 in [0, 1]; raises ``ValueError``/``OSError`` when it cannot."""
+    from PIL import Image
+
+    with Image.open(path) as img:
+        img.load()
+        if img.mode == "P":  # palette: expand to the colours it stands for
+            img = img.convert("RGBA" if "transparency" in img.info else "RGB")
+        elif img.mode == "1":
+            img = img.convert("L")
+        elif img.mode not in ("L", "LA", "RGB", "RGBA") and not img.mode.startswith("I"):
+            img = img.convert("RGB")  # CMYK, YCbCr, ... as RGB
+        array = np.asarray(img)
+    if array.dtype == np.uint8:
+        scale = 255.0
+    elif img.mode.startswith("I"):  # 16-bit PNG (mode I;16 or I)
+        scale = 65535.0
+    else:
+        raise ValueError(f"unsupported pixel format {img.mode} ({array.dtype})")
+    return array.astype(np.float32) / scale
+
+
+def decode_video(path: str) -> np.ndarray:
+    """Decode one video (``.npy`` of uint8 frames, or a file OpenCV reads) to float32 grey (T, H, W) in [0, 1]."""
+    if Path(path).suffix.lower() == ".npy":
+        frames = np.load(path, allow_pickle=False)
+        if frames.dtype != np.uint8:
+            raise ValueError(f"expected uint8 frames, got {frames.dtype}")
+        if frames.ndim == 4 and frames.shape[-1] == 3:
+            grey = frames.astype(np.float32) @ _LUMA_RGB  # RGB frames
+        elif frames.ndim == 4 and frames.shape[-1] == 1:
+            grey = frames[..., 0].astype(np.float32)
+        elif frames.ndim == 3:
+            grey = frames.astype(np.float32)
+        else:
+            raise ValueError(f"expected frames (T, H, W) or (T, H, W, 1|3), got shape {frames.shape}")
+    else:
+        grey = _read_with_opencv(path)
+    if grey.shape[0] == 0:
+        raise ValueError("the video has no frames")
+    return grey / 255.0
+
+
+def _read_with_opencv(path: str) -> np.ndarray:
+    import cv2
+
+    if not Path(path).is_file():
+        raise FileNotFoundError("no such file")
+    capture = cv2.VideoCapture(path)
+    try:
+        if not capture.isOpened():
+            raise ValueError("OpenCV cannot open it as a video")
+        frames = []
+        while True:
+            ok, frame = capture.read()
+            if not ok:
+                break
+            frames.append(frame if frame.ndim == 2 else cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY))
+    finally:
+        capture.release()
+    if not frames:
+        raise ValueError("no frame could be decoded")
+    return np.stack(frames).astype(np.float32)
+
+
+class MediaScpReader(collections.abc.Mapping):
+    """``key -> decoded array`` for an scp of ``<key> <path>`` lines; decodes lazily, on access."""
+
+    kind = "media"
+
+    def __init__(self, scp: Union[str, Path], decode: Callable[[str], np.ndarray]):
+        self.scp = str(scp)
+        self.decode = decode
+        self.entries: Dict[str, Tuple[int, str]] = {}  # key -> (line number, media path)
+        for lineno, line in read_utf8_lines(self.scp):
+            if not line.strip():
+                continue
+            fields = line.split(maxsplit=1)
+            if len(fields) != 2:
+                raise InputError(f"expected '<key> <path>', got {line!r}", path=self.scp, line=lineno)
+            key, media = fields[0], fields[1].strip()
+            if key in self.entries:
+                first = self.entries[key][0]
+                raise InputError(f"duplicate key (first on line {first})", path=self.scp, line=lineno, key=key)
+            self.entries[key] = (lineno, media)
+        if not self.entries:
+            raise InputError(f"no entries in this {self.kind} scp", path=self.scp)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        lineno, media = self.entries[key]
+        try:
+            return self.decode(media)
+        except (OSError, ValueError, SyntaxError, EOFError) as e:  # what Pillow, numpy, OpenCV raise on bad files
+            raise InputError(f"cannot decode {self.kind} '{media}': {e}", path=self.scp, line=lineno, key=key) from e
+
+    def path(self, key: str) -> str:
+        return self.entries[key][1]
+
+    def __contains__(self, key) -> bool:  # Mapping's default would decode the file to answer
+        return key in self.entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+class ImageScpReader(MediaScpReader):
+    kind = "image"
+
+    def __init__(self, scp: Union[str, Path]):
+        super().__init__(scp, decode_image)
+
+
+class VideoScpReader(MediaScpReader):
+    kind = "video"
+
+    def __init__(self, scp: Union[str, Path]):
+        super().__init__(scp, decode_video)
+
+
+DATA_TYPES = {
+    "image": dict(
+        func=ImageScpReader,
+        kwargs=[],
+        help="Image files (PNG, JPEG, ...): float32 (H, W) grey or (H, W, C), values in [0, 1]."
+        "\n\n   utterance_id_a a.png\n   utterance_id_b b.jpg\n   ...",
+    ),
+    "video": dict(
+        func=VideoScpReader,
+        kwargs=[],
+        help="Videos (.mp4/.avi read with OpenCV, or .npy of uint8 frames): float32 grey (T, H, W) in [0, 1]."
+        "\n\n   utterance_id_a a.mp4\n   utterance_id_b b.npy\n   ...",
+    ),
+}
+
+
+def install() -> None:
+    """Add our types to ESPnet2's table (idempotent). Must run before a task builds its parser or datasets."""
+    import re
+
+    from espnet2.train import dataset
+
+    for name, entry in DATA_TYPES.items():
+        # ESPnet picks the first key that re.match-es the type name, in dict order: make sure no existing
+        # key (e.g. "npy" for "npy_video") would catch ours first.
+        shadowing = [key for key in dataset.DATA_TYPES if key != name and re.match(key, name)]
+        if shadowing:
+            raise RuntimeError(f"ESPnet data type {shadowing[0]!r} would shadow our type {name!r}")
+        dataset.DATA_TYPES.setdefault(name, entry)
