@@ -25,10 +25,12 @@ fingerprint() {
 }
 
 # run_stage N TITLE MARKER_DIR FINGERPRINT FUNCTION [ARGS...]
+# Stages listed in ${skip_stages} (set from --skip_* flags) do not run either.
 run_stage() {
     local n=$1 title=$2 marker_dir=$3 fp=$4
     shift 4
     [ "${n}" -ge "${stage}" ] && [ "${n}" -le "${stop_stage}" ] || return 0
+    case " ${skip_stages:-} " in *" ${n} "*) log "Stage ${n}: ${title}: skipped"; return 0 ;; esac
     local marker="${marker_dir}/.stages/stage${n}.done"
     if [ -f "${marker}" ] && [ "$(cat "${marker}")" = "${fp}" ]; then
         log "Stage ${n}: ${title}: already done (remove ${marker} to redo)"
@@ -103,13 +105,16 @@ add_token_dim() {
 }
 
 # train_model LOG -- COMMAND... : launch an ESPnet2 training through the cluster backend
-# (${cuda_cmd} when ngpu > 0), on ${num_nodes} nodes x ${ngpu} GPUs, requeueable, resuming from its checkpoint.
+# (${cuda_cmd} when ngpu > 0), on ${num_nodes} nodes x ${ngpu} GPUs with ${train_num_threads} CPU threads,
+# requeueable, resuming from its checkpoint.
 train_model() {
     local logfile=$1
     shift
     [ "$1" = "--" ] && shift
-    local cmd="${cuda_cmd}"
+    local cmd="${cuda_cmd}" threads=${train_num_threads:-1}
     [ "${ngpu}" -gt 0 ] || cmd="${train_cmd}"
-    python -m espnet_ext.jobs.launch --cmd "${cmd} --requeue" --log "${logfile}" \
-        --ngpu "${ngpu}" --num_nodes "${num_nodes}" -- "$@" --resume true
+    # One training job: on CPU it should use every core it was given (path.sh sets 1 thread for job arrays).
+    python -m espnet_ext.jobs.launch --cmd "${cmd} --requeue --num_threads ${threads}" --log "${logfile}" \
+        --ngpu "${ngpu}" --num_nodes "${num_nodes}" -- \
+        env OMP_NUM_THREADS="${threads}" MKL_NUM_THREADS="${threads}" "$@" --resume true
 }

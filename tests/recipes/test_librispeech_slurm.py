@@ -47,3 +47,33 @@ def test_gpu_request_is_refused_at_submit_time(slurm_cluster, recipe):
     assert out.returncode != 0
     assert "Invalid generic resource" in out.stderr or "gres" in out.stderr, out.stderr[-3000:]
     assert not (recipe / "exp" / "asr_gpu" / ".stages" / "stage9.done").exists()
+
+
+def test_preempted_training_job_is_requeued_and_resumes(slurm_cluster, recipe):
+    """A training job requeued mid-run (what preemption does) restarts by itself and continues its epochs."""
+    import subprocess
+    import time
+
+    from recipe_fixture import ROOT  # noqa: F401  (same helpers as the local runs)
+
+    exp = recipe / "exp" / "asr_preempt"
+    args = TINY_ARGS + ["--cmd_backend", "slurm", "--stage", "9", "--stop_stage", "9", "--asr_tag", "preempt",
+                        "--asr_args", "--max_epoch 3"]
+    import os
+
+    proc = subprocess.Popen(["./run.sh", *args], cwd=recipe, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env=dict(os.environ), text=True)
+    deadline = time.time() + 600
+    while not (exp / "1epoch.pth").exists():
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        assert time.time() < deadline, "no checkpoint after 600 s"
+        time.sleep(0.2)
+    job_ids = subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True).stdout.split("\n")
+    train_jobs = [line.split()[0] for line in job_ids if "train" in line]
+    assert train_jobs, job_ids
+    subprocess.run(["scontrol", "requeue", train_jobs[0]], check=True)
+    output, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, output[-3000:]
+    log = (exp / "train.log").read_text()
+    assert "The training was resumed using" in log
+    assert (exp / "3epoch.pth").exists() and (exp / ".stages" / "stage9.done").exists()

@@ -9,7 +9,7 @@
 #    5 LM text + statistics    6 LM training    7 LM perplexity       (../lm1/lm.sh; --use_lm true)
 #    8 ASR statistics          9 ASR training   10 decoding   11 scoring (WER/CER)   12 RESULTS.md
 set -euo pipefail
-command_line="$0 $*"
+command_line="$0$(printf " %q" "$@")"
 
 stage=1
 stop_stage=100
@@ -19,6 +19,7 @@ skip_eval=false         # skip stages 10-12
 nj=2                    # parallel jobs for features / statistics
 inference_nj=2          # parallel decoding jobs
 ngpu=0                  # GPUs per node for training (0: CPU)
+train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
 num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
 cmd_backend=local       # local or slurm (see cmd.sh)
 dumpdir=dump
@@ -58,9 +59,10 @@ results_title="ASR results"
 
 [ -n "${asr_config}" ] || die "--asr_config is required"
 [ -n "${inference_config}" ] || die "--inference_config is required"
-if ${skip_data_prep}; then [ "${stage}" -gt 4 ] || stage=5; fi
-if ${skip_train}; then [ "${stop_stage}" -lt 5 ] || [ "${stage}" -gt 9 ] || stage=10; fi
-if ${skip_eval}; then [ "${stop_stage}" -le 9 ] || stop_stage=9; fi
+skip_stages=""
+${skip_data_prep} && skip_stages+=" 1 2 3 4"
+${skip_train} && skip_stages+=" 5 6 7 8 9"
+${skip_eval} && skip_stages+=" 10 11 12"
 
 feats_dir="${dumpdir}/fbank"
 token_dir="data/token_list/${token_type}"
@@ -126,6 +128,7 @@ run_lm_stages() {
     local from=$1 to=$2
     # shellcheck disable=SC2086
     ./lm.sh --stage "${from}" --stop_stage "${to}" --nj "${nj}" --ngpu "${ngpu}" --num_nodes "${num_nodes}" \
+        --train_num_threads "${train_num_threads}" \
         --cmd_backend "${cmd_backend}" --lm_config "${lm_config}" --lm_args "${lm_args}" \
         --lm_train_text "${train_dir}/text ${lm_train_text}" --lm_dev_text "${valid_dir}/text" \
         --lm_test_text "$(for t in ${test_sets}; do printf '%s ' "${feats_dir}/${t}/text"; done)" \
@@ -194,7 +197,8 @@ score() {
 
 write_results() {
     local notes="Configs: \`${asr_config}\`, \`${inference_config}\`$(${use_lm} && echo ", LM \`${lm_config}\`")."
-    notes+=" Wall time of this invocation (stages ${stage}-${stop_stage}): $((SECONDS / 60)) min $((SECONDS % 60)) s."
+    notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < 12 ? stop_stage : 12))):"
+    notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
     python -m espnet_ext.results --scan asr --exp_dir "${expdir}" --test_sets "${test_sets}" \
         --title "${results_title}" --notes "${notes}" --out RESULTS.md --command "${command_line}"
 }

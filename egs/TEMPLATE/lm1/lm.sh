@@ -13,6 +13,7 @@ stop_stage=100
 nj=2
 ngpu=0
 num_nodes=1
+train_num_threads=1
 cmd_backend=local
 lm_train_text=""        # space-separated Kaldi text files (<id> <text>) or plain text files (--lm_text_has_ids false)
 lm_text_has_ids=true

@@ -8,8 +8,8 @@ set -euo pipefail
 if [ -z "${LIBRISPEECH}" ]; then
     sets=(--train_set train --valid_set dev --test_sets test)
     opts=(--asr_config conf/train_asr_mini.yaml --inference_config conf/decode_asr_mini.yaml
-          --token_type bpe --nbpe 100 --lm_config conf/train_lm_mini.yaml
-          --nj 2 --inference_nj 2 --max_frames 1500)
+          --token_type bpe --nbpe 100 --bpe_opts "--hard_vocab_limit false" --lm_config conf/train_lm_mini.yaml
+          --nj 2 --inference_nj 2 --train_num_threads "$(nproc)" --max_frames 1500)
     title="LibriSpeech recipe on the embedded mini corpus (spoken English numbers)"
 else
     sets=(--train_set train_clean_100 --valid_set dev --test_sets "dev_clean dev_other test_clean test_other")
