@@ -118,3 +118,13 @@ train_model() {
         --ngpu "${ngpu}" --num_nodes "${num_nodes}" -- \
         env OMP_NUM_THREADS="${threads}" MKL_NUM_THREADS="${threads}" "$@" --resume true
 }
+
+# corpus_settings : "NAME=value" of every corpus root db.sh defines (part of stage 1's fingerprint, so that
+# pointing db.sh or the environment at another corpus redoes the data preparation).
+corpus_settings() (
+    # shellcheck disable=SC1091
+    . ./db.sh
+    for name in $(sed -n 's/^\([A-Z][A-Z0-9_]*\)=.*/\1/p' db.sh); do
+        printf '%s=%s\n' "${name}" "${!name:-}"
+    done
+)

@@ -119,15 +119,17 @@ def test_interrupted_training_resumes_from_checkpoint(finished):
     assert (exp / "3epoch.pth").exists() and (exp / ".stages" / "stage9.done").exists()
 
 
-def test_corpus_dir_that_is_not_librispeech_fails_stage_one(recipe, tmp_path):
+def test_corpus_dir_that_is_not_librispeech_fails_stage_one(finished, tmp_path):
+    # Same dump dir as the finished mini run: pointing db.sh at another corpus must redo stage 1, not skip it.
+    recipe, _ = finished
     (tmp_path / "somewhere").mkdir()
-    out = run(recipe, ["--stop_stage", "1", "--dumpdir", "dump_bad"] + TINY_ARGS,
-              env={"LIBRISPEECH": str(tmp_path / "somewhere")})
+    out = run(recipe, ["--stop_stage", "1"] + TINY_ARGS, env={"LIBRISPEECH": str(tmp_path / "somewhere")})
     assert out.returncode != 0
+    assert "Stage 1: data preparation: already done" not in out.stderr
     assert "data/log/data_prep.log" in out.stderr
     log = (recipe / "data" / "log" / "data_prep.log").read_text()
     assert "LibriSpeech" in log and str(tmp_path / "somewhere") in log
-    assert not (recipe / "dump_bad" / ".stages" / "stage1.done").exists()
+    assert not (recipe / "dump" / ".stages" / "stage1.done").exists()
 
 
 def test_bad_transcript_fails_validation_naming_file_and_line(finished):

@@ -203,7 +203,7 @@ write_results() {
         --title "${results_title}" --notes "${notes}" --out RESULTS.md --command "${command_line}"
 }
 
-run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh db.sh "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
+run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
 run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.scp" "data/${valid_set}/text" ${fbank_conf})" extract_features
 run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/feats.scp" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_data
 run_stage 4 "token list" "${token_dir}" "$(fingerprint "${train_dir}/text" "${nbpe}" "${bpemode}" ${bpe_opts})" make_tokens
