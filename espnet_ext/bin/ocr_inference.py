@@ -7,7 +7,7 @@
 import torch
 
 from espnet_ext.fileio import atomic_write
-from espnet_ext.tasks.abs_ext_task import TextPreprocessor, inference_batches, inference_parser, setup_inference_logging
+from espnet_ext.tasks.abs_ext_task import TextPreprocessor, inference_batches, inference_parser, inference_main
 from espnet_ext.tasks.image_to_sequence import ImageToSequenceTask
 
 
@@ -27,9 +27,7 @@ def inference(args) -> None:
 
 
 def main(cmd=None):
-    args = get_parser().parse_args(cmd)
-    setup_inference_logging(args.log_level)
-    inference(args)
+    inference_main(get_parser, inference, cmd)
 
 
 if __name__ == "__main__":

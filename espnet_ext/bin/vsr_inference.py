@@ -26,7 +26,7 @@ from espnet_ext.tasks.abs_ext_task import (
     inference_batches,
     inference_parser,
     load_state_dict_strictly,
-    setup_inference_logging,
+    inference_main,
 )
 from espnet_ext.tasks.lip_reading import LipReadingTask
 
@@ -94,9 +94,7 @@ def inference(args) -> None:
 
 
 def main(cmd=None):
-    args = get_parser().parse_args(cmd)
-    setup_inference_logging(args.log_level)
-    inference(args)
+    inference_main(get_parser, inference, cmd)
 
 
 if __name__ == "__main__":

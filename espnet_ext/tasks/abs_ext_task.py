@@ -13,7 +13,7 @@ import argparse
 import logging
 import pickle
 from pathlib import Path
-from typing import Collection, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Collection, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 import torch
@@ -263,5 +263,8 @@ def inference_batches(
         yield ids, {name: value.to(args.device) for name, value in batch.items()}
 
 
-def setup_inference_logging(level: str) -> None:
-    logging.basicConfig(level=level, format="%(asctime)s (%(module)s:%(lineno)d) %(levelname)s: %(message)s")
+def inference_main(get_parser: Callable[[], argparse.ArgumentParser], inference: Callable, cmd=None) -> None:
+    """The body of every ``*_inference`` entry point: parse, set up logging, run."""
+    args = get_parser().parse_args(cmd)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s (%(module)s:%(lineno)d) %(levelname)s: %(message)s")
+    inference(args)

@@ -34,6 +34,56 @@ def make_recipe_copy(corpus: str, task: str, dest: Path) -> Path:
     return recipe
 
 
+TINY_ASR = """\
+encoder: cnn_transformer
+encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1,
+               conv_channels: [4, 4, 8, 8], use_flash_attn: false}
+decoder: transformer
+decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false}
+model_conf: {ctc_weight: 0.3, lsm_weight: 0.1}
+frontend: null
+optim: adam
+optim_conf: {lr: 0.002}
+batch_type: folded
+batch_size: 8
+max_epoch: 2
+best_model_criterion: [[valid, acc, max]]
+keep_nbest_models: 2
+num_workers: 0
+use_tensorboard: false
+use_matplotlib: false
+num_att_plot: 0
+"""
+TINY_LM = """\
+lm: seq_rnn
+lm_conf: {unit: 16, nlayers: 1, tie_weights: true}
+optim: adam
+batch_type: folded
+batch_size: 8
+max_epoch: 1
+best_model_criterion: [[valid, loss, min]]
+num_workers: 0
+use_tensorboard: false
+use_matplotlib: false
+"""
+TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\nlm_weight: 0.5\n"
+
+TINY_ARGS = [
+    "--asr_config", "conf/tiny_asr.yaml", "--lm_config", "conf/tiny_lm.yaml",
+    "--inference_config", "conf/tiny_decode.yaml", "--nbpe", "30",
+    "--local_data_opts", "--mini_splits train=40,dev=6,test=6",
+]
+
+
+def tiny_librispeech_recipe(dest: Path) -> Path:
+    """The librispeech recipe with tiny configs (conf/tiny_*.yaml): all stages in a minute or two on a CPU."""
+    recipe = make_recipe_copy("librispeech", "asr1", dest)
+    (recipe / "conf" / "tiny_asr.yaml").write_text(TINY_ASR)
+    (recipe / "conf" / "tiny_lm.yaml").write_text(TINY_LM)
+    (recipe / "conf" / "tiny_decode.yaml").write_text(TINY_DECODE)
+    return recipe
+
+
 def run(recipe: Path, args: List[str], env: Optional[Dict[str, str]] = None, timeout: int = 900):
     full_env = dict(os.environ)
     full_env.update(env or {})

@@ -4,56 +4,12 @@ import re
 
 import pytest
 
-from recipe_fixture import make_recipe_copy, run, run_until
-
-TINY_ASR = """\
-encoder: cnn_transformer
-encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1,
-               conv_channels: [4, 4, 8, 8], use_flash_attn: false}
-decoder: transformer
-decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false}
-model_conf: {ctc_weight: 0.3, lsm_weight: 0.1}
-frontend: null
-optim: adam
-optim_conf: {lr: 0.002}
-batch_type: folded
-batch_size: 8
-max_epoch: 2
-best_model_criterion: [[valid, acc, max]]
-keep_nbest_models: 2
-num_workers: 0
-use_tensorboard: false
-use_matplotlib: false
-num_att_plot: 0
-"""
-TINY_LM = """\
-lm: seq_rnn
-lm_conf: {unit: 16, nlayers: 1, tie_weights: true}
-optim: adam
-batch_type: folded
-batch_size: 8
-max_epoch: 1
-best_model_criterion: [[valid, loss, min]]
-num_workers: 0
-use_tensorboard: false
-use_matplotlib: false
-"""
-TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\nlm_weight: 0.5\n"
-
-TINY_ARGS = [
-    "--asr_config", "conf/tiny_asr.yaml", "--lm_config", "conf/tiny_lm.yaml",
-    "--inference_config", "conf/tiny_decode.yaml", "--nbpe", "30",
-    "--local_data_opts", "--mini_splits train=40,dev=6,test=6",
-]
+from recipe_fixture import TINY_ARGS, run, run_until, tiny_librispeech_recipe
 
 
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory):
-    recipe = make_recipe_copy("librispeech", "asr1", tmp_path_factory.mktemp("recipe"))
-    (recipe / "conf" / "tiny_asr.yaml").write_text(TINY_ASR)
-    (recipe / "conf" / "tiny_lm.yaml").write_text(TINY_LM)
-    (recipe / "conf" / "tiny_decode.yaml").write_text(TINY_DECODE)
-    return recipe
+    return tiny_librispeech_recipe(tmp_path_factory.mktemp("recipe"))
 
 
 @pytest.fixture(scope="module")

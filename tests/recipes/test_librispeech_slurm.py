@@ -4,19 +4,14 @@ import re
 
 import pytest
 
-from recipe_fixture import make_recipe_copy, run
-from test_librispeech_recipe import TINY_ARGS, TINY_ASR, TINY_DECODE, TINY_LM
+from recipe_fixture import TINY_ARGS, run, tiny_librispeech_recipe
 
 pytestmark = pytest.mark.slurm
 
 
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory):
-    recipe = make_recipe_copy("librispeech", "asr1", tmp_path_factory.mktemp("slurm_recipe"))
-    (recipe / "conf" / "tiny_asr.yaml").write_text(TINY_ASR)
-    (recipe / "conf" / "tiny_lm.yaml").write_text(TINY_LM)
-    (recipe / "conf" / "tiny_decode.yaml").write_text(TINY_DECODE)
-    return recipe
+    return tiny_librispeech_recipe(tmp_path_factory.mktemp("slurm_recipe"))
 
 
 def test_recipe_runs_through_sbatch(slurm_cluster, recipe):
@@ -51,16 +46,13 @@ def test_gpu_request_is_refused_at_submit_time(slurm_cluster, recipe):
 
 def test_preempted_training_job_is_requeued_and_resumes(slurm_cluster, recipe):
     """A training job requeued mid-run (what preemption does) restarts by itself and continues its epochs."""
+    import os
     import subprocess
     import time
-
-    from recipe_fixture import ROOT  # noqa: F401  (same helpers as the local runs)
 
     exp = recipe / "exp" / "asr_preempt"
     args = TINY_ARGS + ["--cmd_backend", "slurm", "--stage", "9", "--stop_stage", "9", "--asr_tag", "preempt",
                         "--asr_args", "--max_epoch 3"]
-    import os
-
     proc = subprocess.Popen(["./run.sh", *args], cwd=recipe, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env=dict(os.environ), text=True)
     deadline = time.time() + 600
