@@ -24,7 +24,9 @@ REGISTRY: Dict[str, List[Tuple[str, str, str]]] = {
     "espnet2.tasks.st": [
         ("encoder_choices", "cnn_transformer", "espnet_ext.nets.cnn_transformer_encoder:CNNTransformerEncoder"),
     ],
-    "espnet2.tasks.mt": [],
+    "espnet2.tasks.mt": [
+        ("model_choices", "cutoff", "espnet_ext.nets.cutoff:CutoffMTModel"),
+    ],
     "espnet2.tasks.lm": [],
 }
 
