@@ -27,7 +27,9 @@ REGISTRY: Dict[str, List[Tuple[str, str, str]]] = {
     "espnet2.tasks.mt": [
         ("model_choices", "cutoff", "espnet_ext.nets.cutoff:CutoffMTModel"),
     ],
-    "espnet2.tasks.lm": [],
+    "espnet2.tasks.lm": [
+        ("lm_choices", "transformer_tied", "espnet_ext.nets.tied_transformer_lm:TiedTransformerLM"),
+    ],
 }
 
 # ESPnet2 module -> ["our.module:function"] run right after it is imported (tables that are not ClassChoices,
