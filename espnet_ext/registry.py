@@ -17,15 +17,28 @@ import threading
 from typing import Dict, List, Tuple
 
 # ESPnet2 module -> [(ClassChoices attribute, choice name, "our.module:Class")]
+_RELAXED = "espnet_ext.nets.relaxed_transformer:"
+_RELAXED_ENCODERS = [
+    ("encoder_choices", "relaxed_transformer", _RELAXED + "RelaxedTransformerEncoder"),
+    ("encoder_choices", "relaxed_cnn_transformer", _RELAXED + "RelaxedCNNTransformerEncoder"),
+]
+_RELAXED_DECODER = ("decoder_choices", "relaxed_transformer", _RELAXED + "RelaxedTransformerDecoder")
+
 REGISTRY: Dict[str, List[Tuple[str, str, str]]] = {
     "espnet2.tasks.asr": [
         ("encoder_choices", "cnn_transformer", "espnet_ext.nets.cnn_transformer_encoder:CNNTransformerEncoder"),
+        *_RELAXED_ENCODERS,
+        _RELAXED_DECODER,
     ],
     "espnet2.tasks.st": [
         ("encoder_choices", "cnn_transformer", "espnet_ext.nets.cnn_transformer_encoder:CNNTransformerEncoder"),
+        *_RELAXED_ENCODERS,
+        _RELAXED_DECODER,
     ],
     "espnet2.tasks.mt": [
         ("model_choices", "cutoff", "espnet_ext.nets.cutoff:CutoffMTModel"),
+        _RELAXED_ENCODERS[0],
+        _RELAXED_DECODER,
     ],
     "espnet2.tasks.lm": [
         ("lm_choices", "transformer_tied", "espnet_ext.nets.tied_transformer_lm:TiedTransformerLM"),

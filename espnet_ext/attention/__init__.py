@@ -1,0 +1,1 @@
+"""Attention mechanisms the papers add, as drop-in replacements of ESPnet's attention modules."""

@@ -1,0 +1,48 @@
+"""ESPnet Transformer encoders/decoders whose attention sites can be relaxed or use smooth focus.
+
+Each class is the ESPnet (or our CNN-preprocessed) module plus one option, ``attention_sites`` (see
+``espnet_ext.attention.sites``). The attention modules are swapped after ``super().__init__``, keeping
+parameters and state-dict keys, so a checkpoint of the plain model loads into the relaxed one and back.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
+from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
+
+from espnet_ext.attention.sites import check_site_config, configure_attention_sites
+from espnet_ext.nets.cnn_transformer_encoder import CNNTransformerEncoder
+
+ENCODER_SITES = ("self_attn",)
+DECODER_SITES = ("self_attn", "src_attn")
+
+
+def _prepare(sites: Optional[Mapping], available, owner: str, kwargs: dict) -> dict:
+    checked = check_site_config(sites, available, owner)  # fail before building anything
+    if checked:
+        kwargs.setdefault("use_flash_attn", False)  # flash-attn cannot change the weights
+    return checked
+
+
+class RelaxedTransformerEncoder(TransformerEncoder):
+    def __init__(self, input_size: int, attention_sites: Optional[Mapping] = None, **kwargs):
+        sites = _prepare(attention_sites, ENCODER_SITES, "encoder relaxed_transformer", kwargs)
+        super().__init__(input_size, **kwargs)
+        configure_attention_sites(self.encoders, sites)
+
+
+class RelaxedCNNTransformerEncoder(CNNTransformerEncoder):
+    def __init__(self, input_size: int, attention_sites: Optional[Mapping] = None, **kwargs):
+        sites = _prepare(attention_sites, ENCODER_SITES, "encoder relaxed_cnn_transformer", kwargs)
+        super().__init__(input_size, **kwargs)
+        configure_attention_sites(self.encoders, sites)
+
+
+class RelaxedTransformerDecoder(TransformerDecoder):
+    def __init__(self, vocab_size: int, encoder_output_size: int, attention_sites: Optional[Mapping] = None,
+                 **kwargs):
+        sites = _prepare(attention_sites, DECODER_SITES, "decoder relaxed_transformer", kwargs)
+        super().__init__(vocab_size, encoder_output_size, **kwargs)
+        configure_attention_sites(self.decoders, sites)
