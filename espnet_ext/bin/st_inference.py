@@ -1,12 +1,11 @@
-"""ESPnet2's ``espnet2.bin.st_inference`` with our classes registered and the LM vocabulary checked."""
-
-import sys
+"""ESPnet2's ``espnet2.bin.st_inference`` with our classes registered, the LM vocabulary checked and
+``--matched_inference true|false`` (see espnet_ext.bin.inference_entry)."""
 
 import espnet_ext  # noqa: F401  (registers our classes before ESPnet2 builds the model)
 from espnet2.bin.st_inference import main
+from espnet2.tasks.st import STTask
 
-from espnet_ext.lm_vocabulary import refuse_mismatched_lm
+from espnet_ext.bin.inference_entry import run
 
 if __name__ == "__main__":
-    refuse_mismatched_lm(sys.argv[1:], "--st_train_config")
-    main()
+    run(main, STTask, "--st_train_config")

@@ -1,0 +1,21 @@
+"""What our ``<task>_inference`` entry points add in front of ESPnet2's: the LM vocabulary check and
+``--matched_inference true|false`` (relaxed attention at test time, espnet_ext.attention.matched_inference)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+from espnet_ext.attention import matched_inference
+from espnet_ext.errors import ConfigError
+from espnet_ext.lm_vocabulary import refuse_mismatched_lm
+
+
+def run(espnet_main: Callable[[], None], task_cls, model_config_option: str) -> None:
+    try:
+        matched, sys.argv[1:] = matched_inference.pop_option(sys.argv[1:])
+    except ConfigError as e:
+        sys.exit(f"error: {e}")
+    refuse_mismatched_lm(sys.argv[1:], model_config_option)
+    matched_inference.apply_on_build(task_cls, matched)
+    espnet_main()
