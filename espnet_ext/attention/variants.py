@@ -64,12 +64,24 @@ def variant_args(config: dict, variant: str, gamma: Optional[float] = None, task
     return [f"--{module}", relaxed, f"--{module}_conf", f"attention_sites.{site}.{option}={value}"]
 
 
+def variant_tag(options: List[str]) -> str:
+    """Experiment-name suffix of a variant's options: '' (baseline), '_smooth_focus', '_relaxed_self_g0.01'."""
+    if not options:
+        return ""
+    site_option, value = options[-1].split("=", 1)
+    module, site = options[0].lstrip("-"), site_option.split(".")[1]
+    name = next(v for v, spec in VARIANTS.items() if spec and spec[:2] == (module, site) and spec[2] in site_option)
+    return f"_{name}" + (f"_g{value}" if site_option.endswith(".gamma") else "")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="the training YAML the variant modifies")
     parser.add_argument("--variant", required=True, choices=sorted(VARIANTS))
     parser.add_argument("--gamma", type=float, default=None, help="relaxation coefficient (default: paper's)")
     parser.add_argument("--task", choices=sorted(PAPER_GAMMA), default="asr", help="whose paper γ to default to")
+    parser.add_argument("--print", choices=("args", "tag"), default="args", dest="what",
+                        help="the training options, or the experiment-name suffix ('_relaxed_cross_g0.25')")
     args = parser.parse_args(argv)
     path = Path(args.config)
     try:
@@ -77,7 +89,8 @@ def main(argv=None) -> None:
     except (OSError, yaml.YAMLError) as e:
         raise SystemExit(f"error: {path}: {e}")
     try:
-        print(" ".join(variant_args(config, args.variant, args.gamma, args.task)))
+        options = variant_args(config, args.variant, args.gamma, args.task)
+        print(variant_tag(options) if args.what == "tag" else " ".join(options))
     except ConfigError as e:
         raise SystemExit(f"error: {path}: {e}")
 

@@ -81,3 +81,12 @@ def test_matched_inference_switches_the_built_model():
     with pytest.raises(ConfigError, match="no relaxed attention"):
         FakeTask.build_model_from_file("c.yaml", "m.pth", "cpu")
     assert matched_inference.set_matched_inference(torch.nn.Linear(2, 2), False) == 0
+
+
+def test_experiment_tags_name_the_variant_and_gamma(tmp_path, capsys):
+    from espnet_ext.attention.variants import variant_tag
+
+    assert variant_tag(variant_args(CONFIG, "baseline")) == ""
+    assert variant_tag(variant_args(CONFIG, "smooth_focus")) == "_smooth_focus"
+    assert variant_tag(variant_args(CONFIG, "relaxed_cross", gamma=0.15)) == "_relaxed_cross_g0.15"
+    assert variant_tag(variant_args(CONFIG, "relaxed_self")) == "_relaxed_self_g0.01"

@@ -39,6 +39,9 @@ bpe_opts=""             # extra options for espnet_ext.text.token_list
 asr_config=""
 asr_args=""             # extra arguments for asr_train
 asr_tag=""
+attention_variant=baseline  # baseline, smooth_focus, relaxed_cross or relaxed_self (espnet_ext.attention.variants)
+relax_gamma=""          # relaxation coefficient of the relaxed variants (default: the paper's)
+matched_inference=false # relaxed attention also when decoding (the paper's "matched inference")
 inference_config=""
 inference_args=""
 inference_tag=""
@@ -69,13 +72,19 @@ token_dir="data/token_list/${token_type}"
 [ "${token_type}" = bpe ] && token_dir="data/token_list/${token_type}_${bpemode}${nbpe}"
 token_list="${token_dir}/tokens.txt"
 bpemodel="${token_dir}/bpe.model"
-asr_tag=${asr_tag:-$(basename "${asr_config}" .yaml)}
+variant_opts=(--config "${asr_config}" --variant "${attention_variant}" --task asr ${relax_gamma:+--gamma "${relax_gamma}"})
+asr_args="$(python -m espnet_ext.attention.variants "${variant_opts[@]}") ${asr_args}" || die "bad attention variant"
+asr_tag=${asr_tag:-$(basename "${asr_config}" .yaml)$(python -m espnet_ext.attention.variants "${variant_opts[@]}" --print tag)}
 asr_exp="${expdir}/asr_${asr_tag}"
 asr_stats_dir="${expdir}/asr_stats_${token_type}"
 lm_tag=${lm_tag:-$(basename "${lm_config:-lm}" .yaml)}
 lm_exp=${lm_exp:-${expdir}/lm_${lm_tag}}
-inference_tag=${inference_tag:-decode_$(basename "${inference_config}" .yaml)}
-${use_lm} && inference_tag="${inference_tag}_lm_${lm_tag}"
+if [ -z "${inference_tag}" ]; then
+    inference_tag=decode_$(basename "${inference_config}" .yaml)
+    ${use_lm} && inference_tag+="_lm_${lm_tag}"
+    ${matched_inference} && inference_tag+="_matched"
+fi
+${matched_inference} && inference_args+=" --matched_inference true"
 train_dir="${feats_dir}/${train_set}_filtered"
 valid_dir="${feats_dir}/${valid_set}_filtered"
 
@@ -133,7 +142,7 @@ run_lm_stages() {
         --lm_train_text "${train_dir}/text ${lm_train_text}" --lm_dev_text "${valid_dir}/text" \
         --lm_test_text "$(for t in ${test_sets}; do printf '%s ' "${feats_dir}/${t}/text"; done)" \
         --token_type "${token_type}" --token_list "${token_list}" --bpemodel "${bpemodel}" \
-        --lm_exp "${lm_exp}" --lm_stats_dir "${expdir}/lm_stats_${token_type}"
+        --lm_exp "${lm_exp}" --lm_stats_dir "${expdir}/lm_stats_${lm_tag}_${token_type}"
 }
 
 asr_stats() {

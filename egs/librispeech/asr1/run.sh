@@ -2,11 +2,17 @@
 # LibriSpeech ASR. With LIBRISPEECH unset in db.sh this runs the embedded mini corpus (spoken English
 # numbers) end to end on a CPU in minutes; with it set, the 100 h (train-clean-100) setup.
 #   ./run.sh [--stage N] [--stop_stage M] [--cmd_backend slurm] [--ngpu K --num_nodes J] [asr.sh options]
+# The relaxed-attention paper's experiments are asr.sh options on one training config:
+#   --attention_variant baseline|smooth_focus|relaxed_cross|relaxed_self [--relax_gamma G]
+#   --matched_inference true       relaxed attention also when decoding
+#   --use_lm true                  shallow fusion with the extended LM (training transcripts + data/lm_extended)
+#   --use_lm true --lm_tag transcripts --lm_train_text ""   the LM on the training transcripts only
+# conf/sweeps/*.yaml run the paper's tables through espnet_ext.analysis.sweep (README "Relaxed attention").
 set -euo pipefail
 . ./db.sh
 
 if [ -z "${LIBRISPEECH}" ]; then
-    sets=(--train_set train --valid_set dev --test_sets test)
+    sets=(--train_set train --valid_set dev --test_sets "dev test")
     opts=(--asr_config conf/train_asr_mini.yaml --inference_config conf/decode_asr_mini.yaml
           --token_type bpe --nbpe 100 --bpe_opts "--hard_vocab_limit false" --lm_config conf/train_lm_mini.yaml
           --nj 2 --inference_nj 2 --train_num_threads "$(nproc)" --max_frames 1500)
@@ -17,6 +23,9 @@ else
           --token_type bpe --nbpe 5000 --lm_config conf/train_lm_rnn.yaml
           --nj 32 --inference_nj 32 --max_frames 3000)
     title="LibriSpeech 100 h"
+    # LibriSpeech 960 h: --train_set train_960 --asr_config conf/train_asr_base.yaml (see local/data.sh --parts)
 fi
 
-./asr.sh "${sets[@]}" "${opts[@]}" --results_title "${title}" "$@"
+lm_opts=(--lm_tag extended --lm_train_text data/lm_extended/text)
+[ -n "${LIBRISPEECH}" ] && [ -z "${LIBRISPEECH_LM}" ] && lm_opts=(--lm_tag transcripts)  # no SLR11 text given
+./asr.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" --results_title "${title}" "$@"

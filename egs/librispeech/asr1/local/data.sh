@@ -1,36 +1,71 @@
 #!/usr/bin/env bash
-# Kaldi data dirs for the LibriSpeech recipe.
+# Kaldi data dirs for the LibriSpeech recipe, plus data/lm_extended/text: the "additional data" LM text.
 #  - LIBRISPEECH empty (db.sh): the embedded mini corpus, English number words spoken by espeak-ng voices,
-#    written as data/{train,dev,test}.
+#    written as data/{train,dev,test}. Training holds out every number ending in ${mini_heldout_digit}, so the
+#    decoder's internal LM never sees those endings; the extended LM text does: all number words of 0..9999
+#    and 10,000 more from the wider range 10000..99999, minus the dev/test sentences. That is the
+#    relaxed-attention paper's internal-LM setting (A.4) in miniature.
 #  - LIBRISPEECH set: the OpenSLR release read from ${LIBRISPEECH} (downloaded there first with
 #    --download true), written as data/{train_clean_100,dev_clean,dev_other,test_clean,test_other}, plus
-#    data/dev = dev_clean + dev_other for validation.
+#    data/dev = dev_clean + dev_other for validation; the extended LM text is the LibriSpeech LM corpus
+#    (SLR11, ${LIBRISPEECH_LM}/librispeech-lm-norm.txt.gz).
 set -euo pipefail
 
 download=false
 parts="train-clean-100 dev-clean dev-other test-clean test-other"
 mini_splits="train=2000,dev=200,test=200"
 mini_seed=0
+mini_heldout_digit=7    # empty: no held-out pattern
+mini_lm_wide_sentences=10000
+lm_max_lines=""         # real corpus: cap the LM text (empty: all 40 M sentences)
 nj=2
 
 . ./path.sh
 . utils/parse_options.sh
 . ./db.sh
 
+# keep_unseen TEXT EXCLUDED... : TEXT without the sentences of the EXCLUDED Kaldi text files
+keep_unseen() {
+    local text=$1
+    shift
+    awk 'FILENAME != ARGV[ARGC - 1] { $1 = ""; seen[substr($0, 2)] = 1; next }
+         { line = $0; $1 = ""; if (!(substr($0, 2) in seen)) print line }' "$@" "${text}"
+}
+
 if [ -z "${LIBRISPEECH}" ]; then
     python -m espnet_ext.data.numbers --out data/mini --langs en --modalities speech,text \
-        --splits "${mini_splits}" --seed "${mini_seed}" --nj "${nj}"
+        --splits "${mini_splits}" --seed "${mini_seed}" --nj "${nj}" \
+        ${mini_heldout_digit:+--exclude_last_digit "${mini_heldout_digit}"}
     for split in train dev test; do
         rm -rf "data/${split}"
         cp -r "data/mini/${split}" "data/${split}"
     done
+    # Every number 0..9999 (those ending in the held-out digit included) and as many from 10000..99999.
+    python -m espnet_ext.data.numbers --out data/mini_lm --langs en --modalities text --range 0:9999 \
+        --splits "lm=10000" --seed "$((mini_seed + 1))"
+    python -m espnet_ext.data.numbers --out data/mini_lm_wide --langs en --modalities text --range 10000:99999 \
+        --splits "lm=${mini_lm_wide_sentences}" --seed "$((mini_seed + 1))"
+    mkdir -p data/lm_extended
+    awk '{ $1 = "narrow_" $1; print }' data/mini_lm/lm/text > data/lm_extended/all.tmp
+    awk '{ $1 = "wide_" $1; print }' data/mini_lm_wide/lm/text >> data/lm_extended/all.tmp
+    keep_unseen data/lm_extended/all.tmp data/dev/text data/test/text > data/lm_extended/text.tmp
+    mv data/lm_extended/text.tmp data/lm_extended/text
+    rm data/lm_extended/all.tmp
     exit 0
 fi
 
 if ${download}; then
     # shellcheck disable=SC2086
     python -m espnet_ext.data.librispeech download --dest "${LIBRISPEECH}" --parts ${parts}
+    [ -z "${LIBRISPEECH_LM}" ] || python -m espnet_ext.data.librispeech download_lm --dest "${LIBRISPEECH_LM}"
 fi
 # shellcheck disable=SC2086
 python -m espnet_ext.data.librispeech prepare --root "${LIBRISPEECH}" --parts ${parts} --out data
 python -m espnet_ext.data.datadir combine data/dev data/dev_clean data/dev_other
+if [ -d data/train_clean_360 ] && [ -d data/train_other_500 ]; then  # --parts with all training parts: 960 h
+    python -m espnet_ext.data.datadir combine data/train_960 data/train_clean_100 data/train_clean_360 data/train_other_500
+fi
+if [ -n "${LIBRISPEECH_LM}" ]; then
+    python -m espnet_ext.data.librispeech lm_text --src "${LIBRISPEECH_LM}/librispeech-lm-norm.txt.gz" \
+        --out data/lm_extended/text ${lm_max_lines:+--max_lines "${lm_max_lines}"}
+fi

@@ -1,0 +1,254 @@
+"""Sweep driver: the paper's tables and analyses as many recipe runs, submitted through the recipe's backend.
+
+    cd egs/<corpus>/<task>1
+    python -m espnet_ext.analysis.sweep run     --spec conf/sweeps/table1.yaml [--cmd "utils/slurm.py ..."]
+    python -m espnet_ext.analysis.sweep collect --spec conf/sweeps/table1.yaml [--results_md RESULTS.md]
+
+A spec (YAML) names the recipe command, the shared preparation, the runs (one trained model each), the
+decodings of every run and the analyses to write::
+
+    name: table1
+    command: ./run.sh                       # the recipe, run from the recipe dir
+    common: --cmd_backend local              # options of every invocation
+    tag_option: --asr_tag                    # how the recipe names an experiment (exp/asr_<tag>)
+    train_stages: [9, 9]                     # the stages that train one model ...
+    decode_stages: [10, 11]                  # ... and that decode + score it
+    prepare: ["--stop_stage 8", "--stage 5 --stop_stage 7 --use_lm true"]   # once, in order, before the runs
+    runs: {baseline: --attention_variant baseline, relaxed_cross: --attention_variant relaxed_cross}
+    gamma_grid: {relaxed_cross: [0.1, 0.25]}        # adds runs relaxed_cross_g0.1 ... (--relax_gamma)
+    seeds: [1, 2]                                   # adds <run>_seed<k> for each run above
+    seed_option: --asr_args "--seed {seed}"
+    decodes:                                        # name -> options (or {options, runs: [only these]})
+        no_lm: ""
+        lm_extended: --use_lm true
+    result: exp/asr_{tag}/{decode}/{set}/score_wer/result.json
+    metric: {key: wer, label: "WER [%]", sets: [dev, test], higher_is_better: false}
+    tag_format: "{run}"                             # experiment tag of a run (shared across sweeps)
+    analyses: [...]                                 # see espnet_ext.analysis.tables
+
+Each run is one job of an array submitted with ``--cmd`` (local processes or Slurm); inside it the recipe runs
+with ``--cmd_backend local`` on the resources the job was given, first the training stages, then every
+decoding. The recipe's fingerprinted stages make a rerun skip what is done, and runs with the same tag in two
+sweeps share their trained model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import yaml
+
+from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.fileio import atomic_write
+
+REQUIRED = ("name", "command", "tag_option", "train_stages", "decode_stages", "result", "metric")
+
+
+@dataclass
+class Decode:
+    name: str
+    options: str
+    runs: Optional[List[str]] = None  # None: every run; a name also covers its family (<name>_g0.1, _seed2)
+
+    def applies_to(self, run: str) -> bool:
+        return self.runs is None or run in self.runs or any(run.startswith(r + "_") for r in self.runs)
+
+
+@dataclass
+class Sweep:
+    name: str
+    command: str
+    tag_option: str
+    train_stages: Sequence[int]
+    decode_stages: Sequence[int]
+    result: str
+    metric: dict
+    common: str = ""
+    prepare: List[str] = field(default_factory=list)
+    runs: Dict[str, str] = field(default_factory=dict)
+    decodes: List[Decode] = field(default_factory=list)
+    tag_format: str = "{run}"
+    analyses: List[dict] = field(default_factory=list)
+    source: Path = Path(".")
+
+    @property
+    def sets(self) -> List[str]:
+        return list(self.metric.get("sets", []))
+
+    def tag(self, run: str) -> str:
+        return self.tag_format.format(run=run, name=self.name)
+
+    def result_path(self, run: str, decode: str, dset: str) -> Path:
+        return Path(self.result.format(tag=self.tag(run), decode=decode, set=dset))
+
+    def invocations(self, run: str) -> List[List[str]]:
+        """The recipe command lines of one run: training, then every decoding that applies to it."""
+        base = [*shlex.split(self.command), *shlex.split(self.common), *shlex.split(self.runs[run]),
+                self.tag_option, self.tag(run)]
+        lines = [base + ["--stage", str(self.train_stages[0]), "--stop_stage", str(self.train_stages[1])]]
+        for decode in self.decodes:
+            if decode.applies_to(run):
+                lines.append(base + shlex.split(decode.options) + [
+                    "--inference_tag", decode.name,
+                    "--stage", str(self.decode_stages[0]), "--stop_stage", str(self.decode_stages[1])])
+        return lines
+
+
+def _expand_runs(spec: dict, path: Path) -> Dict[str, str]:
+    runs = {str(k): str(v or "") for k, v in (spec.get("runs") or {}).items()}
+    for variant, gammas in (spec.get("gamma_grid") or {}).items():
+        for gamma in gammas:
+            runs[f"{variant}_g{gamma}"] = f"--attention_variant {variant} --relax_gamma {gamma}"
+    seeds = spec.get("seeds") or []
+    if seeds:
+        if "seed_option" not in spec:
+            raise InputError("'seeds' needs 'seed_option' (e.g. --asr_args \"--seed {seed}\")", path=path)
+        base = dict(runs)
+        for (run, options), seed in itertools.product(base.items(), seeds):
+            runs[f"{run}_seed{seed}"] = f"{options} {spec['seed_option'].format(seed=seed)}"
+    if not runs:
+        raise InputError("the sweep has no runs (runs, gamma_grid)", path=path)
+    return runs
+
+
+def load_sweep(path) -> Sweep:
+    path = Path(path)
+    try:
+        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise InputError(f"cannot read the sweep spec: {e}", path=path)
+    if not isinstance(spec, dict):
+        raise InputError("expected a mapping", path=path)
+    missing = [k for k in REQUIRED if k not in spec]
+    if missing:
+        raise InputError(f"missing {', '.join(missing)}", path=path)
+    decodes = []
+    for name, entry in (spec.get("decodes") or {"decode": ""}).items():
+        if isinstance(entry, dict):
+            decodes.append(Decode(str(name), str(entry.get("options", "")), entry.get("runs")))
+        else:
+            decodes.append(Decode(str(name), str(entry or "")))
+    runs = _expand_runs(spec, path)
+    for decode in decodes:
+        # A name may also stand for a family: relaxed_cross covers relaxed_cross_g0.1, ..._seed2.
+        unknown = [r for r in decode.runs or [] if not any(run == r or run.startswith(r + "_") for run in runs)]
+        if unknown:
+            raise InputError(f"decode '{decode.name}' names unknown runs {unknown}", path=path)
+    return Sweep(
+        name=str(spec["name"]), command=str(spec["command"]), tag_option=str(spec["tag_option"]),
+        train_stages=list(spec["train_stages"]), decode_stages=list(spec["decode_stages"]),
+        result=str(spec["result"]), metric=dict(spec["metric"]), common=str(spec.get("common", "")),
+        prepare=[str(p) for p in spec.get("prepare") or []], runs=runs, decodes=decodes,
+        tag_format=str(spec.get("tag_format", "{run}")), analyses=list(spec.get("analyses") or []), source=path,
+    )
+
+
+def sweep_dir(sweep: Sweep) -> Path:
+    return Path("exp") / "sweeps" / sweep.name
+
+
+def run_task(sweep: Sweep, index: int) -> None:
+    """Array job ``index`` (1-based): train one run and decode it, each step a recipe invocation."""
+    run = list(sweep.runs)[index - 1]
+    for line in sweep.invocations(run):
+        print("+ " + shlex.join(line), flush=True)
+        code = subprocess.call(line)
+        if code:
+            raise SystemExit(f"sweep {sweep.name}, run {run}: '{shlex.join(line)}' failed with exit code {code}")
+
+
+def run_sweep(sweep: Sweep, spec_path: str, cmd: str, max_jobs_run: Optional[int], dry_run: bool) -> None:
+    out = sweep_dir(sweep)
+    for options in sweep.prepare:
+        line = [*shlex.split(sweep.command), *shlex.split(sweep.common), *shlex.split(options)]
+        print("+ " + shlex.join(line), flush=True)
+        if not dry_run and subprocess.call(line):
+            raise SystemExit(f"sweep {sweep.name}: preparation '{shlex.join(line)}' failed")
+    runs = list(sweep.runs)
+    with atomic_write(out / "runs.json") as f:
+        json.dump({run: [shlex.join(line) for line in sweep.invocations(run)] for run in runs}, f, indent=1)
+    array = [*shlex.split(cmd), *(["--max_jobs_run", str(max_jobs_run)] if max_jobs_run else []),
+             f"JOB=1:{len(runs)}", str(out / "log" / "run.JOB.log"),
+             sys.executable, "-m", "espnet_ext.analysis.sweep", "task", "--spec", spec_path, "--index", "JOB"]
+    print("+ " + shlex.join(array), flush=True)
+    if dry_run:
+        return
+    if subprocess.call(array):
+        raise SystemExit(f"sweep {sweep.name}: some runs failed; their logs are {out}/log/run.<n>.log "
+                         f"(n = position in {out}/runs.json)")
+
+
+def collect(sweep: Sweep) -> Dict[str, Dict[str, Dict[str, Optional[float]]]]:
+    """{run: {decode: {set: metric or None (not run yet)}}} from the runs' result files."""
+    from espnet_ext.results import lookup
+
+    values: Dict[str, Dict[str, Dict[str, Optional[float]]]] = {}
+    for run in sweep.runs:
+        for decode in sweep.decodes:
+            if decode.applies_to(run):
+                values.setdefault(run, {})[decode.name] = {
+                    dset: lookup(sweep.result_path(run, decode.name, dset), sweep.metric["key"]) for dset in sweep.sets
+                }
+    return values
+
+
+def write_collection(sweep: Sweep, results_md: Optional[str], command: str) -> List[Path]:
+    from espnet_ext.analysis.tables import render_analyses
+    from espnet_ext.results import write_results
+
+    out = sweep_dir(sweep)
+    values = collect(sweep)
+    with atomic_write(out / "results.json") as f:
+        json.dump(values, f, indent=1)
+    tables, figures = render_analyses(sweep, values, out)
+    written = [out / "results.json", *figures]
+    title = f"Sweep {sweep.name}"
+    written.append(write_results(out / "tables.md", title, tables, command, notes=f"Spec: `{sweep.source}`."))
+    if results_md:
+        written.append(write_results(results_md, title, tables, command, notes=f"Spec: `{sweep.source}`."))
+    return written
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="prepare, submit every run as one array job, wait, collect")
+    run.add_argument("--cmd", default="utils/run.py", help="job backend command (cmd.sh's ${cuda_cmd} etc.)")
+    run.add_argument("--max_jobs_run", type=int, default=None, help="runs at once (local: default 1)")
+    run.add_argument("--dry_run", action="store_true", help="print what would run")
+    task = commands.add_parser("task", help="one run (what each array job executes)")
+    task.add_argument("--index", type=int, required=True)
+    col = commands.add_parser("collect", help="tables and figures of what has finished")
+    for sub in (run, task, col):
+        sub.add_argument("--spec", required=True)
+    for sub in (run, col):
+        sub.add_argument("--results_md", default=None, help="also write the tables as this RESULTS.md")
+    args = parser.parse_args(argv)
+    try:
+        sweep = load_sweep(args.spec)
+        if args.command == "task":
+            run_task(sweep, args.index)
+            return
+        if args.command == "run":
+            local = Path(shlex.split(args.cmd)[0]).name == "run.py"
+            max_jobs = args.max_jobs_run or (1 if local else None)  # local runs share this machine's cores
+            run_sweep(sweep, args.spec, args.cmd, max_jobs, args.dry_run)
+            if args.dry_run:
+                return
+        command = "python -m espnet_ext.analysis.sweep " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
+        for path in write_collection(sweep, args.results_md, command):
+            print(path)
+    except (ConfigError, InputError) as e:
+        raise SystemExit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()

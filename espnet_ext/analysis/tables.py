@@ -1,0 +1,225 @@
+"""The relaxed-attention paper's tables and figures from a sweep's collected results.
+
+``render_analyses(sweep, values, out_dir)`` turns the sweep spec's ``analyses`` list into markdown tables
+(``espnet_ext.results.Table``) and PNG figures. Kinds:
+
+- ``paper_table`` (Tables 1, 3, 7, 8): rows are runs (or several runs -> mean ± std over seeds), columns are
+  column groups (a decoding each, e.g. without / with LM) x the metric's sets::
+
+      {kind: paper_table, title: ..., groups: {"without LM": no_lm, "with LM": lm_extended},
+       rows: [{label: Baseline, run: baseline}, {label: "+ matched inference", run: relaxed_cross, suffix: _matched},
+              {label: "Relaxed self-attention", runs: [relaxed_self_seed1, relaxed_self_seed2]}]}
+
+- ``internal_lm`` (Tables 5, 6): absolute metric without LM and with each LM, and the LM-induced improvement,
+  for each model; a bar chart of the improvements::
+
+      {kind: internal_lm, title: ..., models: {Baseline: baseline, Relaxed cross attention: relaxed_cross},
+       no_lm: no_lm, lms: {"+ LM (training transcripts only)": lm_transcripts, "+ LM (additional data)": lm_extended}}
+
+- ``gamma`` (Figs. 6, 7): the metric on one set against γ for each relaxed variant (runs ``<variant>_g<γ>``
+  from the sweep's ``gamma_grid``), with the baseline (γ = 0) as reference::
+
+      {kind: gamma, title: ..., set: dev, baseline: baseline, decodes: {relaxed_self: no_lm, relaxed_cross: lm_extended}}
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from espnet_ext.errors import ConfigError
+from espnet_ext.results import Cell, Table
+
+Values = Dict[str, Dict[str, Dict[str, Optional[float]]]]
+
+
+def _value(values: Values, run: str, decode: str, dset: str) -> Optional[float]:
+    if run not in values:
+        raise ConfigError(f"analysis refers to run '{run}', which the sweep does not define")
+    if decode not in values[run]:
+        raise ConfigError(f"analysis refers to decoding '{decode}' of run '{run}', which the sweep does not make")
+    return values[run][decode].get(dset)
+
+
+def mean_std(samples: Sequence[Optional[float]]) -> Optional[Tuple[float, float]]:
+    """Mean and sample standard deviation, or None until every run has finished."""
+    if not samples or any(s is None for s in samples):
+        return None
+    return statistics.fmean(samples), (statistics.stdev(samples) if len(samples) > 1 else 0.0)
+
+
+def paper_table(spec: dict, values: Values, sets: Sequence[str], fmt: str) -> Table:
+    groups = dict(spec["groups"])
+    columns = [f"{group} {dset}" if len(groups) > 1 or group else dset for group in groups for dset in sets]
+    cells, rows = [], []
+    for row in spec["rows"]:
+        label = str(row["label"])
+        rows.append(label)
+        runs = list(row["runs"]) if "runs" in row else [row["run"]]
+        for (group, decode), dset in ((g, s) for g in groups.items() for s in sets):
+            column = f"{group} {dset}" if len(groups) > 1 or group else dset
+            decode_name = decode + row.get("suffix", "")
+            samples = [_value(values, run, decode_name, dset) for run in runs]
+            if len(runs) == 1:
+                cells.append(Cell(row=label, column=column, value=samples[0], format=fmt))
+            else:
+                stats = mean_std(samples)
+                text = None if stats is None else f"{stats[0]:{fmt}} ± {stats[1]:{fmt}}"
+                cells.append(Cell(row=label, column=column, value=text))
+    return Table(title=spec["title"], rows=rows, columns=columns, cells=cells,
+                 row_header=str(spec.get("row_header", "Approach")), notes=str(spec.get("notes", "")))
+
+
+def lm_improvement(no_lm: Optional[float], with_lm: Optional[float], higher_is_better: bool) -> Optional[float]:
+    """How much the LM helps: WER reduction (no LM - LM) or BLEU gain (LM - no LM)."""
+    if no_lm is None or with_lm is None:
+        return None
+    return with_lm - no_lm if higher_is_better else no_lm - with_lm
+
+
+def internal_lm(spec: dict, values: Values, sets: Sequence[str], fmt: str, higher_is_better: bool,
+                label: str, out_dir: Path) -> Tuple[Table, Path]:
+    word = "gain" if higher_is_better else "reduction"
+    columns = [f"absolute {s}" for s in sets] + [f"LM-induced {word} {s}" for s in sets]
+    rows, cells, bars = [], [], {}
+    for model_label, run in spec["models"].items():
+        base_row = f"{model_label}, no LM"
+        rows.append(base_row)
+        for dset in sets:
+            cells.append(Cell(row=base_row, column=f"absolute {dset}", value=_value(values, run, spec["no_lm"], dset),
+                              format=fmt))
+        for lm_label, decode in spec["lms"].items():
+            row = f"{model_label} {lm_label}"
+            rows.append(row)
+            for dset in sets:
+                with_lm = _value(values, run, decode, dset)
+                gain = lm_improvement(_value(values, run, spec["no_lm"], dset), with_lm, higher_is_better)
+                cells.append(Cell(row=row, column=f"absolute {dset}", value=with_lm, format=fmt))
+                cells.append(Cell(row=row, column=f"LM-induced {word} {dset}", value=gain, format=fmt))
+                bars[(model_label, lm_label, dset)] = gain
+    figure = _bar_chart(spec, bars, sets, f"LM-induced {word} of {label}", out_dir / f"{_slug(spec['title'])}.png")
+    table = Table(title=spec["title"], rows=rows, columns=columns, cells=cells, row_header="Approach",
+                  notes=str(spec.get("notes", "")) + f"\n\nFigure: `{figure.name}`.")
+    return table, figure
+
+
+def gamma_runs(values: Values, variant: str) -> List[Tuple[float, str]]:
+    """(γ, run) of the runs named ``<variant>_g<γ>``, sorted by γ."""
+    prefix = f"{variant}_g"
+    found = []
+    for run in values:
+        if run.startswith(prefix):
+            try:
+                found.append((float(run[len(prefix):]), run))
+            except ValueError:
+                continue  # e.g. <variant>_g0.1_seed2: not part of the γ curve
+    return sorted(found)
+
+
+def gamma_sweep(spec: dict, values: Values, fmt: str, label: str, out_dir: Path) -> Tuple[Table, Path]:
+    dset = spec["set"]
+    rows, cells, curves = [], [], {}
+    gammas = sorted({g for variant in spec["decodes"] for g, _ in gamma_runs(values, variant)})
+    columns = ["0 (baseline)"] + [f"{g:g}" for g in gammas]
+    for variant, decode in spec["decodes"].items():
+        points = gamma_runs(values, variant)
+        if not points:
+            raise ConfigError(f"gamma analysis: no runs '{variant}_g<γ>' (add {variant} to the sweep's gamma_grid)")
+        row = f"{variant} ({decode})"
+        rows.append(row)
+        baseline = _value(values, spec["baseline"], decode, dset)
+        cells.append(Cell(row=row, column="0 (baseline)", value=baseline, format=fmt))
+        curve = []
+        for gamma, run in points:
+            value = _value(values, run, decode, dset)
+            cells.append(Cell(row=row, column=f"{gamma:g}", value=value, format=fmt))
+            curve.append((gamma, value))
+        curves[variant] = (baseline, curve)
+    figure = _gamma_figure(spec, curves, f"{label} ({dset})", out_dir / f"{_slug(spec['title'])}.png")
+    table = Table(title=spec["title"], rows=rows, columns=columns, cells=cells, row_header="variant (decoding)",
+                  notes=str(spec.get("notes", "")) + f"\n\nFigure: `{figure.name}`.")
+    return table, figure
+
+
+def render_analyses(sweep, values: Values, out_dir: Path) -> Tuple[List[Table], List[Path]]:
+    metric = sweep.metric
+    fmt = str(metric.get("format", ".2f"))
+    label = str(metric.get("label", metric["key"]))
+    higher = bool(metric.get("higher_is_better", False))
+    tables, figures = [], []
+    for spec in sweep.analyses:
+        kind = spec.get("kind")
+        if kind == "paper_table":
+            tables.append(paper_table(spec, values, sweep.sets, fmt))
+        elif kind == "internal_lm":
+            table, figure = internal_lm(spec, values, sweep.sets, fmt, higher, label, out_dir)
+            tables.append(table), figures.append(figure)
+        elif kind == "gamma":
+            table, figure = gamma_sweep(spec, values, fmt, label, out_dir)
+            tables.append(table), figures.append(figure)
+        else:
+            raise ConfigError(f"sweep {sweep.name}: unknown analysis kind '{kind}' (paper_table, internal_lm, gamma)")
+    return tables, figures
+
+
+def _slug(title: str) -> str:
+    keep = "".join(c.lower() if c.isalnum() else "_" for c in title.split(":")[0])
+    return "_".join(part for part in keep.split("_") if part) or "figure"
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _bar_chart(spec, bars, sets, ylabel, path: Path) -> Path:
+    plt = _plt()
+    models, lms = list(spec["models"]), list(spec["lms"])
+    fig, axes = plt.subplots(1, len(sets), figsize=(4 * len(sets), 3.2), squeeze=False)
+    width = 0.8 / len(lms)
+    for ax, dset in zip(axes[0], sets):
+        for k, lm in enumerate(lms):
+            heights = [bars.get((m, lm, dset)) or 0.0 for m in models]
+            ax.bar([i + k * width for i in range(len(models))], heights, width, label=lm.lstrip("+ "))
+        ax.set_xticks([i + width * (len(lms) - 1) / 2 for i in range(len(models))], models, fontsize=8)
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.set_title(dset)
+        ax.set_ylabel(ylabel, fontsize=8)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(spec["title"], fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _gamma_figure(spec, curves, ylabel, path: Path) -> Path:
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(curves), figsize=(4 * len(curves), 3.2), squeeze=False)
+    for ax, (variant, (baseline, curve)) in zip(axes[0], curves.items()):
+        points = [(g, v) for g, v in curve if v is not None]
+        if points:
+            ax.plot([g for g, _ in points], [v for _, v in points], marker="o", label=variant)
+        if baseline is not None:
+            ax.axhline(baseline, color="grey", linestyle="--", label="baseline (γ = 0)")
+        if curve and min(g for g, _ in curve) > 0 and max(g for g, _ in curve) / min(g for g, _ in curve) > 20:
+            ax.set_xscale("log")
+        ax.set_xlabel("relaxation coefficient γ")
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.set_title(variant)
+        ax.legend(fontsize=7)
+        if points and all(math.isfinite(v) for _, v in points):
+            ax.margins(y=0.2)
+    fig.suptitle(spec["title"], fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

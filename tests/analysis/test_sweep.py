@@ -1,0 +1,136 @@
+"""Sweep driver: spec expansion, the recipe invocations, a real run through the local job backend, collection."""
+
+import json
+import os
+import shlex
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from espnet_ext.analysis.sweep import collect, load_sweep
+from espnet_ext.errors import InputError
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A stand-in recipe: "trains" by writing a model file, "decodes" by writing result.json with a WER that
+# depends on the run's options (so the collected table can be checked).
+FAKE_RECIPE = r"""#!/usr/bin/env bash
+set -euo pipefail
+tag=""; decode=""; stage=1; variant=baseline; gamma=0; lm=false; seed=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --asr_tag) tag=$2; shift ;;
+    --inference_tag) decode=$2; shift ;;
+    --stage) stage=$2; shift ;;
+    --attention_variant) variant=$2; shift ;;
+    --relax_gamma) gamma=$2; shift ;;
+    --use_lm) lm=$2; shift ;;
+    --asr_args) seed=${2##* }; shift ;;
+    *) ;;
+  esac
+  shift
+done
+echo "$@" >> calls.txt
+[ -n "${tag}" ] || { echo prepared >> prepared.txt; exit 0; }
+if [ "${stage}" = 9 ]; then mkdir -p "exp/asr_${tag}"; touch "exp/asr_${tag}/model"; exit 0; fi
+[ -f "exp/asr_${tag}/model" ] || { echo "not trained" >&2; exit 1; }
+for set in dev test; do
+  mkdir -p "exp/asr_${tag}/${decode}/${set}/score_wer"
+  wer=$(python3 -c "print(10 - ${gamma} * 10 - (2 if '${lm}' == 'true' else 0) + ${seed} * 0.1 + (1 if '${set}' == 'test' else 0))")
+  echo "{\"wer\": ${wer}}" > "exp/asr_${tag}/${decode}/${set}/score_wer/result.json"
+done
+"""
+
+SPEC = """
+name: demo
+command: ./fake_run.sh
+tag_option: --asr_tag
+train_stages: [9, 9]
+decode_stages: [10, 11]
+prepare: ["--stop_stage 8"]
+runs: {baseline: --attention_variant baseline}
+gamma_grid: {relaxed_cross: [0.1, 0.2]}
+decodes:
+  no_lm: ""
+  lm: {options: --use_lm true, runs: [relaxed_cross]}
+result: exp/asr_{tag}/{decode}/{set}/score_wer/result.json
+metric: {key: wer, sets: [dev, test]}
+analyses:
+  - kind: gamma
+    title: "Fig: gamma"
+    set: dev
+    baseline: baseline
+    decodes: {relaxed_cross: no_lm}
+"""
+
+
+@pytest.fixture()
+def recipe(tmp_path, monkeypatch):
+    script = tmp_path / "fake_run.sh"
+    script.write_text(FAKE_RECIPE)
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "utils").symlink_to(REPO / "utils")
+    (tmp_path / "sweep.yaml").write_text(SPEC)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_spec_expands_grid_and_seeds(recipe):
+    sweep = load_sweep("sweep.yaml")
+    assert list(sweep.runs) == ["baseline", "relaxed_cross_g0.1", "relaxed_cross_g0.2"]
+    assert sweep.runs["relaxed_cross_g0.2"] == "--attention_variant relaxed_cross --relax_gamma 0.2"
+    lines = [shlex.join(line) for line in sweep.invocations("relaxed_cross_g0.1")]
+    assert lines == [
+        "./fake_run.sh --attention_variant relaxed_cross --relax_gamma 0.1 --asr_tag relaxed_cross_g0.1 --stage 9 --stop_stage 9",
+        "./fake_run.sh --attention_variant relaxed_cross --relax_gamma 0.1 --asr_tag relaxed_cross_g0.1 "
+        "--inference_tag no_lm --stage 10 --stop_stage 11",
+        "./fake_run.sh --attention_variant relaxed_cross --relax_gamma 0.1 --asr_tag relaxed_cross_g0.1 --use_lm true "
+        "--inference_tag lm --stage 10 --stop_stage 11",
+    ]
+    assert len(sweep.invocations("baseline")) == 2  # the LM decoding is restricted to relaxed_cross runs
+
+    (recipe / "seeds.yaml").write_text(SPEC + "seeds: [1, 2]\nseed_option: --asr_args \"--seed {seed}\"\n")
+    seeded = load_sweep("seeds.yaml")
+    assert "baseline_seed2" in seeded.runs and seeded.runs["baseline_seed2"].endswith('--asr_args "--seed 2"')
+
+
+def test_bad_specs_name_the_file(recipe):
+    (recipe / "bad.yaml").write_text("name: x\n")
+    with pytest.raises(InputError, match="bad.yaml.*missing command"):
+        load_sweep("bad.yaml")
+    (recipe / "bad2.yaml").write_text(SPEC.replace("runs: [relaxed_cross]", "runs: [nope]"))
+    with pytest.raises(InputError, match="unknown runs"):
+        load_sweep("bad2.yaml")
+
+
+def test_run_through_the_local_backend_and_collect(recipe):
+    out = subprocess.run(
+        [sys.executable, "-m", "espnet_ext.analysis.sweep", "run", "--spec", "sweep.yaml", "--results_md", "R.md"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (recipe / "prepared.txt").read_text() == "prepared\n"
+    for n in (1, 2, 3):
+        assert (recipe / f"exp/sweeps/demo/log/run.{n}.log").exists()
+    values = json.loads((recipe / "exp/sweeps/demo/results.json").read_text())
+    assert values["relaxed_cross_g0.2"]["lm"] == {"dev": 6.0, "test": 7.0}
+    assert values["baseline"] == {"no_lm": {"dev": 10.0, "test": 11.0}}
+    table = (recipe / "R.md").read_text()
+    assert "| relaxed_cross (no_lm) | 10.00 | 9.00 | 8.00 |" in table
+    assert (recipe / "exp/sweeps/demo/fig.png").stat().st_size > 1000
+    # A rerun of one task after deleting a result redoes only what the fake recipe is asked to do.
+    assert collect(load_sweep("sweep.yaml"))["relaxed_cross_g0.1"]["no_lm"]["test"] == 10.0
+
+
+def test_failed_run_is_reported_with_its_log(recipe):
+    (recipe / "fake_run.sh").write_text("#!/usr/bin/env bash\n[ \"$*\" = '--stop_stage 8' ] && exit 0\nexit 3\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "espnet_ext.analysis.sweep", "run", "--spec", "sweep.yaml"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert out.returncode != 0
+    assert "exp/sweeps/demo/log/run.<n>.log" in out.stderr
+    assert "exit code 3" in (recipe / "exp/sweeps/demo/log/run.1.log").read_text()
