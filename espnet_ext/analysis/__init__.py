@@ -1,0 +1,1 @@
+"""The papers' analyses: sweeps over recipe runs, the tables and figures they report."""
