@@ -8,7 +8,11 @@ the ids still used; spk2utt is rebuilt; other files are copied. Subdirectories (
 describe the unfiltered set and are not copied. The output is built in ``<dst>.tmp`` and renamed.
 
     python -m espnet_ext.data.filter <src> <dst> [--min_frames N] [--max_frames N]
-        [--max_text_chars N] [--max_text_words N]
+        [--max_text_chars N] [--max_text_words N] [--text_names text.de,text.en] [--max_length_ratio R]
+
+Text limits apply to each of ``--text_names`` (default ``text``; for MT the source and target sides).
+``--max_length_ratio R`` needs two text names and drops pairs whose longer side has more than R times the
+words of the shorter (the ``-ratio`` of Moses' clean-corpus-n.perl, as fairseq's IWSLT14 preparation uses).
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ def filter_data_dir(
     max_frames: Optional[int] = None,
     max_text_chars: Optional[int] = None,
     max_text_words: Optional[int] = None,
+    text_names: Sequence[str] = ("text",),
+    max_length_ratio: Optional[float] = None,
 ) -> FilterReport:
     """Write ``dst`` = ``src`` without the utterances outside the (inclusive) bounds; see the module doc.
 
@@ -84,11 +90,23 @@ def filter_data_dir(
             if max_frames is not None and frames > max_frames:
                 remove(utt, "too long", f"num_frames={frames}>max_frames={max_frames}")
     if max_text_chars is not None or max_text_words is not None:
-        for utt, text in _required_table(src, "text", "--max_text_chars/--max_text_words").items():
-            if max_text_chars is not None and len(text) > max_text_chars:
-                remove(utt, "text too long", f"text_chars={len(text)}>max_text_chars={max_text_chars}")
-            if max_text_words is not None and len(text.split()) > max_text_words:
-                remove(utt, "text too long", f"text_words={len(text.split())}>max_text_words={max_text_words}")
+        for name in text_names:
+            prefix = "text" if name == "text" else name.replace(".", "_")
+            for utt, text in _required_table(src, name, "--max_text_chars/--max_text_words").items():
+                if max_text_chars is not None and len(text) > max_text_chars:
+                    remove(utt, f"{name} too long", f"{prefix}_chars={len(text)}>max_text_chars={max_text_chars}")
+                if max_text_words is not None and len(text.split()) > max_text_words:
+                    words = len(text.split())
+                    remove(utt, f"{name} too long", f"{prefix}_words={words}>max_text_words={max_text_words}")
+    if max_length_ratio is not None:
+        if len(text_names) != 2:
+            raise InputError(f"--max_length_ratio compares two texts (--text_names a,b), got {list(text_names)}", path=src)
+        first = _required_table(src, text_names[0], "--max_length_ratio")
+        second = _required_table(src, text_names[1], "--max_length_ratio")
+        for utt, text in first.items():
+            lengths = sorted((len(text.split()), len(second.get(utt, "").split())))
+            if lengths[1] > max_length_ratio * max(lengths[0], 1):
+                remove(utt, "length ratio", f"length_ratio={lengths[1]}/{lengths[0]}>max_length_ratio={max_length_ratio}")
 
     keep = [u for u in utts if u not in reasons]
     if not keep:
@@ -151,10 +169,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--max_frames", type=int, help="drop utterances with more frames (utt2num_frames)")
     parser.add_argument("--max_text_chars", type=int, help="drop transcripts longer than this many characters")
     parser.add_argument("--max_text_words", type=int, help="drop transcripts longer than this many words")
+    parser.add_argument(
+        "--text_names", default="text", help="comma-separated text tables the text limits apply to (e.g. text.de,text.en)"
+    )
+    parser.add_argument("--max_length_ratio", type=float, help="with two --text_names: drop pairs above this word ratio")
     args = parser.parse_args(argv)
     try:
         report = filter_data_dir(
-            args.src, args.dst, args.min_frames, args.max_frames, args.max_text_chars, args.max_text_words
+            args.src, args.dst, args.min_frames, args.max_frames, args.max_text_chars, args.max_text_words,
+            [name for name in args.text_names.split(",") if name], args.max_length_ratio,
         )
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)

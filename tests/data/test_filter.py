@@ -116,3 +116,42 @@ def test_cli_prints_summary_and_fails_with_the_location(src, tmp_path):
     assert ok.stdout.startswith("filter: kept 2 of 4 utterances (removed 2: 1 text too long, 1 too short;")
     bad = subprocess.run(run + ["--max_frames", "1"], capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stderr.startswith(f"error: {src}: filtering would remove all 4")
+
+
+def _mt_dir(path, pairs):
+    """An MT data dir: text.de / text.en only (no audio tables)."""
+    path.mkdir()
+    write_table(path / "text.de", [(u, de) for u, de, _ in pairs])
+    write_table(path / "text.en", [(u, en) for u, _, en in pairs])
+    return path
+
+
+def test_text_limits_apply_to_each_named_side(tmp_path):
+    src = _mt_dir(tmp_path / "mt", [("u1", "eins zwei", "one two"), ("u2", "drei", "three four five six"),
+                                    ("u3", "a b c d e", "seven")])
+    report = filter_data_dir(src, tmp_path / "dst", max_text_words=3, text_names=["text.de", "text.en"])
+    assert report.removed == {"u2": "text_en_words=4>max_text_words=3", "u3": "text_de_words=5>max_text_words=3"}
+    assert read_kaldi_map(tmp_path / "dst" / "text.de") == {"u1": "eins zwei"}
+    assert read_kaldi_map(tmp_path / "dst" / "text.en") == {"u1": "one two"}
+
+
+def test_length_ratio_drops_pairs_above_it_in_both_directions(tmp_path):
+    src = _mt_dir(tmp_path / "mt", [("u1", "a b", "x y z"), ("u2", "a", "x y z w"), ("u3", "a b c d", "x"),
+                                    ("u4", "a b", "x y z")])
+    report = filter_data_dir(src, tmp_path / "dst", text_names=["text.de", "text.en"], max_length_ratio=1.5)
+    # 3/2 = 1.5 is kept (inclusive bound, as clean-corpus-n.perl); 4/1 in either direction is not.
+    assert sorted(report.removed) == ["u2", "u3"]
+    assert report.removed["u2"] == "length_ratio=4/1>max_length_ratio=1.5"
+    assert (tmp_path / "dst" / "removed.txt").read_text().splitlines() == [
+        "u2 length_ratio=4/1>max_length_ratio=1.5", "u3 length_ratio=4/1>max_length_ratio=1.5"]
+    with pytest.raises(InputError, match="compares two texts"):
+        filter_data_dir(src, tmp_path / "dst2", max_length_ratio=1.5)
+
+
+def test_cli_text_names_and_ratio(tmp_path):
+    src = _mt_dir(tmp_path / "mt", [("u1", "a b", "x y"), ("u2", "a", "x y z w")])
+    run = [sys.executable, "-m", "espnet_ext.data.filter", str(src), str(tmp_path / "dst"),
+           "--text_names", "text.de,text.en", "--max_length_ratio", "2"]
+    out = subprocess.run(run, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("filter: kept 1 of 2 utterances (removed 1: 1 length ratio;")
