@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# Machine translation pipeline on ESPnet2's MT task, shared by every egs/<corpus>/mt1 recipe.
+# The recipe's run.sh sets options and calls this script; local/data.sh prepares its data dirs:
+#   data/<set>/text.<src_lang>  source sentences      data/<set>/text.<tgt_lang>  target sentences
+#   data/<set>/text             the target again (optional; ESPnet's name), all with the same ids.
+# Stages (ESPnet's mt.sh order):
+#    1 data preparation (local/data.sh) + validation, copied to ${dumpdir}/raw
+#    2 filtering of the training/validation sets by length (removed ids listed, never silent)
+#    3 token lists: SentencePiece for source and target, or one joint model (--token_joint true)
+#    4 LM text + statistics    5 LM training    6 LM perplexity       (../lm1/lm.sh; --use_lm true)
+#    7 MT statistics           8 MT training    9 decoding   10 scoring (BLEU, sacrebleu)   11 RESULTS.md
+set -euo pipefail
+command_line="$0$(printf " %q" "$@")"
+
+stage=1
+stop_stage=100
+skip_data_prep=false    # skip stages 1-3
+skip_train=false        # skip stages 4-8
+skip_eval=false         # skip stages 9-11
+nj=2                    # parallel jobs for statistics
+inference_nj=2          # parallel decoding jobs
+ngpu=0                  # GPUs per node for training (0: CPU)
+train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
+num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
+cmd_backend=local       # local or slurm (see cmd.sh)
+dumpdir=dump
+expdir=exp
+local_data_opts=""      # options for local/data.sh (e.g. "--download true")
+train_set=train
+valid_set=valid
+test_sets="test"
+src_lang=de
+tgt_lang=en
+max_text_words=250      # filtering: pairs with a longer source or target are dropped from training
+max_length_ratio=""     # filtering: drop pairs whose longer side has more than this times the words (empty: off)
+token_joint=false       # true: one SentencePiece model on source + target text (size --tgt_nbpe)
+src_token_type=bpe      # bpe (SentencePiece) or char
+tgt_token_type=bpe
+src_nbpe=100
+tgt_nbpe=100
+bpemode=unigram
+src_bpe_opts=""         # extra options for espnet_ext.text.token_list (source / joint model)
+tgt_bpe_opts=""         # extra options for espnet_ext.text.token_list (target model)
+mt_config=""
+mt_args=""              # extra arguments for mt_train
+mt_tag=""
+attention_variant=baseline  # baseline, smooth_focus, relaxed_cross or relaxed_self (espnet_ext.attention.variants)
+relax_gamma=""          # relaxation coefficient of the relaxed variants (default: the paper's for MT)
+matched_inference=false # relaxed attention also when decoding (the paper's "matched inference")
+inference_config=""
+inference_args=""       # e.g. "--lm_weight 0.1"
+inference_tag=""
+inference_model=valid.acc.ave.pth
+use_lm=false
+lm_config=""
+lm_args=""
+lm_train_text=""        # extra LM text (Kaldi text files); the training targets are always included
+lm_tag=""
+lm_exp=""
+inference_lm=valid.loss.ave.pth
+results_title="MT results"
+print_exp=false         # true: print the MT experiment dir these options name, and exit
+
+. ./path.sh
+. utils/parse_options.sh
+. ./cmd.sh
+. utils/pipeline.sh
+
+[ -n "${mt_config}" ] || die "--mt_config is required"
+[ -n "${inference_config}" ] || die "--inference_config is required"
+skip_stages=""
+${skip_data_prep} && skip_stages+=" 1 2 3"
+${skip_train} && skip_stages+=" 4 5 6 7 8"
+${skip_eval} && skip_stages+=" 9 10 11"
+
+raw_dir="${dumpdir}/raw"
+train_dir="${raw_dir}/${train_set}_filtered"
+valid_dir="${raw_dir}/${valid_set}_filtered"
+src_text=text.${src_lang}
+tgt_text=text.${tgt_lang}
+token_name() {  # token_name TYPE NBPE LANG -> dir name under data/token_list
+    if [ "$1" = bpe ]; then echo "bpe_${bpemode}$2_$3"; else echo "char_$3"; fi
+}
+if ${token_joint}; then
+    [ "${src_token_type}" = "${tgt_token_type}" ] || die "--token_joint true needs one token type for both sides"
+    src_token_dir="data/token_list/$(token_name "${tgt_token_type}" "${tgt_nbpe}" "${src_lang}${tgt_lang}")"
+    tgt_token_dir=${src_token_dir}
+else
+    src_token_dir="data/token_list/$(token_name "${src_token_type}" "${src_nbpe}" "${src_lang}")"
+    tgt_token_dir="data/token_list/$(token_name "${tgt_token_type}" "${tgt_nbpe}" "${tgt_lang}")"
+fi
+src_token_list="${src_token_dir}/tokens.txt"
+tgt_token_list="${tgt_token_dir}/tokens.txt"
+variant_opts=(--config "${mt_config}" --variant "${attention_variant}" --task mt ${relax_gamma:+--gamma "${relax_gamma}"})
+mt_args="$(python -m espnet_ext.attention.variants "${variant_opts[@]}") ${mt_args}" || die "bad attention variant"
+mt_tag=${mt_tag:-$(basename "${mt_config}" .yaml)$(python -m espnet_ext.attention.variants "${variant_opts[@]}" --print tag)}
+mt_exp="${expdir}/mt_${mt_tag}"
+if ${print_exp}; then echo "${mt_exp}"; exit 0; fi
+mt_stats_dir="${expdir}/mt_stats_$(basename "${src_token_dir}")_$(basename "${tgt_token_dir}")"
+lm_tag=${lm_tag:-$(basename "${lm_config:-lm}" .yaml)}
+lm_exp=${lm_exp:-${expdir}/lm_${lm_tag}}
+if [ -z "${inference_tag}" ]; then
+    inference_tag=decode_$(basename "${inference_config}" .yaml)
+    ${use_lm} && inference_tag+="_lm_${lm_tag}"
+    ${matched_inference} && inference_tag+="_matched"
+fi
+${matched_inference} && inference_args+=" --matched_inference true"
+
+tokenizer_opts=(--token_type "${tgt_token_type}" --token_list "${tgt_token_list}"
+                --src_token_type "${src_token_type}" --src_token_list "${src_token_list}"
+                --non_linguistic_symbols none --cleaner none --g2p none)
+[ "${tgt_token_type}" = bpe ] && tokenizer_opts+=(--bpemodel "${tgt_token_dir}/bpe.model")
+[ "${src_token_type}" = bpe ] && tokenizer_opts+=(--src_bpemodel "${src_token_dir}/bpe.model")
+
+prepare_data() {
+    local dset
+    # shellcheck disable=SC2086
+    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
+    for dset in ${train_set} ${valid_set} ${test_sets}; do
+        ${train_cmd} "data/log/validate_${dset}.log" \
+            python -m espnet_ext.data.datadir validate "data/${dset}" --require "${src_text},${tgt_text}" || return 1
+        mkdir -p "${raw_dir}"
+        rm -rf "${raw_dir:?}/${dset}"
+        cp -r "data/${dset}" "${raw_dir}/${dset}"
+    done
+}
+
+filter_data() {
+    local dset
+    for dset in ${train_set} ${valid_set}; do
+        ${train_cmd} "${raw_dir}/log/filter_${dset}.log" \
+            python -m espnet_ext.data.filter "${raw_dir}/${dset}" "${raw_dir}/${dset}_filtered" \
+                --text_names "${src_text},${tgt_text}" --max_text_words "${max_text_words}" \
+                ${max_length_ratio:+--max_length_ratio "${max_length_ratio}"} || return 1
+        log "${dset}: $(tail -n 1 "${raw_dir}/log/filter_${dset}.log")"
+    done
+}
+
+# token_list TYPE NBPE OUT_DIR "EXTRA OPTIONS" TEXT... : one SentencePiece model / character list
+token_list() {
+    local type=$1 nbpe=$2 out=$3 opts=$4
+    shift 4
+    # shellcheck disable=SC2086
+    ${train_cmd} "${out}/log/token_list.log" \
+        python -m espnet_ext.text.token_list --token_type "${type}" --model_type "${bpemode}" \
+            --vocab_size "${nbpe}" --text "$@" --out_dir "${out}" ${opts}
+}
+
+make_tokens() {
+    if ${token_joint}; then
+        token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${src_bpe_opts}" \
+            "${train_dir}/${src_text}" "${train_dir}/${tgt_text}"
+    else
+        token_list "${src_token_type}" "${src_nbpe}" "${src_token_dir}" "${src_bpe_opts}" "${train_dir}/${src_text}" &&
+        token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${tgt_bpe_opts}" "${train_dir}/${tgt_text}"
+    fi
+}
+
+# mt.sh stages 4-6 are lm.sh stages 1+3, 4 and 5 on the target language (lm.sh stage 2, the token list, is
+# ours: stage 3, so the LM shares the MT target vocabulary as shallow fusion needs).
+run_lm_stages() {
+    local from=$1 to=$2
+    # shellcheck disable=SC2086
+    ./lm.sh --stage "${from}" --stop_stage "${to}" --nj "${nj}" --ngpu "${ngpu}" --num_nodes "${num_nodes}" \
+        --train_num_threads "${train_num_threads}" \
+        --cmd_backend "${cmd_backend}" --lm_config "${lm_config}" --lm_args "${lm_args}" \
+        --lm_train_text "${train_dir}/${tgt_text} ${lm_train_text}" --lm_dev_text "${valid_dir}/${tgt_text}" \
+        --lm_test_text "$(for t in ${test_sets}; do printf '%s ' "${raw_dir}/${t}/${tgt_text}"; done)" \
+        --token_type "${tgt_token_type}" --token_list "${tgt_token_list}" --bpemodel "${tgt_token_dir}/bpe.model" \
+        --lm_exp "${lm_exp}" --lm_stats_dir "${expdir}/lm_stats_${lm_tag}_$(basename "${tgt_token_dir}")"
+}
+
+data_opts() {  # data_opts train|valid DIR
+    echo "--$1_data_path_and_name_and_type $2/${src_text},src_text,text --$1_data_path_and_name_and_type $2/${tgt_text},text,text"
+}
+
+mt_stats() {
+    require_files "${train_dir}/${tgt_text}" "${valid_dir}/${tgt_text}" "${src_token_list}" "${tgt_token_list}"
+    # shellcheck disable=SC2046
+    collect_stats espnet_ext.bin.mt_train "${mt_stats_dir}" "${nj}" "${train_dir}/${tgt_text}" "${valid_dir}/${tgt_text}" \
+        "${tokenizer_opts[@]}" --config "${mt_config}" $(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") \
+        || return 1
+    add_token_dim "${mt_stats_dir}" "${tgt_token_list}" "${tgt_token_type}" text
+    add_token_dim "${mt_stats_dir}" "${src_token_list}" "${src_token_type}" src_text
+}
+
+mt_train() {
+    mkdir -p "${mt_exp}"
+    # shellcheck disable=SC2046,SC2086
+    train_model "${mt_exp}/train.log" -- python -m espnet_ext.bin.mt_train --use_preprocessor true \
+        "${tokenizer_opts[@]}" --config "${mt_config}" --output_dir "${mt_exp}" \
+        $(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") \
+        --train_shape_file "${mt_stats_dir}/train/src_text_shape.${src_token_type}" \
+        --train_shape_file "${mt_stats_dir}/train/text_shape.${tgt_token_type}" \
+        --valid_shape_file "${mt_stats_dir}/valid/src_text_shape.${src_token_type}" \
+        --valid_shape_file "${mt_stats_dir}/valid/text_shape.${tgt_token_type}" \
+        --fold_length 150 --fold_length 150 ${mt_args}
+}
+
+decode() {
+    local dset dir n lm_opts=()
+    ${use_lm} && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
+    for dset in ${test_sets}; do
+        dir="${mt_exp}/${inference_tag}/${dset}"
+        require_files "${raw_dir}/${dset}/${src_text}" "${mt_exp}/${inference_model}"
+        n=$(split_keys "${raw_dir}/${dset}/${src_text}" "${dir}/logdir" "${inference_nj}")
+        # shellcheck disable=SC2086
+        ${decode_cmd} JOB=1:"${n}" "${dir}/logdir/mt_inference.JOB.log" \
+            python -m espnet_ext.bin.mt_inference --batch_size 1 --ngpu 0 --config "${inference_config}" \
+                --data_path_and_name_and_type "${raw_dir}/${dset}/${src_text},src_text,text" \
+                --key_file "${dir}/logdir/keys.JOB.scp" --mt_train_config "${mt_exp}/config.yaml" \
+                --mt_model_file "${mt_exp}/${inference_model}" "${lm_opts[@]}" \
+                --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
+        for i in $(seq "${n}"); do cat "${dir}/logdir/output.${i}/1best_recog/text"; done \
+            | sort -k1,1 > "${dir}/text.tmp"
+        mv "${dir}/text.tmp" "${dir}/text"
+    done
+}
+
+score() {
+    local dset dir
+    for dset in ${test_sets}; do
+        dir="${mt_exp}/${inference_tag}/${dset}"
+        ${train_cmd} "${dir}/score_bleu/score.log" \
+            utils/score_bleu.py --ref "${raw_dir}/${dset}/${tgt_text}" --hyp "${dir}/text" --out_dir "${dir}/score_bleu" \
+            || return 1
+        log "${dset}: $(sed -n 3,4p "${dir}/score_bleu/result.txt" | tr '\n' ' ')"
+    done
+}
+
+write_results() {
+    local notes="Configs: \`${mt_config}\`, \`${inference_config}\`$(${use_lm} && echo ", LM \`${lm_config}\`")."
+    notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < 11 ? stop_stage : 11))):"
+    notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
+    python -m espnet_ext.results --scan mt --exp_dir "${expdir}" --test_sets "${test_sets}" \
+        --title "${results_title}" --notes "${notes}" --out RESULTS.md --command "${command_line}"
+}
+
+tokens_fp="$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${token_joint}" "${src_token_type}" \
+    "${tgt_token_type}" "${src_nbpe}" "${tgt_nbpe}" "${bpemode}" "${src_bpe_opts}" "${tgt_bpe_opts}")"
+run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_data
+run_stage 2 "filtering" "${dumpdir}" "$(fingerprint "${raw_dir}/${train_set}/${src_text}" "${raw_dir}/${train_set}/${tgt_text}" "${raw_dir}/${valid_set}/${tgt_text}" "${max_text_words}" "${max_length_ratio}")" filter_data
+run_stage 3 "token lists" "${tgt_token_dir}" "${tokens_fp}" make_tokens
+if ${use_lm}; then
+    [ -n "${lm_config}" ] || die "--use_lm true needs --lm_config"
+    lm_fp="$(fingerprint "${train_dir}/${tgt_text}" ${lm_train_text} "${tgt_token_list}" "${lm_config}" "${lm_args}")"
+    run_stage 4 "LM text + statistics" "${lm_exp}" "${lm_fp}" run_lm_stages 1 3
+    run_stage 5 "LM training" "${lm_exp}" "${lm_fp}" run_lm_stages 4 4
+    run_stage 6 "LM perplexity" "${lm_exp}" "${lm_fp}" run_lm_stages 5 5
+fi
+run_stage 7 "MT statistics" "${mt_stats_dir}" "$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${valid_dir}/${tgt_text}" "${src_token_list}" "${tgt_token_list}" "${mt_config}")" mt_stats
+run_stage 8 "MT training" "${mt_exp}" "$(fingerprint "${mt_stats_dir}/train/text_shape.${tgt_token_type}" "${src_token_list}" "${tgt_token_list}" "${mt_config}" "${mt_args}")" mt_train
+run_stage 9 "decoding" "${mt_exp}/${inference_tag}" "$(fingerprint "${mt_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" "${lm_exp}/${inference_lm}")" decode
+run_stage 10 "scoring" "${mt_exp}/${inference_tag}" "$(fingerprint $(for t in ${test_sets}; do echo "${mt_exp}/${inference_tag}/${t}/text"; done))" score
+run_stage 11 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
+log "Finished: ${mt_exp}"

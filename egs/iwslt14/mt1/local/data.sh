@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Data dirs data/{train,valid,test} (text.de, text.en, text = English) for the IWSLT14 de->en recipe, plus
+# data/lm_extended/text: the "additional data" LM text (English).
+#  - IWSLT14 empty (db.sh): the embedded mini corpus, German number words -> English number words
+#    (num2words, 0..9999). The MT training set holds out every number ending in ${mini_heldout_digit}: the
+#    decoder never sees e.g. "... and ninety seven" as an ending, so its internal LM learns that such endings
+#    do not exist and, at test time, writes another digit in their place (the notes measured BLEU 47 vs 99).
+#    valid/test keep those numbers. The extended LM text knows them: English number words of all of 0..9999
+#    (held-out endings included) and as many from the wider range 10000..99999, minus every valid/test
+#    sentence, so the LM never saw a test target either. An LM on the MT training targets only
+#    ("transcripts") cannot help there; the extended one can when the decoder's internal LM is suppressed:
+#    the relaxed-attention paper's IWSLT14 + MuST-C LM setting (§4.3) in miniature.
+#  - IWSLT14 set: the IWSLT 2014 de-en release read from ${IWSLT14} (fetched there first with
+#    --download true), split as fairseq's prepare-iwslt14.sh (valid = every 23rd training pair, test =
+#    dev2010 + dev2012 + tst2010 + tst2011 + tst2012; see espnet_ext/data/iwslt14.py), lowercased as there
+#    (--lowercase false keeps case). The extended LM text is ${IWSLT14_LM} (one English sentence per line;
+#    the paper used the MuST-C English transcripts), lowercased alike, minus the valid/test sentences.
+set -euo pipefail
+
+download=false
+lowercase=true
+mini_splits="train=4000,valid=300,test=300"
+mini_seed=0
+mini_heldout_digit=7    # empty: no held-out pattern
+mini_lm_sentences=10000     # of 0..9999 (10000: every number)
+mini_lm_wide_sentences=10000
+
+. ./path.sh
+. utils/parse_options.sh
+. ./db.sh
+
+# keep_unseen TEXT EXCLUDED... : TEXT without the sentences of the EXCLUDED Kaldi text files
+keep_unseen() {
+    local text=$1
+    shift
+    awk 'FILENAME != ARGV[ARGC - 1] { $1 = ""; seen[substr($0, 2)] = 1; next }
+         { line = $0; $1 = ""; if (!(substr($0, 2) in seen)) print line }' "$@" "${text}"
+}
+
+mkdir -p data/lm_extended
+if [ -z "${IWSLT14}" ]; then
+    python -m espnet_ext.data.numbers --out data/mini --langs de,en --modalities text \
+        --splits "${mini_splits}" --seed "${mini_seed}" \
+        ${mini_heldout_digit:+--exclude_last_digit "${mini_heldout_digit}"}
+    for split in train valid test; do
+        rm -rf "data/${split}"
+        mkdir -p "data/${split}"
+        cp "data/mini/${split}/text.de" "data/mini/${split}/text.en" "data/${split}/"
+        cp "data/mini/${split}/text.en" "data/${split}/text"   # the target side under ESPnet's name
+    done
+    python -m espnet_ext.data.numbers --out data/mini_lm --langs en --modalities text --range 0:9999 \
+        --splits "lm=${mini_lm_sentences}" --seed "$((mini_seed + 1))"
+    python -m espnet_ext.data.numbers --out data/mini_lm_wide --langs en --modalities text --range 10000:99999 \
+        --splits "lm=${mini_lm_wide_sentences}" --seed "$((mini_seed + 1))"
+    awk '{ $1 = "narrow_" $1; print }' data/mini_lm/lm/text > data/lm_extended/all.tmp
+    awk '{ $1 = "wide_" $1; print }' data/mini_lm_wide/lm/text >> data/lm_extended/all.tmp
+else
+    if ${download}; then
+        python -m espnet_ext.data.iwslt14 download --dest "${IWSLT14}"
+    fi
+    python -m espnet_ext.data.iwslt14 prepare --root "${IWSLT14}" --out data $(${lowercase} && echo --lowercase)
+    : > data/lm_extended/all.tmp
+    if [ -n "${IWSLT14_LM}" ]; then
+        [ -f "${IWSLT14_LM}" ] || { echo "IWSLT14_LM=${IWSLT14_LM}: no such file" >&2; exit 1; }
+        # Kaldi ids for plain lines; blank lines dropped; whitespace runs collapsed.
+        awk -v lc="${lowercase}" 'NF { $1 = $1; if (lc == "true") $0 = tolower($0); printf "ext-%09d %s\n", NR, $0 }' \
+            "${IWSLT14_LM}" > data/lm_extended/all.tmp
+    fi
+fi
+keep_unseen data/lm_extended/all.tmp data/valid/text data/test/text | sort -k1,1 > data/lm_extended/text.tmp
+mv data/lm_extended/text.tmp data/lm_extended/text
+rm data/lm_extended/all.tmp
