@@ -28,15 +28,9 @@ from typing import Optional
 import torch
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
 
+from espnet_ext.attention.gamma import check_gamma
 from espnet_ext.attention.smooth_focus import smooth_focus_weights
 from espnet_ext.errors import ConfigError
-
-
-def check_gamma(gamma: float, where: str = "gamma") -> float:
-    gamma = float(gamma)
-    if not 0.0 <= gamma <= 1.0 or math.isnan(gamma):
-        raise ConfigError(f"{where}: the relaxation coefficient must lie in [0, 1], got {gamma}")
-    return gamma
 
 
 def unmasked_keys(mask: torch.Tensor) -> torch.Tensor:

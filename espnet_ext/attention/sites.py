@@ -17,7 +17,8 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 import torch
 
-from espnet_ext.attention.relaxed import RelaxedMultiHeadedAttention, check_gamma
+from espnet_ext.attention.gamma import check_gamma
+from espnet_ext.attention.relaxed import RelaxedMultiHeadedAttention
 from espnet_ext.errors import ConfigError
 
 SITE_OPTIONS = ("gamma", "matched_inference", "smooth_focus", "fused")

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional
 
 import yaml
 
+from espnet_ext.attention.gamma import check_gamma
 from espnet_ext.errors import ConfigError
 
 # variant -> (module, site, option); module "encoder" or "decoder"
@@ -56,8 +57,6 @@ def variant_args(config: dict, variant: str, gamma: Optional[float] = None, task
     if option == "gamma":
         if gamma is None:
             gamma = PAPER_GAMMA[task][variant]
-        from espnet_ext.attention.relaxed import check_gamma
-
         value = str(check_gamma(gamma, f"--gamma of {variant}"))
     else:
         value = "true"

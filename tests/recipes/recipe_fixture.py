@@ -71,7 +71,7 @@ TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\nlm_weight: 0.5\n"
 TINY_ARGS = [
     "--asr_config", "conf/tiny_asr.yaml", "--lm_config", "conf/tiny_lm.yaml",
     "--inference_config", "conf/tiny_decode.yaml", "--nbpe", "30",
-    "--local_data_opts", "--mini_splits train=40,dev=6,test=6",
+    "--local_data_opts", "--mini_splits train=40,dev=6,test=6 --mini_lm_sentences 200 --mini_lm_wide_sentences 100",
 ]
 
 

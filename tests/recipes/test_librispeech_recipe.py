@@ -29,7 +29,7 @@ def test_all_stages_run_and_write_results(finished):
     hyp = (exp / "decode_tiny_decode" / "test" / "text").read_text().splitlines()
     assert len(hyp) == 6
     results = (recipe / "RESULTS.md").read_text()
-    row = re.search(r"\| asr_tiny_asr / decode_tiny_decode \| ([0-9.]+) \|", results)
+    row = re.search(r"\| asr_tiny_asr / decode_tiny_decode \| [0-9.]+ \| ([0-9.]+) \|", results)  # dev, test
     assert row, results
     import json
 
@@ -52,12 +52,39 @@ def test_lm_fusion_stages_add_a_decoding(finished):
     recipe, _ = finished
     out = run(recipe, TINY_ARGS + ["--stage", "5", "--use_lm", "true"])
     assert out.returncode == 0, out.stderr[-4000:]
-    lm_exp = recipe / "exp" / "lm_tiny_lm"
+    lm_exp = recipe / "exp" / "lm_extended"  # run.sh's default LM: transcripts + the extended LM text
     assert (lm_exp / "valid.loss.ave.pth").exists()
     assert re.search(r"perplexity [0-9.]+", out.stderr)
+    lm_text = (recipe / "exp" / "lm_stats_extended_bpe" / "text" / "train.txt").read_text().splitlines()
+    assert 40 + 250 < len(lm_text) <= 40 + 300  # transcripts + the extended text minus dev/test sentences
+    test_sentences = {line.split(" ", 1)[1] for line in (recipe / "data" / "test" / "text").read_text().splitlines()}
+    extended = (recipe / "data" / "lm_extended" / "text").read_text().splitlines()
+    assert extended and not test_sentences & {line.split(" ", 1)[1] for line in extended}
     results = (recipe / "RESULTS.md").read_text()
-    assert "asr_tiny_asr / decode_tiny_decode_lm_tiny_lm" in results
+    assert "asr_tiny_asr / decode_tiny_decode_lm_extended" in results
     assert "asr_tiny_asr / decode_tiny_decode |" in results  # the earlier decoding stays in the table
+
+
+def test_relaxed_variant_with_matched_inference(finished):
+    recipe, _ = finished
+    args = ["--attention_variant", "relaxed_cross", "--matched_inference", "true", "--stage", "9", "--stop_stage", "11"]
+    out = run(recipe, TINY_ARGS + args)
+    assert out.returncode == 0, out.stderr[-4000:]
+    exp = recipe / "exp" / "asr_tiny_asr_relaxed_cross_g0.25"
+    config = (exp / "config.yaml").read_text()
+    assert "relaxed_transformer" in config and "gamma: 0.25" in config
+    decode_log = (exp / "decode_tiny_decode_matched" / "test" / "logdir" / "asr_inference.1.log").read_text()
+    assert "--matched_inference true" in decode_log.splitlines()[0]
+    assert (exp / "decode_tiny_decode_matched" / "test" / "score_wer" / "result.json").exists()
+
+
+def test_held_out_pattern_is_absent_from_training_only(finished):
+    recipe, _ = finished
+    # Utterance ids end with the number: spk03-0467.
+    train = (recipe / "data" / "train" / "text").read_text().splitlines()
+    assert train and not any(line.split()[0].endswith("7") for line in train)
+    extended = (recipe / "data" / "lm_extended" / "text").read_text().splitlines()
+    assert any(line.split()[0].endswith("7") for line in extended)
 
 
 def test_interrupted_training_resumes_from_checkpoint(finished):

@@ -16,6 +16,7 @@ parts="train-clean-100 dev-clean dev-other test-clean test-other"
 mini_splits="train=2000,dev=200,test=200"
 mini_seed=0
 mini_heldout_digit=7    # empty: no held-out pattern
+mini_lm_sentences=10000     # of 0..9999 (10000: every number)
 mini_lm_wide_sentences=10000
 lm_max_lines=""         # real corpus: cap the LM text (empty: all 40 M sentences)
 nj=2
@@ -42,7 +43,7 @@ if [ -z "${LIBRISPEECH}" ]; then
     done
     # Every number 0..9999 (those ending in the held-out digit included) and as many from 10000..99999.
     python -m espnet_ext.data.numbers --out data/mini_lm --langs en --modalities text --range 0:9999 \
-        --splits "lm=10000" --seed "$((mini_seed + 1))"
+        --splits "lm=${mini_lm_sentences}" --seed "$((mini_seed + 1))"
     python -m espnet_ext.data.numbers --out data/mini_lm_wide --langs en --modalities text --range 10000:99999 \
         --splits "lm=${mini_lm_wide_sentences}" --seed "$((mini_seed + 1))"
     mkdir -p data/lm_extended
