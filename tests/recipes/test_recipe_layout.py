@@ -15,6 +15,7 @@ def links(recipe: Path) -> dict:
         str(p.relative_to(recipe)): os.readlink(p)
         for p in sorted(recipe.rglob("*"))
         if p.is_symlink() and p.parent.name != "utils"
+        and p.relative_to(recipe).parts[0] not in ("data", "dump", "exp")  # outputs of a run, not the recipe
     }
 
 
@@ -40,3 +41,14 @@ def test_setup_makes_the_same_links_as_the_existing_recipes(tmp_path):
         assert (new / name).resolve().exists(), name
     again = subprocess.run([str(ROOT / "egs" / "TEMPLATE" / "setup.sh"), str(new)], capture_output=True, text=True)
     assert again.returncode != 0 and "already exists" in again.stderr
+
+
+def test_setup_of_an_mt_recipe_links_the_mt_pipeline(tmp_path):
+    (tmp_path / "egs").mkdir()
+    (tmp_path / "egs" / "TEMPLATE").symlink_to(ROOT / "egs" / "TEMPLATE")
+    (tmp_path / "utils").symlink_to(ROOT / "utils")
+    new = tmp_path / "egs" / "newcorpus" / "mt1"
+    out = subprocess.run([str(ROOT / "egs" / "TEMPLATE" / "setup.sh"), str(new)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert links(new) == links(ROOT / "egs" / "iwslt14" / "mt1")
+    assert os.readlink(new / "mt.sh") == "../../TEMPLATE/mt1/mt.sh" and (new / "mt.sh").resolve().exists()

@@ -132,7 +132,7 @@ filter_data() {
             python -m espnet_ext.data.filter "${raw_dir}/${dset}" "${raw_dir}/${dset}_filtered" \
                 --text_names "${src_text},${tgt_text}" --max_text_words "${max_text_words}" \
                 ${max_length_ratio:+--max_length_ratio "${max_length_ratio}"} || return 1
-        log "${dset}: $(tail -n 1 "${raw_dir}/log/filter_${dset}.log")"
+        log "${dset}: $(grep "^filter:" "${raw_dir}/log/filter_${dset}.log")"
     done
 }
 

@@ -29,12 +29,13 @@ done
 
 sets=(--train_set train --valid_set valid --test_sets "valid test" --src_lang de --tgt_lang en)
 if [ -z "${IWSLT14}" ]; then
+    # One training thread: with other jobs on 2 cores, 2 threads are far slower (mini-mt-calibration notes).
     # Separate vocabularies as the notes measured; max_sentencepiece_length 7 splits German compounds into
     # number morphemes (drei hundert vierund ...) instead of whole chunks.
     opts=(--mt_config conf/train_mt_mini.yaml --inference_config conf/decode_mt_mini.yaml
           --lm_config conf/train_lm_mini.yaml --token_joint false --src_nbpe 100 --tgt_nbpe 100
           --src_bpe_opts "--hard_vocab_limit false --max_sentencepiece_length 7"
-          --tgt_bpe_opts "--hard_vocab_limit false" --nj 2 --inference_nj 2 --train_num_threads "$(nproc)")
+          --tgt_bpe_opts "--hard_vocab_limit false" --nj 2 --inference_nj 2 --train_num_threads 1)
     title="IWSLT14 de-en recipe on the embedded mini corpus (German -> English number words)"
 else
     opts=(--mt_config conf/train_mt_base.yaml --inference_config conf/decode_mt.yaml

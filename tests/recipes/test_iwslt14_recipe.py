@@ -1,0 +1,185 @@
+"""egs/iwslt14/mt1 end to end on a tiny mini corpus: every stage, joint vocabulary, LM fusion, λ grid, reruns."""
+
+import json
+import re
+
+import pytest
+
+from recipe_fixture import make_recipe_copy, run
+
+TINY_MT = """\
+model: cutoff
+model_conf: {token_cutoff_rate: 0.05, num_augmented: 1, js_weight: 1.0, lsm_weight: 0.1}
+frontend: embed
+frontend_conf: {embed_dim: 32}
+encoder: transformer
+encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1, input_layer: null,
+               use_flash_attn: false}
+decoder: transformer
+decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false}
+optim: adam
+optim_conf: {lr: 0.005}
+batch_type: folded
+batch_size: 16
+max_epoch: 4
+best_model_criterion: [[valid, acc, max]]
+keep_nbest_models: 2
+num_workers: 0
+use_tensorboard: false
+use_matplotlib: false
+num_att_plot: 0
+"""
+TINY_LM = """\
+lm: transformer_tied
+lm_conf: {pos_enc: sinusoidal, embed_unit: 16, att_unit: 16, head: 2, unit: 32, layer: 1}
+optim: adam
+batch_type: folded
+batch_size: 16
+max_epoch: 1
+best_model_criterion: [[valid, loss, min]]
+num_workers: 0
+use_tensorboard: false
+use_matplotlib: false
+"""
+TINY_DECODE = "beam_size: 2\nctc_weight: 0.0\nlm_weight: 0.1\nmaxlenratio: 3.0\n"
+
+TINY_ARGS = [
+    "--mt_config", "conf/tiny_mt.yaml", "--lm_config", "conf/tiny_lm.yaml",
+    "--inference_config", "conf/tiny_decode.yaml", "--src_nbpe", "40", "--tgt_nbpe", "40", "--nj", "1",
+    "--inference_nj", "1", "--train_num_threads", "1",
+    "--local_data_opts", "--mini_splits train=150,valid=10,test=12 --mini_lm_sentences 200 --mini_lm_wide_sentences 50",
+]
+
+
+def read_table(path):
+    return dict(line.split(" ", 1) for line in path.read_text(encoding="utf-8").splitlines())
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory):
+    recipe = make_recipe_copy("iwslt14", "mt1", tmp_path_factory.mktemp("recipe"))
+    (recipe / "conf" / "tiny_mt.yaml").write_text(TINY_MT)
+    (recipe / "conf" / "tiny_lm.yaml").write_text(TINY_LM)
+    (recipe / "conf" / "tiny_decode.yaml").write_text(TINY_DECODE)
+    return recipe
+
+
+@pytest.fixture(scope="module")
+def finished(recipe):
+    out = run(recipe, TINY_ARGS)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return recipe, out
+
+
+def test_data_dirs_follow_the_mt_convention(finished):
+    recipe, _ = finished
+    for split, n in (("train", 150), ("valid", 10), ("test", 12)):
+        de = read_table(recipe / "data" / split / "text.de")
+        en = read_table(recipe / "data" / split / "text.en")
+        assert len(de) == n and list(de) == list(en)
+        assert read_table(recipe / "data" / split / "text") == en  # ESPnet's "text" is the target side
+        # German numbers below 10,000 are one compound word, their English translation several words.
+        assert all(len(v.split()) == 1 for v in de.values()) and max(len(v.split()) for v in en.values()) > 3
+    removed = recipe / "dump" / "raw" / "train_filtered" / "removed.txt"
+    assert removed.exists() and removed.read_text() == ""  # nothing too long in the mini corpus, and said so
+
+
+def test_all_stages_decode_score_and_tabulate(finished):
+    recipe, out = finished
+    exp = recipe / "exp" / "mt_tiny_mt"
+    assert (exp / "valid.acc.ave.pth").exists()
+    config = (exp / "config.yaml").read_text()
+    assert "model: cutoff" in config and "src_token_list" in config
+    for split, n in (("valid", 10), ("test", 12)):
+        ref_ids = list(read_table(recipe / "data" / split / "text.en"))
+        lines = (exp / "decode_tiny_decode" / split / "text").read_text().splitlines()
+        assert [line.split(" ", 1)[0] for line in lines] == ref_ids
+        result = json.loads((exp / "decode_tiny_decode" / split / "score_bleu" / "result.json").read_text())
+        assert result["num_utts"] == n
+        assert result["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+        assert "signature: nrefs:1|" in (exp / "decode_tiny_decode" / split / "score_bleu" / "result.txt").read_text()
+    assert re.search(r"test: BLEU = [0-9.]+ .* signature: nrefs:1", out.stderr)
+    results = (recipe / "RESULTS.md").read_text()
+    row = re.search(r"\| mt_tiny_mt / decode_tiny_decode \| ([0-9.]+) \| ([0-9.]+) \|", results)  # valid, test
+    assert row, results
+    test = json.loads((exp / "decode_tiny_decode" / "test" / "score_bleu" / "result.json").read_text())
+    assert float(row.group(2)) == pytest.approx(test["bleu"], abs=0.01)
+    assert "Exact match [%]" in results and "torch" in results
+
+
+def test_rerun_skips_finished_stages(finished):
+    recipe, _ = finished
+    out = run(recipe, TINY_ARGS)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for n in (1, 2, 3, 7, 8, 9, 10):
+        assert re.search(rf"Stage {n}: .*: already done", out.stderr), (n, out.stderr[-3000:])
+
+
+def test_held_out_ending_is_absent_from_mt_training_only(finished):
+    recipe, _ = finished
+    # Utterance ids end with the number: spk03-0467.
+    train = read_table(recipe / "data" / "train" / "text.en")
+    assert not any(k.endswith("7") for k in train)
+    extended = read_table(recipe / "data" / "lm_extended" / "text")
+    assert any(k.endswith("7") for k in extended)
+    held_out = {v for split in ("valid", "test") for v in read_table(recipe / "data" / split / "text.en").values()}
+    assert not held_out & set(extended.values())
+
+
+def test_extended_lm_and_lm_weight_grid(finished):
+    recipe, _ = finished
+    out = run(recipe, TINY_ARGS + ["--stage", "4", "--use_lm", "true", "--lm_text", "extended", "--lm_weights", "0 0.3"])
+    assert out.returncode == 0, out.stderr[-4000:]
+    lm_exp = recipe / "exp" / "lm_extended"
+    assert (lm_exp / "valid.loss.ave.pth").exists() and "lm: transformer_tied" in (lm_exp / "config.yaml").read_text()
+    lm_text = (recipe / "exp" / "lm_stats_extended_bpe_unigram40_en" / "text" / "train.txt").read_text().splitlines()
+    extended = (recipe / "data" / "lm_extended" / "text").read_text().splitlines()
+    assert len(lm_text) == 150 + len(extended)  # MT training targets + the extended text
+    assert re.search(r"perplexity [0-9.]+", out.stderr)
+    exp = recipe / "exp" / "mt_tiny_mt"
+    bleu = {w: json.loads((exp / f"decode_lm_extended_lmw{w}" / "valid" / "score_bleu" / "result.json").read_text())["bleu"]
+            for w in ("0", "0.3")}
+    best = "0" if bleu["0"] >= bleu["0.3"] else "0.3"
+    assert f"LM weight {best} gives the best valid BLEU" in out.stderr
+    assert (exp / f"decode_lm_extended_lmw{best}" / "test" / "score_bleu" / "result.json").exists()
+    other = "0.3" if best == "0" else "0"
+    assert not (exp / f"decode_lm_extended_lmw{other}" / "test").exists()
+    log = (exp / f"decode_lm_extended_lmw{best}" / "test" / "logdir" / "mt_inference.1.log").read_text().splitlines()[0]
+    assert f"--lm_weight {best}" in log and "--lm_file" in log
+    results = (recipe / "RESULTS.md").read_text()
+    assert re.search(rf"\| mt_tiny_mt / decode_lm_extended_lmw{best} \| [0-9.]+ \| [0-9.]+ \|", results), results
+    assert re.search(rf"\| mt_tiny_mt / decode_lm_extended_lmw{other} \| [0-9.]+ \| - \|", results), results
+
+
+def test_joint_vocabulary_is_one_sentencepiece_model_for_both_sides(finished):
+    recipe, _ = finished
+    out = run(recipe, TINY_ARGS + ["--stage", "3", "--stop_stage", "7", "--token_joint", "true", "--tgt_nbpe", "60"])
+    assert out.returncode == 0, out.stderr[-4000:]
+    token_dir = recipe / "data" / "token_list" / "bpe_unigram60_deen"
+    tokens = (token_dir / "tokens.txt").read_text().splitlines()
+    assert tokens[0] == "<blank>" and tokens[-1] == "<sos/eos>"
+    pieces = "".join(tokens)
+    assert "hundert" in pieces.replace("▁", "") or "tausend" in pieces.replace("▁", "")  # German
+    assert "thousand" in pieces.replace("▁", "") or "and" in tokens or "▁and" in tokens  # English
+    stats = recipe / "exp" / "mt_stats_bpe_unigram60_deen_bpe_unigram60_deen" / "train"
+    for name in ("src_text_shape.bpe", "text_shape.bpe"):
+        assert all(line.endswith(f",{len(tokens)}") for line in (stats / name).read_text().splitlines())
+
+
+def test_ids_that_differ_between_source_and_target_fail_stage_one(finished):
+    recipe, _ = finished
+    mini = recipe / "data" / "mini" / "valid" / "text.en"
+    good = mini.read_text(encoding="utf-8")
+    lines = good.splitlines(keepends=True)
+    try:
+        key, text = lines[3].split(" ", 1)
+        lines[3] = f"{key}x {text}"  # still sorted, but no longer the id of the German side
+        mini.write_text("".join(lines), encoding="utf-8")
+        out = run(recipe, TINY_ARGS + ["--stop_stage", "1", "--dumpdir", "dump_badids"])
+        assert out.returncode != 0
+        log = (recipe / "data" / "log" / "validate_valid.log").read_text()
+        assert f"data/valid/text:4: key '{key}x': id is not in text.de" in log, log
+        assert "validate_valid.log" in out.stderr
+        assert not (recipe / "dump_badids" / ".stages" / "stage1.done").exists()
+    finally:
+        mini.write_text(good, encoding="utf-8")
