@@ -183,3 +183,17 @@ def test_ids_that_differ_between_source_and_target_fail_stage_one(finished):
         assert not (recipe / "dump_badids" / ".stages" / "stage1.done").exists()
     finally:
         mini.write_text(good, encoding="utf-8")
+
+
+def test_training_refuses_to_resume_a_checkpoint_of_other_options(finished):
+    recipe, _ = finished
+    exp = recipe / "exp" / "mt_tiny_mt"
+    before = (exp / "checkpoint.pth").stat().st_mtime
+    out = run(recipe, TINY_ARGS + ["--stage", "8", "--stop_stage", "8", "--mt_args", "--max_epoch 5"])
+    assert out.returncode != 0
+    assert "checkpoint.pth was written with other options or config" in out.stderr
+    assert (exp / "checkpoint.pth").stat().st_mtime == before
+    # With its own options the training is resumed: already at max_epoch, it ends at once.
+    out = run(recipe, TINY_ARGS + ["--stage", "8", "--stop_stage", "8"])
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (exp / ".stages" / "stage8.done").exists() and not (exp / "5epoch.pth").exists()
