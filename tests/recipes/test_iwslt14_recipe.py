@@ -141,14 +141,20 @@ def test_extended_lm_and_lm_weight_grid(finished):
             for w in ("0", "0.3")}
     best = "0" if bleu["0"] >= bleu["0.3"] else "0.3"
     assert f"LM weight {best} gives the best valid BLEU" in out.stderr
-    assert (exp / f"decode_lm_extended_lmw{best}" / "test" / "score_bleu" / "result.json").exists()
-    other = "0.3" if best == "0" else "0"
-    assert not (exp / f"decode_lm_extended_lmw{other}" / "test").exists()
-    log = (exp / f"decode_lm_extended_lmw{best}" / "test" / "logdir" / "mt_inference.1.log").read_text().splitlines()[0]
+    tuned = exp / f"decode_lm_extended_tuned_lmw{best}"
+    assert (tuned / "test" / "score_bleu" / "result.json").exists()
+    assert not any((exp / f"decode_lm_extended_lmw{w}" / "test").exists() for w in ("0", "0.3"))
+    log = (tuned / "test" / "logdir" / "mt_inference.1.log").read_text().splitlines()[0]
     assert f"--lm_weight {best}" in log and "--lm_file" in log
     results = (recipe / "RESULTS.md").read_text()
-    assert re.search(rf"\| mt_tiny_mt / decode_lm_extended_lmw{best} \| [0-9.]+ \| [0-9.]+ \|", results), results
-    assert re.search(rf"\| mt_tiny_mt / decode_lm_extended_lmw{other} \| [0-9.]+ \| - \|", results), results
+    assert re.search(rf"\| mt_tiny_mt / decode_lm_extended_tuned_lmw{best} \| - \| [0-9.]+ \|", results), results
+    for w in ("0", "0.3"):
+        assert re.search(rf"\| mt_tiny_mt / decode_lm_extended_lmw{w} \| [0-9.]+ \| - \|", results), results
+    assert f"best {best}, used for test" in results
+    # A rerun of the grid decodes nothing again.
+    again = run(recipe, TINY_ARGS + ["--use_lm", "true", "--lm_text", "extended", "--lm_weights", "0 0.3"])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Stage 9: decoding\n" not in again.stderr and "Stage 9: decoding: already done" in again.stderr
 
 
 def test_joint_vocabulary_is_one_sentencepiece_model_for_both_sides(finished):
@@ -158,9 +164,8 @@ def test_joint_vocabulary_is_one_sentencepiece_model_for_both_sides(finished):
     token_dir = recipe / "data" / "token_list" / "bpe_unigram60_deen"
     tokens = (token_dir / "tokens.txt").read_text().splitlines()
     assert tokens[0] == "<blank>" and tokens[-1] == "<sos/eos>"
-    pieces = "".join(tokens)
-    assert "hundert" in pieces.replace("▁", "") or "tausend" in pieces.replace("▁", "")  # German
-    assert "thousand" in pieces.replace("▁", "") or "and" in tokens or "▁and" in tokens  # English
+    pieces = {token.lstrip("▁") for token in tokens}
+    assert {"tausend", "sieben", "hundred", "seven"} <= pieces  # German and English pieces in one model
     stats = recipe / "exp" / "mt_stats_bpe_unigram60_deen_bpe_unigram60_deen" / "train"
     for name in ("src_text_shape.bpe", "text_shape.bpe"):
         assert all(line.endswith(f",{len(tokens)}") for line in (stats / name).read_text().splitlines())

@@ -59,6 +59,7 @@ lm_tag=""
 lm_exp=""
 inference_lm=valid.loss.ave.pth
 results_title="MT results"
+results_notes=""        # extra markdown for RESULTS.md (e.g. how a λ grid chose its weight)
 print_exp=false         # true: print the MT experiment dir these options name, and exit
 
 . ./path.sh
@@ -165,7 +166,7 @@ run_lm_stages() {
         --train_num_threads "${train_num_threads}" \
         --cmd_backend "${cmd_backend}" --lm_config "${lm_config}" --lm_args "${lm_args}" \
         --lm_train_text "${train_dir}/${tgt_text} ${lm_train_text}" --lm_dev_text "${valid_dir}/${tgt_text}" \
-        --lm_test_text "$(for t in ${test_sets}; do printf '%s ' "${raw_dir}/${t}/${tgt_text}"; done)" \
+        --lm_test_text "$(for t in ${test_sets}; do [ "${t}" = "${valid_set}" ] || printf '%s ' "${raw_dir}/${t}/${tgt_text}"; done)" \
         --token_type "${tgt_token_type}" --token_list "${tgt_token_list}" --bpemodel "${tgt_token_dir}/bpe.model" \
         --lm_exp "${lm_exp}" --lm_stats_dir "${expdir}/lm_stats_${lm_tag}_$(basename "${tgt_token_dir}")"
 }
@@ -237,16 +238,20 @@ score() {
 
 write_results() {
     local notes="Configs: \`${mt_config}\`, \`${inference_config}\`$(${use_lm} && echo ", LM \`${lm_config}\`")."
-    notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < 11 ? stop_stage : 11))):"
-    notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
+    if [ "${stage}" -lt 11 ]; then
+        notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < 11 ? stop_stage : 11))):"
+        notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
+    fi
+    [ -z "${results_notes}" ] || notes+=" ${results_notes}"
     python -m espnet_ext.results --scan mt --exp_dir "${expdir}" --test_sets "${test_sets}" \
         --title "${results_title}" --notes "${notes}" --out RESULTS.md --command "${command_line}"
 }
 
-tokens_fp="$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${token_joint}" "${src_token_type}" \
-    "${tgt_token_type}" "${src_nbpe}" "${tgt_nbpe}" "${bpemode}" "${src_bpe_opts}" "${tgt_bpe_opts}")"
 run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_data
 run_stage 2 "filtering" "${dumpdir}" "$(fingerprint "${raw_dir}/${train_set}/${src_text}" "${raw_dir}/${train_set}/${tgt_text}" "${raw_dir}/${valid_set}/${tgt_text}" "${max_text_words}" "${max_length_ratio}")" filter_data
+# Each fingerprint is taken when its stage comes, i.e. of the files the stages before it wrote.
+tokens_fp="$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${token_joint}" "${src_token_type}" \
+    "${tgt_token_type}" "${src_nbpe}" "${tgt_nbpe}" "${bpemode}" "${src_bpe_opts}" "${tgt_bpe_opts}")"
 run_stage 3 "token lists" "${tgt_token_dir}" "${tokens_fp}" make_tokens
 if ${use_lm}; then
     [ -n "${lm_config}" ] || die "--use_lm true needs --lm_config"

@@ -56,6 +56,7 @@ if [ -z "${lm_weights}" ]; then
 fi
 
 # λ grid: train (all stages up to 8), decode + score valid per λ, then test with the best one.
+. ./path.sh
 ./mt.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" --use_lm true --stop_stage 8 "${args[@]}"
 tag_of() { echo "decode_lm_${lm_text}_lmw$1"; }
 for w in ${lm_weights}; do
@@ -66,6 +67,9 @@ exp=$(./mt.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" "${args[@]}" --print_exp
 best=$(python -m espnet_ext.scoring.select_best --metric bleu --max \
     $(for w in ${lm_weights}; do echo "${w}=${exp}/$(tag_of "${w}")/valid/score_bleu/result.json"; done))
 echo "$0: LM weight ${best} gives the best valid BLEU; decoding test with it" >&2
+# Its own tag: each tag's stage marker remembers one set list, so valid and test stay done on a rerun.
 ./mt.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" --use_lm true "${args[@]}" --stage 9 --stop_stage 10 \
-    --test_sets test --inference_tag "$(tag_of "${best}")" --inference_args "--lm_weight ${best}"
-./mt.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" --use_lm true "${args[@]}" --stage 11 --results_title "${title}"
+    --test_sets test --inference_tag "decode_lm_${lm_text}_tuned_lmw${best}" --inference_args "--lm_weight ${best}"
+./mt.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" --use_lm true "${args[@]}" --stage 11 --results_title "${title}" \
+    --results_notes "LM weight λ tuned on valid among {${lm_weights// /, }} (rows decode_lm_${lm_text}_lmw<λ>): best ${best},\
+ used for test (row decode_lm_${lm_text}_tuned_lmw${best}). This LM-weight grid invocation (with any stages it had to run) took $((SECONDS / 60)) min $((SECONDS % 60)) s."
