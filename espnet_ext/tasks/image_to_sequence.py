@@ -20,11 +20,21 @@ from espnet2.train.class_choices import ClassChoices
 from espnet2.train.collate_fn import CommonCollateFn
 
 from espnet_ext.nets.baselines.crnn import CRNN
+from espnet_ext.nets.sharp.model import (
+    HardAttentionRecognizer,
+    SharpAttentionRecognizer,
+    SoftAttentionRecognizer,
+)
 from espnet_ext.tasks.abs_ext_task import AbsExtTask, TextPreprocessor, add_text_arguments, read_list
 
 model_choices = ClassChoices(
     "model",
-    classes=dict(crnn=CRNN),
+    classes=dict(
+        crnn=CRNN,
+        soft_attention=SoftAttentionRecognizer,
+        hard_attention=HardAttentionRecognizer,
+        sharp_attention=SharpAttentionRecognizer,
+    ),
     type_check=AbsESPnetModel,
     default="crnn",
 )
