@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -202,3 +203,24 @@ def test_training_refuses_to_resume_a_checkpoint_of_other_options(finished):
     out = run(recipe, TINY_ARGS + ["--stage", "8", "--stop_stage", "8"])
     assert out.returncode == 0, out.stderr[-3000:]
     assert (exp / ".stages" / "stage8.done").exists() and not (exp / "5epoch.pth").exists()
+
+
+def test_real_release_layout_through_stages_one_to_three(tmp_path):
+    """IWSLT14 set in db.sh: the release reader, fairseq's split, lowercasing, the extended LM text, a joint model."""
+    recipe = make_recipe_copy("iwslt14", "mt1", tmp_path)
+    lm_text = tmp_path / "mustc.en"
+    lm_text.write_text("Thank you for being here.\n\nAnd   THIS is new.\n", encoding="utf-8")
+    release = Path(__file__).resolve().parents[1] / "fixtures" / "iwslt14"
+    out = run(recipe, ["--stop_stage", "3", "--src_bpe_opts", "--hard_vocab_limit false", "--tgt_nbpe", "80"],
+              env={"IWSLT14": str(release), "IWSLT14_LM": str(lm_text)})
+    assert out.returncode == 0, out.stderr[-4000:]
+    # The real setup's --max_length_ratio 1.5: "vielen dank, chris." (3 words) vs "thank you so much, chris." (5).
+    assert "train: filter: kept 43 of 46 utterances (removed 3: 3 length ratio;" in out.stderr
+    removed = read_table(recipe / "dump" / "raw" / "train_filtered" / "removed.txt")
+    assert removed["train-000003"] == "length_ratio=5/3>max_length_ratio=1.5"
+    valid = read_table(recipe / "data" / "valid" / "text.en")
+    assert valid == {"train-000023": "it was dinnertime,", "train-000046": "then i write a column."}
+    assert len(read_table(recipe / "data" / "test" / "text.de")) == 13
+    # The test sentence is not in the extended LM text; the rest is lowercased and normalised.
+    assert read_table(recipe / "data" / "lm_extended" / "text") == {"ext-000000003": "and this is new."}
+    assert (recipe / "data" / "token_list" / "bpe_unigram80_deen" / "bpe.model").exists()
