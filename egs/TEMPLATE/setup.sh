@@ -16,7 +16,7 @@ mkdir -p "${dir}/conf" "${dir}/local"
 # Recipes live two levels below egs/, so every link is relative and survives moving the checkout.
 ln -s "../../TEMPLATE/${task}1/${task}.sh" "${dir}/${task}.sh"
 for f in path.sh cmd.sh db.sh; do ln -s "../../TEMPLATE/asr1/${f}" "${dir}/${f}"; done
-ln -s ../../TEMPLATE/lm1/lm.sh "${dir}/lm.sh"
+case "${task}" in asr | mt | st) ln -s ../../TEMPLATE/lm1/lm.sh "${dir}/lm.sh" ;; esac  # pipelines with LM stages
 ln -s ../../../utils "${dir}/utils"
 ln -s ../../../TEMPLATE/asr1/conf/slurm.conf "${dir}/conf/slurm.conf"
 echo "Created ${dir}: now write ${dir}/local/data.sh, ${dir}/run.sh and ${dir}/conf/*.yaml"

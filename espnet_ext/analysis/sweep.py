@@ -186,16 +186,18 @@ def run_sweep(sweep: Sweep, spec_path: str, cmd: str, max_jobs_run: Optional[int
                          f"(n = position in {out}/runs.json)")
 
 
-def collect(sweep: Sweep) -> Dict[str, Dict[str, Dict[str, Optional[float]]]]:
-    """{run: {decode: {set: metric or None (not run yet)}}} from the runs' result files."""
+def collect(sweep: Sweep, key: Optional[str] = None) -> Dict[str, Dict[str, Dict[str, Optional[float]]]]:
+    """{run: {decode: {set: value or None (not run yet)}}} of ``key`` (default: the metric's) in the
+    runs' result files."""
     from espnet_ext.results import lookup
 
+    key = key or sweep.metric["key"]
     values: Dict[str, Dict[str, Dict[str, Optional[float]]]] = {}
     for run in sweep.runs:
         for decode in sweep.decodes:
             if decode.applies_to(run):
                 values.setdefault(run, {})[decode.name] = {
-                    dset: lookup(sweep.result_path(run, decode.name, dset), sweep.metric["key"]) for dset in sweep.sets
+                    dset: lookup(sweep.result_path(run, decode.name, dset), key) for dset in sweep.sets
                 }
     return values
 
@@ -208,7 +210,7 @@ def write_collection(sweep: Sweep, results_md: Optional[str], command: str) -> L
     values = collect(sweep)
     with atomic_write(out / "results.json") as f:
         json.dump(values, f, indent=1)
-    tables, figures = render_analyses(sweep, values, out)
+    tables, figures = render_analyses(sweep, lambda key: values if key is None else collect(sweep, key), out)
     written = [out / "results.json", *figures]
     title = f"Sweep {sweep.name}"
     written.append(write_results(out / "tables.md", title, tables, command, notes=f"Spec: `{sweep.source}`."))

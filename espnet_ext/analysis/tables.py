@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import statistics
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from espnet_ext.errors import ConfigError
 from espnet_ext.results import Cell, Table
@@ -143,14 +143,18 @@ def gamma_sweep(spec: dict, values: Values, fmt: str, label: str, out_dir: Path)
     return table, figure
 
 
-def render_analyses(sweep, values: Values, out_dir: Path) -> Tuple[List[Table], List[Path]]:
+def render_analyses(sweep, values_of: Callable[[Optional[str]], Values], out_dir: Path
+                    ) -> Tuple[List[Table], List[Path]]:
+    """Tables and figures of the sweep's analyses; ``values_of(key)`` collects a result key (None: the
+    sweep's metric). An analysis may name its own ``key`` and ``format`` (e.g. the attention entropy)."""
     metric = sweep.metric
-    fmt = str(metric.get("format", ".2f"))
-    label = str(metric.get("label", metric["key"]))
     higher = bool(metric.get("higher_is_better", False))
     tables, figures = [], []
     for spec in sweep.analyses:
         kind = spec.get("kind")
+        values = values_of(spec.get("key"))
+        fmt = str(spec.get("format", metric.get("format", ".2f")))
+        label = str(spec.get("label", metric.get("label", metric["key"])))
         if kind == "paper_table":
             tables.append(paper_table(spec, values, sweep.sets, fmt))
         elif kind == "internal_lm":

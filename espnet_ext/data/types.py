@@ -176,3 +176,26 @@ def install() -> None:
         if shadowing:
             raise RuntimeError(f"ESPnet data type {shadowing[0]!r} would shadow our type {name!r}")
         dataset.DATA_TYPES.setdefault(name, entry)
+
+
+def check_scp(scp, kind: str) -> int:
+    """Decode every entry of an image/video scp (what a pipeline's data stage runs); returns the count.
+    The first file that cannot be decoded raises ``InputError`` naming the scp, line, key and file."""
+    reader = DATA_TYPES[kind]["func"](scp)
+    for key in reader:
+        reader[key]
+    return len(reader)
+
+
+if __name__ == "__main__":
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="decode every entry of an image or video scp")
+    parser.add_argument("kind", choices=sorted(DATA_TYPES))
+    parser.add_argument("scp")
+    args = parser.parse_args()
+    try:
+        print(f"{args.scp}: {check_scp(args.scp, args.kind)} {args.kind}s decode")
+    except InputError as e:
+        sys.exit(f"error: {e}")

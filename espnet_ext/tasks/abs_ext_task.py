@@ -26,7 +26,7 @@ from espnet2.text.token_id_converter import TokenIDConverter
 from espnet2.train.dataset import ESPnetDataset
 from espnet2.train.preprocessor import AbsPreprocessor
 from espnet2.train.trainer import Trainer
-from espnet2.utils.types import str2triple_str, str_or_none
+from espnet2.utils.types import str2bool, str2triple_str, str_or_none
 
 from espnet_ext.data import types as data_types
 from espnet_ext.errors import ConfigError, InputError
@@ -166,6 +166,8 @@ def add_text_arguments(parser: argparse.ArgumentParser) -> None:
     """The token options of ESPnet's ASR task, so recipes pass the same ones (``--token_list`` is required)."""
     parser.set_defaults(required=parser.get_default("required") + ["token_list"])
     group = parser.add_argument_group(description="Text related")
+    group.add_argument("--use_preprocessor", type=str2bool, default=True,
+                       help="Tokenize the text (and prepare the inputs) in the data loader, as ESPnet's tasks")
     group.add_argument("--token_list", type=str_or_none, default=None, help="A text mapping int-id to token")
     group.add_argument(
         "--token_type", type=str, default="bpe", choices=["bpe", "char", "word"], help="Tokenization of the text"

@@ -66,7 +66,7 @@ class ImageToSequenceTask(AbsExtTask):
 
     @classmethod
     def build_preprocess_fn(cls, args: argparse.Namespace, train: bool) -> Optional[Callable]:
-        return ImageTextPreprocessor.from_args(args, train)
+        return ImageTextPreprocessor.from_args(args, train) if args.use_preprocessor else None
 
     @classmethod
     def required_data_names(cls, train: bool = True, inference: bool = False) -> Tuple[str, ...]:

@@ -83,7 +83,7 @@ class LipReadingTask(AbsExtTask):
 
     @classmethod
     def build_preprocess_fn(cls, args: argparse.Namespace, train: bool) -> Optional[Callable]:
-        return TextPreprocessor.from_args(args, train)
+        return TextPreprocessor.from_args(args, train) if args.use_preprocessor else None
 
     @classmethod
     def required_data_names(cls, train: bool = True, inference: bool = False) -> Tuple[str, ...]:

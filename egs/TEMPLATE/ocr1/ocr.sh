@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Image-to-sequence recognition (text in images) on our ESPnet2 ImageToSequenceTask, shared by every
+# egs/<corpus>/ocr1 recipe. The recipe's run.sh sets options and calls this script; local/data.sh writes
+# data/<set>/{image.scp,text}.
+# Stages:
+#    1 data preparation (local/data.sh) + validation (ids match, every image decodes)
+#    2 token list (characters of the training transcriptions)
+#    3 statistics (image widths for batching)   4 training
+#    5 decoding (+ attention entropy per image, per-step pictures)   6 scoring (sequence/character accuracy)
+#    7 RESULTS.md
+set -euo pipefail
+command_line="$0$(printf " %q" "$@")"
+
+stage=1
+stop_stage=100
+nj=2                    # parallel jobs for statistics
+inference_nj=2          # parallel decoding jobs
+ngpu=0                  # GPUs per node for training (0: CPU)
+train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
+num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
+cmd_backend=local       # local or slurm (see cmd.sh)
+expdir=exp
+local_data_opts=""      # options for local/data.sh
+train_set=train
+valid_set=dev
+test_sets="test"
+ocr_config=""
+ocr_args=""             # extra arguments for ocr_train, e.g. "--model sharp_attention --model_conf context=chain"
+ocr_tag=""
+inference_args=""       # extra arguments for ocr_inference
+inference_tag=decode
+inference_model=valid.acc.best.pth
+num_plots=8             # per-step attention pictures of the first test images (attention models)
+results_title="Text recognition results"
+
+. ./path.sh
+. utils/parse_options.sh
+. ./cmd.sh
+. utils/pipeline.sh
+
+[ -n "${ocr_config}" ] || die "--ocr_config is required"
+token_dir=data/token_list/char_${train_set}
+token_list="${token_dir}/tokens.txt"
+ocr_tag=${ocr_tag:-$(basename "${ocr_config}" .yaml)}
+ocr_exp="${expdir}/ocr_${ocr_tag}"
+stats_dir="${expdir}/ocr_stats_${train_set}"
+tokenizer_opts=(--token_type char --token_list "${token_list}")
+
+prepare_data() {
+    local dset
+    # shellcheck disable=SC2086
+    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
+    for dset in ${train_set} ${valid_set} ${test_sets}; do
+        ${train_cmd} "data/log/validate_${dset}.log" bash -c \
+            "python -m espnet_ext.data.datadir validate data/${dset} --require text,image.scp && \
+             python -m espnet_ext.data.types image data/${dset}/image.scp" || return 1
+    done
+}
+
+make_tokens() {
+    ${train_cmd} "${token_dir}/log/token_list.log" \
+        python -m espnet_ext.text.token_list --token_type char --text "data/${train_set}/text" --out_dir "${token_dir}"
+}
+
+data_opts() {  # the training/validation data options of ocr_train
+    echo --train_data_path_and_name_and_type "data/${train_set}/image.scp,image,image" \
+        --train_data_path_and_name_and_type "data/${train_set}/text,text,text" \
+        --valid_data_path_and_name_and_type "data/${valid_set}/image.scp,image,image" \
+        --valid_data_path_and_name_and_type "data/${valid_set}/text,text,text"
+}
+
+ocr_stats() {
+    # shellcheck disable=SC2046
+    collect_stats espnet_ext.bin.ocr_train "${stats_dir}" "${nj}" "data/${train_set}/text" "data/${valid_set}/text" \
+        "${tokenizer_opts[@]}" --config "${ocr_config}" $(data_opts)
+}
+
+ocr_train() {
+    mkdir -p "${ocr_exp}"
+    # shellcheck disable=SC2046,SC2086
+    train_model "${ocr_exp}/train.log" -- python -m espnet_ext.bin.ocr_train --use_preprocessor true \
+        "${tokenizer_opts[@]}" --config "${ocr_config}" --output_dir "${ocr_exp}" $(data_opts) \
+        --train_shape_file "${stats_dir}/train/image_shape" --valid_shape_file "${stats_dir}/valid/image_shape" \
+        ${ocr_args}
+}
+
+decode() {
+    local dset dir n extra
+    for dset in ${test_sets}; do
+        dir="${ocr_exp}/${inference_tag}/${dset}"
+        require_files "data/${dset}/image.scp" "${ocr_exp}/${inference_model}"
+        n=$(split_keys "data/${dset}/image.scp" "${dir}/logdir" "${inference_nj}")
+        extra=""
+        python -c "import sys, yaml; sys.exit(0 if 'attention' in yaml.safe_load(open('${ocr_exp}/config.yaml'))['model'] else 1)" \
+            && extra="--entropy_file ${dir}/logdir/entropy.JOB --plot_dir ${dir}/plots.JOB --num_plots ${num_plots}"
+        # shellcheck disable=SC2086
+        ${decode_cmd} JOB=1:"${n}" "${dir}/logdir/ocr_inference.JOB.log" \
+            python -m espnet_ext.bin.ocr_inference --train_config "${ocr_exp}/config.yaml" \
+                --model_file "${ocr_exp}/${inference_model}" --key_file "${dir}/logdir/keys.JOB.scp" \
+                --data_path_and_name_and_type "data/${dset}/image.scp,image,image" \
+                --output_file "${dir}/logdir/text.JOB" ${extra} ${inference_args} || return 1
+        for i in $(seq "${n}"); do cat "${dir}/logdir/text.${i}"; done | sort -k1,1 > "${dir}/text.tmp"
+        mv "${dir}/text.tmp" "${dir}/text"
+        rm -f "${dir}/entropy"
+        if [ -n "${extra}" ]; then
+            for i in $(seq "${n}"); do cat "${dir}/logdir/entropy.${i}"; done | sort -k1,1 > "${dir}/entropy.tmp"
+            mv "${dir}/entropy.tmp" "${dir}/entropy"
+            rm -rf "${dir}/plots" && mv "${dir}/plots.1" "${dir}/plots" && rm -rf "${dir}"/plots.[0-9]*
+        fi
+    done
+}
+
+score() {
+    local dset dir
+    for dset in ${test_sets}; do
+        dir="${ocr_exp}/${inference_tag}/${dset}"
+        ${train_cmd} "${dir}/score_acc/score.log" utils/score_acc.py --ref "data/${dset}/text" --hyp "${dir}/text" \
+            $([ -f "${dir}/entropy" ] && echo --entropy "${dir}/entropy") --out_dir "${dir}/score_acc" || return 1
+        log "${dset}: $(head -n 1 "${dir}/score_acc/result.txt")"
+    done
+}
+
+write_results() {
+    python -m espnet_ext.results --scan ocr --exp_dir "${expdir}" --test_sets "${test_sets}" \
+        --title "${results_title}" --notes "Config: \`${ocr_config}\`; stages ${stage}-${stop_stage}, ${SECONDS} s." \
+        --out RESULTS.md --command "${command_line}"
+}
+
+run_stage 1 "data preparation" data "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
+run_stage 2 "token list" "${token_dir}" "$(fingerprint "data/${train_set}/text")" make_tokens
+run_stage 3 "statistics" "${stats_dir}" "$(fingerprint "data/${train_set}/image.scp" "data/${valid_set}/image.scp" "${token_list}" "${ocr_config}")" ocr_stats
+run_stage 4 "training" "${ocr_exp}" "$(fingerprint "${stats_dir}/train/image_shape" "${token_list}" "${ocr_config}" "${ocr_args}")" ocr_train
+run_stage 5 "decoding" "${ocr_exp}/${inference_tag}" "$(fingerprint "${ocr_exp}/${inference_model}" "${inference_args}" "${test_sets}")" decode
+run_stage 6 "scoring" "${ocr_exp}/${inference_tag}" "$(fingerprint $(for t in ${test_sets}; do echo "${ocr_exp}/${inference_tag}/${t}/text"; done))" score
+run_stage 7 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
+log "Finished: ${ocr_exp}"

@@ -1,0 +1,1 @@
+../../TEMPLATE/ocr1/ocr.sh

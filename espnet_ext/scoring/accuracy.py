@@ -1,0 +1,68 @@
+"""Text-recognition scores: sequence accuracy as the sharp-attention paper reports it (a prediction is
+correct if it equals the transcription after lower-casing and removing punctuation, as Shi et al. 2017),
+character accuracy (1 - edit distance / reference length), and the mean attention entropy when the decoder
+wrote one (``--entropy <id> <H>`` lines, Table 3).
+
+    utils/score_acc.py --ref data/test/text --hyp exp/ocr/decode/test/text [--entropy .../entropy] --out_dir D
+"""
+
+from __future__ import annotations
+
+import argparse
+import string
+import sys
+from pathlib import Path
+from typing import Dict, Optional, Sequence
+
+import editdistance
+
+from espnet_ext.data.datadir import read_kaldi_map
+from espnet_ext.errors import InputError
+from espnet_ext.scoring.ref_hyp import read_ref_hyp, write_result
+
+_DROP = str.maketrans("", "", string.punctuation + " ")
+
+
+def normalise(text: str) -> str:
+    return text.lower().translate(_DROP)
+
+
+def score_accuracy(ref_path, hyp_path, entropy_path=None) -> Dict[str, float]:
+    pairs = read_ref_hyp(ref_path, hyp_path)
+    correct = sum(normalise(p.ref) == normalise(p.hyp) for p in pairs)
+    chars = sum(len(normalise(p.ref)) for p in pairs)
+    errors = sum(editdistance.eval(normalise(p.ref), normalise(p.hyp)) for p in pairs)
+    result = {"seq_acc": 100.0 * correct / len(pairs), "char_acc": 100.0 * (1 - errors / max(chars, 1)),
+              "num_images": len(pairs)}
+    if entropy_path:
+        entropy = read_kaldi_map(entropy_path)
+        missing = [p.utt_id for p in pairs if p.utt_id not in entropy]
+        if missing:
+            raise InputError(f"no entropy for {len(missing)} images, e.g. '{missing[0]}'", path=entropy_path)
+        try:
+            result["entropy"] = sum(float(entropy[p.utt_id]) for p in pairs) / len(pairs)
+        except ValueError as e:
+            raise InputError(f"not a number: {e}", path=entropy_path) from None
+    return result
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(prog="score_acc.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--ref", type=Path, required=True)
+    parser.add_argument("--hyp", type=Path, required=True)
+    parser.add_argument("--entropy", type=Path, default=None)
+    parser.add_argument("--out_dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        result = score_accuracy(args.ref, args.hyp, args.entropy)
+    except InputError as e:
+        sys.exit(f"score_acc: error: {e}")
+    report = (f"%SeqAcc {result['seq_acc']:.2f} %CharAcc {result['char_acc']:.2f} ({result['num_images']} images)"
+              + (f" entropy {result['entropy']:.3f}" if "entropy" in result else ""))
+    result.update(metric="seq_acc", ref=str(args.ref), hyp=str(args.hyp))
+    write_result(args.out_dir, result, report + "\n")
+    print(f"{report} -> {args.out_dir / 'result.txt'}")
+
+
+if __name__ == "__main__":
+    main()
