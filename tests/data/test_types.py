@@ -141,3 +141,20 @@ def test_registered_in_espnet_and_not_shadowed(tmp_path, gradient):
     assert isinstance(dataset.loader_dict["image"], types.ImageScpReader)
     np.testing.assert_array_equal(example["image"], gradient / np.float32(255))
     assert example["label"].tolist() == [3]
+
+
+def test_check_scp_decodes_every_image_and_names_the_bad_one(tmp_path):
+    from PIL import Image
+
+    from espnet_ext.data.types import check_scp
+
+    good = tmp_path / "a.png"
+    Image.fromarray(np.zeros((4, 6), np.uint8)).save(good)
+    bad = tmp_path / "b.png"
+    bad.write_bytes(b"not an image")
+    scp = tmp_path / "image.scp"
+    scp.write_text(f"a {good}\n")
+    assert check_scp(scp, "image") == 1
+    scp.write_text(f"a {good}\nb {bad}\n")
+    with pytest.raises(InputError, match=r"image.scp:2: key 'b'"):
+        check_scp(scp, "image")

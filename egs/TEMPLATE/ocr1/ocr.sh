@@ -30,7 +30,7 @@ ocr_tag=""
 inference_args=""       # extra arguments for ocr_inference
 inference_tag=decode
 inference_model=valid.acc.best.pth
-num_plots=8             # per-step attention pictures of the first test images (attention models)
+num_plots=8             # per-step attention pictures of the first test images of each decoding job
 results_title="Text recognition results"
 
 . ./path.sh
@@ -105,7 +105,10 @@ decode() {
         if [ -n "${extra}" ]; then
             for i in $(seq "${n}"); do cat "${dir}/logdir/entropy.${i}"; done | sort -k1,1 > "${dir}/entropy.tmp"
             mv "${dir}/entropy.tmp" "${dir}/entropy"
-            rm -rf "${dir}/plots" && mv "${dir}/plots.1" "${dir}/plots" && rm -rf "${dir}"/plots.[0-9]*
+            rm -rf "${dir}/plots" && mkdir "${dir}/plots"
+            for i in $(seq "${n}"); do
+                [ -d "${dir}/plots.${i}" ] && mv "${dir}/plots.${i}"/*.png "${dir}/plots/" && rmdir "${dir}/plots.${i}"
+            done
         fi
     done
 }
