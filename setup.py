@@ -28,6 +28,7 @@ setup(
         "PyYAML>=6",
         "matplotlib>=3.7",
         "Pillow>=10",
+        "lmdb>=1.4",
         "opencv-python-headless>=4.8",
     ],
     extras_require={"test": ["pytest>=8"]},

@@ -10,5 +10,6 @@ IWSLT14=${IWSLT14:-}     # contains de-en/ (the extracted de-en.tgz of IWSLT 201
 IWSLT14_LM=${IWSLT14_LM:-}  # extended English LM text, one sentence per line (the paper: MuST-C en-de train.en)
 WMT=${WMT:-}
 CIFAR100=${CIFAR100:-}
-MNIST=${MNIST:-}
+MNIST=${MNIST:-}                 # MNIST idx files (train-images-idx3-ubyte[.gz], t10k-...)
+SCENE_TEXT=${SCENE_TEXT:-}       # deep-text-recognition-benchmark LMDBs: training/{MJ,ST}, evaluation/{IIIT5k_3000,...}
 EUROPARL_ST=${EUROPARL_ST:-}

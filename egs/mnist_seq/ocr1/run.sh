@@ -4,6 +4,7 @@
 # minutes); with it set, on the MNIST release (20,000 train / 10,000 test strips per length).
 #   ./run.sh [--length 5|7|9|11|13] [--rotated true] [--attention soft|hard|pooling|chain|weighting|reference]
 #            [ocr.sh options, e.g. --stage N --cmd_backend slurm --ngpu 1]
+#   ./run.sh --scene_text true [--attention chain]   the paper's §4.2 scene-text setup (SCENE_TEXT in db.sh)
 # conf/sweeps/table1.yaml runs every model (python -m espnet_ext.analysis.sweep, README "Sharp attention").
 set -euo pipefail
 . ./db.sh
@@ -11,12 +12,14 @@ set -euo pipefail
 length=5
 rotated=false
 attention=soft
+scene_text=false
 rest=()
 while [ $# -gt 0 ]; do  # this recipe's own options; everything else goes to ocr.sh
     case "$1" in
         --length) length=$2; shift 2 ;;
         --rotated) rotated=$2; shift 2 ;;
         --attention) attention=$2; shift 2 ;;
+        --scene_text) scene_text=$2; shift 2 ;;
         *) rest+=("$1"); shift ;;
     esac
 done
@@ -29,6 +32,18 @@ case "${attention}" in
     reference) model_args="--model sharp_attention --model_conf reference_images=data/reference_digits.npy" ;;
     *) echo "$0: unknown --attention ${attention}" >&2; exit 1 ;;
 esac
+if ${scene_text}; then
+    # MJSynth + SynthText, six test sets; two STNs (coarse x-translation, then affine), regions widened by 2.0,
+    # λ_r = 0.1, at most 16 characters (§4.2).
+    [[ "${model_args}" == *sharp_attention* ]] && model_args+=" --model_conf num_stn=2 --model_conf region_scale=2.0"
+    ./ocr.sh --train_set train_st --valid_set dev_st \
+        --test_sets "test_iiit5k test_svt test_ic03 test_ic13 test_ic15 test_svtp" \
+        --local_data_opts "--scene_text true" --ocr_config conf/train_ocr_scene_text.yaml \
+        --ocr_args "${model_args} --model_conf max_length=16 --model_conf lambda_r=0.1" --ocr_tag "${attention}_st" \
+        --results_title "Scene text recognition (sharp attention)" "${rest[@]}"
+    exit 0
+fi
+
 suffix="_l${length}$(${rotated} && echo r || true)"
 if [ -z "${MNIST}" ]; then
     config=conf/train_ocr_mini.yaml

@@ -4,6 +4,9 @@
 #    train (4,000) / test (1,000) digit pools; strips are drawn from each pool.
 #  - MNIST set: the release's idx files in ${MNIST} (train-images-idx3-ubyte[.gz], t10k-...); train strips
 #    from the MNIST training digits, test strips from the test digits, 20,000 / 10,000 per length as the paper.
+#  - --scene_text true: the paper's §4.2 scene-text sets from the LMDBs under ${SCENE_TEXT}
+#    (deep-text-recognition-benchmark layout): data/train_st (MJSynth + SynthText), data/dev_st (MJ_valid),
+#    data/test_{iiit5k,svt,ic03,ic13,ic15,svtp}; labels lower-cased, punctuation removed, 0-9a-z, <= 16.
 set -euo pipefail
 
 length=5                # digits per strip: 5, 7, 9, 11 or 13
@@ -12,10 +15,24 @@ num_train=""            # default: mini 3000, real 20000
 num_dev=""              # default: mini 200, real 1000 (drawn from the training digits)
 num_test=""             # default: mini 500, real 10000
 seed=0
+scene_text=false
 
 . ./path.sh
 . utils/parse_options.sh
 . ./db.sh
+
+if ${scene_text}; then
+    [ -n "${SCENE_TEXT}" ] || { echo "$0: --scene_text true needs SCENE_TEXT in db.sh" >&2; exit 1; }
+    convert() { python -m espnet_ext.data.scene_text --lmdb "${SCENE_TEXT}/$1" --out "$2" --prefix "$3"; }
+    convert training/MJ/MJ_train data/st_mj mj
+    convert training/ST data/st_st st
+    python -m espnet_ext.data.datadir combine data/train_st data/st_mj data/st_st
+    convert training/MJ/MJ_valid data/dev_st mjvalid
+    for pair in IIIT5k_3000:iiit5k SVT:svt IC03_867:ic03 IC13_857:ic13 IC15_1811:ic15 SVTP:svtp; do
+        convert "evaluation/${pair%%:*}" "data/test_${pair##*:}" "${pair##*:}"
+    done
+    exit 0
+fi
 
 suffix="_l${length}$(${rotated} && echo r || true)"
 if [ -z "${MNIST}" ]; then

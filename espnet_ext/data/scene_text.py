@@ -1,0 +1,99 @@
+"""Scene-text recognition sets in the LMDB layout of deep-text-recognition-benchmark (Baek et al., 2019), the
+one the sharp-attention paper's §4.2 data comes in: MJSynth / SynthText training sets and the IIIT5K, SVT, IC03,
+IC13, IC15 and SVTP test sets. An LMDB holds ``num-samples`` and, for i = 1..n, ``image-%09d`` (encoded JPEG /
+PNG bytes) and ``label-%09d`` (UTF-8).
+
+Labels follow the paper's evaluation (as Shi et al., 2017): lower-cased, punctuation removed, 36-class alphabet
+0-9a-z. A sample whose label still has other characters, is empty, or is longer than ``max_length`` (16) is
+skipped and counted per reason -- the benchmark filters its sets the same way -- and the counts are printed;
+an image that cannot be decoded is an error naming the database and key.
+
+    python -m espnet_ext.data.scene_text --lmdb /data/evaluation/IIIT5k_3000 --out data/test_iiit5k
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import string
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Iterator, Optional, Sequence, Tuple
+
+import numpy as np
+
+from espnet_ext.errors import InputError
+
+ALPHABET = set(string.digits + string.ascii_lowercase)
+MAX_LENGTH = 16
+_DROP_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+def normalise_label(label: str) -> str:
+    return label.lower().translate(_DROP_PUNCTUATION).replace(" ", "")
+
+
+def read_lmdb(path, max_length: int = MAX_LENGTH, skipped: Optional[Counter] = None
+              ) -> Iterator[Tuple[str, np.ndarray, str]]:
+    """(key, grey uint8 image (H, W), normalised label) of every usable sample, in index order."""
+    import lmdb
+    from PIL import Image
+
+    path = Path(path)
+    if not (path / "data.mdb").exists():
+        raise InputError("not an LMDB directory (no data.mdb)", path=path)
+    skipped = skipped if skipped is not None else Counter()
+    env = lmdb.open(str(path), readonly=True, lock=False, readahead=False, meminit=False)
+    try:
+        with env.begin(write=False) as txn:
+            count = txn.get(b"num-samples")
+            if count is None:
+                raise InputError("no 'num-samples' key", path=path)
+            for index in range(1, int(count) + 1):
+                label_key, image_key = f"label-{index:09d}", f"image-{index:09d}"
+                raw_label, raw_image = txn.get(label_key.encode()), txn.get(image_key.encode())
+                if raw_label is None or raw_image is None:
+                    raise InputError("missing image or label", path=path, key=label_key if raw_label is None
+                                     else image_key)
+                label = normalise_label(raw_label.decode("utf-8", errors="replace"))
+                reason = ("empty label" if not label else "longer than max_length" if len(label) > max_length
+                          else "characters outside 0-9a-z" if not set(label) <= ALPHABET else None)
+                if reason:
+                    skipped[reason] += 1
+                    continue
+                try:
+                    with Image.open(io.BytesIO(raw_image)) as image:
+                        grey = np.asarray(image.convert("L"))
+                except (OSError, ValueError, SyntaxError) as e:
+                    raise InputError(f"cannot decode the image: {e}", path=path, key=image_key) from e
+                yield f"{index:09d}", grey, label
+    finally:
+        env.close()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from espnet_ext.data.mnist import write_image_dir
+
+    parser = argparse.ArgumentParser(description="an LMDB scene-text set -> data dir (image.scp, text, images/)")
+    parser.add_argument("--lmdb", required=True, help="directory with data.mdb")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--max_length", type=int, default=MAX_LENGTH)
+    parser.add_argument("--prefix", default=None, help="utterance id prefix (default: the LMDB dir name)")
+    args = parser.parse_args(argv)
+    skipped: Counter = Counter()
+    try:
+        samples = [(image, label) for _, image, label in read_lmdb(args.lmdb, args.max_length, skipped)]
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    if not samples:
+        print(f"error: {args.lmdb}: no usable sample ({dict(skipped)})", file=sys.stderr)
+        return 1
+    write_image_dir(args.out, samples, args.prefix or Path(args.lmdb).name)
+    print(f"{args.out}: {len(samples)} images; skipped: {dict(skipped) or 'none'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

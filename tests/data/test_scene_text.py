@@ -1,0 +1,54 @@
+"""LMDB scene-text reader (deep-text-recognition-benchmark layout) on an LMDB built here."""
+
+import io
+from collections import Counter
+
+import lmdb
+import numpy as np
+import pytest
+from PIL import Image
+
+from espnet_ext.data.scene_text import main, normalise_label, read_lmdb
+from espnet_ext.errors import InputError
+
+
+def png(width=20, value=128):
+    buffer = io.BytesIO()
+    Image.fromarray(np.full((8, width, 3), value, np.uint8)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def build(path, samples):
+    env = lmdb.open(str(path), map_size=1 << 24)
+    with env.begin(write=True) as txn:
+        for i, (image, label) in enumerate(samples, start=1):
+            txn.put(f"image-{i:09d}".encode(), image)
+            txn.put(f"label-{i:09d}".encode(), label.encode())
+        txn.put(b"num-samples", str(len(samples)).encode())
+    env.close()
+    return path
+
+
+def test_labels_normalised_and_unusable_samples_counted(tmp_path):
+    db = build(tmp_path / "db", [(png(), "Hello!"), (png(), "naïve"), (png(), "a" * 17), (png(), "ok-2")])
+    counts = Counter()
+    samples = list(read_lmdb(db, skipped=counts))
+    assert [(key, label) for key, _, label in samples] == [("000000001", "hello"), ("000000004", "ok2")]
+    assert samples[0][1].shape == (8, 20) and samples[0][1].dtype == np.uint8  # colour -> grey
+    assert counts == {"characters outside 0-9a-z": 1, "longer than max_length": 1}
+    assert normalise_label("Don't Stop") == "dontstop"
+
+
+def test_undecodable_image_names_db_and_key(tmp_path):
+    db = build(tmp_path / "db", [(png(), "ab"), (b"garbage", "cd")])
+    with pytest.raises(InputError, match=r"db: key 'image-000000002': cannot decode"):
+        list(read_lmdb(db))
+    with pytest.raises(InputError, match="not an LMDB"):
+        list(read_lmdb(tmp_path))
+
+
+def test_command_line_writes_a_data_dir(tmp_path):
+    db = build(tmp_path / "IIIT5k", [(png(), "Text"), (png(30), "42")])
+    assert main(["--lmdb", str(db), "--out", str(tmp_path / "data" / "test_iiit5k")]) == 0
+    text = (tmp_path / "data" / "test_iiit5k" / "text").read_text().splitlines()
+    assert text == ["IIIT5k-0 text", "IIIT5k-1 42"]
