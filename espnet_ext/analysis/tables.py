@@ -3,8 +3,9 @@
 ``render_analyses(sweep, values, out_dir)`` turns the sweep spec's ``analyses`` list into markdown tables
 (``espnet_ext.results.Table``) and PNG figures. Kinds:
 
-- ``paper_table`` (Tables 1, 3, 7, 8): rows are runs (or several runs -> mean ± std over seeds), columns are
-  column groups (a decoding each, e.g. without / with LM) x the metric's sets::
+- ``paper_table`` (Tables 1, 3, 7, 8): rows are runs (or several runs -> mean ± std over seeds; ``{set}`` in a
+  run name picks a run per column), columns are column groups (a decoding each, e.g. without / with LM) x the
+  metric's sets::
 
       {kind: paper_table, title: ..., groups: {"without LM": no_lm, "with LM": lm_extended},
        rows: [{label: Baseline, run: baseline}, {label: "+ matched inference", run: relaxed_cross, suffix: _matched},
@@ -61,7 +62,8 @@ def paper_table(spec: dict, values: Values, sets: Sequence[str], fmt: str) -> Ta
         for (group, decode), dset in ((g, s) for g in groups.items() for s in sets):
             column = f"{group} {dset}" if len(groups) > 1 or group else dset
             decode_name = decode + row.get("suffix", "")
-            samples = [_value(values, run, decode_name, dset) for run in runs]
+            # A run name may depend on the column's set ("soft_{set}": one trained model per data set).
+            samples = [_value(values, run.format(set=dset), decode_name, dset) for run in runs]
             if len(runs) == 1:
                 cells.append(Cell(row=label, column=column, value=samples[0], format=fmt))
             else:

