@@ -215,7 +215,12 @@ def write_collection(sweep: Sweep, results_md: Optional[str], command: str) -> L
     title = f"Sweep {sweep.name}"
     written.append(write_results(out / "tables.md", title, tables, command, notes=f"Spec: `{sweep.source}`."))
     if results_md:
-        written.append(write_results(results_md, title, tables, command, notes=f"Spec: `{sweep.source}`."))
+        # RESULTS.md is committed with the recipe: its figures go beside it, not into exp/.
+        md_dir = Path(results_md).parent
+        md_tables, md_figures = render_analyses(sweep, lambda key: values if key is None else collect(sweep, key),
+                                                md_dir / "figures", link_dir=md_dir)
+        written += md_figures
+        written.append(write_results(results_md, title, md_tables, command, notes=f"Spec: `{sweep.source}`."))
     return written
 
 

@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -81,8 +82,14 @@ def lm_improvement(no_lm: Optional[float], with_lm: Optional[float], higher_is_b
     return with_lm - no_lm if higher_is_better else no_lm - with_lm
 
 
+def _notes_with_figure(spec: dict, figure: Path, link_dir: Path) -> str:
+    """The analysis' notes plus a Markdown image link to its figure, relative to the Markdown file's directory."""
+    link = Path(os.path.relpath(figure, link_dir)).as_posix()
+    return str(spec.get("notes", "")) + f"\n\n![{spec['title']}]({link})"
+
+
 def internal_lm(spec: dict, values: Values, sets: Sequence[str], fmt: str, higher_is_better: bool,
-                label: str, out_dir: Path) -> Tuple[Table, Path]:
+                label: str, out_dir: Path, link_dir: Path) -> Tuple[Table, Path]:
     word = "gain" if higher_is_better else "reduction"
     columns = [f"absolute {s}" for s in sets] + [f"LM-induced {word} {s}" for s in sets]
     rows, cells, bars = [], [], {}
@@ -103,7 +110,7 @@ def internal_lm(spec: dict, values: Values, sets: Sequence[str], fmt: str, highe
                 bars[(model_label, lm_label, dset)] = gain
     figure = _bar_chart(spec, bars, sets, f"LM-induced {word} of {label}", out_dir / f"{_slug(spec['title'])}.png")
     table = Table(title=spec["title"], rows=rows, columns=columns, cells=cells, row_header="Approach",
-                  notes=str(spec.get("notes", "")) + f"\n\nFigure: `{figure.name}`.")
+                  notes=_notes_with_figure(spec, figure, link_dir))
     return table, figure
 
 
@@ -120,7 +127,8 @@ def gamma_runs(values: Values, variant: str) -> List[Tuple[float, str]]:
     return sorted(found)
 
 
-def gamma_sweep(spec: dict, values: Values, fmt: str, label: str, out_dir: Path) -> Tuple[Table, Path]:
+def gamma_sweep(spec: dict, values: Values, fmt: str, label: str, out_dir: Path, link_dir: Path
+                ) -> Tuple[Table, Path]:
     dset = spec["set"]
     rows, cells, curves = [], [], {}
     gammas = sorted({g for variant in spec["decodes"] for g, _ in gamma_runs(values, variant)})
@@ -141,14 +149,16 @@ def gamma_sweep(spec: dict, values: Values, fmt: str, label: str, out_dir: Path)
         curves[variant] = (baseline, curve)
     figure = _gamma_figure(spec, curves, f"{label} ({dset})", out_dir / f"{_slug(spec['title'])}.png")
     table = Table(title=spec["title"], rows=rows, columns=columns, cells=cells, row_header="variant (decoding)",
-                  notes=str(spec.get("notes", "")) + f"\n\nFigure: `{figure.name}`.")
+                  notes=_notes_with_figure(spec, figure, link_dir))
     return table, figure
 
 
-def render_analyses(sweep, values_of: Callable[[Optional[str]], Values], out_dir: Path
-                    ) -> Tuple[List[Table], List[Path]]:
-    """Tables and figures of the sweep's analyses; ``values_of(key)`` collects a result key (None: the
-    sweep's metric). An analysis may name its own ``key`` and ``format`` (e.g. the attention entropy)."""
+def render_analyses(sweep, values_of: Callable[[Optional[str]], Values], out_dir: Path,
+                    link_dir: Optional[Path] = None) -> Tuple[List[Table], List[Path]]:
+    """Tables and figures (written to ``out_dir``) of the sweep's analyses; ``values_of(key)`` collects a
+    result key (None: the sweep's metric). An analysis may name its own ``key`` and ``format`` (e.g. the
+    attention entropy). Figures are linked relative to ``link_dir``, the Markdown file's directory."""
+    link_dir = out_dir if link_dir is None else link_dir
     metric = sweep.metric
     higher = bool(metric.get("higher_is_better", False))
     tables, figures = [], []
@@ -160,10 +170,10 @@ def render_analyses(sweep, values_of: Callable[[Optional[str]], Values], out_dir
         if kind == "paper_table":
             tables.append(paper_table(spec, values, sweep.sets, fmt))
         elif kind == "internal_lm":
-            table, figure = internal_lm(spec, values, sweep.sets, fmt, higher, label, out_dir)
+            table, figure = internal_lm(spec, values, sweep.sets, fmt, higher, label, out_dir, link_dir)
             tables.append(table), figures.append(figure)
         elif kind == "gamma":
-            table, figure = gamma_sweep(spec, values, fmt, label, out_dir)
+            table, figure = gamma_sweep(spec, values, fmt, label, out_dir, link_dir)
             tables.append(table), figures.append(figure)
         else:
             raise ConfigError(f"sweep {sweep.name}: unknown analysis kind '{kind}' (paper_table, internal_lm, gamma)")

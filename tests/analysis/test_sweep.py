@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shlex
 import stat
 import subprocess
@@ -121,6 +122,9 @@ def test_run_through_the_local_backend_and_collect(recipe):
     table = (recipe / "R.md").read_text()
     assert "| relaxed_cross (no_lm) | 10.00 | 9.00 | 8.00 |" in table
     assert (recipe / "exp/sweeps/demo/fig.png").stat().st_size > 1000
+    # RESULTS.md links its own copy of the figure, beside it.
+    assert "![Fig: gamma](figures/fig.png)" in table
+    assert (recipe / "figures/fig.png").stat().st_size > 1000
     # A rerun of one task after deleting a result redoes only what the fake recipe is asked to do.
     assert collect(load_sweep("sweep.yaml"))["relaxed_cross_g0.1"]["no_lm"]["test"] == 10.0
 
@@ -134,3 +138,22 @@ def test_failed_run_is_reported_with_its_log(recipe):
     assert out.returncode != 0
     assert "exp/sweeps/demo/log/run.<n>.log" in out.stderr
     assert "exit code 3" in (recipe / "exp/sweeps/demo/log/run.1.log").read_text()
+
+
+@pytest.mark.slurm
+def test_runs_become_one_slurm_array_job(slurm_cluster, recipe):
+    """With the recipe's Slurm command every run is a task of one sbatch array; the table is the same."""
+    (recipe / "conf").mkdir()
+    (recipe / "conf" / "slurm.conf").write_text((REPO / "egs/TEMPLATE/asr1/conf/slurm.conf").read_text())
+    out = subprocess.run(
+        [sys.executable, "-m", "espnet_ext.analysis.sweep", "run", "--spec", "sweep.yaml",
+         "--cmd", "utils/slurm.py --config conf/slurm.conf"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert len(re.findall(r"slurm: submitted job \d+ \(3 tasks\)", out.stderr)) == 1, out.stderr
+    for n in (1, 2, 3):
+        log = (recipe / f"exp/sweeps/demo/log/run.{n}.log").read_text()
+        assert re.search(rf"\(Slurm job \d+, task {n}\)", log) and "# Ended (code 0)" in log, log
+    values = json.loads((recipe / "exp/sweeps/demo/results.json").read_text())
+    assert values["relaxed_cross_g0.2"]["lm"] == {"dev": 6.0, "test": 7.0}

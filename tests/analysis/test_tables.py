@@ -37,7 +37,7 @@ def test_seed_rows_show_mean_and_sample_std():
 def test_internal_lm_reductions(tmp_path):
     spec = {"title": "Table 5: internal LM", "models": {"Baseline": "baseline", "Relaxed": "relaxed_cross"},
             "no_lm": "no_lm", "lms": {"+ LM (transcripts)": "lm_t", "+ LM (extended)": "lm_x"}}
-    table, figure = internal_lm(spec, VALUES, ["dev", "test"], ".2f", False, "WER", tmp_path)
+    table, figure = internal_lm(spec, VALUES, ["dev", "test"], ".2f", False, "WER", tmp_path, tmp_path)
     text = render_table(table)
     assert "| Relaxed + LM (extended) | 3.20 | 4.10 | 2.00 | 2.00 |" in text
     assert "| Baseline + LM (transcripts) | 4.90 | 6.00 | 0.10 | 0.00 |" in text

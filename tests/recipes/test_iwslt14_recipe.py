@@ -100,7 +100,7 @@ def test_all_stages_decode_score_and_tabulate(finished):
         assert result["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
         assert "signature: nrefs:1|" in (exp / "decode_tiny_decode" / split / "score_bleu" / "result.txt").read_text()
     assert re.search(r"test: BLEU = [0-9.]+ .* signature: nrefs:1", out.stderr)
-    results = (recipe / "RESULTS.md").read_text()
+    results = (recipe / "exp" / "RESULTS.md").read_text()
     row = re.search(r"\| mt_tiny_mt / decode_tiny_decode \| ([0-9.]+) \| ([0-9.]+) \|", results)  # valid, test
     assert row, results
     test = json.loads((exp / "decode_tiny_decode" / "test" / "score_bleu" / "result.json").read_text())
@@ -147,7 +147,7 @@ def test_extended_lm_and_lm_weight_grid(finished):
     assert not any((exp / f"decode_lm_extended_lmw{w}" / "test").exists() for w in ("0", "0.3"))
     log = (tuned / "test" / "logdir" / "mt_inference.1.log").read_text().splitlines()[0]
     assert f"--lm_weight {best}" in log and "--lm_file" in log
-    results = (recipe / "RESULTS.md").read_text()
+    results = (recipe / "exp" / "RESULTS.md").read_text()
     assert re.search(rf"\| mt_tiny_mt / decode_lm_extended_tuned_lmw{best} \| - \| [0-9.]+ \|", results), results
     for w in ("0", "0.3"):
         assert re.search(rf"\| mt_tiny_mt / decode_lm_extended_lmw{w} \| [0-9.]+ \| - \|", results), results

@@ -28,7 +28,7 @@ def test_all_stages_run_and_write_results(finished):
     assert (exp / "config.yaml").exists()
     hyp = (exp / "decode_tiny_decode" / "test" / "text").read_text().splitlines()
     assert len(hyp) == 6
-    results = (recipe / "RESULTS.md").read_text()
+    results = (recipe / "exp" / "RESULTS.md").read_text()
     row = re.search(r"\| asr_tiny_asr / decode_tiny_decode \| [0-9.]+ \| ([0-9.]+) \|", results)  # dev, test
     assert row, results
     import json
@@ -60,7 +60,7 @@ def test_lm_fusion_stages_add_a_decoding(finished):
     test_sentences = {line.split(" ", 1)[1] for line in (recipe / "data" / "test" / "text").read_text().splitlines()}
     extended = (recipe / "data" / "lm_extended" / "text").read_text().splitlines()
     assert extended and not test_sentences & {line.split(" ", 1)[1] for line in extended}
-    results = (recipe / "RESULTS.md").read_text()
+    results = (recipe / "exp" / "RESULTS.md").read_text()
     assert "asr_tiny_asr / decode_tiny_decode_lm_extended" in results
     assert "asr_tiny_asr / decode_tiny_decode |" in results  # the earlier decoding stays in the table
 

@@ -48,7 +48,7 @@ def test_all_stages_with_sharp_attention(recipe):
     assert len(list((decode / "plots").glob("*.png"))) == 8
     result = json.loads((decode / "score_acc" / "result.json").read_text())
     assert result["num_images"] == 8 and 0 <= result["seq_acc"] <= 100 and "entropy" in result
-    results = (recipe / "RESULTS.md").read_text()
+    results = (recipe / "exp" / "RESULTS.md").read_text()
     assert re.search(r"\| ocr_chain_l5r / decode \| [0-9.]+ \|", results), results
 
 

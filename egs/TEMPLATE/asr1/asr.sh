@@ -54,9 +54,11 @@ lm_tag=""
 lm_exp=""
 inference_lm=valid.loss.ave.pth
 results_title="ASR results"
+results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
 
 . ./path.sh
 . utils/parse_options.sh
+results_md=${results_md:-${expdir}/RESULTS.md}
 . ./cmd.sh
 . utils/pipeline.sh
 
@@ -209,7 +211,7 @@ write_results() {
     notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < 12 ? stop_stage : 12))):"
     notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
     python -m espnet_ext.results --scan asr --exp_dir "${expdir}" --test_sets "${test_sets}" \
-        --title "${results_title}" --notes "${notes}" --out RESULTS.md --command "${command_line}"
+        --title "${results_title}" --notes "${notes}" --out "${results_md}" --command "${command_line}"
 }
 
 run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data

@@ -59,11 +59,13 @@ lm_tag=""
 lm_exp=""
 inference_lm=valid.loss.ave.pth
 results_title="MT results"
+results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
 results_notes=""        # extra markdown for RESULTS.md (e.g. how a λ grid chose its weight)
 print_exp=false         # true: print the MT experiment dir these options name, and exit
 
 . ./path.sh
 . utils/parse_options.sh
+results_md=${results_md:-${expdir}/RESULTS.md}
 . ./cmd.sh
 . utils/pipeline.sh
 
@@ -244,7 +246,7 @@ write_results() {
     fi
     [ -z "${results_notes}" ] || notes+=" ${results_notes}"
     python -m espnet_ext.results --scan mt --exp_dir "${expdir}" --test_sets "${test_sets}" \
-        --title "${results_title}" --notes "${notes}" --out RESULTS.md --command "${command_line}"
+        --title "${results_title}" --notes "${notes}" --out "${results_md}" --command "${command_line}"
 }
 
 run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_data

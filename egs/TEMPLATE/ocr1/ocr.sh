@@ -32,9 +32,11 @@ inference_tag=decode
 inference_model=valid.acc.best.pth
 num_plots=8             # per-step attention pictures of the first test images of each decoding job
 results_title="Text recognition results"
+results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
 
 . ./path.sh
 . utils/parse_options.sh
+results_md=${results_md:-${expdir}/RESULTS.md}
 . ./cmd.sh
 . utils/pipeline.sh
 
@@ -126,7 +128,7 @@ score() {
 write_results() {
     python -m espnet_ext.results --scan ocr --exp_dir "${expdir}" --test_sets "${test_sets}" \
         --title "${results_title}" --notes "Config: \`${ocr_config}\`; stages ${stage}-${stop_stage}, ${SECONDS} s." \
-        --out RESULTS.md --command "${command_line}"
+        --out "${results_md}" --command "${command_line}"
 }
 
 run_stage 1 "data preparation" "data/.markers/${train_set}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data

@@ -1,0 +1,1 @@
+from slurm_fixtures import slurm_cluster  # noqa: F401
