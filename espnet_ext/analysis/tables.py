@@ -230,7 +230,8 @@ def _gamma_figure(spec, curves, ylabel, path: Path) -> Path:
         ax.set_xlabel("relaxation coefficient γ")
         ax.set_ylabel(ylabel, fontsize=8)
         ax.set_title(variant)
-        ax.legend(fontsize=7)
+        if points or baseline is not None:  # nothing measured yet: an empty panel, no legend
+            ax.legend(fontsize=7)
         if points and all(math.isfinite(v) for _, v in points):
             ax.margins(y=0.2)
     fig.suptitle(spec["title"], fontsize=9)

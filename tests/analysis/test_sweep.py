@@ -157,3 +157,19 @@ def test_runs_become_one_slurm_array_job(slurm_cluster, recipe):
         assert re.search(rf"\(Slurm job \d+, task {n}\)", log) and "# Ended (code 0)" in log, log
     values = json.loads((recipe / "exp/sweeps/demo/results.json").read_text())
     assert values["relaxed_cross_g0.2"]["lm"] == {"dev": 6.0, "test": 7.0}
+
+
+@pytest.mark.parametrize("spec", sorted(REPO.glob("egs/*/*/conf/sweeps/*.yaml")), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_recipe_sweep_spec_loads_and_renders_before_any_run(spec, tmp_path, monkeypatch):
+    """A committed spec names real runs and analyses; its tables render (empty cells) before anything ran."""
+    from espnet_ext.analysis.tables import render_analyses
+
+    monkeypatch.chdir(spec.parents[2])
+    sweep = load_sweep(spec.relative_to(spec.parents[2]))
+    assert sweep.runs and sweep.analyses
+    for run in sweep.runs:
+        assert sweep.invocations(run)[0][:1] == ["./run.sh"]
+    empty = {run: {d.name: {s: None for s in sweep.sets} for d in sweep.decodes if d.applies_to(run)}
+             for run in sweep.runs}
+    tables, _ = render_analyses(sweep, lambda key: empty, tmp_path)
+    assert len(tables) == len(sweep.analyses)

@@ -1,32 +1,13 @@
 """LMDB scene-text reader (deep-text-recognition-benchmark layout) on an LMDB built here."""
 
-import io
 from collections import Counter
 
-import lmdb
 import numpy as np
 import pytest
-from PIL import Image
 
 from espnet_ext.data.scene_text import main, normalise_label, read_lmdb
 from espnet_ext.errors import InputError
-
-
-def png(width=20, value=128):
-    buffer = io.BytesIO()
-    Image.fromarray(np.full((8, width, 3), value, np.uint8)).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
-def build(path, samples):
-    env = lmdb.open(str(path), map_size=1 << 24)
-    with env.begin(write=True) as txn:
-        for i, (image, label) in enumerate(samples, start=1):
-            txn.put(f"image-{i:09d}".encode(), image)
-            txn.put(f"label-{i:09d}".encode(), label.encode())
-        txn.put(b"num-samples", str(len(samples)).encode())
-    env.close()
-    return path
+from lmdb_fixtures import build_lmdb as build, png
 
 
 def test_labels_normalised_and_unusable_samples_counted(tmp_path):

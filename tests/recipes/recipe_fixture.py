@@ -54,6 +54,23 @@ use_tensorboard: false
 use_matplotlib: false
 num_att_plot: 0
 """
+TINY_OCR = """\
+model: soft_attention
+model_conf: {channels: [4, 8, 8, 8], lstm_units: 8, attention_dim: 8, decoder_units: 8, embed_dim: 4,
+             stn_channels: 4}
+optim: adam
+optim_conf: {lr: 0.01}
+batch_type: sorted
+batch_size: 16
+max_epoch: 1
+best_model_criterion: [[valid, acc, max]]
+keep_nbest_models: 1
+num_workers: 0
+use_tensorboard: false
+use_matplotlib: false
+num_att_plot: 0
+"""
+
 TINY_LM = """\
 lm: seq_rnn
 lm_conf: {unit: 16, nlayers: 1, tie_weights: true}

@@ -5,31 +5,15 @@ import re
 
 import pytest
 
-from recipe_fixture import make_recipe_copy, run
+from recipe_fixture import TINY_OCR, make_recipe_copy, run
 
-TINY = """\
-model: soft_attention
-model_conf: {channels: [4, 8, 8, 8], lstm_units: 8, attention_dim: 8, decoder_units: 8, embed_dim: 4,
-             stn_channels: 4}
-optim: adam
-optim_conf: {lr: 0.01}
-batch_type: sorted
-batch_size: 16
-max_epoch: 1
-best_model_criterion: [[valid, acc, max]]
-keep_nbest_models: 1
-num_workers: 0
-use_tensorboard: false
-use_matplotlib: false
-num_att_plot: 0
-"""
 DATA = ["--local_data_opts", "--length 5 --rotated true --num_train 48 --num_dev 8 --num_test 8"]
 
 
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory):
     recipe = make_recipe_copy("mnist_seq", "ocr1", tmp_path_factory.mktemp("mnist"))
-    (recipe / "conf" / "tiny.yaml").write_text(TINY)
+    (recipe / "conf" / "tiny.yaml").write_text(TINY_OCR)
     out = run(recipe, ["--attention", "chain", "--ocr_config", "conf/tiny.yaml", "--rotated", "true"] + DATA)
     assert out.returncode == 0, out.stderr[-4000:]
     return recipe

@@ -33,8 +33,15 @@ def test_sharp_context_shapes(context, dim):
     features = model.encode(images)
     alpha = torch.softmax(torch.randn(2, features.size(1)), -1)
     state = (torch.zeros(2, 8), torch.zeros(2, 8))
+    weights = []
+    if context == "weighting":  # soft weights over {columns of Z_t, x_â}: one distribution per image
+        model.weigh.register_forward_hook(lambda module, inputs, output: weights.append(output))
     context_vector, log_alpha, patch = model.step_context(images, features, alpha, state, greedy=False)
     assert context_vector.shape == (2, dim) and log_alpha.shape == (2,) and patch.shape == (2, 1, 32, 24)
+    if context == "weighting":
+        columns = model.patch_encoder(patch).size(1)
+        assert weights[0].shape == (2, columns + 1)
+        assert torch.allclose(weights[0].sum(-1), torch.ones(2)) and bool((weights[0] >= 0).all())
 
 
 def test_two_stns_coarse_then_fine():
