@@ -39,6 +39,7 @@ run_stage() {
     rm -f "${marker}"
     log "Stage ${n}: ${title}"
     local start=${SECONDS}
+    stage_fingerprint=${fp}  # for train_model's resume check
     if ! "$@"; then
         die "Stage ${n} (${title}) failed; the log named above says why"
     fi
@@ -106,11 +107,21 @@ add_token_dim() {
 
 # train_model LOG -- COMMAND... : launch an ESPnet2 training through the cluster backend
 # (${cuda_cmd} when ngpu > 0), on ${num_nodes} nodes x ${ngpu} GPUs with ${train_num_threads} CPU threads,
-# requeueable, resuming from its checkpoint.
+# requeueable, resuming from its checkpoint. A checkpoint written with other options or inputs (another
+# stage fingerprint) is never continued.
 train_model() {
     local logfile=$1
     shift
     [ "$1" = "--" ] && shift
+    local exp started
+    exp=$(dirname "${logfile}")
+    started="${exp}/.stages/train_options"
+    if [ -f "${exp}/checkpoint.pth" ] && [ "$(cat "${started}" 2>/dev/null)" != "${stage_fingerprint:-}" ]; then
+        log "${exp}/checkpoint.pth was written with other options, config or data; remove ${exp} or train under another tag"
+        return 1
+    fi
+    mkdir -p "${exp}/.stages"
+    echo "${stage_fingerprint:-}" > "${started}"
     local cmd="${cuda_cmd}" threads=${train_num_threads:-1}
     [ "${ngpu}" -gt 0 ] || cmd="${train_cmd}"
     # One training job: on CPU it should use every core it was given (path.sh sets 1 thread for job arrays).

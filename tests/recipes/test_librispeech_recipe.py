@@ -100,6 +100,13 @@ def test_interrupted_training_resumes_from_checkpoint(finished):
     assert "The training was resumed using" in log
     assert "1/3epoch started" not in log.split("The training was resumed using")[-1]
     assert (exp / "3epoch.pth").exists() and (exp / ".stages" / "stage9.done").exists()
+    # Other options under the same tag: the checkpoint is not continued (nor touched).
+    before = (exp / "checkpoint.pth").stat().st_mtime
+    out = run(recipe, TINY_ARGS + ["--stage", "9", "--stop_stage", "9", "--asr_tag", "resume",
+                                   "--asr_args", "--max_epoch 4"])
+    assert out.returncode != 0
+    assert "checkpoint.pth was written with other options, config or data" in out.stderr
+    assert (exp / "checkpoint.pth").stat().st_mtime == before and not (exp / "4epoch.pth").exists()
 
 
 def test_corpus_dir_that_is_not_librispeech_fails_stage_one(finished, tmp_path):

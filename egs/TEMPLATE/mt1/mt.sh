@@ -188,14 +188,6 @@ mt_stats() {
 }
 
 mt_train() {
-    # --resume true continues an interrupted training; a checkpoint of other options must not be continued.
-    local started="${mt_exp}/.stages/train_options"
-    if [ -f "${mt_exp}/checkpoint.pth" ] && [ "$(cat "${started}" 2>/dev/null)" != "${train_fp}" ]; then
-        log "${mt_exp}/checkpoint.pth was written with other options or config; remove ${mt_exp} or choose another --mt_tag"
-        return 1
-    fi
-    mkdir -p "${mt_exp}/.stages"
-    echo "${train_fp}" > "${started}"
     # shellcheck disable=SC2046,SC2086
     train_model "${mt_exp}/train.log" -- python -m espnet_ext.bin.mt_train --use_preprocessor true \
         "${tokenizer_opts[@]}" --config "${mt_config}" --output_dir "${mt_exp}" \
@@ -263,8 +255,7 @@ if ${use_lm}; then
     run_stage 6 "LM perplexity" "${lm_exp}" "${lm_fp}" run_lm_stages 5 5
 fi
 run_stage 7 "MT statistics" "${mt_stats_dir}" "$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${valid_dir}/${tgt_text}" "${src_token_list}" "${tgt_token_list}" "${mt_config}")" mt_stats
-train_fp="$(fingerprint "${mt_stats_dir}/train/text_shape.${tgt_token_type}" "${src_token_list}" "${tgt_token_list}" "${mt_config}" "${mt_args}")"
-run_stage 8 "MT training" "${mt_exp}" "${train_fp}" mt_train
+run_stage 8 "MT training" "${mt_exp}" "$(fingerprint "${mt_stats_dir}/train/text_shape.${tgt_token_type}" "${src_token_list}" "${tgt_token_list}" "${mt_config}" "${mt_args}")" mt_train
 run_stage 9 "decoding" "${mt_exp}/${inference_tag}" "$(fingerprint "${mt_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" "${lm_exp}/${inference_lm}")" decode
 run_stage 10 "scoring" "${mt_exp}/${inference_tag}" "$(fingerprint $(for t in ${test_sets}; do echo "${mt_exp}/${inference_tag}/${t}/text"; done))" score
 run_stage 11 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
