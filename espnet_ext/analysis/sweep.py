@@ -210,15 +210,17 @@ def write_collection(sweep: Sweep, results_md: Optional[str], command: str) -> L
     values = collect(sweep)
     with atomic_write(out / "results.json") as f:
         json.dump(values, f, indent=1)
-    tables, figures = render_analyses(sweep, lambda key: values if key is None else collect(sweep, key), out)
+    def values_of(key):
+        return values if key is None else collect(sweep, key)
+
+    tables, figures = render_analyses(sweep, values_of, out)
     written = [out / "results.json", *figures]
     title = f"Sweep {sweep.name}"
     written.append(write_results(out / "tables.md", title, tables, command, notes=f"Spec: `{sweep.source}`."))
     if results_md:
         # RESULTS.md is committed with the recipe: its figures go beside it, not into exp/.
         md_dir = Path(results_md).parent
-        md_tables, md_figures = render_analyses(sweep, lambda key: values if key is None else collect(sweep, key),
-                                                md_dir / "figures", link_dir=md_dir)
+        md_tables, md_figures = render_analyses(sweep, values_of, md_dir / "figures", link_dir=md_dir)
         written += md_figures
         written.append(write_results(results_md, title, md_tables, command, notes=f"Spec: `{sweep.source}`."))
     return written

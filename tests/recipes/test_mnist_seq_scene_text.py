@@ -14,19 +14,19 @@ TEST_SETS = {"IIIT5k_3000": "iiit5k", "SVT": "svt", "IC03_867": "ic03", "IC13_85
 
 def words(count, seed):
     rng = random.Random(seed)
-    return [("".join(rng.choice("abcdefghij0123") for _ in range(rng.randint(2, 6))), i) for i in range(count)]
+    return ["".join(rng.choice("abcdefghij0123") for _ in range(rng.randint(2, 6))) for _ in range(count)]
 
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
     root = tmp_path_factory.mktemp("scene_text")
     # Labels as the releases have them: mixed case and punctuation (normalised), one too long (skipped).
-    build_lmdb(root / "training/MJ/MJ_train", [(word_image(w), w.upper() + "!") for w, _ in words(24, 0)]
+    build_lmdb(root / "training/MJ/MJ_train", [(word_image(w), w.upper() + "!") for w in words(24, 0)]
                + [(word_image("x"), "a" * 17)])
-    build_lmdb(root / "training/ST", [(word_image(w), w) for w, _ in words(16, 1)])
-    build_lmdb(root / "training/MJ/MJ_valid", [(word_image(w), w) for w, _ in words(6, 2)])
+    build_lmdb(root / "training/ST", [(word_image(w), w) for w in words(16, 1)])
+    build_lmdb(root / "training/MJ/MJ_valid", [(word_image(w), w) for w in words(6, 2)])
     for n, name in enumerate(TEST_SETS):
-        build_lmdb(root / "evaluation" / name, [(word_image(w), w) for w, _ in words(3, 10 + n)])
+        build_lmdb(root / "evaluation" / name, [(word_image(w), w) for w in words(3, 10 + n)])
     return root
 
 

@@ -33,7 +33,10 @@ case "${attention}" in
     *) echo "$0: unknown --attention ${attention}" >&2; exit 1 ;;
 esac
 if ${scene_text}; then
-    [ "${attention}" != reference ] || { echo "$0: --attention reference renders digit references; scene text has none" >&2; exit 1; }
+    if [ "${attention}" = reference ]; then
+        echo "$0: --attention reference supervises with digit images; scene text has no references" >&2
+        exit 1
+    fi
     # MJSynth + SynthText, six test sets; two STNs (coarse x-translation, then affine), regions widened by 2.0,
     # λ_r = 0.1, at most 16 characters (§4.2).
     [[ "${model_args}" == *sharp_attention* ]] && model_args+=" --model_conf num_stn=2 --model_conf region_scale=2.0"
