@@ -7,7 +7,6 @@ Every reader and stage helper raises these so a user sees ``path:line: what is w
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Union
 
 
 class InputError(ValueError):
@@ -16,9 +15,9 @@ class InputError(ValueError):
     def __init__(
         self,
         message: str,
-        path: Optional[Union[str, Path]] = None,
-        line: Optional[int] = None,
-        key: Optional[str] = None,
+        path: str | Path | None = None,
+        line: int | None = None,
+        key: str | None = None,
     ):
         self.path = None if path is None else str(path)
         self.line = line

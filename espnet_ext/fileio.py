@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Union
 
 
 @contextlib.contextmanager
-def atomic_write(path: Union[str, Path], mode: str = "w", encoding: str = "utf-8") -> Iterator:
+def atomic_write(path: str | Path, mode: str = "w", encoding: str = "utf-8") -> Iterator:
     """Write to a temporary file beside ``path`` and rename it into place on success.
 
     On any exception the temporary file is removed and ``path`` is left untouched.
@@ -35,7 +35,7 @@ def atomic_write(path: Union[str, Path], mode: str = "w", encoding: str = "utf-8
         raise
 
 
-def read_utf8_lines(path: Union[str, Path]) -> Iterator[tuple]:
+def read_utf8_lines(path: str | Path) -> Iterator[tuple]:
     """Yield ``(line_number, line)`` of a UTF-8 text file, refusing other encodings by line."""
     from espnet_ext.errors import InputError
 
@@ -47,5 +47,7 @@ def read_utf8_lines(path: Union[str, Path]) -> Iterator[tuple]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise InputError(f"not valid UTF-8 ({e.reason} at byte {e.start})", path=path, line=number)
+                raise InputError(
+                    f"not valid UTF-8 ({e.reason} at byte {e.start})", path=path, line=number
+                )
             yield number, line.rstrip("\n").rstrip("\r")

@@ -7,15 +7,15 @@ silently scores the wrong tokens. Our inference entry points refuse that before 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence
 
 import yaml
 
 from espnet_ext.errors import ConfigError
 
 
-def option_value(argv: Sequence[str], name: str) -> Optional[str]:
+def option_value(argv: Sequence[str], name: str) -> str | None:
     """The value of ``--name value`` or ``--name=value`` in an argument list (the last one wins, as argparse)."""
     value = None
     for i, arg in enumerate(argv):
@@ -26,7 +26,7 @@ def option_value(argv: Sequence[str], name: str) -> Optional[str]:
     return value
 
 
-def token_list(config: str) -> List[str]:
+def token_list(config: str) -> list[str]:
     path = Path(config)
     try:
         tokens = yaml.safe_load(path.read_text(encoding="utf-8")).get("token_list")

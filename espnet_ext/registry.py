@@ -14,7 +14,6 @@ import importlib.abc
 import importlib.util
 import sys
 import threading
-from typing import Dict, List, Tuple
 
 # ESPnet2 module -> [(ClassChoices attribute, choice name, "our.module:Class")]
 _RELAXED = "espnet_ext.nets.relaxed_transformer:"
@@ -22,16 +21,28 @@ _RELAXED_ENCODERS = [
     ("encoder_choices", "relaxed_transformer", _RELAXED + "RelaxedTransformerEncoder"),
     ("encoder_choices", "relaxed_cnn_transformer", _RELAXED + "RelaxedCNNTransformerEncoder"),
 ]
-_RELAXED_DECODER = ("decoder_choices", "relaxed_transformer", _RELAXED + "RelaxedTransformerDecoder")
+_RELAXED_DECODER = (
+    "decoder_choices",
+    "relaxed_transformer",
+    _RELAXED + "RelaxedTransformerDecoder",
+)
 
-REGISTRY: Dict[str, List[Tuple[str, str, str]]] = {
+REGISTRY: dict[str, list[tuple[str, str, str]]] = {
     "espnet2.tasks.asr": [
-        ("encoder_choices", "cnn_transformer", "espnet_ext.nets.cnn_transformer_encoder:CNNTransformerEncoder"),
+        (
+            "encoder_choices",
+            "cnn_transformer",
+            "espnet_ext.nets.cnn_transformer_encoder:CNNTransformerEncoder",
+        ),
         *_RELAXED_ENCODERS,
         _RELAXED_DECODER,
     ],
     "espnet2.tasks.st": [
-        ("encoder_choices", "cnn_transformer", "espnet_ext.nets.cnn_transformer_encoder:CNNTransformerEncoder"),
+        (
+            "encoder_choices",
+            "cnn_transformer",
+            "espnet_ext.nets.cnn_transformer_encoder:CNNTransformerEncoder",
+        ),
         *_RELAXED_ENCODERS,
         _RELAXED_DECODER,
     ],
@@ -47,7 +58,7 @@ REGISTRY: Dict[str, List[Tuple[str, str, str]]] = {
 
 # ESPnet2 module -> ["our.module:function"] run right after it is imported (tables that are not ClassChoices,
 # e.g. the data types of espnet2.train.dataset).
-HOOKS: Dict[str, List[str]] = {
+HOOKS: dict[str, list[str]] = {
     "espnet2.train.dataset": ["espnet_ext.data.types:install"],
 }
 
@@ -76,7 +87,9 @@ def _apply_entry(module, choices_attr: str, name: str, target: str) -> None:
     cls = _load(target)
     existing = choices.classes.get(key)
     if existing is not None and existing is not cls:
-        raise ValueError(f"{module.__name__}.{choices_attr} already has a different '{key}': {existing}")
+        raise ValueError(
+            f"{module.__name__}.{choices_attr} already has a different '{key}': {existing}"
+        )
     choices.classes[key] = cls
 
 
@@ -129,7 +142,7 @@ def install() -> None:
                 apply(sys.modules[name])
 
 
-def build_model(task: str, args: List[str]):
+def build_model(task: str, args: list[str]):
     """Build a model the way ``python -m espnet_ext.bin.<task>_train`` would, from command-line style args.
 
     ``task`` is an ESPnet2 task module name ("asr", "st", "mt", "lm") or "module:TaskClass" for ours.
@@ -141,7 +154,9 @@ def build_model(task: str, args: List[str]):
     else:
         module = importlib.import_module(f"espnet2.tasks.{task}")
         task_cls = next(
-            getattr(module, n) for n in dir(module) if n.endswith("Task") and getattr(module, n).__module__ == module.__name__
+            getattr(module, n)
+            for n in dir(module)
+            if n.endswith("Task") and getattr(module, n).__module__ == module.__name__
         )
     parser = task_cls.get_parser()
     parsed = parser.parse_args(args)

@@ -33,9 +33,10 @@ import platform
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Union
 
 import yaml
 
@@ -50,18 +51,18 @@ PathLike = Union[str, Path]
 class Cell:
     row: str
     column: str
-    path: Optional[str] = None
-    key: Optional[str] = None
-    format: Optional[str] = None
+    path: str | None = None
+    key: str | None = None
+    format: str | None = None
     value: Any = None  # a literal instead of path/key
 
 
 @dataclass
 class Table:
     title: str
-    rows: List[str]
-    columns: List[str]
-    cells: List[Cell] = field(default_factory=list)
+    rows: list[str]
+    columns: list[str]
+    cells: list[Cell] = field(default_factory=list)
     row_header: str = ""
     notes: str = ""
 
@@ -82,7 +83,7 @@ def lookup(path: PathLike, key: str) -> Any:
     return value
 
 
-def format_value(value: Any, spec: Optional[str]) -> str:
+def format_value(value: Any, spec: str | None) -> str:
     if value is None:
         return MISSING
     if spec is not None:
@@ -95,15 +96,21 @@ def format_value(value: Any, spec: Optional[str]) -> str:
 
 def render_table(table: Table) -> str:
     """A markdown table with rows and columns in the given order; cells nobody filled show "-"."""
-    values: Dict[tuple, str] = {}
+    values: dict[tuple, str] = {}
     for cell in table.cells:
         if cell.row not in table.rows or cell.column not in table.columns:
-            raise ConfigError(f"table '{table.title}': cell ({cell.row!r}, {cell.column!r}) is not in its rows/columns")
+            raise ConfigError(
+                f"table '{table.title}': cell ({cell.row!r}, {cell.column!r}) is not in its rows/columns"
+            )
         if (cell.row, cell.column) in values:
-            raise ConfigError(f"table '{table.title}': cell ({cell.row!r}, {cell.column!r}) is given twice")
+            raise ConfigError(
+                f"table '{table.title}': cell ({cell.row!r}, {cell.column!r}) is given twice"
+            )
         if cell.path is not None:
             if cell.key is None:
-                raise ConfigError(f"table '{table.title}': cell ({cell.row!r}, {cell.column!r}) has a path but no key")
+                raise ConfigError(
+                    f"table '{table.title}': cell ({cell.row!r}, {cell.column!r}) has a path but no key"
+                )
             value = lookup(cell.path, cell.key)
         else:
             value = cell.value
@@ -115,7 +122,10 @@ def render_table(table: Table) -> str:
     lines = [
         line([table.row_header, *table.columns]),
         "|:--" + "|--:" * len(table.columns) + "|",
-        *(line([row, *(values.get((row, column), MISSING) for column in table.columns)]) for row in table.rows),
+        *(
+            line([row, *(values.get((row, column), MISSING) for column in table.columns)])
+            for row in table.rows
+        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -123,11 +133,16 @@ def render_table(table: Table) -> str:
 def _git_commit(directory: Path) -> str:
     try:
         commit = subprocess.run(
-            ["git", "-C", str(directory), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+            ["git", "-C", str(directory), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "none (not a git checkout)"
@@ -152,13 +167,13 @@ def _version(package: str) -> str:
         return "not installed"
 
 
-def environment() -> Dict[str, str]:
+def environment() -> dict[str, str]:
     """What produced the numbers: date, software versions, hardware, code version."""
     import torch
 
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "espnet": _version("espnet"),
@@ -174,7 +189,7 @@ def render_results(
     tables: Sequence[Table],
     command: str,
     notes: str = "",
-    env: Optional[Dict[str, str]] = None,
+    env: dict[str, str] | None = None,
 ) -> str:
     parts = [f"# {title}\n"]
     if notes.strip():
@@ -227,20 +242,24 @@ def load_spec(path: PathLike) -> tuple:
                 )
             )
         except (KeyError, TypeError, AttributeError) as e:
-            raise InputError(f"table {number}: expected title, rows, columns and cells ({e})", path=path)
+            raise InputError(
+                f"table {number}: expected title, rows, columns and cells ({e})", path=path
+            )
     return str(spec.get("title", "RESULTS")), tables, str(spec.get("notes", ""))
 
 
 def scan_tables(
     exp_dir: PathLike, test_sets: Sequence[str], scorer: str, metrics: Sequence[tuple]
-) -> List[Table]:
+) -> list[Table]:
     """Tables for every ``<exp_dir>/<model>/<decode>/<test_set>/<scorer>/result.json`` found.
 
     One table per (key, title) in ``metrics``; rows are "<model> / <decode>", columns the test sets.
     For pipelines whose experiments are not known in advance (the generic RESULTS.md of a recipe).
     """
     exp_dir = Path(exp_dir)
-    found = sorted({p.parents[2] for t in test_sets for p in exp_dir.glob(f"*/*/{t}/{scorer}/result.json")})
+    found = sorted(
+        {p.parents[2] for t in test_sets for p in exp_dir.glob(f"*/*/{t}/{scorer}/result.json")}
+    )
     rows = [f"{d.parent.name} / {d.name}" for d in found]
     tables = []
     for key, title in metrics:
@@ -249,31 +268,50 @@ def scan_tables(
             for row, d in zip(rows, found)
             for t in test_sets
         ]
-        tables.append(Table(title=title, rows=rows, columns=list(test_sets), cells=cells, row_header="model / decoding"))
+        tables.append(
+            Table(
+                title=title,
+                rows=rows,
+                columns=list(test_sets),
+                cells=cells,
+                row_header="model / decoding",
+            )
+        )
     return tables
 
 
 SCANS = {
     "asr": ("score_wer", [("wer", "WER [%]"), ("cer", "CER [%]")]),
     "mt": ("score_bleu", [("bleu", "BLEU"), ("exact_match", "Exact match [%]")]),
-    "ocr": ("score_acc", [("seq_acc", "Sequence accuracy [%]"), ("char_acc", "Character accuracy [%]")]),
+    "ocr": (
+        "score_acc",
+        [("seq_acc", "Sequence accuracy [%]"), ("char_acc", "Character accuracy [%]")],
+    ),
 }
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.results", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m espnet_ext.results",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--spec", type=Path, help="YAML or JSON table layout")
-    source.add_argument("--scan", choices=sorted(SCANS), help="tabulate every scored decoding under --exp_dir")
+    source.add_argument(
+        "--scan", choices=sorted(SCANS), help="tabulate every scored decoding under --exp_dir"
+    )
     parser.add_argument("--exp_dir", type=Path, default=Path("exp"), help="with --scan")
-    parser.add_argument("--test_sets", default="test", help="with --scan: space-separated column names")
+    parser.add_argument(
+        "--test_sets", default="test", help="with --scan: space-separated column names"
+    )
     parser.add_argument("--title", default="RESULTS", help="with --scan")
     parser.add_argument("--notes", default="", help="with --scan: markdown under the title")
     parser.add_argument("--out", type=Path, default=Path("RESULTS.md"))
     parser.add_argument(
-        "--command", default=None, help="the command that produced the results (default: this command line)"
+        "--command",
+        default=None,
+        help="the command that produced the results (default: this command line)",
     )
     cli_args = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(cli_args)

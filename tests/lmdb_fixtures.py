@@ -1,8 +1,8 @@
 """LMDB datasets in the deep-text-recognition-benchmark layout (image-<n>/label-<n>/num-samples), built in tests."""
 
 import io
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Tuple
 
 import lmdb
 import numpy as np
@@ -25,7 +25,7 @@ def word_image(word: str) -> bytes:
     return buffer.getvalue()
 
 
-def build_lmdb(path: Path, samples: Iterable[Tuple[bytes, str]]) -> Path:
+def build_lmdb(path: Path, samples: Iterable[tuple[bytes, str]]) -> Path:
     """Write (image bytes, label) samples as an LMDB at ``path`` (keys numbered from 1, as the benchmark's)."""
     path.mkdir(parents=True, exist_ok=True)
     env = lmdb.open(str(path), map_size=1 << 24)

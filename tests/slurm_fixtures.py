@@ -19,7 +19,6 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
@@ -35,8 +34,8 @@ class SlurmCluster:
     nodes: int
 
 
-_cluster: Optional[SlurmCluster] = None
-_unavailable: Optional[str] = None
+_cluster: SlurmCluster | None = None
+_unavailable: str | None = None
 
 
 def free_port_base(count: int) -> int:
@@ -52,13 +51,15 @@ def free_port_base(count: int) -> int:
     raise RuntimeError("no free ports for Slurm")
 
 
-def unavailable_reason() -> Optional[str]:
+def unavailable_reason() -> str | None:
     """Why a Slurm cluster cannot run here, or None."""
     if os.geteuid() != 0:
         return "the local Slurm needs root (slurmd starts jobs as the submitting user)"
     missing = [d for d in DAEMONS if shutil.which(d) is None]
     if missing:
-        return f"Slurm/munge not installed ({', '.join(missing)} missing): see tools/apt-packages.txt"
+        return (
+            f"Slurm/munge not installed ({', '.join(missing)} missing): see tools/apt-packages.txt"
+        )
     return None
 
 
@@ -70,14 +71,25 @@ def _start(config) -> None:
     # Not under pytest's tmp dirs: munged runs as user munge and must be able to enter its directory.
     state_dir = Path(tempfile.mkdtemp(prefix="slurm-test-"))
     started = subprocess.run(
-        [str(ROOT / "tools" / "slurm_start.sh"), "--nodes", str(NODES), "--state_dir", str(state_dir),
-         "--port", str(free_port_base(NODES + 1))],
-        capture_output=True, text=True,
+        [
+            str(ROOT / "tools" / "slurm_start.sh"),
+            "--nodes",
+            str(NODES),
+            "--state_dir",
+            str(state_dir),
+            "--port",
+            str(free_port_base(NODES + 1)),
+        ],
+        capture_output=True,
+        text=True,
     )
     previous_conf = os.environ.get("SLURM_CONF")
 
     def stop():
-        subprocess.run([str(ROOT / "tools" / "slurm_stop.sh"), "--state_dir", str(state_dir)], capture_output=True)
+        subprocess.run(
+            [str(ROOT / "tools" / "slurm_stop.sh"), "--state_dir", str(state_dir)],
+            capture_output=True,
+        )
         shutil.rmtree(state_dir, ignore_errors=True)
         if previous_conf is None:
             os.environ.pop("SLURM_CONF", None)

@@ -23,20 +23,37 @@ def test_option_value_reads_both_spellings():
 
 def test_same_vocabulary_passes_and_differences_are_named(tmp_path):
     model = config(tmp_path, "asr", ["<blank>", "<unk>", "a", "b", "<sos/eos>"])
-    check_lm_vocabulary(model, config(tmp_path, "lm_same", ["<blank>", "<unk>", "a", "b", "<sos/eos>"]))
+    check_lm_vocabulary(
+        model, config(tmp_path, "lm_same", ["<blank>", "<unk>", "a", "b", "<sos/eos>"])
+    )
     with pytest.raises(ConfigError, match="token id 2 is 'a' in the model but 'c' in the LM"):
-        check_lm_vocabulary(model, config(tmp_path, "lm_other", ["<blank>", "<unk>", "c", "b", "<sos/eos>"]))
+        check_lm_vocabulary(
+            model, config(tmp_path, "lm_other", ["<blank>", "<unk>", "c", "b", "<sos/eos>"])
+        )
     with pytest.raises(ConfigError, match="5 tokens vs 4"):
-        check_lm_vocabulary(model, config(tmp_path, "lm_short", ["<blank>", "<unk>", "a", "<sos/eos>"]))
+        check_lm_vocabulary(
+            model, config(tmp_path, "lm_short", ["<blank>", "<unk>", "a", "<sos/eos>"])
+        )
 
 
 def test_inference_entry_point_refuses_before_loading_anything(tmp_path):
     model = config(tmp_path, "asr", ["<blank>", "<unk>", "a", "<sos/eos>"])
     lm = config(tmp_path, "lm", ["<blank>", "<unk>", "b", "<sos/eos>"])
     out = subprocess.run(
-        [sys.executable, "-m", "espnet_ext.bin.asr_inference", "--asr_train_config", model,
-         "--lm_train_config", lm, "--output_dir", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "espnet_ext.bin.asr_inference",
+            "--asr_train_config",
+            model,
+            "--lm_train_config",
+            lm,
+            "--output_dir",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode != 0
     assert "vocabulary differs" in out.stderr and lm in out.stderr

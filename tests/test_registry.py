@@ -32,7 +32,16 @@ def asr_args(tmp_path):
     config.write_text(ENCODER_YAML)
     tokens = tmp_path / "tokens.txt"
     tokens.write_text("\n".join(["<blank>", "<unk>", "a", "b", "<sos/eos>"]) + "\n")
-    return ["--config", str(config), "--token_list", str(tokens), "--input_size", "20", "--token_type", "char"]
+    return [
+        "--config",
+        str(config),
+        "--token_list",
+        str(tokens),
+        "--input_size",
+        "20",
+        "--token_type",
+        "char",
+    ]
 
 
 def test_registered_encoder_builds_through_asr_task(asr_args):

@@ -10,7 +10,15 @@ import pytest
 import torch
 
 from espnet_ext.errors import ConfigError, InputError
-from espnet_ext.results import Cell, Table, environment, load_spec, render_results, render_table, write_results
+from espnet_ext.results import (
+    Cell,
+    Table,
+    environment,
+    load_spec,
+    render_results,
+    render_table,
+    write_results,
+)
 
 
 @pytest.fixture
@@ -18,7 +26,9 @@ def results(tmp_path):
     """Two finished decodes (one with nested counts) and one not run yet."""
     for name, wer in (("base_test", 12.3456), ("relaxed_test", 9.8765)):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "result.json").write_text(json.dumps({"wer": wer, "words": {"errors": int(wer * 10)}}))
+        (tmp_path / name / "result.json").write_text(
+            json.dumps({"wer": wer, "words": {"errors": int(wer * 10)}})
+        )
     return tmp_path
 
 
@@ -30,10 +40,25 @@ def table(results):
         columns=["paper", "test", "errors", "dev"],
         cells=[
             Cell("Transformer", "paper", value=12.4),
-            Cell("Transformer", "test", path=str(results / "base_test" / "result.json"), key="wer", format=".1f"),
-            Cell("+ relaxed", "test", path=str(results / "relaxed_test" / "result.json"), key="wer"),
-            Cell("+ relaxed", "errors", path=str(results / "relaxed_test" / "result.json"), key="words.errors"),
-            Cell("+ relaxed", "dev", path=str(results / "relaxed_dev" / "result.json"), key="wer"),  # not run yet
+            Cell(
+                "Transformer",
+                "test",
+                path=str(results / "base_test" / "result.json"),
+                key="wer",
+                format=".1f",
+            ),
+            Cell(
+                "+ relaxed", "test", path=str(results / "relaxed_test" / "result.json"), key="wer"
+            ),
+            Cell(
+                "+ relaxed",
+                "errors",
+                path=str(results / "relaxed_test" / "result.json"),
+                key="words.errors",
+            ),
+            Cell(
+                "+ relaxed", "dev", path=str(results / "relaxed_dev" / "result.json"), key="wer"
+            ),  # not run yet
         ],
     )
 
@@ -54,7 +79,9 @@ def test_bad_cells(results):
         render_table(bad_key)
     outside = table(results)
     outside.cells.append(Cell("Conformer", "test", value=1.0))
-    with pytest.raises(ConfigError, match=r"cell \('Conformer', 'test'\) is not in its rows/columns"):
+    with pytest.raises(
+        ConfigError, match=r"cell \('Conformer', 'test'\) is not in its rows/columns"
+    ):
         render_table(outside)
     twice = table(results)
     twice.cells.append(Cell("Transformer", "paper", value=1.0))
@@ -74,10 +101,16 @@ def test_environment_block():
 
 def test_document_and_atomic_write(tmp_path, results):
     out = tmp_path / "RESULTS.md"
-    write_results(out, "librispeech asr1", [table(results)], "./run.sh --stage 1", notes="Mini corpus.")
+    write_results(
+        out, "librispeech asr1", [table(results)], "./run.sh --stage 1", notes="Mini corpus."
+    )
     text = out.read_text()
-    assert text.startswith("# librispeech asr1\n\nMini corpus.\n\n## Table 2: WER [%]\n\n| Model | paper |")
-    assert "## Environment\n\n- date: " in text and f"- python: {platform.python_version()}\n" in text
+    assert text.startswith(
+        "# librispeech asr1\n\nMini corpus.\n\n## Table 2: WER [%]\n\n| Model | paper |"
+    )
+    assert (
+        "## Environment\n\n- date: " in text and f"- python: {platform.python_version()}\n" in text
+    )
     assert text.endswith("## Command\n\n```sh\n./run.sh --stage 1\n```\n")
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["RESULTS.md"]
     # A failure while rendering leaves the previous document untouched.
@@ -113,14 +146,33 @@ def test_yaml_and_json_specs(tmp_path, results):
     title, tables, notes = load_spec(yaml_spec)
     assert title == "mustc st1" and tables[0].rows == ["baseline", "3"]
     json_spec = tmp_path / "spec.json"
-    json_spec.write_text(json.dumps({"title": title, "tables": [{
-        "title": t.title, "rows": t.rows, "columns": t.columns,
-        "cells": [{k: v for k, v in vars(c).items() if v is not None} for c in t.cells]} for t in tables]}))
+    json_spec.write_text(
+        json.dumps(
+            {
+                "title": title,
+                "tables": [
+                    {
+                        "title": t.title,
+                        "rows": t.rows,
+                        "columns": t.columns,
+                        "cells": [
+                            {k: v for k, v in vars(c).items() if v is not None} for c in t.cells
+                        ],
+                    }
+                    for t in tables
+                ],
+            }
+        )
+    )
     assert render_table(load_spec(json_spec)[1][0]) == render_table(tables[0])
-    assert "| 3 | n/a |" in render_table(tables[0]) and "| baseline | 12.35 |" in render_table(tables[0])
+    assert "| 3 | n/a |" in render_table(tables[0]) and "| baseline | 12.35 |" in render_table(
+        tables[0]
+    )
 
     (tmp_path / "bad.yaml").write_text("title: x\ntables:\n  - {title: t, rows: [a]}\n")
-    with pytest.raises(InputError, match=r"bad.yaml: table 1: expected title, rows, columns and cells"):
+    with pytest.raises(
+        InputError, match=r"bad.yaml: table 1: expected title, rows, columns and cells"
+    ):
         load_spec(tmp_path / "bad.yaml")
 
 
@@ -128,16 +180,31 @@ def test_command_line(tmp_path, results):
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC.format(path="base_test/result.json"))  # relative to the working directory
     run = subprocess.run(
-        [sys.executable, "-m", "espnet_ext.results", "--spec", str(spec), "--out", "RESULTS.md",
-         "--command", "./run.sh --stage 13"],
-        cwd=results, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        [
+            sys.executable,
+            "-m",
+            "espnet_ext.results",
+            "--spec",
+            str(spec),
+            "--out",
+            "RESULTS.md",
+            "--command",
+            "./run.sh --stage 13",
+        ],
+        cwd=results,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
     )
     assert run.returncode == 0, run.stderr
     text = (results / "RESULTS.md").read_text()
     assert "| baseline | 12.35 |" in text and "./run.sh --stage 13" in text
     run = subprocess.run(
         [sys.executable, "-m", "espnet_ext.results", "--spec", str(tmp_path / "absent.yaml")],
-        cwd=results, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        cwd=results,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
     )
     assert run.returncode == 1 and "absent.yaml: cannot read the results spec" in run.stderr
 
@@ -147,13 +214,32 @@ def test_scan_tables_finds_every_scored_decoding(tmp_path):
 
     from espnet_ext.results import main
 
-    for model, decode, test, wer in [("asr_a", "decode_x", "test", 12.5), ("asr_b", "decode_x_lm", "test", 3.25)]:
+    for model, decode, test, wer in [
+        ("asr_a", "decode_x", "test", 12.5),
+        ("asr_b", "decode_x_lm", "test", 3.25),
+    ]:
         d = tmp_path / "exp" / model / decode / test / "score_wer"
         d.mkdir(parents=True)
         (d / "result.json").write_text(json.dumps({"wer": wer, "cer": wer / 2}))
     out = tmp_path / "RESULTS.md"
-    main(["--scan", "asr", "--exp_dir", str(tmp_path / "exp"), "--test_sets", "test other", "--out", str(out),
-          "--title", "Mini", "--notes", "wall time 9 min", "--command", "./run.sh"])
+    main(
+        [
+            "--scan",
+            "asr",
+            "--exp_dir",
+            str(tmp_path / "exp"),
+            "--test_sets",
+            "test other",
+            "--out",
+            str(out),
+            "--title",
+            "Mini",
+            "--notes",
+            "wall time 9 min",
+            "--command",
+            "./run.sh",
+        ]
+    )
     text = out.read_text()
     assert "# Mini" in text and "wall time 9 min" in text
     assert "| asr_a / decode_x | 12.50 | - |" in text

@@ -7,4 +7,6 @@ fi
 export PATH="${_tools_dir}/venv/bin:$(dirname "${_tools_dir}")/utils:${PATH}"
 export NLTK_DATA="${_tools_dir}/nltk_data"
 export PYTHONNOUSERSITE=1
+# This checkout's package first, also when another checkout installed the venv in editable mode.
+export PYTHONPATH="$(dirname "${_tools_dir}")${PYTHONPATH:+:${PYTHONPATH}}"
 unset _tools_dir

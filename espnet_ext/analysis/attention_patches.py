@@ -5,8 +5,8 @@ token it predicted."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -15,7 +15,9 @@ RECEPTIVE_FIELD = 46  # px of the 100-px-wide input seen by one backbone column
 COLUMN_STRIDE = 4
 
 
-def step_views(image: np.ndarray, steps: Sequence[Tuple[int, torch.Tensor, Optional[torch.Tensor]]]) -> List[np.ndarray]:
+def step_views(
+    image: np.ndarray, steps: Sequence[tuple[int, torch.Tensor, torch.Tensor | None]]
+) -> list[np.ndarray]:
     """What each step looked at: the patch when there is one, else the receptive field of argmax α."""
     views = []
     for _, alpha, patch in steps:
@@ -24,7 +26,7 @@ def step_views(image: np.ndarray, steps: Sequence[Tuple[int, torch.Tensor, Optio
             continue
         centre = 4 + COLUMN_STRIDE * int(alpha.argmax())
         x0 = max(0, centre - RECEPTIVE_FIELD // 2)
-        views.append(image[:, x0:x0 + RECEPTIVE_FIELD])
+        views.append(image[:, x0 : x0 + RECEPTIVE_FIELD])
     return views
 
 

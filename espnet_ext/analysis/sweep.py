@@ -40,9 +40,9 @@ import json
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
 
 import yaml
 
@@ -56,10 +56,14 @@ REQUIRED = ("name", "command", "tag_option", "train_stages", "decode_stages", "r
 class Decode:
     name: str
     options: str
-    runs: Optional[List[str]] = None  # None: every run; a name also covers its family (<name>_g0.1, _seed2)
+    runs: list[str] | None = (
+        None  # None: every run; a name also covers its family (<name>_g0.1, _seed2)
+    )
 
     def applies_to(self, run: str) -> bool:
-        return self.runs is None or run in self.runs or any(run.startswith(r + "_") for r in self.runs)
+        return (
+            self.runs is None or run in self.runs or any(run.startswith(r + "_") for r in self.runs)
+        )
 
 
 @dataclass
@@ -72,15 +76,15 @@ class Sweep:
     result: str
     metric: dict
     common: str = ""
-    prepare: List[str] = field(default_factory=list)
-    runs: Dict[str, str] = field(default_factory=dict)
-    decodes: List[Decode] = field(default_factory=list)
+    prepare: list[str] = field(default_factory=list)
+    runs: dict[str, str] = field(default_factory=dict)
+    decodes: list[Decode] = field(default_factory=list)
     tag_format: str = "{run}"
-    analyses: List[dict] = field(default_factory=list)
+    analyses: list[dict] = field(default_factory=list)
     source: Path = Path(".")
 
     @property
-    def sets(self) -> List[str]:
+    def sets(self) -> list[str]:
         return list(self.metric.get("sets", []))
 
     def tag(self, run: str) -> str:
@@ -89,20 +93,36 @@ class Sweep:
     def result_path(self, run: str, decode: str, dset: str) -> Path:
         return Path(self.result.format(tag=self.tag(run), decode=decode, set=dset))
 
-    def invocations(self, run: str) -> List[List[str]]:
+    def invocations(self, run: str) -> list[list[str]]:
         """The recipe command lines of one run: training, then every decoding that applies to it."""
-        base = [*shlex.split(self.command), *shlex.split(self.common), *shlex.split(self.runs[run]),
-                self.tag_option, self.tag(run)]
-        lines = [base + ["--stage", str(self.train_stages[0]), "--stop_stage", str(self.train_stages[1])]]
+        base = [
+            *shlex.split(self.command),
+            *shlex.split(self.common),
+            *shlex.split(self.runs[run]),
+            self.tag_option,
+            self.tag(run),
+        ]
+        lines = [
+            base + ["--stage", str(self.train_stages[0]), "--stop_stage", str(self.train_stages[1])]
+        ]
         for decode in self.decodes:
             if decode.applies_to(run):
-                lines.append(base + shlex.split(decode.options) + [
-                    "--inference_tag", decode.name,
-                    "--stage", str(self.decode_stages[0]), "--stop_stage", str(self.decode_stages[1])])
+                lines.append(
+                    base
+                    + shlex.split(decode.options)
+                    + [
+                        "--inference_tag",
+                        decode.name,
+                        "--stage",
+                        str(self.decode_stages[0]),
+                        "--stop_stage",
+                        str(self.decode_stages[1]),
+                    ]
+                )
         return lines
 
 
-def _expand_runs(spec: dict, path: Path) -> Dict[str, str]:
+def _expand_runs(spec: dict, path: Path) -> dict[str, str]:
     runs = {str(k): str(v or "") for k, v in (spec.get("runs") or {}).items()}
     for variant, gammas in (spec.get("gamma_grid") or {}).items():
         for gamma in gammas:
@@ -110,7 +130,9 @@ def _expand_runs(spec: dict, path: Path) -> Dict[str, str]:
     seeds = spec.get("seeds") or []
     if seeds:
         if "seed_option" not in spec:
-            raise InputError("'seeds' needs 'seed_option' (e.g. --asr_args \"--seed {seed}\")", path=path)
+            raise InputError(
+                "'seeds' needs 'seed_option' (e.g. --asr_args \"--seed {seed}\")", path=path
+            )
         base = dict(runs)
         for (run, options), seed in itertools.product(base.items(), seeds):
             runs[f"{run}_seed{seed}"] = f"{options} {spec['seed_option'].format(seed=seed)}"
@@ -139,15 +161,28 @@ def load_sweep(path) -> Sweep:
     runs = _expand_runs(spec, path)
     for decode in decodes:
         # A name may also stand for a family: relaxed_cross covers relaxed_cross_g0.1, ..._seed2.
-        unknown = [r for r in decode.runs or [] if not any(run == r or run.startswith(r + "_") for run in runs)]
+        unknown = [
+            r
+            for r in decode.runs or []
+            if not any(run == r or run.startswith(r + "_") for run in runs)
+        ]
         if unknown:
             raise InputError(f"decode '{decode.name}' names unknown runs {unknown}", path=path)
     return Sweep(
-        name=str(spec["name"]), command=str(spec["command"]), tag_option=str(spec["tag_option"]),
-        train_stages=list(spec["train_stages"]), decode_stages=list(spec["decode_stages"]),
-        result=str(spec["result"]), metric=dict(spec["metric"]), common=str(spec.get("common", "")),
-        prepare=[str(p) for p in spec.get("prepare") or []], runs=runs, decodes=decodes,
-        tag_format=str(spec.get("tag_format", "{run}")), analyses=list(spec.get("analyses") or []), source=path,
+        name=str(spec["name"]),
+        command=str(spec["command"]),
+        tag_option=str(spec["tag_option"]),
+        train_stages=list(spec["train_stages"]),
+        decode_stages=list(spec["decode_stages"]),
+        result=str(spec["result"]),
+        metric=dict(spec["metric"]),
+        common=str(spec.get("common", "")),
+        prepare=[str(p) for p in spec.get("prepare") or []],
+        runs=runs,
+        decodes=decodes,
+        tag_format=str(spec.get("tag_format", "{run}")),
+        analyses=list(spec.get("analyses") or []),
+        source=path,
     )
 
 
@@ -162,10 +197,14 @@ def run_task(sweep: Sweep, index: int) -> None:
         print("+ " + shlex.join(line), flush=True)
         code = subprocess.call(line)
         if code:
-            raise SystemExit(f"sweep {sweep.name}, run {run}: '{shlex.join(line)}' failed with exit code {code}")
+            raise SystemExit(
+                f"sweep {sweep.name}, run {run}: '{shlex.join(line)}' failed with exit code {code}"
+            )
 
 
-def run_sweep(sweep: Sweep, spec_path: str, cmd: str, max_jobs_run: Optional[int], dry_run: bool) -> None:
+def run_sweep(
+    sweep: Sweep, spec_path: str, cmd: str, max_jobs_run: int | None, dry_run: bool
+) -> None:
     out = sweep_dir(sweep)
     for options in sweep.prepare:
         line = [*shlex.split(sweep.command), *shlex.split(sweep.common), *shlex.split(options)]
@@ -174,35 +213,53 @@ def run_sweep(sweep: Sweep, spec_path: str, cmd: str, max_jobs_run: Optional[int
             raise SystemExit(f"sweep {sweep.name}: preparation '{shlex.join(line)}' failed")
     runs = list(sweep.runs)
     with atomic_write(out / "runs.json") as f:
-        json.dump({run: [shlex.join(line) for line in sweep.invocations(run)] for run in runs}, f, indent=1)
-    array = [*shlex.split(cmd), *(["--max_jobs_run", str(max_jobs_run)] if max_jobs_run else []),
-             f"JOB=1:{len(runs)}", str(out / "log" / "run.JOB.log"),
-             sys.executable, "-m", "espnet_ext.analysis.sweep", "task", "--spec", spec_path, "--index", "JOB"]
+        json.dump(
+            {run: [shlex.join(line) for line in sweep.invocations(run)] for run in runs},
+            f,
+            indent=1,
+        )
+    array = [
+        *shlex.split(cmd),
+        *(["--max_jobs_run", str(max_jobs_run)] if max_jobs_run else []),
+        f"JOB=1:{len(runs)}",
+        str(out / "log" / "run.JOB.log"),
+        sys.executable,
+        "-m",
+        "espnet_ext.analysis.sweep",
+        "task",
+        "--spec",
+        spec_path,
+        "--index",
+        "JOB",
+    ]
     print("+ " + shlex.join(array), flush=True)
     if dry_run:
         return
     if subprocess.call(array):
-        raise SystemExit(f"sweep {sweep.name}: some runs failed; their logs are {out}/log/run.<n>.log "
-                         f"(n = position in {out}/runs.json)")
+        raise SystemExit(
+            f"sweep {sweep.name}: some runs failed; their logs are {out}/log/run.<n>.log "
+            f"(n = position in {out}/runs.json)"
+        )
 
 
-def collect(sweep: Sweep, key: Optional[str] = None) -> Dict[str, Dict[str, Dict[str, Optional[float]]]]:
+def collect(sweep: Sweep, key: str | None = None) -> dict[str, dict[str, dict[str, float | None]]]:
     """{run: {decode: {set: value or None (not run yet)}}} of ``key`` (default: the metric's) in the
     runs' result files."""
     from espnet_ext.results import lookup
 
     key = key or sweep.metric["key"]
-    values: Dict[str, Dict[str, Dict[str, Optional[float]]]] = {}
+    values: dict[str, dict[str, dict[str, float | None]]] = {}
     for run in sweep.runs:
         for decode in sweep.decodes:
             if decode.applies_to(run):
                 values.setdefault(run, {})[decode.name] = {
-                    dset: lookup(sweep.result_path(run, decode.name, dset), key) for dset in sweep.sets
+                    dset: lookup(sweep.result_path(run, decode.name, dset), key)
+                    for dset in sweep.sets
                 }
     return values
 
 
-def write_collection(sweep: Sweep, results_md: Optional[str], command: str) -> List[Path]:
+def write_collection(sweep: Sweep, results_md: str | None, command: str) -> list[Path]:
     from espnet_ext.analysis.tables import render_analyses
     from espnet_ext.results import write_results
 
@@ -210,28 +267,41 @@ def write_collection(sweep: Sweep, results_md: Optional[str], command: str) -> L
     values = collect(sweep)
     with atomic_write(out / "results.json") as f:
         json.dump(values, f, indent=1)
+
     def values_of(key):
         return values if key is None else collect(sweep, key)
 
     tables, figures = render_analyses(sweep, values_of, out)
     written = [out / "results.json", *figures]
     title = f"Sweep {sweep.name}"
-    written.append(write_results(out / "tables.md", title, tables, command, notes=f"Spec: `{sweep.source}`."))
+    written.append(
+        write_results(out / "tables.md", title, tables, command, notes=f"Spec: `{sweep.source}`.")
+    )
     if results_md:
         # RESULTS.md is committed with the recipe: its figures go beside it, not into exp/.
         md_dir = Path(results_md).parent
-        md_tables, md_figures = render_analyses(sweep, values_of, md_dir / "figures", link_dir=md_dir)
+        md_tables, md_figures = render_analyses(
+            sweep, values_of, md_dir / "figures", link_dir=md_dir
+        )
         written += md_figures
-        written.append(write_results(results_md, title, md_tables, command, notes=f"Spec: `{sweep.source}`."))
+        written.append(
+            write_results(results_md, title, md_tables, command, notes=f"Spec: `{sweep.source}`.")
+        )
     return written
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="prepare, submit every run as one array job, wait, collect")
-    run.add_argument("--cmd", default="utils/run.py", help="job backend command (cmd.sh's ${cuda_cmd} etc.)")
-    run.add_argument("--max_jobs_run", type=int, default=None, help="runs at once (local: default 1)")
+    run = commands.add_parser(
+        "run", help="prepare, submit every run as one array job, wait, collect"
+    )
+    run.add_argument(
+        "--cmd", default="utils/run.py", help="job backend command (cmd.sh's ${cuda_cmd} etc.)"
+    )
+    run.add_argument(
+        "--max_jobs_run", type=int, default=None, help="runs at once (local: default 1)"
+    )
     run.add_argument("--dry_run", action="store_true", help="print what would run")
     task = commands.add_parser("task", help="one run (what each array job executes)")
     task.add_argument("--index", type=int, required=True)
@@ -239,7 +309,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     for sub in (run, task, col):
         sub.add_argument("--spec", required=True)
     for sub in (run, col):
-        sub.add_argument("--results_md", default=None, help="also write the tables as this RESULTS.md")
+        sub.add_argument(
+            "--results_md", default=None, help="also write the tables as this RESULTS.md"
+        )
     args = parser.parse_args(argv)
     try:
         sweep = load_sweep(args.spec)
@@ -248,11 +320,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             return
         if args.command == "run":
             local = Path(shlex.split(args.cmd)[0]).name == "run.py"
-            max_jobs = args.max_jobs_run or (1 if local else None)  # local runs share this machine's cores
+            max_jobs = args.max_jobs_run or (
+                1 if local else None
+            )  # local runs share this machine's cores
             run_sweep(sweep, args.spec, args.cmd, max_jobs, args.dry_run)
             if args.dry_run:
                 return
-        command = "python -m espnet_ext.analysis.sweep " + shlex.join(list(argv if argv is not None else sys.argv[1:]))
+        command = "python -m espnet_ext.analysis.sweep " + shlex.join(
+            list(argv if argv is not None else sys.argv[1:])
+        )
         for path in write_collection(sweep, args.results_md, command):
             print(path)
     except (ConfigError, InputError) as e:

@@ -28,24 +28,26 @@ from __future__ import annotations
 import math
 import os
 import statistics
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from espnet_ext.errors import ConfigError
 from espnet_ext.results import Cell, Table
 
-Values = Dict[str, Dict[str, Dict[str, Optional[float]]]]
+Values = dict[str, dict[str, dict[str, float | None]]]
 
 
-def _value(values: Values, run: str, decode: str, dset: str) -> Optional[float]:
+def _value(values: Values, run: str, decode: str, dset: str) -> float | None:
     if run not in values:
         raise ConfigError(f"analysis refers to run '{run}', which the sweep does not define")
     if decode not in values[run]:
-        raise ConfigError(f"analysis refers to decoding '{decode}' of run '{run}', which the sweep does not make")
+        raise ConfigError(
+            f"analysis refers to decoding '{decode}' of run '{run}', which the sweep does not make"
+        )
     return values[run][decode].get(dset)
 
 
-def mean_std(samples: Sequence[Optional[float]]) -> Optional[Tuple[float, float]]:
+def mean_std(samples: Sequence[float | None]) -> tuple[float, float] | None:
     """Mean and sample standard deviation, or None until every run has finished."""
     if not samples or any(s is None for s in samples):
         return None
@@ -54,7 +56,9 @@ def mean_std(samples: Sequence[Optional[float]]) -> Optional[Tuple[float, float]
 
 def paper_table(spec: dict, values: Values, sets: Sequence[str], fmt: str) -> Table:
     groups = dict(spec["groups"])
-    columns = [f"{group} {dset}" if len(groups) > 1 or group else dset for group in groups for dset in sets]
+    columns = [
+        f"{group} {dset}" if len(groups) > 1 or group else dset for group in groups for dset in sets
+    ]
     cells, rows = [], []
     for row in spec["rows"]:
         label = str(row["label"])
@@ -71,11 +75,19 @@ def paper_table(spec: dict, values: Values, sets: Sequence[str], fmt: str) -> Ta
                 stats = mean_std(samples)
                 text = None if stats is None else f"{stats[0]:{fmt}} ± {stats[1]:{fmt}}"
                 cells.append(Cell(row=label, column=column, value=text))
-    return Table(title=spec["title"], rows=rows, columns=columns, cells=cells,
-                 row_header=str(spec.get("row_header", "Approach")), notes=str(spec.get("notes", "")))
+    return Table(
+        title=spec["title"],
+        rows=rows,
+        columns=columns,
+        cells=cells,
+        row_header=str(spec.get("row_header", "Approach")),
+        notes=str(spec.get("notes", "")),
+    )
 
 
-def lm_improvement(no_lm: Optional[float], with_lm: Optional[float], higher_is_better: bool) -> Optional[float]:
+def lm_improvement(
+    no_lm: float | None, with_lm: float | None, higher_is_better: bool
+) -> float | None:
     """How much the LM helps: WER reduction (no LM - LM) or BLEU gain (LM - no LM)."""
     if no_lm is None or with_lm is None:
         return None
@@ -88,8 +100,16 @@ def _notes_with_figure(spec: dict, figure: Path, link_dir: Path) -> str:
     return str(spec.get("notes", "")) + f"\n\n![{spec['title']}]({link})"
 
 
-def internal_lm(spec: dict, values: Values, sets: Sequence[str], fmt: str, higher_is_better: bool,
-                label: str, out_dir: Path, link_dir: Path) -> Tuple[Table, Path]:
+def internal_lm(
+    spec: dict,
+    values: Values,
+    sets: Sequence[str],
+    fmt: str,
+    higher_is_better: bool,
+    label: str,
+    out_dir: Path,
+    link_dir: Path,
+) -> tuple[Table, Path]:
     word = "gain" if higher_is_better else "reduction"
     columns = [f"absolute {s}" for s in sets] + [f"LM-induced {word} {s}" for s in sets]
     rows, cells, bars = [], [], {}
@@ -97,38 +117,57 @@ def internal_lm(spec: dict, values: Values, sets: Sequence[str], fmt: str, highe
         base_row = f"{model_label}, no LM"
         rows.append(base_row)
         for dset in sets:
-            cells.append(Cell(row=base_row, column=f"absolute {dset}", value=_value(values, run, spec["no_lm"], dset),
-                              format=fmt))
+            cells.append(
+                Cell(
+                    row=base_row,
+                    column=f"absolute {dset}",
+                    value=_value(values, run, spec["no_lm"], dset),
+                    format=fmt,
+                )
+            )
         for lm_label, decode in spec["lms"].items():
             row = f"{model_label} {lm_label}"
             rows.append(row)
             for dset in sets:
                 with_lm = _value(values, run, decode, dset)
-                gain = lm_improvement(_value(values, run, spec["no_lm"], dset), with_lm, higher_is_better)
+                gain = lm_improvement(
+                    _value(values, run, spec["no_lm"], dset), with_lm, higher_is_better
+                )
                 cells.append(Cell(row=row, column=f"absolute {dset}", value=with_lm, format=fmt))
-                cells.append(Cell(row=row, column=f"LM-induced {word} {dset}", value=gain, format=fmt))
+                cells.append(
+                    Cell(row=row, column=f"LM-induced {word} {dset}", value=gain, format=fmt)
+                )
                 bars[(model_label, lm_label, dset)] = gain
-    figure = _bar_chart(spec, bars, sets, f"LM-induced {word} of {label}", out_dir / f"{_slug(spec['title'])}.png")
-    table = Table(title=spec["title"], rows=rows, columns=columns, cells=cells, row_header="Approach",
-                  notes=_notes_with_figure(spec, figure, link_dir))
+    figure = _bar_chart(
+        spec, bars, sets, f"LM-induced {word} of {label}", out_dir / f"{_slug(spec['title'])}.png"
+    )
+    table = Table(
+        title=spec["title"],
+        rows=rows,
+        columns=columns,
+        cells=cells,
+        row_header="Approach",
+        notes=_notes_with_figure(spec, figure, link_dir),
+    )
     return table, figure
 
 
-def gamma_runs(values: Values, variant: str) -> List[Tuple[float, str]]:
+def gamma_runs(values: Values, variant: str) -> list[tuple[float, str]]:
     """(γ, run) of the runs named ``<variant>_g<γ>``, sorted by γ."""
     prefix = f"{variant}_g"
     found = []
     for run in values:
         if run.startswith(prefix):
             try:
-                found.append((float(run[len(prefix):]), run))
+                found.append((float(run[len(prefix) :]), run))
             except ValueError:
                 continue  # e.g. <variant>_g0.1_seed2: not part of the γ curve
     return sorted(found)
 
 
-def gamma_sweep(spec: dict, values: Values, fmt: str, label: str, out_dir: Path, link_dir: Path
-                ) -> Tuple[Table, Path]:
+def gamma_sweep(
+    spec: dict, values: Values, fmt: str, label: str, out_dir: Path, link_dir: Path
+) -> tuple[Table, Path]:
     dset = spec["set"]
     rows, cells, curves = [], [], {}
     gammas = sorted({g for variant in spec["decodes"] for g, _ in gamma_runs(values, variant)})
@@ -136,7 +175,9 @@ def gamma_sweep(spec: dict, values: Values, fmt: str, label: str, out_dir: Path,
     for variant, decode in spec["decodes"].items():
         points = gamma_runs(values, variant)
         if not points:
-            raise ConfigError(f"gamma analysis: no runs '{variant}_g<γ>' (add {variant} to the sweep's gamma_grid)")
+            raise ConfigError(
+                f"gamma analysis: no runs '{variant}_g<γ>' (add {variant} to the sweep's gamma_grid)"
+            )
         row = f"{variant} ({decode})"
         rows.append(row)
         baseline = _value(values, spec["baseline"], decode, dset)
@@ -147,14 +188,23 @@ def gamma_sweep(spec: dict, values: Values, fmt: str, label: str, out_dir: Path,
             cells.append(Cell(row=row, column=f"{gamma:g}", value=value, format=fmt))
             curve.append((gamma, value))
         curves[variant] = (baseline, curve)
-    figure = _gamma_figure(spec, curves, f"{label} ({dset})", out_dir / f"{_slug(spec['title'])}.png")
-    table = Table(title=spec["title"], rows=rows, columns=columns, cells=cells, row_header="variant (decoding)",
-                  notes=_notes_with_figure(spec, figure, link_dir))
+    figure = _gamma_figure(
+        spec, curves, f"{label} ({dset})", out_dir / f"{_slug(spec['title'])}.png"
+    )
+    table = Table(
+        title=spec["title"],
+        rows=rows,
+        columns=columns,
+        cells=cells,
+        row_header="variant (decoding)",
+        notes=_notes_with_figure(spec, figure, link_dir),
+    )
     return table, figure
 
 
-def render_analyses(sweep, values_of: Callable[[Optional[str]], Values], out_dir: Path,
-                    link_dir: Optional[Path] = None) -> Tuple[List[Table], List[Path]]:
+def render_analyses(
+    sweep, values_of: Callable[[str | None], Values], out_dir: Path, link_dir: Path | None = None
+) -> tuple[list[Table], list[Path]]:
     """Tables and figures (written to ``out_dir``) of the sweep's analyses; ``values_of(key)`` collects a
     result key (None: the sweep's metric). An analysis may name its own ``key`` and ``format`` (e.g. the
     attention entropy). Figures are linked relative to ``link_dir``, the Markdown file's directory."""
@@ -170,13 +220,17 @@ def render_analyses(sweep, values_of: Callable[[Optional[str]], Values], out_dir
         if kind == "paper_table":
             tables.append(paper_table(spec, values, sweep.sets, fmt))
         elif kind == "internal_lm":
-            table, figure = internal_lm(spec, values, sweep.sets, fmt, higher, label, out_dir, link_dir)
+            table, figure = internal_lm(
+                spec, values, sweep.sets, fmt, higher, label, out_dir, link_dir
+            )
             tables.append(table), figures.append(figure)
         elif kind == "gamma":
             table, figure = gamma_sweep(spec, values, fmt, label, out_dir, link_dir)
             tables.append(table), figures.append(figure)
         else:
-            raise ConfigError(f"sweep {sweep.name}: unknown analysis kind '{kind}' (paper_table, internal_lm, gamma)")
+            raise ConfigError(
+                f"sweep {sweep.name}: unknown analysis kind '{kind}' (paper_table, internal_lm, gamma)"
+            )
     return tables, figures
 
 
@@ -202,8 +256,12 @@ def _bar_chart(spec, bars, sets, ylabel, path: Path) -> Path:
     for ax, dset in zip(axes[0], sets):
         for k, lm in enumerate(lms):
             heights = [bars.get((m, lm, dset)) or 0.0 for m in models]
-            ax.bar([i + k * width for i in range(len(models))], heights, width, label=lm.lstrip("+ "))
-        ax.set_xticks([i + width * (len(lms) - 1) / 2 for i in range(len(models))], models, fontsize=8)
+            ax.bar(
+                [i + k * width for i in range(len(models))], heights, width, label=lm.lstrip("+ ")
+            )
+        ax.set_xticks(
+            [i + width * (len(lms) - 1) / 2 for i in range(len(models))], models, fontsize=8
+        )
         ax.axhline(0, color="black", linewidth=0.6)
         ax.set_title(dset)
         ax.set_ylabel(ylabel, fontsize=8)
@@ -225,7 +283,11 @@ def _gamma_figure(spec, curves, ylabel, path: Path) -> Path:
             ax.plot([g for g, _ in points], [v for _, v in points], marker="o", label=variant)
         if baseline is not None:
             ax.axhline(baseline, color="grey", linestyle="--", label="baseline (γ = 0)")
-        if curve and min(g for g, _ in curve) > 0 and max(g for g, _ in curve) / min(g for g, _ in curve) > 20:
+        if (
+            curve
+            and min(g for g, _ in curve) > 0
+            and max(g for g, _ in curve) / min(g for g, _ in curve) > 20
+        ):
             ax.set_xscale("log")
         ax.set_xlabel("relaxation coefficient γ")
         ax.set_ylabel(ylabel, fontsize=8)

@@ -8,7 +8,7 @@ default when the option is absent).
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 
@@ -20,13 +20,15 @@ OPTION = "--matched_inference"
 
 def set_matched_inference(model: torch.nn.Module, matched: bool) -> int:
     """Switch matched inference on every relaxed attention module; returns how many are relaxed (γ > 0)."""
-    relaxed = [m for m in model.modules() if isinstance(m, RelaxedMultiHeadedAttention) and m.gamma > 0]
+    relaxed = [
+        m for m in model.modules() if isinstance(m, RelaxedMultiHeadedAttention) and m.gamma > 0
+    ]
     for module in relaxed:
         module.matched_inference = matched
     return len(relaxed)
 
 
-def pop_option(argv: Sequence[str]) -> Tuple[Optional[bool], List[str]]:
+def pop_option(argv: Sequence[str]) -> tuple[bool | None, list[str]]:
     """(value or None, argv without the option) -- the option is ours, ESPnet's parser must not see it."""
     rest, value, args = [], None, list(argv)
     i = 0
@@ -49,7 +51,7 @@ def pop_option(argv: Sequence[str]) -> Tuple[Optional[bool], List[str]]:
     return value, rest
 
 
-def apply_on_build(task_cls, matched: Optional[bool]) -> None:
+def apply_on_build(task_cls, matched: bool | None) -> None:
     """Make ``task_cls.build_model_from_file`` set matched inference on the models it builds."""
     if matched is None:
         return
@@ -58,7 +60,9 @@ def apply_on_build(task_cls, matched: Optional[bool]) -> None:
     def build_with_relaxation(*args, **kwargs):
         model, train_args = build(*args, **kwargs)
         if set_matched_inference(model, matched) == 0 and matched:
-            raise ConfigError(f"{OPTION} true, but the model has no relaxed attention (γ > 0) to apply at test time")
+            raise ConfigError(
+                f"{OPTION} true, but the model has no relaxed attention (γ > 0) to apply at test time"
+            )
         return model, train_args
 
     task_cls.build_model_from_file = build_with_relaxation

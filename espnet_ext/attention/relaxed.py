@@ -23,7 +23,6 @@ sigmoid-renormalised weights (``espnet_ext.attention.smooth_focus``), the paper'
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
@@ -38,7 +37,7 @@ def unmasked_keys(mask: torch.Tensor) -> torch.Tensor:
     return mask.sum(dim=-1, keepdim=True).unsqueeze(1).clamp(min=1).to(torch.get_default_dtype())
 
 
-def relax_weights(weights: torch.Tensor, gamma: float, mask: Optional[torch.Tensor]) -> torch.Tensor:
+def relax_weights(weights: torch.Tensor, gamma: float, mask: torch.Tensor | None) -> torch.Tensor:
     """Eq. (1) on attention weights ``weights`` (B, H, L, T); ``mask`` (B, 1|L, T) or None (all keys)."""
     if mask is None:
         return (1.0 - gamma) * weights + gamma / weights.size(-1)
@@ -47,7 +46,7 @@ def relax_weights(weights: torch.Tensor, gamma: float, mask: Optional[torch.Tens
     return (1.0 - gamma) * weights + gamma * uniform
 
 
-def masked_mean_values(value: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+def masked_mean_values(value: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Mean of ``value`` (B, H, T, d) over each query's unmasked keys -> (B, H, 1|L, d)."""
     if mask is None:
         return value.mean(dim=-2, keepdim=True)
@@ -75,10 +74,14 @@ class RelaxedMultiHeadedAttention(MultiHeadedAttention):
         **espnet_kwargs,
     ):
         super().__init__(n_head, n_feat, dropout_rate, **espnet_kwargs)
-        self.configure(gamma=gamma, matched_inference=matched_inference, smooth_focus=smooth_focus, fused=fused)
+        self.configure(
+            gamma=gamma, matched_inference=matched_inference, smooth_focus=smooth_focus, fused=fused
+        )
 
     @classmethod
-    def from_attention(cls, attention: MultiHeadedAttention, **config) -> "RelaxedMultiHeadedAttention":
+    def from_attention(
+        cls, attention: MultiHeadedAttention, **config
+    ) -> RelaxedMultiHeadedAttention:
         """The same module (same parameter tensors, same state-dict keys) with relaxed weights.
 
         No new parameters are created, so building a relaxed model consumes exactly the random numbers the
@@ -90,12 +93,19 @@ class RelaxedMultiHeadedAttention(MultiHeadedAttention):
                 "(relative-position attention computes its scores differently)"
             )
         relaxed = cls.__new__(cls)
-        relaxed.__dict__.update(attention.__dict__)  # torch.nn.Module state: parameters, submodules, hooks
+        relaxed.__dict__.update(
+            attention.__dict__
+        )  # torch.nn.Module state: parameters, submodules, hooks
         relaxed.configure(**config)
         return relaxed
 
-    def configure(self, gamma: float = 0.0, matched_inference: bool = False, smooth_focus: bool = False,
-                  fused: bool = True) -> None:
+    def configure(
+        self,
+        gamma: float = 0.0,
+        matched_inference: bool = False,
+        smooth_focus: bool = False,
+        fused: bool = True,
+    ) -> None:
         self.gamma = check_gamma(gamma)
         self.matched_inference = bool(matched_inference)
         self.smooth_focus = bool(smooth_focus)
@@ -104,8 +114,10 @@ class RelaxedMultiHeadedAttention(MultiHeadedAttention):
             self.use_flash_attn = False  # flash-attn has no hook for changed weights
 
     def extra_repr(self) -> str:
-        return (f"gamma={self.gamma}, matched_inference={self.matched_inference}, "
-                f"smooth_focus={self.smooth_focus}, fused={self.fused}")
+        return (
+            f"gamma={self.gamma}, matched_inference={self.matched_inference}, "
+            f"smooth_focus={self.smooth_focus}, fused={self.fused}"
+        )
 
     @property
     def relaxing(self) -> bool:
@@ -128,7 +140,9 @@ class RelaxedMultiHeadedAttention(MultiHeadedAttention):
             weights = smooth_focus_weights(scores, mask)
         elif mask is not None:
             masked = mask.unsqueeze(1).eq(0)
-            weights = torch.softmax(scores.masked_fill(masked, torch.finfo(scores.dtype).min), dim=-1)
+            weights = torch.softmax(
+                scores.masked_fill(masked, torch.finfo(scores.dtype).min), dim=-1
+            )
             weights = weights.masked_fill(masked, 0.0)
         else:
             weights = torch.softmax(scores, dim=-1)

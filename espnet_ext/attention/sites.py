@@ -13,7 +13,7 @@ Sites not named keep ESPnet's attention. Unknown sites or options, and γ outsid
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Optional, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
@@ -24,7 +24,7 @@ from espnet_ext.errors import ConfigError
 SITE_OPTIONS = ("gamma", "matched_inference", "smooth_focus", "fused")
 
 
-def check_site_config(sites: Optional[Mapping], available: Sequence[str], owner: str) -> dict:
+def check_site_config(sites: Mapping | None, available: Sequence[str], owner: str) -> dict:
     """Validated copy of an ``attention_sites`` mapping: {site: {option: value}}."""
     if not sites:
         return {}
@@ -53,4 +53,8 @@ def configure_attention_sites(layers: Iterable[torch.nn.Module], sites: Mapping)
     """Swap the named attention modules of every layer for relaxed ones sharing their parameters."""
     for layer in layers:
         for site, options in sites.items():
-            setattr(layer, site, RelaxedMultiHeadedAttention.from_attention(getattr(layer, site), **options))
+            setattr(
+                layer,
+                site,
+                RelaxedMultiHeadedAttention.from_attention(getattr(layer, site), **options),
+            )

@@ -8,12 +8,10 @@ take much more than its share). The sum runs over the keys the query may see; ma
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 
-def smooth_focus_weights(scores: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+def smooth_focus_weights(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Eq. (4) on ``scores`` (B, H, L, T); ``mask`` (B, 1|L, T), 1 = may attend, or None."""
     gates = torch.sigmoid(scores)
     if mask is not None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Dict, List, Optional
 
 import yaml
 
@@ -23,7 +22,7 @@ from espnet_ext.attention.gamma import check_gamma
 from espnet_ext.errors import ConfigError
 
 # variant -> (module, site, option); module "encoder" or "decoder"
-VARIANTS: Dict[str, Optional[tuple]] = {
+VARIANTS: dict[str, tuple | None] = {
     "baseline": None,
     "smooth_focus": ("decoder", "src_attn", "smooth_focus"),
     "relaxed_cross": ("decoder", "src_attn", "gamma"),
@@ -42,7 +41,9 @@ RELAXED_NAMES = {
 }
 
 
-def variant_args(config: dict, variant: str, gamma: Optional[float] = None, task: str = "asr") -> List[str]:
+def variant_args(
+    config: dict, variant: str, gamma: float | None = None, task: str = "asr"
+) -> list[str]:
     """ESPnet2 training options turning ``config`` into ``variant``."""
     if variant not in VARIANTS:
         raise ConfigError(f"unknown attention variant '{variant}' (known: {', '.join(VARIANTS)})")
@@ -53,7 +54,9 @@ def variant_args(config: dict, variant: str, gamma: Optional[float] = None, task
     name = config.get(module, "")
     relaxed = RELAXED_NAMES[module].get(name, name if name.startswith("relaxed_") else None)
     if relaxed is None:
-        raise ConfigError(f"the {variant} variant needs a Transformer {module}, the config has '{name}'")
+        raise ConfigError(
+            f"the {variant} variant needs a Transformer {module}, the config has '{name}'"
+        )
     if option == "gamma":
         if gamma is None:
             gamma = PAPER_GAMMA[task][variant]
@@ -63,13 +66,17 @@ def variant_args(config: dict, variant: str, gamma: Optional[float] = None, task
     return [f"--{module}", relaxed, f"--{module}_conf", f"attention_sites.{site}.{option}={value}"]
 
 
-def variant_tag(options: List[str]) -> str:
+def variant_tag(options: list[str]) -> str:
     """Experiment-name suffix of a variant's options: '' (baseline), '_smooth_focus', '_relaxed_self_g0.01'."""
     if not options:
         return ""
     site_option, value = options[-1].split("=", 1)
     module, site = options[0].lstrip("-"), site_option.split(".")[1]
-    name = next(v for v, spec in VARIANTS.items() if spec and spec[:2] == (module, site) and spec[2] in site_option)
+    name = next(
+        v
+        for v, spec in VARIANTS.items()
+        if spec and spec[:2] == (module, site) and spec[2] in site_option
+    )
     return f"_{name}" + (f"_g{value}" if site_option.endswith(".gamma") else "")
 
 
@@ -77,10 +84,19 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="the training YAML the variant modifies")
     parser.add_argument("--variant", required=True, choices=sorted(VARIANTS))
-    parser.add_argument("--gamma", type=float, default=None, help="relaxation coefficient (default: paper's)")
-    parser.add_argument("--task", choices=sorted(PAPER_GAMMA), default="asr", help="whose paper γ to default to")
-    parser.add_argument("--print", choices=("args", "tag"), default="args", dest="what",
-                        help="the training options, or the experiment-name suffix ('_relaxed_cross_g0.25')")
+    parser.add_argument(
+        "--gamma", type=float, default=None, help="relaxation coefficient (default: paper's)"
+    )
+    parser.add_argument(
+        "--task", choices=sorted(PAPER_GAMMA), default="asr", help="whose paper γ to default to"
+    )
+    parser.add_argument(
+        "--print",
+        choices=("args", "tag"),
+        default="args",
+        dest="what",
+        help="the training options, or the experiment-name suffix ('_relaxed_cross_g0.25')",
+    )
     args = parser.parse_args(argv)
     path = Path(args.config)
     try:

@@ -9,7 +9,7 @@ The class is the name from the training ``--class_list``, or the index when trai
 import torch
 
 from espnet_ext.fileio import atomic_write
-from espnet_ext.tasks.abs_ext_task import inference_batches, inference_parser, inference_main
+from espnet_ext.tasks.abs_ext_task import inference_batches, inference_main, inference_parser
 from espnet_ext.tasks.image_classification import ImageClassificationTask, class_names
 
 
@@ -19,7 +19,9 @@ def get_parser():
 
 @torch.no_grad()
 def inference(args) -> None:
-    model, train_args = ImageClassificationTask.build_model_from_file(args.train_config, args.model_file, args.device)
+    model, train_args = ImageClassificationTask.build_model_from_file(
+        args.train_config, args.model_file, args.device
+    )
     model.eval()
     names = class_names(train_args)
     with atomic_write(args.output_file) as out:

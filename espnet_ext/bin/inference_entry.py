@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from espnet_ext.attention import matched_inference
 from espnet_ext.errors import ConfigError

@@ -1,10 +1,10 @@
 """ESPnet2's ``espnet2.bin.mt_inference`` with our classes registered, the LM vocabulary checked and
 ``--matched_inference true|false`` (see espnet_ext.bin.inference_entry)."""
 
-import espnet_ext  # noqa: F401  (registers our classes before ESPnet2 builds the model)
 from espnet2.bin.mt_inference import main
 from espnet2.tasks.mt import MTTask
 
+import espnet_ext  # noqa: F401  (registers our classes before ESPnet2 builds the model)
 from espnet_ext.bin.inference_entry import run
 
 if __name__ == "__main__":

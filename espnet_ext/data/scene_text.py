@@ -18,8 +18,8 @@ import io
 import string
 import sys
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -34,8 +34,9 @@ def normalise_label(label: str) -> str:
     return label.lower().translate(_DROP_PUNCTUATION).replace(" ", "")
 
 
-def read_lmdb(path, max_length: int = MAX_LENGTH, skipped: Optional[Counter] = None
-              ) -> Iterator[Tuple[str, np.ndarray, str]]:
+def read_lmdb(
+    path, max_length: int = MAX_LENGTH, skipped: Counter | None = None
+) -> Iterator[tuple[str, np.ndarray, str]]:
     """(key, grey uint8 image (H, W), normalised label) of every usable sample, in index order."""
     import lmdb
     from PIL import Image
@@ -54,11 +55,21 @@ def read_lmdb(path, max_length: int = MAX_LENGTH, skipped: Optional[Counter] = N
                 label_key, image_key = f"label-{index:09d}", f"image-{index:09d}"
                 raw_label, raw_image = txn.get(label_key.encode()), txn.get(image_key.encode())
                 if raw_label is None or raw_image is None:
-                    raise InputError("missing image or label", path=path, key=label_key if raw_label is None
-                                     else image_key)
+                    raise InputError(
+                        "missing image or label",
+                        path=path,
+                        key=label_key if raw_label is None else image_key,
+                    )
                 label = normalise_label(raw_label.decode("utf-8", errors="replace"))
-                reason = ("empty label" if not label else "longer than max_length" if len(label) > max_length
-                          else "characters outside 0-9a-z" if not set(label) <= ALPHABET else None)
+                reason = (
+                    "empty label"
+                    if not label
+                    else "longer than max_length"
+                    if len(label) > max_length
+                    else "characters outside 0-9a-z"
+                    if not set(label) <= ALPHABET
+                    else None
+                )
                 if reason:
                     skipped[reason] += 1
                     continue
@@ -66,24 +77,32 @@ def read_lmdb(path, max_length: int = MAX_LENGTH, skipped: Optional[Counter] = N
                     with Image.open(io.BytesIO(raw_image)) as image:
                         grey = np.asarray(image.convert("L"))
                 except (OSError, ValueError, SyntaxError) as e:
-                    raise InputError(f"cannot decode the image: {e}", path=path, key=image_key) from e
+                    raise InputError(
+                        f"cannot decode the image: {e}", path=path, key=image_key
+                    ) from e
                 yield f"{index:09d}", grey, label
     finally:
         env.close()
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     from espnet_ext.data.mnist import write_image_dir
 
-    parser = argparse.ArgumentParser(description="an LMDB scene-text set -> data dir (image.scp, text, images/)")
+    parser = argparse.ArgumentParser(
+        description="an LMDB scene-text set -> data dir (image.scp, text, images/)"
+    )
     parser.add_argument("--lmdb", required=True, help="directory with data.mdb")
     parser.add_argument("--out", required=True)
     parser.add_argument("--max_length", type=int, default=MAX_LENGTH)
-    parser.add_argument("--prefix", default=None, help="utterance id prefix (default: the LMDB dir name)")
+    parser.add_argument(
+        "--prefix", default=None, help="utterance id prefix (default: the LMDB dir name)"
+    )
     args = parser.parse_args(argv)
     skipped: Counter = Counter()
     try:
-        samples = [(image, label) for _, image, label in read_lmdb(args.lmdb, args.max_length, skipped)]
+        samples = [
+            (image, label) for _, image, label in read_lmdb(args.lmdb, args.max_length, skipped)
+        ]
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

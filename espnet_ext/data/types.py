@@ -13,8 +13,8 @@ ESPnet2 reads every data file through ``espnet2.train.dataset.DATA_TYPES`` (type
 from __future__ import annotations
 
 import collections.abc
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Dict, Iterator, Tuple, Union
 
 import numpy as np
 
@@ -60,7 +60,9 @@ def decode_video(path: str) -> np.ndarray:
         elif frames.ndim == 3:
             grey = frames.astype(np.float32)
         else:
-            raise ValueError(f"expected frames (T, H, W) or (T, H, W, 1|3), got shape {frames.shape}")
+            raise ValueError(
+                f"expected frames (T, H, W) or (T, H, W, 1|3), got shape {frames.shape}"
+            )
     else:
         grey = _read_with_opencv(path)
     if grey.shape[0] == 0:
@@ -95,20 +97,24 @@ class MediaScpReader(collections.abc.Mapping):
 
     kind = "media"
 
-    def __init__(self, scp: Union[str, Path], decode: Callable[[str], np.ndarray]):
+    def __init__(self, scp: str | Path, decode: Callable[[str], np.ndarray]):
         self.scp = str(scp)
         self.decode = decode
-        self.entries: Dict[str, Tuple[int, str]] = {}  # key -> (line number, media path)
+        self.entries: dict[str, tuple[int, str]] = {}  # key -> (line number, media path)
         for lineno, line in read_utf8_lines(self.scp):
             if not line.strip():
                 continue
             fields = line.split(maxsplit=1)
             if len(fields) != 2:
-                raise InputError(f"expected '<key> <path>', got {line!r}", path=self.scp, line=lineno)
+                raise InputError(
+                    f"expected '<key> <path>', got {line!r}", path=self.scp, line=lineno
+                )
             key, media = fields[0], fields[1].strip()
             if key in self.entries:
                 first = self.entries[key][0]
-                raise InputError(f"duplicate key (first on line {first})", path=self.scp, line=lineno, key=key)
+                raise InputError(
+                    f"duplicate key (first on line {first})", path=self.scp, line=lineno, key=key
+                )
             self.entries[key] = (lineno, media)
         if not self.entries:
             raise InputError(f"no entries in this {self.kind} scp", path=self.scp)
@@ -117,8 +123,15 @@ class MediaScpReader(collections.abc.Mapping):
         lineno, media = self.entries[key]
         try:
             return self.decode(media)
-        except (OSError, ValueError, SyntaxError, EOFError) as e:  # what Pillow, numpy, OpenCV raise on bad files
-            raise InputError(f"cannot decode {self.kind} '{media}': {e}", path=self.scp, line=lineno, key=key) from e
+        except (
+            OSError,
+            ValueError,
+            SyntaxError,
+            EOFError,
+        ) as e:  # what Pillow, numpy, OpenCV raise on bad files
+            raise InputError(
+                f"cannot decode {self.kind} '{media}': {e}", path=self.scp, line=lineno, key=key
+            ) from e
 
     def path(self, key: str) -> str:
         return self.entries[key][1]
@@ -136,14 +149,14 @@ class MediaScpReader(collections.abc.Mapping):
 class ImageScpReader(MediaScpReader):
     kind = "image"
 
-    def __init__(self, scp: Union[str, Path]):
+    def __init__(self, scp: str | Path):
         super().__init__(scp, decode_image)
 
 
 class VideoScpReader(MediaScpReader):
     kind = "video"
 
-    def __init__(self, scp: Union[str, Path]):
+    def __init__(self, scp: str | Path):
         super().__init__(scp, decode_video)
 
 

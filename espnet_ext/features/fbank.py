@@ -20,9 +20,9 @@ import io
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
 
 import kaldiio
 import numpy as np
@@ -77,15 +77,15 @@ class Utterance:
     source: str  # the wav.scp value: a path or a "command |" pipe
     wav_scp_line: int
     start_s: float = 0.0
-    end_s: Optional[float] = None  # None: to the end of the recording
-    segments_line: Optional[int] = None
+    end_s: float | None = None  # None: to the end of the recording
+    segments_line: int | None = None
 
 
-def _read_table(path: Path) -> Dict[str, Entry]:
+def _read_table(path: Path) -> dict[str, Entry]:
     return {entry.key: entry for entry in read_kaldi_entries(path)}
 
 
-def read_utterances(data_dir: Path) -> List[Utterance]:
+def read_utterances(data_dir: Path) -> list[Utterance]:
     """The utterances of a data dir, sorted by id, with where their audio comes from."""
     wav_scp = data_dir / "wav.scp"
     recordings = _read_table(wav_scp)
@@ -102,13 +102,32 @@ def read_utterances(data_dir: Path) -> List[Utterance]:
                 raise ValueError
             recording_id, start_s, end_s = fields[0], float(fields[1]), float(fields[2])
         except ValueError:
-            raise InputError("expected '<utt> <recording> <start> <end>'", path=segments, line=line, key=utt_id)
+            raise InputError(
+                "expected '<utt> <recording> <start> <end>'", path=segments, line=line, key=utt_id
+            )
         if recording_id not in recordings:
-            raise InputError(f"recording '{recording_id}' is not in {wav_scp}", path=segments, line=line, key=utt_id)
+            raise InputError(
+                f"recording '{recording_id}' is not in {wav_scp}",
+                path=segments,
+                line=line,
+                key=utt_id,
+            )
         if start_s < 0 or (end_s != -1 and end_s <= start_s):
-            raise InputError(f"bad segment times {start_s}..{end_s}", path=segments, line=line, key=utt_id)
+            raise InputError(
+                f"bad segment times {start_s}..{end_s}", path=segments, line=line, key=utt_id
+            )
         wav = recordings[recording_id]
-        utts.append(Utterance(utt_id, recording_id, wav.value, wav.line, start_s, None if end_s == -1 else end_s, line))
+        utts.append(
+            Utterance(
+                utt_id,
+                recording_id,
+                wav.value,
+                wav.line,
+                start_s,
+                None if end_s == -1 else end_s,
+                line,
+            )
+        )
     return sorted(utts, key=lambda u: u.utt_id)
 
 
@@ -127,7 +146,7 @@ def load_recording(source: str, sample_rate: int, wav_scp: Path, line: int, key:
 
     if source.endswith("|"):
         command = source[:-1].strip()
-        run = subprocess.run(command, shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        run = subprocess.run(command, shell=True, capture_output=True)
         if run.returncode != 0:
             stderr = run.stderr.decode(errors="replace").strip()[-500:]
             raise fail(f"command '{command}' failed with exit code {run.returncode}: {stderr}")
@@ -149,7 +168,9 @@ def load_recording(source: str, sample_rate: int, wav_scp: Path, line: int, key:
     return waveform[:, 0]
 
 
-def _utterance_waveform(utt: Utterance, recording: np.ndarray, data_dir: Path, opts: FbankOptions) -> np.ndarray:
+def _utterance_waveform(
+    utt: Utterance, recording: np.ndarray, data_dir: Path, opts: FbankOptions
+) -> np.ndarray:
     if utt.segments_line is None:
         return recording
     duration_s = len(recording) / opts.sample_rate
@@ -161,15 +182,19 @@ def _utterance_waveform(utt: Utterance, recording: np.ndarray, data_dir: Path, o
             line=utt.segments_line,
             key=utt.utt_id,
         )
-    return recording[int(round(utt.start_s * opts.sample_rate)) : int(round(end_s * opts.sample_rate))]
+    return recording[
+        int(round(utt.start_s * opts.sample_rate)) : int(round(end_s * opts.sample_rate))
+    ]
 
 
-def shard_paths(out_dir: Path, job: int) -> Dict[str, Path]:
+def shard_paths(out_dir: Path, job: int) -> dict[str, Path]:
     base = Path(out_dir) / "data"
     return {kind: base / f"feats.{job}.{kind}" for kind in ("ark", "scp", "utt2num_frames")}
 
 
-def compute_shard(data_dir: Path, out_dir: Path, nj: int, job: int, opts: FbankOptions = FbankOptions()) -> int:
+def compute_shard(
+    data_dir: Path, out_dir: Path, nj: int, job: int, opts: FbankOptions = FbankOptions()
+) -> int:
     """Write the features of shard ``job`` of ``nj``; returns its number of utterances."""
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     utts = shard(read_utterances(data_dir), nj, job)
@@ -181,14 +206,18 @@ def compute_shard(data_dir: Path, out_dir: Path, nj: int, job: int, opts: FbankO
 
     tmp_ark = paths["ark"].with_name(f".{paths['ark'].name}.tmp")
     tmp_scp = paths["scp"].with_name(f".{paths['scp'].name}.tmp")
-    num_frames: Dict[str, int] = {}
-    cached: Tuple[Optional[str], Optional[np.ndarray]] = (None, None)  # segments share recordings
+    num_frames: dict[str, int] = {}
+    cached: tuple[str | None, np.ndarray | None] = (None, None)  # segments share recordings
     try:
         with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
             for utt in utts:
                 if cached[0] != utt.recording_id:
                     recording = load_recording(
-                        utt.source, opts.sample_rate, data_dir / "wav.scp", utt.wav_scp_line, utt.recording_id
+                        utt.source,
+                        opts.sample_rate,
+                        data_dir / "wav.scp",
+                        utt.wav_scp_line,
+                        utt.recording_id,
                     )
                     cached = (utt.recording_id, recording)
                 waveform = _utterance_waveform(utt, cached[1], data_dir, opts)
@@ -226,15 +255,22 @@ def merge_shards(data_dir: Path, out_dir: Path, nj: int) -> int:
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     utt_ids = [u.utt_id for u in read_utterances(data_dir)]
     utt_list = data_dir / ("segments" if (data_dir / "segments").exists() else "wav.scp")
-    (out_dir / "feats.scp").unlink(missing_ok=True)  # an earlier merge must not look current if this one fails
-    scp_lines: Dict[str, str] = {}
-    frame_lines: Dict[str, str] = {}
+    (out_dir / "feats.scp").unlink(
+        missing_ok=True
+    )  # an earlier merge must not look current if this one fails
+    scp_lines: dict[str, str] = {}
+    frame_lines: dict[str, str] = {}
     for job in range(1, nj + 1):
         paths = shard_paths(out_dir, job)
         if not paths["scp"].exists():
-            raise InputError(f"shard {job} of {nj} is missing or unfinished: rerun its compute job", path=paths["scp"])
+            raise InputError(
+                f"shard {job} of {nj} is missing or unfinished: rerun its compute job",
+                path=paths["scp"],
+            )
         if not paths["ark"].exists():
-            raise InputError(f"shard {job} of {nj}: its archive {paths['ark']} is gone", path=paths["scp"])
+            raise InputError(
+                f"shard {job} of {nj}: its archive {paths['ark']} is gone", path=paths["scp"]
+            )
         shard_scp = _read_table(paths["scp"])
         shard_frames = _read_table(paths["utt2num_frames"])
         expected = set(shard(utt_ids, nj, job))
@@ -248,7 +284,9 @@ def merge_shards(data_dir: Path, out_dir: Path, nj: int) -> int:
                 path=paths["scp"],
             )
         if set(shard_frames) != set(shard_scp):
-            raise InputError(f"does not list the same utterances as {paths['scp']}", path=paths["utt2num_frames"])
+            raise InputError(
+                f"does not list the same utterances as {paths['scp']}", path=paths["utt2num_frames"]
+            )
         for utt, entry in shard_scp.items():
             scp_lines[utt] = entry.value
             frame_lines[utt] = shard_frames[utt].value
@@ -259,8 +297,15 @@ def merge_shards(data_dir: Path, out_dir: Path, nj: int) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     if out_dir.resolve() != data_dir.resolve():
         for source in sorted(data_dir.iterdir()):
-            if source.is_file() and not source.name.startswith(".") and source.name not in FEATURE_FILES:
-                with open(source, "rb") as src, atomic_write(out_dir / source.name, mode="wb") as dst:
+            if (
+                source.is_file()
+                and not source.name.startswith(".")
+                and source.name not in FEATURE_FILES
+            ):
+                with (
+                    open(source, "rb") as src,
+                    atomic_write(out_dir / source.name, mode="wb") as dst,
+                ):
                     shutil.copyfileobj(src, dst)
     with atomic_write(out_dir / "utt2num_frames") as f:
         f.writelines(f"{utt} {frame_lines[utt]}\n" for utt in utt_ids)
@@ -272,7 +317,7 @@ def merge_shards(data_dir: Path, out_dir: Path, nj: int) -> int:
     return len(utt_ids)
 
 
-def _some(ids: List[str], limit: int = 5) -> str:
+def _some(ids: list[str], limit: int = 5) -> str:
     return ", ".join(ids[:limit]) + (", ..." if len(ids) > limit else "") if ids else "none"
 
 
@@ -287,27 +332,41 @@ def get_parser() -> argparse.ArgumentParser:
         ("compute", "features of one shard of a data dir"),
         ("merge", "check the shards and write the feature data dir"),
     ):
-        sub = commands.add_parser(name, help=help_text, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-        sub.add_argument("--data_dir", type=Path, required=True, help="Kaldi data dir with wav.scp [segments]")
+        sub = commands.add_parser(
+            name, help=help_text, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        )
+        sub.add_argument(
+            "--data_dir", type=Path, required=True, help="Kaldi data dir with wav.scp [segments]"
+        )
         sub.add_argument("--out_dir", type=Path, required=True, help="feature data dir to write")
         sub.add_argument("--nj", type=int, required=True, help="number of shards")
         if name == "compute":
             sub.add_argument("--job", type=int, required=True, help="shard to compute, 1..nj")
             sub.add_argument("--n_mels", type=int, default=FbankOptions.n_mels, help="Mel bins")
-            sub.add_argument("--frame_length", type=float, default=FbankOptions.frame_length_ms, help="ms")
-            sub.add_argument("--frame_shift", type=float, default=FbankOptions.frame_shift_ms, help="ms")
-            sub.add_argument("--sample_rate", type=int, default=FbankOptions.sample_rate, help="Hz, enforced")
-            sub.add_argument("--dither", type=float, default=FbankOptions.dither, help="0: deterministic")
+            sub.add_argument(
+                "--frame_length", type=float, default=FbankOptions.frame_length_ms, help="ms"
+            )
+            sub.add_argument(
+                "--frame_shift", type=float, default=FbankOptions.frame_shift_ms, help="ms"
+            )
+            sub.add_argument(
+                "--sample_rate", type=int, default=FbankOptions.sample_rate, help="Hz, enforced"
+            )
+            sub.add_argument(
+                "--dither", type=float, default=FbankOptions.dither, help="0: deterministic"
+            )
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
     try:
         if args.nj < 1:
             raise InputError(f"--nj must be >= 1, got {args.nj}")
         if args.command == "compute":
-            opts = FbankOptions(args.n_mels, args.frame_length, args.frame_shift, args.sample_rate, args.dither)
+            opts = FbankOptions(
+                args.n_mels, args.frame_length, args.frame_shift, args.sample_rate, args.dither
+            )
             count = compute_shard(args.data_dir, args.out_dir, args.nj, args.job, opts)
             scp = shard_paths(args.out_dir, args.job)["scp"]
             print(f"fbank: shard {args.job}/{args.nj}: {count} utterances -> {scp}")

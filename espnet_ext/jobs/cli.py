@@ -7,7 +7,7 @@ Exit status: 0 when every job succeeded; 1 when some failed (each named on stder
 from __future__ import annotations
 
 import sys
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.jobs.local import LocalRunner, Terminated
@@ -39,7 +39,9 @@ def make_runner(name: str):
     try:
         return RUNNERS[name]()
     except KeyError:
-        raise ConfigError(f"unknown job backend {name!r} (choose from {', '.join(RUNNERS)})") from None
+        raise ConfigError(
+            f"unknown job backend {name!r} (choose from {', '.join(RUNNERS)})"
+        ) from None
 
 
 def usage(prog: str, backend: str) -> str:
@@ -58,7 +60,7 @@ def usage(prog: str, backend: str) -> str:
     return "\n".join(lines + ["", BACKEND_NOTES[backend]])
 
 
-def failure_report(prog: str, outcomes: Sequence[JobOutcome]) -> List[str]:
+def failure_report(prog: str, outcomes: Sequence[JobOutcome]) -> list[str]:
     failed = [o for o in outcomes if not o.ok]
     total = len(outcomes)
     lines = [f"{prog}: {len(failed)} of {total} job{'s' if total > 1 else ''} failed:"]
@@ -74,7 +76,7 @@ def failure_report(prog: str, outcomes: Sequence[JobOutcome]) -> List[str]:
     return lines
 
 
-def main(argv: Optional[Sequence[str]] = None, backend: str = "local", prog: Optional[str] = None) -> int:
+def main(argv: Sequence[str] | None = None, backend: str = "local", prog: str | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = prog or {"local": "run.py", "slurm": "slurm.py"}.get(backend, backend)
     if not argv or argv[0] in ("-h", "--help"):

@@ -25,8 +25,8 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence
 
 MAX_OLD_LOGS = 5
 PORT_BASE = 20000  # derived ports: PORT_BASE + job id % PORT_SPAN
@@ -39,50 +39,79 @@ def training_command(
     train: Sequence[str],
     ngpu: int,
     num_nodes: int,
-    master_port: Optional[int] = None,
-    master_addr: Optional[str] = None,
-) -> List[str]:
+    master_port: int | None = None,
+    master_addr: str | None = None,
+) -> list[str]:
     """The backend command line that runs ``train`` (an ESPnet2 ``*_train`` command) on the requested nodes."""
     if num_nodes <= 1:
-        extra = ["--ngpu", str(ngpu)] + (["--multiprocessing_distributed", "true"] if ngpu > 1 else [])
+        extra = ["--ngpu", str(ngpu)] + (
+            ["--multiprocessing_distributed", "true"] if ngpu > 1 else []
+        )
         return [*cmd, "--gpu", str(ngpu), log, *train, *extra]
     wrapper = [sys.executable, "-m", "espnet_ext.jobs.launch", "--on_node"]
     if master_port is not None:
         wrapper += ["--master_port", str(master_port)]
     if master_addr is not None:
         wrapper += ["--master_addr", master_addr]
-    distributed = ["--ngpu", str(ngpu), "--multiprocessing_distributed", "true", "--dist_launcher", "slurm"]
+    distributed = [
+        "--ngpu",
+        str(ngpu),
+        "--multiprocessing_distributed",
+        "true",
+        "--dist_launcher",
+        "slurm",
+    ]
     if "--dist_backend" not in train:
         distributed += ["--dist_backend", "nccl" if ngpu > 0 else "gloo"]
-    return [*cmd, "--gpu", str(ngpu), "--num_nodes", str(num_nodes), log, *wrapper, "--", *train, *distributed]
+    return [
+        *cmd,
+        "--gpu",
+        str(ngpu),
+        "--num_nodes",
+        str(num_nodes),
+        log,
+        *wrapper,
+        "--",
+        *train,
+        *distributed,
+    ]
 
 
 def first_node_address(nodelist: str) -> str:
     """Address of the first node of a Slurm node list (``n[1-2]`` -> n1 -> its NodeAddr, e.g. 10.0.0.5)."""
-    names = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True)
+    names = subprocess.run(
+        ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True
+    )
     first = names.stdout.split()[0]
     node = subprocess.run(["scontrol", "show", "node", first, "-o"], capture_output=True, text=True)
     match = re.search(r"\bNodeAddr=(\S+)", node.stdout)
     return match.group(1) if node.returncode == 0 and match else first
 
 
-def node_command(train: Sequence[str], master_port: Optional[int], master_addr: Optional[str]) -> List[str]:
+def node_command(
+    train: Sequence[str], master_port: int | None, master_addr: str | None
+) -> list[str]:
     """On one node of a multi-node job: the training command with the rendezvous address and port filled in."""
     if master_addr is None:
         nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_STEP_NODELIST")
         if not nodelist:
-            raise SystemExit("launch --on_node: not inside a Slurm job (no SLURM_JOB_NODELIST); give --master_addr")
+            raise SystemExit(
+                "launch --on_node: not inside a Slurm job (no SLURM_JOB_NODELIST); give --master_addr"
+            )
         master_addr = first_node_address(nodelist)
     if master_port is None:
         job_id = os.environ.get("SLURM_JOB_ID")
         if not job_id:
-            raise SystemExit("launch --on_node: not inside a Slurm job (no SLURM_JOB_ID); give --master_port")
+            raise SystemExit(
+                "launch --on_node: not inside a Slurm job (no SLURM_JOB_ID); give --master_port"
+            )
         master_port = PORT_BASE + int(job_id) % PORT_SPAN
     return [*train, "--dist_master_addr", master_addr, "--dist_master_port", str(master_port)]
 
 
 def rotate_logs(log: Path, keep: int = MAX_OLD_LOGS) -> None:
     """train.log -> train.1.log -> train.2.log ...; the oldest beyond ``keep`` is dropped."""
+
     def numbered(i: int) -> Path:
         return log.with_name(f"{log.stem}.{i}{log.suffix}")
 
@@ -103,15 +132,23 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cmd", help="the job backend command, e.g. 'utils/slurm.py --requeue'")
     parser.add_argument("--log", help="the training log")
     parser.add_argument("--ngpu", type=int, default=0, help="GPUs per node")
-    parser.add_argument("--num_nodes", type=int, default=1, help="nodes (> 1 needs the Slurm backend)")
-    parser.add_argument("--master_port", type=int, default=None, help="rendezvous port (default: from the job id)")
-    parser.add_argument("--master_addr", default=None, help="rendezvous address (default: the first node's)")
-    parser.add_argument("--on_node", action="store_true", help=argparse.SUPPRESS)  # inside the job, once per node
+    parser.add_argument(
+        "--num_nodes", type=int, default=1, help="nodes (> 1 needs the Slurm backend)"
+    )
+    parser.add_argument(
+        "--master_port", type=int, default=None, help="rendezvous port (default: from the job id)"
+    )
+    parser.add_argument(
+        "--master_addr", default=None, help="rendezvous address (default: the first node's)"
+    )
+    parser.add_argument(
+        "--on_node", action="store_true", help=argparse.SUPPRESS
+    )  # inside the job, once per node
     parser.add_argument("train", nargs=argparse.REMAINDER, help="the training command, after --")
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = get_parser()
     args = parser.parse_args(argv)
     train = args.train[1:] if args.train[:1] == ["--"] else args.train
@@ -128,7 +165,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     log = Path(args.log)
     rotate_logs(log)
     command = training_command(
-        shlex.split(args.cmd), str(log), train, args.ngpu, args.num_nodes, args.master_port, args.master_addr
+        shlex.split(args.cmd),
+        str(log),
+        train,
+        args.ngpu,
+        args.num_nodes,
+        args.master_port,
+        args.master_addr,
     )
     return subprocess.run(command).returncode
 

@@ -14,8 +14,9 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Dict, IO, Iterator, List
+from typing import IO
 
 from espnet_ext.errors import ConfigError
 from espnet_ext.jobs.spec import Job, JobOutcome, JobRequest, footer, header, refuse_unknown_options
@@ -65,7 +66,7 @@ class _Running:
 class LocalRunner:
     name = "local"
 
-    def run(self, request: JobRequest) -> List[JobOutcome]:
+    def run(self, request: JobRequest) -> list[JobOutcome]:
         """Run every job of the request; refuse (ConfigError) before starting any when it cannot work here."""
         refuse_unknown_options(request)
         if request.options.get("num_nodes", 1) > 1:
@@ -76,8 +77,8 @@ class LocalRunner:
         max_jobs_run = request.options.get("max_jobs_run") or available_cpus()
         jobs = request.jobs()
         waiting = list(jobs)
-        running: List[_Running] = []
-        outcomes: Dict[int, JobOutcome] = {}
+        running: list[_Running] = []
+        outcomes: dict[int, JobOutcome] = {}
         with sigterm_raises():
             try:
                 while waiting or running:
@@ -110,7 +111,11 @@ class LocalRunner:
         try:
             # Own session: Ctrl-C reaches only this runner, which then ends each job's whole process group.
             process = subprocess.Popen(
-                job.command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                job.command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         except OSError as e:
             code = 127 if isinstance(e, FileNotFoundError) else 126  # the shell's codes for these
@@ -125,7 +130,7 @@ class LocalRunner:
         done.log.write(footer(code, time.monotonic() - done.started))
         done.log.close()
 
-    def _kill(self, running: List[_Running]) -> None:
+    def _kill(self, running: list[_Running]) -> None:
         for r in running:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(r.process.pid, signal.SIGTERM)

@@ -26,7 +26,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
 
 from espnet_ext.fileio import atomic_write
 from espnet_ext.jobs.local import Terminated, sigterm_raises
@@ -50,17 +49,25 @@ REQUEUE_SIGNAL_SECONDS = 120
 # States after which a job (array task) never runs again; anything else (PENDING, RUNNING, COMPLETING,
 # REQUEUED, ...) is still on its way, including a requeued job waiting to restart.
 FINAL_STATES = {
-    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED",
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
 }
 POLL_FIRST_SECONDS = 0.2
 POLL_MAX_SECONDS = 10.0
 # A network file system may show the end of a log a little after Slurm reports the job done.
 FOOTER_WAIT_SECONDS = 10.0
 
-TaskStates = Dict[Optional[int], Tuple[str, str]]  # task id (None: no array) -> (state, reason)
+TaskStates = dict[int | None, tuple[str, str]]  # task id (None: no array) -> (state, reason)
 
 
-def job_name(log_template: str, range_name: Optional[str]) -> str:
+def job_name(log_template: str, range_name: str | None) -> str:
     """``exp/log/fbank.JOB.log`` -> ``fbank``: what squeue shows."""
     name = Path(log_template).name
     if name.endswith(".log"):
@@ -74,7 +81,9 @@ def batch_script(request: JobRequest, workdir: str, per_node: bool) -> str:
     """The bash script every task runs: header, command (JOB -> task id), footer with the exit code."""
     range_name = request.job_range.name if request.job_range else None
     substitute = (
-        f'[ -n "${{task}}" ] && command_line=${{command_line//{range_name}/${{task}}}}\n' if range_name else ""
+        f'[ -n "${{task}}" ] && command_line=${{command_line//{range_name}/${{task}}}}\n'
+        if range_name
+        else ""
     )
     launcher = "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label " if per_node else ""
     requeue = (
@@ -108,7 +117,7 @@ exit "${{code}}"
 class SlurmRunner:
     name = "slurm"
 
-    def run(self, request: JobRequest) -> List[JobOutcome]:
+    def run(self, request: JobRequest) -> list[JobOutcome]:
         """Submit, wait until every task ended for good, and read each task's exit code from its log."""
         config_path = request.options.get("config")
         config = SlurmConfig.load(config_path) if config_path else SlurmConfig.default()
@@ -118,27 +127,39 @@ class SlurmRunner:
         for job in jobs:
             job.log.parent.mkdir(parents=True, exist_ok=True)
             job.log.unlink(missing_ok=True)  # a stale footer must not pass for this run's
-        script_path = jobs[0].log.parent / "q" / (job_name(request.log_template, _range_name(request)) + ".sh")
+        script_path = (
+            jobs[0].log.parent
+            / "q"
+            / (job_name(request.log_template, _range_name(request)) + ".sh")
+        )
         with atomic_write(script_path) as f:
             f.write(batch_script(request, os.getcwd(), request.options.get("num_nodes", 1) > 1))
         script_path.chmod(0o755)
 
         submitted = subprocess.run(submit + [str(script_path)], capture_output=True, text=True)
         if submitted.returncode != 0:
-            message = (submitted.stderr + submitted.stdout).strip() or f"{submit[0]} exited with {submitted.returncode}"
+            message = (
+                submitted.stderr + submitted.stdout
+            ).strip() or f"{submit[0]} exited with {submitted.returncode}"
             for job in jobs:
                 with open(job.log, "w", encoding="utf-8") as log:
-                    log.write(f"# {shlex.join(job.command)}\n# Not started: refused at {now()} by: {shlex.join(submit)}\n")
+                    log.write(
+                        f"# {shlex.join(job.command)}\n# Not started: refused at {now()} by: {shlex.join(submit)}\n"
+                    )
                     log.write(message + "\n" + footer(submitted.returncode, 0))
             return [JobOutcome(job, None, f"refused at submission: {message}") for job in jobs]
         if submitted.stderr.strip():  # accepted, with warnings worth seeing
             print(submitted.stderr.strip(), file=sys.stderr)
         job_id = submitted.stdout.strip().split(";")[0]
         tasks = f"{len(jobs)} tasks" if request.job_range else "1 job"
-        print(f"slurm: submitted job {job_id} ({tasks}), log: {request.log_template}", file=sys.stderr)
+        print(
+            f"slurm: submitted job {job_id} ({tasks}), log: {request.log_template}", file=sys.stderr
+        )
         with sigterm_raises():
             try:
-                states, cancelled_because = self._wait(job_id, jobs, request.options.get("dependency"))
+                states, cancelled_because = self._wait(
+                    job_id, jobs, request.options.get("dependency")
+                )
             except (KeyboardInterrupt, Terminated):
                 subprocess.run(["scancel", job_id], capture_output=True)
                 print(f"slurm: interrupted; cancelled job {job_id}", file=sys.stderr)
@@ -146,16 +167,19 @@ class SlurmRunner:
         return [self._outcome(job, states.get(job.id), cancelled_because) for job in jobs]
 
     @staticmethod
-    def _submit_command(request: JobRequest, config: SlurmConfig) -> List[str]:
+    def _submit_command(request: JobRequest, config: SlurmConfig) -> list[str]:
         options = dict(request.options)
         options.update(request.extra_options)
         output = request.log_template.replace("%", "%%")  # Slurm reads % as a pattern
-        args = config.command + [
-            "--parsable",
-            f"--job-name={job_name(request.log_template, _range_name(request))}",
-            f"--chdir={os.getcwd()}",
-            "--open-mode=append",  # a requeued run appends to its log instead of erasing the first run
-        ]
+        args = (
+            config.command
+            + [
+                "--parsable",
+                f"--job-name={job_name(request.log_template, _range_name(request))}",
+                f"--chdir={os.getcwd()}",
+                "--open-mode=append",  # a requeued run appends to its log instead of erasing the first run
+            ]
+        )
         if request.job_range is not None:
             throttle = f"%{options['max_jobs_run']}" if "max_jobs_run" in options else ""
             args.append(f"--array={request.job_range.start}-{request.job_range.end}{throttle}")
@@ -170,19 +194,25 @@ class SlurmRunner:
         # Last, so that a configured option (e.g. --job-name through 'option name=*') wins.
         return args + config.option_args(options)
 
-    def _wait(self, job_id: str, jobs: List[Job], dependency: Optional[str]) -> Tuple[TaskStates, Optional[str]]:
+    def _wait(
+        self, job_id: str, jobs: list[Job], dependency: str | None
+    ) -> tuple[TaskStates, str | None]:
         """Poll squeue until every task is in a final state (or Slurm forgot the job). Returns the last state
         seen per task, and why the job was cancelled when it could never run."""
         last_seen: TaskStates = {}
-        cancelled_because: Optional[str] = None
+        cancelled_because: str | None = None
         delay = POLL_FIRST_SECONDS
         reported = ""  # the last squeue error or hold reason shown, to show each once
         while True:
             listing = subprocess.run(
-                ["squeue", "-h", "-r", "-t", "all", "-j", job_id, "-o", "%K|%T|%r"], capture_output=True, text=True
+                ["squeue", "-h", "-r", "-t", "all", "-j", job_id, "-o", "%K|%T|%r"],
+                capture_output=True,
+                text=True,
             )
             if listing.returncode != 0:
-                if "Invalid job id" in listing.stderr:  # purged MinJobAge after it ended: the logs tell the rest
+                if (
+                    "Invalid job id" in listing.stderr
+                ):  # purged MinJobAge after it ended: the logs tell the rest
                     return last_seen, cancelled_because
                 if listing.stderr.strip() != reported:  # slurmctld busy or restarting: keep waiting
                     reported = listing.stderr.strip()
@@ -193,13 +223,18 @@ class SlurmRunner:
             for state, reason in states.values():
                 # Reasons that never clear; the dependency one stays on the job once Slurm cancelled it itself.
                 if reason == "DependencyNeverSatisfied" and cancelled_because is None:
-                    cancelled_because = f"never ran: its dependency {dependency} can never be satisfied; cancelled"
+                    cancelled_because = (
+                        f"never ran: its dependency {dependency} can never be satisfied; cancelled"
+                    )
                 elif reason.lower().startswith("launch failed") and cancelled_because is None:
                     cancelled_because = f"Slurm could not launch it ({reason}); cancelled"
                 elif state not in FINAL_STATES and "held" in reason.lower() and reason != reported:
                     reported = reason
-                    print(f"slurm: job {job_id} is held ({reason}): waiting; "
-                          f"'scontrol release {job_id}' or 'scancel {job_id}'", file=sys.stderr)
+                    print(
+                        f"slurm: job {job_id} is held ({reason}): waiting; "
+                        f"'scontrol release {job_id}' or 'scancel {job_id}'",
+                        file=sys.stderr,
+                    )
             if cancelled_because and any(state not in FINAL_STATES for state, _ in states.values()):
                 subprocess.run(["scancel", job_id], capture_output=True)
             if any(last_seen.get(task) != seen for task, seen in states.items()):
@@ -212,7 +247,9 @@ class SlurmRunner:
             delay = min(delay * 1.5, POLL_MAX_SECONDS)
 
     @staticmethod
-    def _outcome(job: Job, state: Optional[Tuple[str, str]], cancelled_because: Optional[str]) -> JobOutcome:
+    def _outcome(
+        job: Job, state: tuple[str, str] | None, cancelled_because: str | None
+    ) -> JobOutcome:
         code = last_exit_code(job.log)
         if code is None and (state is None or state[0] in ("COMPLETED", "FAILED")):
             deadline = time.monotonic() + FOOTER_WAIT_SECONDS
@@ -224,12 +261,14 @@ class SlurmRunner:
         if cancelled_because:
             return JobOutcome(job, None, cancelled_because)
         if state is None:
-            return JobOutcome(job, None, "ended (Slurm no longer knows the job) without a footer in its log")
+            return JobOutcome(
+                job, None, "ended (Slurm no longer knows the job) without a footer in its log"
+            )
         reason = f" ({state[1]})" if state[1] not in ("", "None") else ""
         return JobOutcome(job, None, f"Slurm state {state[0]}{reason}, no footer in its log")
 
 
-def _range_name(request: JobRequest) -> Optional[str]:
+def _range_name(request: JobRequest) -> str | None:
     return request.job_range.name if request.job_range else None
 
 

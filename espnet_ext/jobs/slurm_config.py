@@ -15,9 +15,9 @@ the backend itself and cannot be redefined here.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Tuple, Union
 
 from espnet_ext.errors import ConfigError
 from espnet_ext.fileio import read_utf8_lines
@@ -40,34 +40,44 @@ BACKEND_OPTIONS = ("max_jobs_run", "requeue", "dependency", "config")
 @dataclass
 class SlurmConfig:
     source: str
-    command: List[str] = field(default_factory=list)
-    exact: Dict[Tuple[str, str], List[str]] = field(default_factory=dict)
-    wildcard: Dict[str, List[str]] = field(default_factory=dict)
-    defaults: Dict[str, str] = field(default_factory=dict)
-    where: Dict[str, int] = field(default_factory=dict)  # option name -> line of its first rule, for errors
+    command: list[str] = field(default_factory=list)
+    exact: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    wildcard: dict[str, list[str]] = field(default_factory=dict)
+    defaults: dict[str, str] = field(default_factory=dict)
+    where: dict[str, int] = field(
+        default_factory=dict
+    )  # option name -> line of its first rule, for errors
 
     @classmethod
-    def load(cls, path: Union[str, Path]) -> "SlurmConfig":
+    def load(cls, path: str | Path) -> SlurmConfig:
         return cls.parse(read_utf8_lines(path), str(path))
 
     @classmethod
-    def default(cls) -> "SlurmConfig":
-        return cls.parse(enumerate(DEFAULT_CONFIG.splitlines(), start=1), "<built-in Slurm configuration>")
+    def default(cls) -> SlurmConfig:
+        return cls.parse(
+            enumerate(DEFAULT_CONFIG.splitlines(), start=1), "<built-in Slurm configuration>"
+        )
 
     @classmethod
-    def parse(cls, numbered_lines, source: str) -> "SlurmConfig":
+    def parse(cls, numbered_lines, source: str) -> SlurmConfig:
         config = cls(source)
         for number, line in numbered_lines:
             try:
                 words = shlex.split(line, comments=True)
             except ValueError as e:
-                raise ConfigError(f"cannot split into words: {e}", path=source, line=number) from None
+                raise ConfigError(
+                    f"cannot split into words: {e}", path=source, line=number
+                ) from None
             if not words:
                 continue
             kind, rest = words[0], words[1:]
             if kind == "command":
                 if not rest:
-                    raise ConfigError("'command' needs the submit program, e.g. 'command sbatch'", path=source, line=number)
+                    raise ConfigError(
+                        "'command' needs the submit program, e.g. 'command sbatch'",
+                        path=source,
+                        line=number,
+                    )
                 config.command = rest
                 continue
             if kind not in ("option", "default") or not rest or "=" not in rest[0]:
@@ -81,11 +91,19 @@ class SlurmConfig:
             if not name or not value:
                 raise ConfigError(f"expected NAME=VALUE, got {rest[0]!r}", path=source, line=number)
             if name in BACKEND_OPTIONS:
-                raise ConfigError(f"--{name} is handled by the Slurm backend itself; remove this line", path=source, line=number)
+                raise ConfigError(
+                    f"--{name} is handled by the Slurm backend itself; remove this line",
+                    path=source,
+                    line=number,
+                )
             config.where.setdefault(name, number)
             if kind == "default":
                 if len(rest) > 1:
-                    raise ConfigError("'default NAME=VALUE' takes nothing after the value", path=source, line=number)
+                    raise ConfigError(
+                        "'default NAME=VALUE' takes nothing after the value",
+                        path=source,
+                        line=number,
+                    )
                 config.defaults[name] = value
             elif value == "*":
                 config.wildcard[name] = rest[1:]
@@ -95,23 +113,32 @@ class SlurmConfig:
             raise ConfigError("no 'command' line (e.g. 'command sbatch --export=ALL')", path=source)
         for name, value in config.defaults.items():
             if (name, value) not in config.exact and name not in config.wildcard:
-                raise ConfigError(f"'default {name}={value}' has no 'option {name}=...' line", path=source, line=config.where[name])
+                raise ConfigError(
+                    f"'default {name}={value}' has no 'option {name}=...' line",
+                    path=source,
+                    line=config.where[name],
+                )
         return config
 
     @property
-    def option_names(self) -> List[str]:
+    def option_names(self) -> list[str]:
         return sorted({name for name, _ in self.exact} | set(self.wildcard) | set(self.defaults))
 
-    def option_args(self, options: Mapping[str, object]) -> List[str]:
+    def option_args(self, options: Mapping[str, object]) -> list[str]:
         """The submit options that the given values (over the defaults) translate to."""
         values = dict(self.defaults)
-        values.update({name: str(value) for name, value in options.items() if name not in BACKEND_OPTIONS})
-        args: List[str] = []
+        values.update(
+            {name: str(value) for name, value in options.items() if name not in BACKEND_OPTIONS}
+        )
+        args: list[str] = []
         for name, value in values.items():
             if (name, value) in self.exact:
                 args += self.exact[(name, value)]
             elif name in self.wildcard:
                 args += [word.replace("$0", value) for word in self.wildcard[name]]
             else:
-                raise ConfigError(f"--{name} {value}: no 'option {name}=...' line matches this value", path=self.source)
+                raise ConfigError(
+                    f"--{name} {value}: no 'option {name}=...' line matches this value",
+                    path=self.source,
+                )
         return args

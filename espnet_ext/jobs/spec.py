@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 import shlex
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Union
 
 from espnet_ext.errors import ConfigError
 
@@ -63,21 +63,27 @@ def _word(value: str) -> str:
 
 @dataclass(frozen=True)
 class OptionSpec:
-    parse: Optional[Callable[[str], object]]  # str -> value, raising ValueError with a reason; None for flags
+    parse: (
+        Callable[[str], object] | None
+    )  # str -> value, raising ValueError with a reason; None for flags
     help: str
     is_flag: bool = False
 
 
 # The options every backend accepts (names as in Kaldi's run.pl/slurm.pl; a backend may ignore some).
-OPTIONS: Dict[str, OptionSpec] = {
+OPTIONS: dict[str, OptionSpec] = {
     "gpu": OptionSpec(_nonnegative_int, "GPUs per job (per node)"),
     "mem": OptionSpec(_memory, "memory per job, e.g. 4G"),
     "time": OptionSpec(_duration, "time limit, e.g. 2:00:00"),
     "num_threads": OptionSpec(_positive_int, "CPU cores per job"),
     "num_nodes": OptionSpec(_positive_int, "nodes per job; the command runs once on each"),
     "max_jobs_run": OptionSpec(_positive_int, "at most this many jobs of the array at once"),
-    "config": OptionSpec(_word, "backend configuration file (Slurm: ESPnet's conf/slurm.conf format)"),
-    "requeue": OptionSpec(None, "requeueable job (training that resumes from its checkpoint)", is_flag=True),
+    "config": OptionSpec(
+        _word, "backend configuration file (Slurm: ESPnet's conf/slurm.conf format)"
+    ),
+    "requeue": OptionSpec(
+        None, "requeueable job (training that resumes from its checkpoint)", is_flag=True
+    ),
     "dependency": OptionSpec(_word, "start only after other jobs, e.g. afterok:1234"),
 }
 
@@ -102,9 +108,9 @@ class JobRange:
 class Job:
     """One job of a request: its number (None without a range), log file and final command."""
 
-    id: Optional[int]
+    id: int | None
     log: Path
-    command: List[str]
+    command: list[str]
     label: str  # "JOB=3", or "" for a single job without a range
 
 
@@ -112,13 +118,15 @@ class Job:
 class JobRequest:
     """A parsed runner command line. ``options`` holds only what was given, already validated."""
 
-    options: Dict[str, Union[str, int, bool]]
-    job_range: Optional[JobRange]
+    options: dict[str, str | int | bool]
+    job_range: JobRange | None
     log_template: str
-    command: List[str]
-    extra_options: Dict[str, str] = field(default_factory=dict)  # names only a backend's config knows
+    command: list[str]
+    extra_options: dict[str, str] = field(
+        default_factory=dict
+    )  # names only a backend's config knows
 
-    def jobs(self) -> List[Job]:
+    def jobs(self) -> list[Job]:
         if self.job_range is None:
             return [Job(None, Path(self.log_template), list(self.command), "")]
         name = self.job_range.name
@@ -144,8 +152,8 @@ def parse_command_line(argv: Sequence[str]) -> JobRequest:
     refuse with ``refuse_unknown_options``.
     """
     argv = list(argv)
-    options: Dict[str, Union[str, int, bool]] = {}
-    extra: Dict[str, str] = {}
+    options: dict[str, str | int | bool] = {}
+    extra: dict[str, str] = {}
     i = 0
     while i < len(argv) and argv[i].startswith("--"):
         token = argv[i]
@@ -217,7 +225,7 @@ def footer(code: int, elapsed_seconds: float) -> str:
     return f"{ENDED_PREFIX}{code}) at {now()}, elapsed {elapsed_seconds:.0f} s\n"
 
 
-def last_exit_code(log: Union[str, Path], tail_bytes: int = 65536) -> Optional[int]:
+def last_exit_code(log: str | Path, tail_bytes: int = 65536) -> int | None:
     """The exit code in the footer of the log's last run, or None when that run has no footer.
 
     A requeued job appends a new header for each run, so a footer only counts when no later run started.
@@ -240,7 +248,7 @@ def last_exit_code(log: Union[str, Path], tail_bytes: int = 65536) -> Optional[i
     return code
 
 
-def log_tail(log: Union[str, Path], lines: int = 10) -> List[str]:
+def log_tail(log: str | Path, lines: int = 10) -> list[str]:
     """The last output lines of the log's last run (no header, no footer), to show why a job failed."""
     try:
         with open(log, "rb") as f:
@@ -249,7 +257,7 @@ def log_tail(log: Union[str, Path], lines: int = 10) -> List[str]:
             text = f.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return []
-    output: List[str] = []
+    output: list[str] = []
     for line in text.splitlines():
         if line.startswith(STARTED_PREFIX):
             output = []
@@ -263,7 +271,7 @@ class JobOutcome:
     """How one job ended: its exit code from the log footer, or None and the reason when there is none."""
 
     job: Job
-    code: Optional[int]
+    code: int | None
     reason: str = ""
 
     @property

@@ -5,7 +5,7 @@ Conv2d(3x3) + BatchNorm + ReLU layers; the 2nd and 4th stride by 2 in time and f
 rate drops 4x. Padding keeps every frame count valid (no "too short" utterances).
 """
 
-from typing import Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 from espnet.nets.pytorch_backend.transformer.embedding import PositionalEncoding
@@ -26,11 +26,13 @@ class Conv2dSubsampling4Layer(Conv2dSubsampling):
         dropout_rate: float,
         channels: Sequence[int] = (64, 64, 128, 128),
         strides: Sequence[int] = (1, 2, 1, 2),
-        pos_enc: Optional[torch.nn.Module] = None,
+        pos_enc: torch.nn.Module | None = None,
     ):
         torch.nn.Module.__init__(self)
         if len(channels) != len(strides):
-            raise ValueError(f"channels {list(channels)} and strides {list(strides)} differ in length")
+            raise ValueError(
+                f"channels {list(channels)} and strides {list(strides)} differ in length"
+            )
         blocks = []
         in_ch, freq = 1, idim
         for out_ch, stride in zip(channels, strides):
@@ -49,7 +51,9 @@ class Conv2dSubsampling4Layer(Conv2dSubsampling):
             pos_enc if pos_enc is not None else PositionalEncoding(odim, dropout_rate),
         )
 
-    def forward(self, x: torch.Tensor, x_mask: Optional[torch.Tensor]) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def forward(
+        self, x: torch.Tensor, x_mask: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         x = x.unsqueeze(1)  # (B, 1, T, F)
         for block, stride in zip(self.conv, self.strides):
             if x_mask is not None:

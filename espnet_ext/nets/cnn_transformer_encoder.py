@@ -4,7 +4,7 @@ Everything but the input layer is ESPnet's ``TransformerEncoder``, so configs, c
 attention modules (which later mechanisms swap) stay ESPnet's.
 """
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from espnet.nets.pytorch_backend.transformer.embedding import PositionalEncoding
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
@@ -24,7 +24,9 @@ class CNNTransformerEncoder(TransformerEncoder):
         **kwargs,
     ):
         if "input_layer" in kwargs:
-            raise ValueError("cnn_transformer has a fixed input layer; use encoder 'transformer' to choose one")
+            raise ValueError(
+                "cnn_transformer has a fixed input layer; use encoder 'transformer' to choose one"
+            )
         super().__init__(
             input_size,
             output_size=output_size,

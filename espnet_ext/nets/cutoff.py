@@ -15,8 +15,6 @@ At inference (``eval()``) the model is ESPnet's ``ESPnetMTModel`` unchanged.
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
-
 import torch
 from espnet.nets.pytorch_backend.nets_utils import make_pad_mask, th_accuracy
 from espnet.nets.pytorch_backend.transformer.add_sos_eos import add_sos_eos
@@ -37,8 +35,12 @@ def token_cutoff(feats: torch.Tensor, lengths: torch.Tensor, rate: float) -> tor
     if rate == 0.0:
         return feats
     b, t, _ = feats.shape
-    scores = torch.rand(b, t, device=feats.device).masked_fill(make_pad_mask(lengths, maxlen=t).to(feats.device), 2.0)
-    ranks = scores.argsort(dim=1).argsort(dim=1)  # rank of each position; padded positions rank last
+    scores = torch.rand(b, t, device=feats.device).masked_fill(
+        make_pad_mask(lengths, maxlen=t).to(feats.device), 2.0
+    )
+    ranks = scores.argsort(dim=1).argsort(
+        dim=1
+    )  # rank of each position; padded positions rank last
     cut = ranks < (lengths.to(feats.device) * rate).floor().long()[:, None]
     return feats.masked_fill(cut[:, :, None], 0.0)
 
@@ -53,10 +55,12 @@ def feature_cutoff(feats: torch.Tensor, rate: float) -> torch.Tensor:
     return feats.masked_fill(cut[:, None, :], 0.0)
 
 
-def js_divergence(logits: List[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
+def js_divergence(logits: list[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
     """Generalised Jensen-Shannon divergence of the distributions softmax(logits_i), averaged over ``mask``."""
     log_p = torch.stack([x.log_softmax(dim=-1) for x in logits])  # (N, B, L, V)
-    log_m = torch.logsumexp(log_p, dim=0) - torch.log(torch.tensor(float(len(logits)), device=log_p.device))
+    log_m = torch.logsumexp(log_p, dim=0) - torch.log(
+        torch.tensor(float(len(logits)), device=log_p.device)
+    )
     kl = (log_p.exp() * (log_p - log_m)).sum(-1).mean(0)  # (B, L): mean over copies of KL(p_i || m)
     return kl.masked_select(mask).mean()
 
@@ -81,7 +85,9 @@ class CutoffMTModel(ESPnetMTModel):
         self.num_augmented = num_augmented
         self.js_weight = js_weight
 
-    def _encode_feats(self, feats: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def _encode_feats(
+        self, feats: torch.Tensor, lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if self.preencoder is not None:
             feats, lengths = self.preencoder(feats, lengths)
         out, out_lens, _ = self.encoder(feats, lengths)
@@ -90,7 +96,9 @@ class CutoffMTModel(ESPnetMTModel):
         return out, out_lens
 
     def augment(self, feats: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        return feature_cutoff(token_cutoff(feats, lengths, self.token_cutoff_rate), self.feature_cutoff_rate)
+        return feature_cutoff(
+            token_cutoff(feats, lengths, self.token_cutoff_rate), self.feature_cutoff_rate
+        )
 
     def forward(self, text, text_lengths, src_text, src_text_lengths, **kwargs):
         if not self.training or self.num_augmented == 0:
@@ -98,23 +106,32 @@ class CutoffMTModel(ESPnetMTModel):
         batch_size = src_text.shape[0]
         copies = self.num_augmented + 1
         text = text[:, : text_lengths.max()]
-        feats, feats_lengths = self._extract_feats(src_text[:, : src_text_lengths.max()], src_text_lengths)
+        feats, feats_lengths = self._extract_feats(
+            src_text[:, : src_text_lengths.max()], src_text_lengths
+        )
         # All copies in one batch: one encoder and one decoder pass.
-        feats = torch.cat([feats] + [self.augment(feats, feats_lengths) for _ in range(self.num_augmented)])
+        feats = torch.cat(
+            [feats] + [self.augment(feats, feats_lengths) for _ in range(self.num_augmented)]
+        )
         encoder_out, encoder_out_lens = self._encode_feats(feats, feats_lengths.repeat(copies))
         ys_in, ys_out = add_sos_eos(text, self.sos, self.eos, self.ignore_id)
         decoder_out, _ = self.decoder(
-            encoder_out, encoder_out_lens, ys_in.repeat(copies, 1), (text_lengths + 1).repeat(copies)
+            encoder_out,
+            encoder_out_lens,
+            ys_in.repeat(copies, 1),
+            (text_lengths + 1).repeat(copies),
         )
         logits = list(decoder_out.chunk(copies))
         ce = torch.stack([self.criterion_mt(x, ys_out) for x in logits])
         js = js_divergence(logits, ys_out != self.ignore_id)
         loss = ce.mean() + self.js_weight * js
-        stats: Dict[str, torch.Tensor] = dict(
+        stats: dict[str, torch.Tensor] = dict(
             loss=loss.detach(),
             loss_ce=ce[0].detach(),
             loss_ce_augmented=ce[1:].mean().detach(),
             loss_js=js.detach(),
-            acc=th_accuracy(logits[0].reshape(-1, self.vocab_size), ys_out, ignore_label=self.ignore_id),
+            acc=th_accuracy(
+                logits[0].reshape(-1, self.vocab_size), ys_out, ignore_label=self.ignore_id
+            ),
         )
         return force_gatherable((loss, stats, batch_size), loss.device)

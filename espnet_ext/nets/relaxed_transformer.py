@@ -7,7 +7,7 @@ parameters and state-dict keys, so a checkpoint of the plain model loads into th
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
@@ -19,7 +19,7 @@ ENCODER_SITES = ("self_attn",)
 DECODER_SITES = ("self_attn", "src_attn")
 
 
-def _prepare(sites: Optional[Mapping], available, owner: str, kwargs: dict) -> dict:
+def _prepare(sites: Mapping | None, available, owner: str, kwargs: dict) -> dict:
     checked = check_site_config(sites, available, owner)  # fail before building anything
     if checked:
         kwargs.setdefault("use_flash_attn", False)  # flash-attn cannot change the weights
@@ -27,22 +27,27 @@ def _prepare(sites: Optional[Mapping], available, owner: str, kwargs: dict) -> d
 
 
 class RelaxedTransformerEncoder(TransformerEncoder):
-    def __init__(self, input_size: int, attention_sites: Optional[Mapping] = None, **kwargs):
+    def __init__(self, input_size: int, attention_sites: Mapping | None = None, **kwargs):
         sites = _prepare(attention_sites, ENCODER_SITES, "encoder relaxed_transformer", kwargs)
         super().__init__(input_size, **kwargs)
         configure_attention_sites(self.encoders, sites)
 
 
 class RelaxedCNNTransformerEncoder(CNNTransformerEncoder):
-    def __init__(self, input_size: int, attention_sites: Optional[Mapping] = None, **kwargs):
+    def __init__(self, input_size: int, attention_sites: Mapping | None = None, **kwargs):
         sites = _prepare(attention_sites, ENCODER_SITES, "encoder relaxed_cnn_transformer", kwargs)
         super().__init__(input_size, **kwargs)
         configure_attention_sites(self.encoders, sites)
 
 
 class RelaxedTransformerDecoder(TransformerDecoder):
-    def __init__(self, vocab_size: int, encoder_output_size: int, attention_sites: Optional[Mapping] = None,
-                 **kwargs):
+    def __init__(
+        self,
+        vocab_size: int,
+        encoder_output_size: int,
+        attention_sites: Mapping | None = None,
+        **kwargs,
+    ):
         sites = _prepare(attention_sites, DECODER_SITES, "decoder relaxed_transformer", kwargs)
         super().__init__(vocab_size, encoder_output_size, **kwargs)
         configure_attention_sites(self.decoders, sites)

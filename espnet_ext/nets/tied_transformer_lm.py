@@ -11,7 +11,14 @@ from espnet_ext.errors import ConfigError
 
 
 class TiedTransformerLM(TransformerLM):
-    def __init__(self, vocab_size: int, embed_unit: int = 512, att_unit: int = 512, tie_weights: bool = True, **kwargs):
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_unit: int = 512,
+        att_unit: int = 512,
+        tie_weights: bool = True,
+        **kwargs,
+    ):
         super().__init__(vocab_size, embed_unit=embed_unit, att_unit=att_unit, **kwargs)
         if tie_weights:
             if embed_unit != att_unit:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import string
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, Optional, Sequence
 
 import editdistance
 
@@ -27,18 +27,23 @@ def normalise(text: str) -> str:
     return text.lower().translate(_DROP)
 
 
-def score_accuracy(ref_path, hyp_path, entropy_path=None) -> Dict[str, float]:
+def score_accuracy(ref_path, hyp_path, entropy_path=None) -> dict[str, float]:
     pairs = read_ref_hyp(ref_path, hyp_path)
     correct = sum(normalise(p.ref) == normalise(p.hyp) for p in pairs)
     chars = sum(len(normalise(p.ref)) for p in pairs)
     errors = sum(editdistance.eval(normalise(p.ref), normalise(p.hyp)) for p in pairs)
-    result = {"seq_acc": 100.0 * correct / len(pairs), "char_acc": 100.0 * (1 - errors / max(chars, 1)),
-              "num_images": len(pairs)}
+    result = {
+        "seq_acc": 100.0 * correct / len(pairs),
+        "char_acc": 100.0 * (1 - errors / max(chars, 1)),
+        "num_images": len(pairs),
+    }
     if entropy_path:
         entropy = read_kaldi_map(entropy_path)
         missing = [p.utt_id for p in pairs if p.utt_id not in entropy]
         if missing:
-            raise InputError(f"no entropy for {len(missing)} images, e.g. '{missing[0]}'", path=entropy_path)
+            raise InputError(
+                f"no entropy for {len(missing)} images, e.g. '{missing[0]}'", path=entropy_path
+            )
         try:
             result["entropy"] = sum(float(entropy[p.utt_id]) for p in pairs) / len(pairs)
         except ValueError as e:
@@ -46,7 +51,7 @@ def score_accuracy(ref_path, hyp_path, entropy_path=None) -> Dict[str, float]:
     return result
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="score_acc.py", description=__doc__.splitlines()[0])
     parser.add_argument("--ref", type=Path, required=True)
     parser.add_argument("--hyp", type=Path, required=True)
@@ -57,8 +62,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         result = score_accuracy(args.ref, args.hyp, args.entropy)
     except InputError as e:
         sys.exit(f"score_acc: error: {e}")
-    report = (f"%SeqAcc {result['seq_acc']:.2f} %CharAcc {result['char_acc']:.2f} ({result['num_images']} images)"
-              + (f" entropy {result['entropy']:.3f}" if "entropy" in result else ""))
+    report = (
+        f"%SeqAcc {result['seq_acc']:.2f} %CharAcc {result['char_acc']:.2f} ({result['num_images']} images)"
+        + (f" entropy {result['entropy']:.3f}" if "entropy" in result else "")
+    )
     result.update(metric="seq_acc", ref=str(args.ref), hyp=str(args.hyp))
     write_result(args.out_dir, result, report + "\n")
     print(f"{report} -> {args.out_dir / 'result.txt'}")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 from sacrebleu.metrics import BLEU
 from sacrebleu.metrics.bleu import _TOKENIZERS
@@ -59,7 +59,9 @@ def format_report(result: dict) -> str:
     )
 
 
-def score_files(ref_path, hyp_path, out_dir, tokenize: str = "13a", lowercase: bool = False) -> dict:
+def score_files(
+    ref_path, hyp_path, out_dir, tokenize: str = "13a", lowercase: bool = False
+) -> dict:
     """Score, write ``out_dir/result.{txt,json}``; returns the json content."""
     result = score_bleu(read_ref_hyp(ref_path, hyp_path), tokenize, lowercase)
     result.update(metric="bleu", ref=str(ref_path), hyp=str(hyp_path))
@@ -69,17 +71,23 @@ def score_files(ref_path, hyp_path, out_dir, tokenize: str = "13a", lowercase: b
 
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="score_bleu.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="score_bleu.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--ref", type=Path, required=True, help="reference Kaldi text file")
-    parser.add_argument("--hyp", type=Path, required=True, help="hypothesis Kaldi text file, same ids")
+    parser.add_argument(
+        "--hyp", type=Path, required=True, help="hypothesis Kaldi text file, same ids"
+    )
     parser.add_argument("--out_dir", type=Path, required=True)
-    parser.add_argument("--tokenize", default="13a", choices=list(_TOKENIZERS), help="sacrebleu tokenizer")
+    parser.add_argument(
+        "--tokenize", default="13a", choices=list(_TOKENIZERS), help="sacrebleu tokenizer"
+    )
     parser.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
     try:
         result = score_files(args.ref, args.hyp, args.out_dir, args.tokenize, args.lowercase)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Tuple, Union
+from typing import Union
 
 from espnet_ext.data.datadir import read_kaldi_entries
 from espnet_ext.errors import InputError
@@ -25,7 +25,7 @@ class Pair:
     hyp: str
 
 
-def read_text(path: PathLike, allow_empty: bool, what: str) -> Dict[str, Tuple[int, str]]:
+def read_text(path: PathLike, allow_empty: bool, what: str) -> dict[str, tuple[int, str]]:
     """{id: (line number, text with whitespace collapsed)} of a Kaldi text file."""
     table = {}
     for entry in read_kaldi_entries(path, allow_empty, what):
@@ -36,7 +36,7 @@ def read_text(path: PathLike, allow_empty: bool, what: str) -> Dict[str, Tuple[i
     return table
 
 
-def read_ref_hyp(ref_path: PathLike, hyp_path: PathLike) -> List[Pair]:
+def read_ref_hyp(ref_path: PathLike, hyp_path: PathLike) -> list[Pair]:
     """The (reference, hypothesis) pairs in reference file order; the id sets must be equal."""
     refs = read_text(ref_path, allow_empty=False, what="reference")
     hyps = read_text(hyp_path, allow_empty=True, what="hypothesis")
@@ -51,7 +51,9 @@ def read_ref_hyp(ref_path: PathLike, hyp_path: PathLike) -> List[Pair]:
             first, path, table, other = missing_in_hyp[0], ref_path, refs, hyp_path
         else:
             first, path, table, other = missing_in_ref[0], hyp_path, hyps, ref_path
-        raise InputError(f"id not in {other} ({counts})", path=path, line=table[first][0], key=first)
+        raise InputError(
+            f"id not in {other} ({counts})", path=path, line=table[first][0], key=first
+        )
     if not refs:
         raise InputError("no utterances to score", path=ref_path)
     return [Pair(u, text, hyps[u][1]) for u, (_, text) in refs.items()]

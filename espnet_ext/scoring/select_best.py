@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 from espnet_ext.errors import InputError
 from espnet_ext.results import lookup
 
 
-def select_best(runs: Sequence[Tuple[str, str]], metric: str, maximize: bool) -> Tuple[str, List[Tuple[str, float]]]:
+def select_best(
+    runs: Sequence[tuple[str, str]], metric: str, maximize: bool
+) -> tuple[str, list[tuple[str, float]]]:
     """(label of the best run, [(label, value)] of all) for ``runs`` = [(label, result.json path)]."""
     if not runs:
         raise InputError("no runs to choose from")
@@ -26,7 +28,11 @@ def select_best(runs: Sequence[Tuple[str, str]], metric: str, maximize: bool) ->
     for label, path in runs:
         value = lookup(path, metric)
         if value is None:
-            raise InputError("result file does not exist (was this run decoded and scored?)", path=path, key=label)
+            raise InputError(
+                "result file does not exist (was this run decoded and scored?)",
+                path=path,
+                key=label,
+            )
         values.append((label, float(value)))
     best = values[0]
     for label, value in values[1:]:
@@ -35,20 +41,23 @@ def select_best(runs: Sequence[Tuple[str, str]], metric: str, maximize: bool) ->
     return best[0], values
 
 
-def parse_run(text: str) -> Tuple[str, str]:
+def parse_run(text: str) -> tuple[str, str]:
     label, sep, path = text.partition("=")
     if not sep or not label or not path:
         raise argparse.ArgumentTypeError(f"expected LABEL=PATH, got {text!r}")
     return label, path
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.scoring.select_best", description=__doc__,
+        prog="python -m espnet_ext.scoring.select_best",
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("runs", nargs="+", type=parse_run, help="LABEL=result.json")
-    parser.add_argument("--metric", required=True, help="key of result.json (dotted for nested keys)")
+    parser.add_argument(
+        "--metric", required=True, help="key of result.json (dotted for nested keys)"
+    )
     direction = parser.add_mutually_exclusive_group(required=True)
     direction.add_argument("--max", action="store_true", help="higher is better (BLEU, accuracy)")
     direction.add_argument("--min", action="store_true", help="lower is better (WER)")
@@ -58,7 +67,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     except InputError as e:
         sys.exit(f"select_best: error: {e}")
     for label, value in values:
-        print(f"{label}\t{args.metric} {value:.2f}" + ("\t<- best" if label == best else ""), file=sys.stderr)
+        print(
+            f"{label}\t{args.metric} {value:.2f}" + ("\t<- best" if label == best else ""),
+            file=sys.stderr,
+        )
     print(best)
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence
 
 import jiwer
 
@@ -56,7 +56,7 @@ def score_wer(pairs: Sequence[Pair]) -> dict:
     }
 
 
-def align_columns(ref: List[str], hyp: List[str], chunks) -> List[tuple]:
+def align_columns(ref: list[str], hyp: list[str], chunks) -> list[tuple]:
     """(ref word, hyp word, op) per aligned position; op is "", "S", "D" or "I"."""
     columns = []
     for chunk in chunks:
@@ -73,7 +73,7 @@ def align_columns(ref: List[str], hyp: List[str], chunks) -> List[tuple]:
     return columns
 
 
-def format_alignment(utt_id: str, columns: List[tuple]) -> str:
+def format_alignment(utt_id: str, columns: list[tuple]) -> str:
     widths = [max(len(r), len(h), len(op)) for r, h, op in columns]
     ops = [op for _, _, op in columns]
     rows = [
@@ -106,7 +106,9 @@ def format_report(scores: dict, pairs: Sequence[Pair], ref_path, hyp_path) -> st
     output = scores["alignments"]
     blocks = [
         format_alignment(pair.utt_id, align_columns(ref, hyp, chunks))
-        for pair, ref, hyp, chunks in zip(pairs, output.references, output.hypotheses, output.alignments)
+        for pair, ref, hyp, chunks in zip(
+            pairs, output.references, output.hypotheses, output.alignments
+        )
         if any(chunk.type != "equal" for chunk in chunks)
     ]
     return "\n".join(lines) + "\n\n" + "\n".join(blocks)
@@ -125,15 +127,19 @@ def score_files(ref_path, hyp_path, out_dir) -> dict:
 
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="score_wer.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="score_wer.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--ref", type=Path, required=True, help="reference Kaldi text file")
-    parser.add_argument("--hyp", type=Path, required=True, help="hypothesis Kaldi text file, same ids")
+    parser.add_argument(
+        "--hyp", type=Path, required=True, help="hypothesis Kaldi text file, same ids"
+    )
     parser.add_argument("--out_dir", type=Path, required=True)
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
     try:
         result = score_files(args.ref, args.hyp, args.out_dir)

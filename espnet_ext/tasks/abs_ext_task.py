@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import logging
 import pickle
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, Collection, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
-
 from espnet2.tasks.abs_task import AbsTask
 from espnet2.text.build_tokenizer import build_tokenizer
 from espnet2.text.cleaner import TextCleaner
@@ -27,6 +25,7 @@ from espnet2.train.dataset import ESPnetDataset
 from espnet2.train.preprocessor import AbsPreprocessor
 from espnet2.train.trainer import Trainer
 from espnet2.utils.types import str2bool, str2triple_str, str_or_none
+from torch.utils.data import DataLoader
 
 from espnet_ext.data import types as data_types
 from espnet_ext.errors import ConfigError, InputError
@@ -37,7 +36,9 @@ from espnet_ext.fileio import read_utf8_lines
 data_types.install()
 
 
-def load_state_dict_strictly(model: torch.nn.Module, model_file: Union[str, Path], device: str = "cpu") -> None:
+def load_state_dict_strictly(
+    model: torch.nn.Module, model_file: str | Path, device: str = "cpu"
+) -> None:
     """Load weights into ``model``, refusing files whose keys do not match it exactly.
 
     ESPnet's ``build_model_from_file`` loads with ``strict=False``: a config/model mismatch would silently
@@ -45,14 +46,19 @@ def load_state_dict_strictly(model: torch.nn.Module, model_file: Union[str, Path
     """
     try:
         state = torch.load(model_file, map_location=device, weights_only=True)
-    except pickle.UnpicklingError as e:  # e.g. checkpoint.pth, which also holds the optimizer and reporter
+    except (
+        pickle.UnpicklingError
+    ) as e:  # e.g. checkpoint.pth, which also holds the optimizer and reporter
         raise InputError(
-            "not a file of model weights only (a training checkpoint?); use e.g. valid.acc.best.pth", path=model_file
+            "not a file of model weights only (a training checkpoint?); use e.g. valid.acc.best.pth",
+            path=model_file,
         ) from e
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as e:  # shapes differ
-        raise InputError(f"the model file does not fit the model its config builds: {e}", path=model_file) from e
+        raise InputError(
+            f"the model file does not fit the model its config builds: {e}", path=model_file
+        ) from e
     if missing or unexpected:
         raise InputError(
             f"the model file does not fit the model its config builds: missing keys {missing[:8]}"
@@ -62,7 +68,7 @@ def load_state_dict_strictly(model: torch.nn.Module, model_file: Union[str, Path
         )
 
 
-def read_keys(path: Union[str, Path]) -> List[str]:
+def read_keys(path: str | Path) -> list[str]:
     """First column of a Kaldi-style table, in file order."""
     return [line.split(maxsplit=1)[0] for _, line in read_utf8_lines(path) if line.strip()]
 
@@ -78,7 +84,7 @@ def check_ids(dataset: ESPnetDataset, ids: Collection[str]) -> None:
             raise InputError(message, path=path, key=missing[0])
 
 
-def read_list(value: Union[str, Sequence[str], None], option: str) -> List[str]:
+def read_list(value: str | Sequence[str] | None, option: str) -> list[str]:
     """A token/class list given as a file (one entry per line) or already as a list (from config.yaml)."""
     if value is None:
         raise ConfigError(f"--{option} is required")
@@ -101,8 +107,8 @@ class AbsExtTask(AbsTask):
     @classmethod
     def build_model_from_file(
         cls,
-        config_file: Union[Path, str, None] = None,
-        model_file: Union[Path, str, None] = None,
+        config_file: Path | str | None = None,
+        model_file: Path | str | None = None,
         device: str = "cpu",
     ):
         if config_file is None:
@@ -115,7 +121,7 @@ class AbsExtTask(AbsTask):
         return model, args
 
     @classmethod
-    def build_dataset(cls, args, iter_options, keys_to_load: Optional[Set[str]] = None):
+    def build_dataset(cls, args, iter_options, keys_to_load: set[str] | None = None):
         dataset = super().build_dataset(args, iter_options, keys_to_load)
         if keys_to_load:
             check_ids(dataset, keys_to_load)
@@ -127,14 +133,14 @@ class AbsExtTask(AbsTask):
         data_path_and_name_and_type,
         preprocess_fn,
         collate_fn,
-        key_file: Optional[str] = None,
+        key_file: str | None = None,
         batch_size: int = 1,
         dtype=np.float32,
         num_workers: int = 1,
         allow_variable_data_keys: bool = False,
         ngpu: int = 0,
         inference: bool = False,
-        mode: Optional[str] = None,
+        mode: str | None = None,
         multi_task_dataset: bool = False,
     ) -> DataLoader:
         """Examples in key order (collect_stats, inference), read through ESPnet's map-style dataset.
@@ -144,8 +150,12 @@ class AbsExtTask(AbsTask):
         """
         if multi_task_dataset:
             raise ConfigError(f"--multi_task_dataset is not supported by {cls.__name__}")
-        dataset = ESPnetDataset(data_path_and_name_and_type, preprocess=preprocess_fn, float_dtype=np.dtype(dtype).name)
-        cls.check_task_requirements(dataset, allow_variable_data_keys, train=False, inference=inference)
+        dataset = ESPnetDataset(
+            data_path_and_name_and_type, preprocess=preprocess_fn, float_dtype=np.dtype(dtype).name
+        )
+        cls.check_task_requirements(
+            dataset, allow_variable_data_keys, train=False, inference=inference
+        )
         keys = read_keys(key_file or data_path_and_name_and_type[0][0])
         check_ids(dataset, keys)
         return DataLoader(
@@ -166,18 +176,39 @@ def add_text_arguments(parser: argparse.ArgumentParser) -> None:
     """The token options of ESPnet's ASR task, so recipes pass the same ones (``--token_list`` is required)."""
     parser.set_defaults(required=parser.get_default("required") + ["token_list"])
     group = parser.add_argument_group(description="Text related")
-    group.add_argument("--use_preprocessor", type=str2bool, default=True,
-                       help="Tokenize the text (and prepare the inputs) in the data loader, as ESPnet's tasks")
-    group.add_argument("--token_list", type=str_or_none, default=None, help="A text mapping int-id to token")
     group.add_argument(
-        "--token_type", type=str, default="bpe", choices=["bpe", "char", "word"], help="Tokenization of the text"
-    )
-    group.add_argument("--bpemodel", type=str_or_none, default=None, help="The SentencePiece model (token_type=bpe)")
-    group.add_argument(
-        "--non_linguistic_symbols", type=str_or_none, default=None, help="File of symbols kept as single tokens"
+        "--use_preprocessor",
+        type=str2bool,
+        default=True,
+        help="Tokenize the text (and prepare the inputs) in the data loader, as ESPnet's tasks",
     )
     group.add_argument(
-        "--cleaner", type=str_or_none, choices=[None, "tacotron", "jaconv", "vietnamese"], default=None,
+        "--token_list", type=str_or_none, default=None, help="A text mapping int-id to token"
+    )
+    group.add_argument(
+        "--token_type",
+        type=str,
+        default="bpe",
+        choices=["bpe", "char", "word"],
+        help="Tokenization of the text",
+    )
+    group.add_argument(
+        "--bpemodel",
+        type=str_or_none,
+        default=None,
+        help="The SentencePiece model (token_type=bpe)",
+    )
+    group.add_argument(
+        "--non_linguistic_symbols",
+        type=str_or_none,
+        default=None,
+        help="File of symbols kept as single tokens",
+    )
+    group.add_argument(
+        "--cleaner",
+        type=str_or_none,
+        choices=[None, "tacotron", "jaconv", "vietnamese"],
+        default=None,
         help="Apply text cleaning",
     )
 
@@ -189,10 +220,10 @@ class TextPreprocessor(AbsPreprocessor):
         self,
         train: bool,
         token_type: str,
-        token_list: Union[str, Iterable[str]],
-        bpemodel: Optional[str] = None,
-        non_linguistic_symbols: Optional[str] = None,
-        cleaner: Optional[str] = None,
+        token_list: str | Iterable[str],
+        bpemodel: str | None = None,
+        non_linguistic_symbols: str | None = None,
+        cleaner: str | None = None,
         text_name: str = "text",
     ):
         super().__init__(train)
@@ -204,7 +235,7 @@ class TextPreprocessor(AbsPreprocessor):
         self.converter = TokenIDConverter(token_list=token_list, unk_symbol="<unk>")
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, train: bool) -> "TextPreprocessor":
+    def from_args(cls, args: argparse.Namespace, train: bool) -> TextPreprocessor:
         return cls(
             train=train,
             token_type=args.token_type,
@@ -232,15 +263,28 @@ class TextPreprocessor(AbsPreprocessor):
 
 
 def inference_parser(description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument(
-        "--data_path_and_name_and_type", type=str2triple_str, action="append", required=True,
+        "--data_path_and_name_and_type",
+        type=str2triple_str,
+        action="append",
+        required=True,
         help="As in training, e.g. dump/test/image.scp,image,image (repeatable)",
     )
-    parser.add_argument("--key_file", type=str_or_none, default=None, help="Decode only these ids (a data split)")
-    parser.add_argument("--train_config", type=str_or_none, default=None, help="config.yaml written by training")
-    parser.add_argument("--model_file", type=str, required=True, help="e.g. exp/x/valid.acc.best.pth")
-    parser.add_argument("--output_file", type=str, required=True, help="Kaldi text: '<id> <prediction>' per line")
+    parser.add_argument(
+        "--key_file", type=str_or_none, default=None, help="Decode only these ids (a data split)"
+    )
+    parser.add_argument(
+        "--train_config", type=str_or_none, default=None, help="config.yaml written by training"
+    )
+    parser.add_argument(
+        "--model_file", type=str, required=True, help="e.g. exp/x/valid.acc.best.pth"
+    )
+    parser.add_argument(
+        "--output_file", type=str, required=True, help="Kaldi text: '<id> <prediction>' per line"
+    )
     parser.add_argument("--batch_size", type=int, default=1)
     parser.add_argument("--num_workers", type=int, default=0)
     parser.add_argument("--device", type=str, default="cpu", help="cpu, cuda or cuda:N")
@@ -250,7 +294,7 @@ def inference_parser(description: str) -> argparse.ArgumentParser:
 
 def inference_batches(
     task: type, train_args: argparse.Namespace, args: argparse.Namespace
-) -> Iterable[Tuple[List[str], dict]]:
+) -> Iterable[tuple[list[str], dict]]:
     """``(ids, batch)`` in key order, preprocessed and collated exactly as for validation."""
     loader = task.build_streaming_iterator(
         data_path_and_name_and_type=args.data_path_and_name_and_type,
@@ -265,8 +309,13 @@ def inference_batches(
         yield ids, {name: value.to(args.device) for name, value in batch.items()}
 
 
-def inference_main(get_parser: Callable[[], argparse.ArgumentParser], inference: Callable, cmd=None) -> None:
+def inference_main(
+    get_parser: Callable[[], argparse.ArgumentParser], inference: Callable, cmd=None
+) -> None:
     """The body of every ``*_inference`` entry point: parse, set up logging, run."""
     args = get_parser().parse_args(cmd)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s (%(module)s:%(lineno)d) %(levelname)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s (%(module)s:%(lineno)d) %(levelname)s: %(message)s",
+    )
     inference(args)

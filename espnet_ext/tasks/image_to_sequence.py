@@ -11,10 +11,9 @@ text_lengths)`` for training and ``recognize(image, image_lengths)`` -> token id
 from __future__ import annotations
 
 import argparse
-from typing import Callable, Dict, Optional, Tuple
+from collections.abc import Callable
 
 import numpy as np
-
 from espnet2.train.abs_espnet_model import AbsESPnetModel
 from espnet2.train.class_choices import ClassChoices
 from espnet2.train.collate_fn import CommonCollateFn
@@ -25,7 +24,12 @@ from espnet_ext.nets.sharp.model import (
     SharpAttentionRecognizer,
     SoftAttentionRecognizer,
 )
-from espnet_ext.tasks.abs_ext_task import AbsExtTask, TextPreprocessor, add_text_arguments, read_list
+from espnet_ext.tasks.abs_ext_task import (
+    AbsExtTask,
+    TextPreprocessor,
+    add_text_arguments,
+    read_list,
+)
 
 model_choices = ClassChoices(
     "model",
@@ -43,7 +47,7 @@ model_choices = ClassChoices(
 class ImageTextPreprocessor(TextPreprocessor):
     """Tokenizes ``text`` and turns ``image`` width-first: (H, W[, C]) -> (W, H[, C])."""
 
-    def __call__(self, uid: str, data: Dict) -> Dict:
+    def __call__(self, uid: str, data: dict) -> dict:
         data = super().__call__(uid, data)
         image = data["image"]
         data["image"] = np.ascontiguousarray(np.swapaxes(image, 0, 1))
@@ -65,19 +69,23 @@ class ImageToSequenceTask(AbsExtTask):
         return CommonCollateFn(float_pad_value=0.0, int_pad_value=-1)  # token 0 is the CTC blank
 
     @classmethod
-    def build_preprocess_fn(cls, args: argparse.Namespace, train: bool) -> Optional[Callable]:
+    def build_preprocess_fn(cls, args: argparse.Namespace, train: bool) -> Callable | None:
         return ImageTextPreprocessor.from_args(args, train) if args.use_preprocessor else None
 
     @classmethod
-    def required_data_names(cls, train: bool = True, inference: bool = False) -> Tuple[str, ...]:
+    def required_data_names(cls, train: bool = True, inference: bool = False) -> tuple[str, ...]:
         return ("image",) if inference else ("image", "text")
 
     @classmethod
-    def optional_data_names(cls, train: bool = True, inference: bool = False) -> Tuple[str, ...]:
+    def optional_data_names(cls, train: bool = True, inference: bool = False) -> tuple[str, ...]:
         return ()
 
     @classmethod
     def build_model(cls, args: argparse.Namespace) -> AbsESPnetModel:
-        args.token_list = read_list(args.token_list, "token_list")  # stored in config.yaml as a list
+        args.token_list = read_list(
+            args.token_list, "token_list"
+        )  # stored in config.yaml as a list
         model_class = model_choices.get_class(args.model)
-        return model_class(vocab_size=len(args.token_list), token_list=args.token_list, **args.model_conf)
+        return model_class(
+            vocab_size=len(args.token_list), token_list=args.token_list, **args.model_conf
+        )

@@ -10,7 +10,7 @@ ours included, is available here too), and decoding uses ESPnet's beam search (`
 from __future__ import annotations
 
 import argparse
-from typing import Callable, Optional, Tuple
+from collections.abc import Callable
 
 from espnet2.asr.ctc import CTC
 from espnet2.asr.frontend.abs_frontend import AbsFrontend
@@ -25,7 +25,12 @@ from espnet2.utils.types import int_or_none, str_or_none
 
 from espnet_ext.errors import ConfigError
 from espnet_ext.nets.baselines.visual_frontend import Conv3dResNetFrontend, ESPnetVSRModel
-from espnet_ext.tasks.abs_ext_task import AbsExtTask, TextPreprocessor, add_text_arguments, read_list
+from espnet_ext.tasks.abs_ext_task import (
+    AbsExtTask,
+    TextPreprocessor,
+    add_text_arguments,
+    read_list,
+)
 
 frontend_choices = ClassChoices(
     "frontend",
@@ -42,7 +47,7 @@ model_choices = ClassChoices(
 )
 
 
-def _build_optional(choices: ClassChoices, name: Optional[str], conf: dict, **kwargs):
+def _build_optional(choices: ClassChoices, name: str | None, conf: dict, **kwargs):
     return None if name is None else choices.get_class(name)(**kwargs, **conf)
 
 
@@ -63,15 +68,30 @@ class LipReadingTask(AbsExtTask):
         add_text_arguments(parser)
         group = parser.add_argument_group(description="Task related")
         group.add_argument(
-            "--input_size", type=int_or_none, default=None,
+            "--input_size",
+            type=int_or_none,
+            default=None,
             help="Feature dimension of pre-extracted visual features (then no frontend is built)",
         )
         group.add_argument(
-            "--ctc_conf", action=NestedDictAction, default=get_default_kwargs(CTC), help="Keyword arguments of CTC"
+            "--ctc_conf",
+            action=NestedDictAction,
+            default=get_default_kwargs(CTC),
+            help="Keyword arguments of CTC",
         )
         group.add_argument(
-            "--init", type=lambda x: str_or_none(x.lower()), default=None,
-            choices=["chainer", "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal", "normal", None],
+            "--init",
+            type=lambda x: str_or_none(x.lower()),
+            default=None,
+            choices=[
+                "chainer",
+                "xavier_uniform",
+                "xavier_normal",
+                "kaiming_uniform",
+                "kaiming_normal",
+                "normal",
+                None,
+            ],
             help="The initialization method",
         )
         for class_choices in cls.class_choices_list:
@@ -79,28 +99,34 @@ class LipReadingTask(AbsExtTask):
 
     @classmethod
     def build_collate_fn(cls, args: argparse.Namespace, train: bool) -> Callable:
-        return CommonCollateFn(float_pad_value=0.0, int_pad_value=-1)  # -1: ESPnet's ignore_id for text
+        return CommonCollateFn(
+            float_pad_value=0.0, int_pad_value=-1
+        )  # -1: ESPnet's ignore_id for text
 
     @classmethod
-    def build_preprocess_fn(cls, args: argparse.Namespace, train: bool) -> Optional[Callable]:
+    def build_preprocess_fn(cls, args: argparse.Namespace, train: bool) -> Callable | None:
         return TextPreprocessor.from_args(args, train) if args.use_preprocessor else None
 
     @classmethod
-    def required_data_names(cls, train: bool = True, inference: bool = False) -> Tuple[str, ...]:
+    def required_data_names(cls, train: bool = True, inference: bool = False) -> tuple[str, ...]:
         return ("video",) if inference else ("video", "text")
 
     @classmethod
-    def optional_data_names(cls, train: bool = True, inference: bool = False) -> Tuple[str, ...]:
+    def optional_data_names(cls, train: bool = True, inference: bool = False) -> tuple[str, ...]:
         return ()
 
     @classmethod
     def build_model(cls, args: argparse.Namespace) -> AbsESPnetModel:
-        args.token_list = read_list(args.token_list, "token_list")  # stored in config.yaml as a list
+        args.token_list = read_list(
+            args.token_list, "token_list"
+        )  # stored in config.yaml as a list
         vocab_size = len(args.token_list)
 
         if args.input_size is None:
             if args.frontend is None:
-                raise ConfigError("--frontend none needs --input_size (the dimension of the given features)")
+                raise ConfigError(
+                    "--frontend none needs --input_size (the dimension of the given features)"
+                )
             frontend = frontend_choices.get_class(args.frontend)(**args.frontend_conf)
             input_size = frontend.output_size()
         else:  # features were extracted beforehand
@@ -112,18 +138,26 @@ class LipReadingTask(AbsExtTask):
         preencoder = _build_optional(asr.preencoder_choices, args.preencoder, args.preencoder_conf)
         if preencoder is not None:
             input_size = preencoder.output_size()
-        encoder = asr.encoder_choices.get_class(args.encoder)(input_size=input_size, **args.encoder_conf)
+        encoder = asr.encoder_choices.get_class(args.encoder)(
+            input_size=input_size, **args.encoder_conf
+        )
         encoder_output_size = encoder.output_size()
         postencoder = _build_optional(
-            asr.postencoder_choices, args.postencoder, args.postencoder_conf, input_size=encoder_output_size
+            asr.postencoder_choices,
+            args.postencoder,
+            args.postencoder_conf,
+            input_size=encoder_output_size,
         )
         if postencoder is not None:
             encoder_output_size = postencoder.output_size()
         if args.decoder == "transducer":
             raise ConfigError("transducer decoders are not supported by LipReadingTask")
         decoder = _build_optional(
-            asr.decoder_choices, args.decoder, args.decoder_conf,
-            vocab_size=vocab_size, encoder_output_size=encoder_output_size,
+            asr.decoder_choices,
+            args.decoder,
+            args.decoder_conf,
+            vocab_size=vocab_size,
+            encoder_output_size=encoder_output_size,
         )
         ctc = CTC(odim=vocab_size, encoder_output_size=encoder_output_size, **args.ctc_conf)
 

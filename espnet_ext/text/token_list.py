@@ -16,9 +16,10 @@ import argparse
 import io
 import sys
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import Union
 
 import sentencepiece as spm
 
@@ -32,7 +33,7 @@ SPACE = "<space>"
 PathLike = Union[str, Path]
 
 
-def read_transcripts(text_files: Iterable[PathLike]) -> List[str]:
+def read_transcripts(text_files: Iterable[PathLike]) -> list[str]:
     """Transcripts of Kaldi ``<id> <words>`` files with whitespace runs collapsed (as ESPnet's ``--field 2-``)."""
     transcripts = []
     for path in text_files:
@@ -44,11 +45,11 @@ def read_transcripts(text_files: Iterable[PathLike]) -> List[str]:
     return transcripts
 
 
-def with_special_symbols(tokens: Iterable[str]) -> List[str]:
+def with_special_symbols(tokens: Iterable[str]) -> list[str]:
     return [BLANK, UNK, *tokens, SOS_EOS]
 
 
-def char_tokens(transcripts: Iterable[str], space_symbol: str = SPACE) -> List[str]:
+def char_tokens(transcripts: Iterable[str], space_symbol: str = SPACE) -> list[str]:
     """Characters by descending count, ties in order of first appearance; space as ``space_symbol``."""
     counts = Counter(space_symbol if char == " " else char for text in transcripts for char in text)
     # Counter keeps first-appearance order and sorted() is stable, which breaks ties like ESPnet.
@@ -61,7 +62,7 @@ class SentencePieceOptions:
     model_type: str = "unigram"
     character_coverage: float = 1.0
     input_sentence_size: int = 100_000_000
-    user_defined_symbols: List[str] = field(default_factory=list)
+    user_defined_symbols: list[str] = field(default_factory=list)
     hard_vocab_limit: bool = True
     max_sentencepiece_length: int = 16
     num_threads: int = 1  # one thread keeps training bit-for-bit reproducible
@@ -91,12 +92,14 @@ def train_sentencepiece(transcripts: Sequence[str], options: SentencePieceOption
         kwargs["user_defined_symbols"] = list(options.user_defined_symbols)
     try:
         spm.SentencePieceTrainer.train(**kwargs)
-    except RuntimeError as e:  # e.g. "Vocabulary size too high (5000). Please set it to a value <= 120."
+    except (
+        RuntimeError
+    ) as e:  # e.g. "Vocabulary size too high (5000). Please set it to a value <= 120."
         raise ConfigError(f"SentencePiece training failed: {e}")
     return model.getvalue()
 
 
-def sentencepiece_tokens(model: Union[bytes, PathLike]) -> List[str]:
+def sentencepiece_tokens(model: bytes | PathLike) -> list[str]:
     """The model's pieces in id order, without its control symbols and ``<unk>`` (ESPnet adds its own)."""
     processor = spm.SentencePieceProcessor()
     if isinstance(model, bytes):
@@ -122,7 +125,7 @@ def make_token_list(
     token_type: str,
     text_files: Sequence[PathLike],
     out_dir: PathLike,
-    options: Optional[SentencePieceOptions] = None,
+    options: SentencePieceOptions | None = None,
     space_symbol: str = SPACE,
 ) -> Path:
     """Write ``out_dir/tokens.txt`` (and ``out_dir/bpe.model`` for bpe); returns the token list path."""
@@ -161,7 +164,9 @@ def get_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--token_type", choices=("bpe", "char"), required=True)
-    parser.add_argument("--text", nargs="+", required=True, help="Kaldi text files: '<id> <transcript>' lines")
+    parser.add_argument(
+        "--text", nargs="+", required=True, help="Kaldi text files: '<id> <transcript>' lines"
+    )
     parser.add_argument("--out_dir", type=Path, required=True)
     parser.add_argument("--space_symbol", default=SPACE, help="char: what a space becomes")
     spm_group = parser.add_argument_group("SentencePiece (bpe), passed through to its trainer")
@@ -170,16 +175,20 @@ def get_parser() -> argparse.ArgumentParser:
     spm_group.add_argument("--character_coverage", type=float, default=defaults.character_coverage)
     spm_group.add_argument("--input_sentence_size", type=int, default=defaults.input_sentence_size)
     spm_group.add_argument(
-        "--user_defined_symbols", default="", help="comma-separated symbols kept whole (e.g. noise tags)"
+        "--user_defined_symbols",
+        default="",
+        help="comma-separated symbols kept whole (e.g. noise tags)",
     )
     spm_group.add_argument("--hard_vocab_limit", type=_str2bool, default=defaults.hard_vocab_limit)
-    spm_group.add_argument("--max_sentencepiece_length", type=int, default=defaults.max_sentencepiece_length)
+    spm_group.add_argument(
+        "--max_sentencepiece_length", type=int, default=defaults.max_sentencepiece_length
+    )
     spm_group.add_argument("--num_threads", type=int, default=defaults.num_threads)
     spm_group.add_argument("--seed", type=int, default=defaults.seed)
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
     options = SentencePieceOptions(
         vocab_size=args.vocab_size,

@@ -91,11 +91,17 @@ def test_spec_expands_grid_and_seeds(recipe):
         "./fake_run.sh --attention_variant relaxed_cross --relax_gamma 0.1 --asr_tag relaxed_cross_g0.1 --use_lm true "
         "--inference_tag lm --stage 10 --stop_stage 11",
     ]
-    assert len(sweep.invocations("baseline")) == 2  # the LM decoding is restricted to relaxed_cross runs
+    assert (
+        len(sweep.invocations("baseline")) == 2
+    )  # the LM decoding is restricted to relaxed_cross runs
 
-    (recipe / "seeds.yaml").write_text(SPEC + "seeds: [1, 2]\nseed_option: --asr_args \"--seed {seed}\"\n")
+    (recipe / "seeds.yaml").write_text(
+        SPEC + 'seeds: [1, 2]\nseed_option: --asr_args "--seed {seed}"\n'
+    )
     seeded = load_sweep("seeds.yaml")
-    assert "baseline_seed2" in seeded.runs and seeded.runs["baseline_seed2"].endswith('--asr_args "--seed 2"')
+    assert "baseline_seed2" in seeded.runs and seeded.runs["baseline_seed2"].endswith(
+        '--asr_args "--seed 2"'
+    )
 
 
 def test_bad_specs_name_the_file(recipe):
@@ -109,8 +115,20 @@ def test_bad_specs_name_the_file(recipe):
 
 def test_run_through_the_local_backend_and_collect(recipe):
     out = subprocess.run(
-        [sys.executable, "-m", "espnet_ext.analysis.sweep", "run", "--spec", "sweep.yaml", "--results_md", "R.md"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)},
+        [
+            sys.executable,
+            "-m",
+            "espnet_ext.analysis.sweep",
+            "run",
+            "--spec",
+            "sweep.yaml",
+            "--results_md",
+            "R.md",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert (recipe / "prepared.txt").read_text() == "prepared\n"
@@ -130,10 +148,15 @@ def test_run_through_the_local_backend_and_collect(recipe):
 
 
 def test_failed_run_is_reported_with_its_log(recipe):
-    (recipe / "fake_run.sh").write_text("#!/usr/bin/env bash\n[ \"$*\" = '--stop_stage 8' ] && exit 0\nexit 3\n")
+    (recipe / "fake_run.sh").write_text(
+        "#!/usr/bin/env bash\n[ \"$*\" = '--stop_stage 8' ] && exit 0\nexit 3\n"
+    )
     out = subprocess.run(
         [sys.executable, "-m", "espnet_ext.analysis.sweep", "run", "--spec", "sweep.yaml"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert out.returncode != 0
     assert "exp/sweeps/demo/log/run.<n>.log" in out.stderr
@@ -144,11 +167,24 @@ def test_failed_run_is_reported_with_its_log(recipe):
 def test_runs_become_one_slurm_array_job(slurm_cluster, recipe):
     """With the recipe's Slurm command every run is a task of one sbatch array; the table is the same."""
     (recipe / "conf").mkdir()
-    (recipe / "conf" / "slurm.conf").write_text((REPO / "egs/TEMPLATE/asr1/conf/slurm.conf").read_text())
+    (recipe / "conf" / "slurm.conf").write_text(
+        (REPO / "egs/TEMPLATE/asr1/conf/slurm.conf").read_text()
+    )
     out = subprocess.run(
-        [sys.executable, "-m", "espnet_ext.analysis.sweep", "run", "--spec", "sweep.yaml",
-         "--cmd", "utils/slurm.py --config conf/slurm.conf"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)},
+        [
+            sys.executable,
+            "-m",
+            "espnet_ext.analysis.sweep",
+            "run",
+            "--spec",
+            "sweep.yaml",
+            "--cmd",
+            "utils/slurm.py --config conf/slurm.conf",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert len(re.findall(r"slurm: submitted job \d+ \(3 tasks\)", out.stderr)) == 1, out.stderr
@@ -159,7 +195,9 @@ def test_runs_become_one_slurm_array_job(slurm_cluster, recipe):
     assert values["relaxed_cross_g0.2"]["lm"] == {"dev": 6.0, "test": 7.0}
 
 
-@pytest.mark.parametrize("spec", sorted(REPO.glob("egs/*/*/conf/sweeps/*.yaml")), ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize(
+    "spec", sorted(REPO.glob("egs/*/*/conf/sweeps/*.yaml")), ids=lambda p: str(p.relative_to(REPO))
+)
 def test_every_recipe_sweep_spec_loads_and_renders_before_any_run(spec, tmp_path, monkeypatch):
     """A committed spec names real runs and analyses; its tables render (empty cells) before anything ran."""
     from espnet_ext.analysis.tables import render_analyses
@@ -169,7 +207,9 @@ def test_every_recipe_sweep_spec_loads_and_renders_before_any_run(spec, tmp_path
     assert sweep.runs and sweep.analyses
     for run in sweep.runs:
         assert sweep.invocations(run)[0][:1] == ["./run.sh"]
-    empty = {run: {d.name: {s: None for s in sweep.sets} for d in sweep.decodes if d.applies_to(run)}
-             for run in sweep.runs}
+    empty = {
+        run: {d.name: {s: None for s in sweep.sets} for d in sweep.decodes if d.applies_to(run)}
+        for run in sweep.runs
+    }
     tables, _ = render_analyses(sweep, lambda key: empty, tmp_path)
     assert len(tables) == len(sweep.analyses)

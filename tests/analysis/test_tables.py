@@ -2,42 +2,73 @@
 
 import pytest
 
-from espnet_ext.analysis.tables import gamma_runs, internal_lm, lm_improvement, mean_std, paper_table
+from espnet_ext.analysis.tables import (
+    gamma_runs,
+    internal_lm,
+    lm_improvement,
+    mean_std,
+    paper_table,
+)
 from espnet_ext.errors import ConfigError
 from espnet_ext.results import render_table
 
 VALUES = {
-    "baseline": {"no_lm": {"dev": 5.0, "test": 6.0}, "lm_t": {"dev": 4.9, "test": 6.0}, "lm_x": {"dev": 4.5, "test": 5.5}},
-    "relaxed_cross": {"no_lm": {"dev": 5.2, "test": 6.1}, "lm_t": {"dev": 5.0, "test": 6.0},
-                      "lm_x": {"dev": 3.2, "test": 4.1}, "no_lm_matched": {"dev": 5.5, "test": None},
-                      "lm_x_matched": {"dev": 3.9, "test": 4.4}},
+    "baseline": {
+        "no_lm": {"dev": 5.0, "test": 6.0},
+        "lm_t": {"dev": 4.9, "test": 6.0},
+        "lm_x": {"dev": 4.5, "test": 5.5},
+    },
+    "relaxed_cross": {
+        "no_lm": {"dev": 5.2, "test": 6.1},
+        "lm_t": {"dev": 5.0, "test": 6.0},
+        "lm_x": {"dev": 3.2, "test": 4.1},
+        "no_lm_matched": {"dev": 5.5, "test": None},
+        "lm_x_matched": {"dev": 3.9, "test": 4.4},
+    },
     "b_seed1": {"no_lm": {"dev": 1.0, "test": 2.0}},
     "b_seed2": {"no_lm": {"dev": 3.0, "test": 2.0}},
 }
 
 
 def test_table1_layout_with_matched_inference_suffix():
-    spec = {"title": "Table 1", "groups": {"without LM": "no_lm", "with LM": "lm_x"},
-            "rows": [{"label": "Baseline", "run": "baseline"},
-                     {"label": "+ matched inference", "run": "relaxed_cross", "suffix": "_matched"}]}
+    spec = {
+        "title": "Table 1",
+        "groups": {"without LM": "no_lm", "with LM": "lm_x"},
+        "rows": [
+            {"label": "Baseline", "run": "baseline"},
+            {"label": "+ matched inference", "run": "relaxed_cross", "suffix": "_matched"},
+        ],
+    }
     text = render_table(paper_table(spec, VALUES, ["dev", "test"], ".2f"))
     lines = text.splitlines()
-    assert lines[0] == "| Approach | without LM dev | without LM test | with LM dev | with LM test |"
+    assert (
+        lines[0] == "| Approach | without LM dev | without LM test | with LM dev | with LM test |"
+    )
     assert lines[2] == "| Baseline | 5.00 | 6.00 | 4.50 | 5.50 |"
     assert lines[3] == "| + matched inference | 5.50 | - | 3.90 | 4.40 |"  # not decoded yet: "-"
 
 
 def test_seed_rows_show_mean_and_sample_std():
-    spec = {"title": "Table 7", "groups": {"": "no_lm"}, "rows": [{"label": "Baseline", "runs": ["b_seed1", "b_seed2"]}]}
+    spec = {
+        "title": "Table 7",
+        "groups": {"": "no_lm"},
+        "rows": [{"label": "Baseline", "runs": ["b_seed1", "b_seed2"]}],
+    }
     text = render_table(paper_table(spec, VALUES, ["dev", "test"], ".2f"))
     assert "| Baseline | 2.00 ± 1.41 | 2.00 ± 0.00 |" in text
     assert mean_std([1.0, None]) is None
 
 
 def test_internal_lm_reductions(tmp_path):
-    spec = {"title": "Table 5: internal LM", "models": {"Baseline": "baseline", "Relaxed": "relaxed_cross"},
-            "no_lm": "no_lm", "lms": {"+ LM (transcripts)": "lm_t", "+ LM (extended)": "lm_x"}}
-    table, figure = internal_lm(spec, VALUES, ["dev", "test"], ".2f", False, "WER", tmp_path, tmp_path)
+    spec = {
+        "title": "Table 5: internal LM",
+        "models": {"Baseline": "baseline", "Relaxed": "relaxed_cross"},
+        "no_lm": "no_lm",
+        "lms": {"+ LM (transcripts)": "lm_t", "+ LM (extended)": "lm_x"},
+    }
+    table, figure = internal_lm(
+        spec, VALUES, ["dev", "test"], ".2f", False, "WER", tmp_path, tmp_path
+    )
     text = render_table(table)
     assert "| Relaxed + LM (extended) | 3.20 | 4.10 | 2.00 | 2.00 |" in text
     assert "| Baseline + LM (transcripts) | 4.90 | 6.00 | 0.10 | 0.00 |" in text
@@ -46,8 +77,16 @@ def test_internal_lm_reductions(tmp_path):
 
 
 def test_gamma_runs_parse_the_grid_and_unknown_runs_are_refused():
-    values = {"relaxed_self_g0.01": {}, "relaxed_self_g0.001": {}, "relaxed_self_g0.01_seed2": {}, "baseline": {}}
-    assert gamma_runs(values, "relaxed_self") == [(0.001, "relaxed_self_g0.001"), (0.01, "relaxed_self_g0.01")]
+    values = {
+        "relaxed_self_g0.01": {},
+        "relaxed_self_g0.001": {},
+        "relaxed_self_g0.01_seed2": {},
+        "baseline": {},
+    }
+    assert gamma_runs(values, "relaxed_self") == [
+        (0.001, "relaxed_self_g0.001"),
+        (0.01, "relaxed_self_g0.01"),
+    ]
     spec = {"title": "T", "groups": {"": "no_lm"}, "rows": [{"label": "x", "run": "nope"}]}
     with pytest.raises(ConfigError, match="run 'nope'"):
         paper_table(spec, VALUES, ["dev"], ".2f")

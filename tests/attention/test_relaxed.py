@@ -21,7 +21,9 @@ HEADS, DIM = 4, 16
 
 def padding_mask(lengths, max_len=None):
     max_len = max_len or max(lengths)
-    return (torch.arange(max_len)[None, :] < torch.tensor(lengths)[:, None]).unsqueeze(1)  # (B, 1, T)
+    return (torch.arange(max_len)[None, :] < torch.tensor(lengths)[:, None]).unsqueeze(
+        1
+    )  # (B, 1, T)
 
 
 def espnet_attention(dropout=0.0, seed=0):
@@ -50,7 +52,9 @@ def reference_output(attention, x, memory, mask, gamma):
 def test_relaxed_weights_use_each_utterance_own_unmasked_length():
     torch.manual_seed(0)
     mask = padding_mask([5, 3])
-    weights = torch.softmax(torch.randn(2, HEADS, 4, 5).masked_fill(~mask.unsqueeze(1), -1e9), dim=-1)
+    weights = torch.softmax(
+        torch.randn(2, HEADS, 4, 5).masked_fill(~mask.unsqueeze(1), -1e9), dim=-1
+    )
     relaxed = relax_weights(weights, 0.2, mask)
     # Utterance 2 has T = 3: its padded keys keep weight 0, the visible ones get + 0.2 / 3.
     assert torch.equal(relaxed[1, ..., 3:], torch.zeros(HEADS, 4, 2))
@@ -73,7 +77,9 @@ def test_module_matches_equation_with_padding():
     relaxed = relaxed_copy(plain, gamma=0.3, fused=False).train()
     x, memory = torch.randn(2, 3, DIM), torch.randn(2, 6, DIM)
     mask = padding_mask([6, 2])
-    assert torch.allclose(relaxed(x, memory, memory, mask), reference_output(plain, x, memory, mask, 0.3), atol=1e-6)
+    assert torch.allclose(
+        relaxed(x, memory, memory, mask), reference_output(plain, x, memory, mask, 0.3), atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("training", [True, False])
@@ -96,9 +102,13 @@ def test_from_attention_shares_parameters_and_consumes_no_randomness():
     assert torch.equal(torch.random.get_rng_state(), state)
     assert relaxed.linear_q.weight is plain.linear_q.weight
     with pytest.raises(ConfigError, match="MultiHeadedAttention"):
-        from espnet.nets.pytorch_backend.transformer.attention import RelPositionMultiHeadedAttention
+        from espnet.nets.pytorch_backend.transformer.attention import (
+            RelPositionMultiHeadedAttention,
+        )
 
-        RelaxedMultiHeadedAttention.from_attention(RelPositionMultiHeadedAttention(HEADS, DIM, 0.0), gamma=0.1)
+        RelaxedMultiHeadedAttention.from_attention(
+            RelPositionMultiHeadedAttention(HEADS, DIM, 0.0), gamma=0.1
+        )
 
 
 def test_train_only_relaxation_leaves_inference_untouched():

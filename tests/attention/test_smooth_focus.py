@@ -17,7 +17,9 @@ def test_known_values_and_compression_against_softmax():
     scores = torch.tensor([2.0, 0.0]).view(1, 1, 1, 2)
     weights = smooth_focus_weights(scores, None).flatten().tolist()
     expected = sigmoid(2) / (sigmoid(2) + 0.5)
-    assert math.isclose(weights[0], expected, rel_tol=1e-6) and math.isclose(weights[1], 1 - expected, rel_tol=1e-6)
+    assert math.isclose(weights[0], expected, rel_tol=1e-6) and math.isclose(
+        weights[1], 1 - expected, rel_tol=1e-6
+    )
     # The sigmoid is bounded: a very large score cannot take more than 1/(1 + 0.5 * ...) of the mass.
     softmax_peak = torch.softmax(scores, -1).max()
     assert weights[0] < softmax_peak

@@ -9,15 +9,26 @@ from espnet_ext.attention.variants import main, variant_args
 from espnet_ext.errors import ConfigError
 from espnet_ext.nets.relaxed_transformer import RelaxedTransformerDecoder
 
-CONFIG = {"encoder": "cnn_transformer", "encoder_conf": {"output_size": 16, "attention_sites": None},
-          "decoder": "transformer", "decoder_conf": {"num_blocks": 1}}
+CONFIG = {
+    "encoder": "cnn_transformer",
+    "encoder_conf": {"output_size": 16, "attention_sites": None},
+    "decoder": "transformer",
+    "decoder_conf": {"num_blocks": 1},
+}
 
 
 def test_variants_map_to_sites_with_the_paper_gammas():
     assert variant_args(CONFIG, "baseline") == []
     assert variant_args(CONFIG, "relaxed_cross") == [
-        "--decoder", "relaxed_transformer", "--decoder_conf", "attention_sites.src_attn.gamma=0.25"]
-    assert variant_args(CONFIG, "relaxed_self", task="mt")[-1] == "attention_sites.self_attn.gamma=0.05"
+        "--decoder",
+        "relaxed_transformer",
+        "--decoder_conf",
+        "attention_sites.src_attn.gamma=0.25",
+    ]
+    assert (
+        variant_args(CONFIG, "relaxed_self", task="mt")[-1]
+        == "attention_sites.self_attn.gamma=0.05"
+    )
     assert variant_args(CONFIG, "relaxed_self")[:2] == ["--encoder", "relaxed_cnn_transformer"]
     assert variant_args(CONFIG, "smooth_focus")[-1] == "attention_sites.src_attn.smooth_focus=true"
     assert variant_args(CONFIG, "relaxed_cross", gamma=0.1)[-1].endswith("gamma=0.1")
@@ -29,7 +40,10 @@ def test_override_merges_into_the_configs_dict_as_espnet_parses_it():
     parser = argparse.ArgumentParser()
     parser.add_argument("--decoder_conf", action=NestedDictAction, default={"num_blocks": 1})
     parsed = parser.parse_args(variant_args(CONFIG, "relaxed_cross")[2:])
-    assert parsed.decoder_conf == {"num_blocks": 1, "attention_sites": {"src_attn": {"gamma": 0.25}}}
+    assert parsed.decoder_conf == {
+        "num_blocks": 1,
+        "attention_sites": {"src_attn": {"gamma": 0.25}},
+    }
 
 
 def test_refusals():
@@ -46,11 +60,17 @@ def test_command_line_prints_the_options(tmp_path, capsys):
     config.write_text("encoder: transformer\ndecoder: transformer\n")
     main(["--config", str(config), "--variant", "relaxed_self", "--gamma", "0.01"])
     assert capsys.readouterr().out.split() == [
-        "--encoder", "relaxed_transformer", "--encoder_conf", "attention_sites.self_attn.gamma=0.01"]
+        "--encoder",
+        "relaxed_transformer",
+        "--encoder_conf",
+        "attention_sites.self_attn.gamma=0.01",
+    ]
 
 
 def test_matched_inference_option_is_popped_and_parsed():
-    value, rest = matched_inference.pop_option(["--beam_size", "5", "--matched_inference", "true", "--x=1"])
+    value, rest = matched_inference.pop_option(
+        ["--beam_size", "5", "--matched_inference", "true", "--x=1"]
+    )
     assert value is True and rest == ["--beam_size", "5", "--x=1"]
     assert matched_inference.pop_option(["--matched_inference=false"]) == (False, [])
     assert matched_inference.pop_option(["--a"]) == (None, ["--a"])
@@ -61,8 +81,15 @@ def test_matched_inference_option_is_popped_and_parsed():
 def test_matched_inference_switches_the_built_model():
     def decoder(gamma):
         sites = {"src_attn": {"gamma": gamma}} if gamma else None
-        return RelaxedTransformerDecoder(5, 8, attention_heads=2, linear_units=8, num_blocks=2,
-                                         use_flash_attn=False, attention_sites=sites)
+        return RelaxedTransformerDecoder(
+            5,
+            8,
+            attention_heads=2,
+            linear_units=8,
+            num_blocks=2,
+            use_flash_attn=False,
+            attention_sites=sites,
+        )
 
     class FakeTask:
         model = decoder(0.25)

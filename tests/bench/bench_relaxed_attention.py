@@ -19,12 +19,21 @@ import time
 
 import torch
 
-from espnet_ext.nets.relaxed_transformer import RelaxedCNNTransformerEncoder, RelaxedTransformerDecoder
+from espnet_ext.nets.relaxed_transformer import (
+    RelaxedCNNTransformerEncoder,
+    RelaxedTransformerDecoder,
+)
 
 VARIANTS = {
     "plain (ESPnet attention)": ({}, {}),
-    "relaxed self-attention γ=0.01": ({"self_attn": {"gamma": 0.01, "matched_inference": True}}, {}),
-    "relaxed cross attention γ=0.25": ({}, {"src_attn": {"gamma": 0.25, "matched_inference": True}}),
+    "relaxed self-attention γ=0.01": (
+        {"self_attn": {"gamma": 0.01, "matched_inference": True}},
+        {},
+    ),
+    "relaxed cross attention γ=0.25": (
+        {},
+        {"src_attn": {"gamma": 0.25, "matched_inference": True}},
+    ),
     "smooth focus (cross attention)": ({}, {"src_attn": {"smooth_focus": True}}),
 }
 TARGETS = {"relaxed self-attention γ=0.01": (1.03, 1.01)}
@@ -44,10 +53,24 @@ class Seq2Seq(torch.nn.Module):
 def build(encoder_sites, decoder_sites, size, blocks, vocab):
     torch.manual_seed(0)  # the same weights for every variant: relaxation adds no parameters
     common = dict(attention_heads=4, linear_units=4 * size, use_flash_attn=False)
-    encoder = RelaxedCNNTransformerEncoder(80, output_size=size, num_blocks=blocks, attention_dropout_rate=0.2,
-                                           dropout_rate=0.2, attention_sites=encoder_sites, **common)
-    decoder = RelaxedTransformerDecoder(vocab, size, num_blocks=blocks // 2, src_attention_dropout_rate=0.2,
-                                        self_attention_dropout_rate=0.2, attention_sites=decoder_sites, **common)
+    encoder = RelaxedCNNTransformerEncoder(
+        80,
+        output_size=size,
+        num_blocks=blocks,
+        attention_dropout_rate=0.2,
+        dropout_rate=0.2,
+        attention_sites=encoder_sites,
+        **common,
+    )
+    decoder = RelaxedTransformerDecoder(
+        vocab,
+        size,
+        num_blocks=blocks // 2,
+        src_attention_dropout_rate=0.2,
+        self_attention_dropout_rate=0.2,
+        attention_sites=decoder_sites,
+        **common,
+    )
     return Seq2Seq(encoder, decoder)
 
 
@@ -79,23 +102,33 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--rounds", type=int, default=None)
     args = parser.parse_args()
-    size, blocks, batch_size, frames, rounds = (64, 2, 2, 200, 2) if args.quick else (256, 12, 8, 1000, 8)
+    size, blocks, batch_size, frames, rounds = (
+        (64, 2, 2, 200, 2) if args.quick else (256, 12, 8, 1000, 8)
+    )
     rounds = args.rounds or rounds
     vocab = 500
     torch.manual_seed(1)
     feats = torch.randn(batch_size, frames, 80, device=args.device)
-    feat_lengths = torch.linspace(frames // 2, frames, batch_size).long().to(args.device)  # padded batch
+    feat_lengths = (
+        torch.linspace(frames // 2, frames, batch_size).long().to(args.device)
+    )  # padded batch
     tokens = torch.randint(1, vocab - 1, (batch_size, frames // 20), device=args.device)
     token_lengths = torch.full((batch_size,), frames // 20, device=args.device)
     batch = (feats, feat_lengths, tokens, token_lengths)
-    models = {name: build(*sites, size, blocks, vocab).to(args.device) for name, sites in VARIANTS.items()}
+    models = {
+        name: build(*sites, size, blocks, vocab).to(args.device) for name, sites in VARIANTS.items()
+    }
     train = measure(models, batch, rounds, train=True)
     infer = measure(models, batch, rounds, train=False)
 
     base = "plain (ESPnet attention)"
-    print(f"model d={size}, {blocks} encoder + {blocks // 2} decoder blocks, batch {batch_size} x {frames} frames, "
-          f"{args.device}, best of {rounds} interleaved rounds")
-    print(f"{'variant':34s} {'train step':>11s} {'ratio':>6s} {'inference':>10s} {'ratio':>6s}  target")
+    print(
+        f"model d={size}, {blocks} encoder + {blocks // 2} decoder blocks, batch {batch_size} x {frames} frames, "
+        f"{args.device}, best of {rounds} interleaved rounds"
+    )
+    print(
+        f"{'variant':34s} {'train step':>11s} {'ratio':>6s} {'inference':>10s} {'ratio':>6s}  target"
+    )
     failed = []
     for name in VARIANTS:
         train_ratio, infer_ratio = train[name] / train[base], infer[name] / infer[base]
@@ -106,8 +139,10 @@ def main():
             verdict = f"<= {target[0]:.2f}x / <= {target[1]:.2f}x: {'met' if ok else 'MISSED'}"
             if not ok:
                 failed.append(name)
-        print(f"{name:34s} {train[name] * 1e3:9.1f}ms {train_ratio:6.3f} {infer[name] * 1e3:8.1f}ms "
-              f"{infer_ratio:6.3f}  {verdict}")
+        print(
+            f"{name:34s} {train[name] * 1e3:9.1f}ms {train_ratio:6.3f} {infer[name] * 1e3:8.1f}ms "
+            f"{infer_ratio:6.3f}  {verdict}"
+        )
     return 1 if failed and not args.quick else 0
 
 

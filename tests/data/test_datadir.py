@@ -86,13 +86,27 @@ def test_read_kaldi_map_names_a_missing_file(tmp_path):
 
 
 def test_write_kaldi_map_sorts_like_c_locale_sort(tmp_path):
-    mapping = {"b": "1", "a-1": "2", "a_1": "3", "B": "4", "a": "5", "é": "6", "a0": "7", "Z9": ["x", "y"]}
+    mapping = {
+        "b": "1",
+        "a-1": "2",
+        "a_1": "3",
+        "B": "4",
+        "a": "5",
+        "é": "6",
+        "a0": "7",
+        "Z9": ["x", "y"],
+    }
     path = tmp_path / "out"
     write_kaldi_map(path, mapping)
     lines = path.read_text(encoding="utf-8").splitlines()
     reference = subprocess.run(
-        ["sort"], input="\n".join(lines) + "\n", capture_output=True, env={**os.environ, "LC_ALL": "C"}, check=True,
-        text=True, encoding="utf-8",
+        ["sort"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        env={**os.environ, "LC_ALL": "C"},
+        check=True,
+        text=True,
+        encoding="utf-8",
     ).stdout.splitlines()
     assert lines == reference
     assert "Z9 x y" in lines
@@ -106,7 +120,10 @@ def test_write_kaldi_map_refuses_ids_with_blanks_and_leaves_no_file(tmp_path):
 
 
 def test_spk2utt_from_utt2spk_groups_sorted():
-    assert spk2utt_from_utt2spk({"s2-b": "s2", "s1-b": "s1", "s1-a": "s1"}) == {"s1": ["s1-a", "s1-b"], "s2": ["s2-b"]}
+    assert spk2utt_from_utt2spk({"s2-b": "s2", "s1-b": "s1", "s1-a": "s1"}) == {
+        "s1": ["s1-a", "s1-b"],
+        "s2": ["s2-b"],
+    }
 
 
 # ------------------------------------------------------------------------------------------------ validation
@@ -120,7 +137,11 @@ def test_missing_required_file(data_dir):
     (data_dir / "utt2spk").unlink()
     (data_dir / "spk2utt").unlink()
     message = error_of(validate_data_dir, data_dir)
-    assert str(data_dir / "utt2spk") in message and "required file is missing" in message and "text" in message
+    assert (
+        str(data_dir / "utt2spk") in message
+        and "required file is missing" in message
+        and "text" in message
+    )
 
 
 def test_missing_data_dir(tmp_path):
@@ -129,7 +150,9 @@ def test_missing_data_dir(tmp_path):
 
 def test_non_utf8_transcript(data_dir):
     write(data_dir / "text", b"spkA-001 HELLO\nspkA-002 CAF\xe9\nspkB-001 X\n")
-    assert error_of(validate_data_dir, data_dir).startswith(f"{data_dir / 'text'}:2: not valid UTF-8")
+    assert error_of(validate_data_dir, data_dir).startswith(
+        f"{data_dir / 'text'}:2: not valid UTF-8"
+    )
 
 
 def test_empty_transcript(data_dir):
@@ -140,16 +163,23 @@ def test_empty_transcript(data_dir):
 
 
 def test_text_id_not_in_wav_scp(data_dir):
-    write(data_dir / "text", "spkA-001 HELLO\nspkA-002 X\nspkA-003 EXTRA\nspkA-004 EXTRA\nspkB-001 X\n")
+    write(
+        data_dir / "text",
+        "spkA-001 HELLO\nspkA-002 X\nspkA-003 EXTRA\nspkA-004 EXTRA\nspkB-001 X\n",
+    )
     message = error_of(validate_data_dir, data_dir)
-    assert message.startswith(f"{data_dir / 'text'}:3: key 'spkA-003': id is not in wav.scp; 1 more mismatch")
+    assert message.startswith(
+        f"{data_dir / 'text'}:3: key 'spkA-003': id is not in wav.scp; 1 more mismatch"
+    )
     assert "2 id(s) only in text, 0 only in wav.scp" in message
 
 
 def test_wav_scp_id_not_in_text(data_dir):
     write(data_dir / "text", "spkA-001 HELLO\nspkB-001 X\n")
     message = error_of(validate_data_dir, data_dir)
-    assert message.startswith(f"{data_dir / 'wav.scp'}:2: key 'spkA-002': id is not in text; 0 more mismatch")
+    assert message.startswith(
+        f"{data_dir / 'wav.scp'}:2: key 'spkA-002': id is not in text; 0 more mismatch"
+    )
 
 
 def test_utt2spk_and_spk2utt_disagree(data_dir):
@@ -175,7 +205,9 @@ def test_unsorted_table(data_dir):
 
 def test_utt2num_frames_must_be_integers(data_dir):
     write(data_dir / "utt2num_frames", "spkA-001 10\nspkA-002 ten\nspkB-001 3\n")
-    assert error_of(validate_data_dir, data_dir).startswith(f"{data_dir / 'utt2num_frames'}:2: key 'spkA-002'")
+    assert error_of(validate_data_dir, data_dir).startswith(
+        f"{data_dir / 'utt2num_frames'}:2: key 'spkA-002'"
+    )
 
 
 @pytest.fixture()
@@ -206,11 +238,16 @@ def test_segment_start_not_before_end(segmented_dir):
     )
 
 
-@pytest.mark.parametrize("line, needle", [("rec1-b rec1 0.40", "got 3 fields"), ("rec1-b rec1 0.4 end", "must be numbers")])
+@pytest.mark.parametrize(
+    "line, needle",
+    [("rec1-b rec1 0.40", "got 3 fields"), ("rec1-b rec1 0.4 end", "must be numbers")],
+)
 def test_malformed_segment_line(segmented_dir, line, needle):
     write(segmented_dir / "segments", f"rec1-a rec1 0.00 0.40\n{line}\n")
     message = error_of(validate_data_dir, segmented_dir)
-    assert message.startswith(f"{segmented_dir / 'segments'}:2: key 'rec1-b': ") and needle in message
+    assert (
+        message.startswith(f"{segmented_dir / 'segments'}:2: key 'rec1-b': ") and needle in message
+    )
 
 
 def test_text_compared_with_segments_not_wav_scp(segmented_dir):
@@ -256,7 +293,10 @@ def test_pipe_entries_check_their_input_files_without_running(data_dir, tmp_path
     )
     message = error_of(validate_data_dir, data_dir, check_audio=True)
     assert not canary.exists()  # nothing was run
-    assert message == f"{data_dir / 'wav.scp'}:3: key 'spkB-001': '{tmp_path}/missing.sph' does not exist"
+    assert (
+        message
+        == f"{data_dir / 'wav.scp'}:3: key 'spkB-001': '{tmp_path}/missing.sph' does not exist"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ fix, combine
@@ -295,10 +335,9 @@ def test_atomic_dir_replaces_only_on_success(tmp_path):
     with atomic_dir(dst) as tmp:
         (tmp / "a").write_text("1")
     assert (dst / "a").read_text() == "1"
-    with pytest.raises(RuntimeError):
-        with atomic_dir(dst) as tmp:
-            (tmp / "a").write_text("2")
-            raise RuntimeError("crash")
+    with pytest.raises(RuntimeError), atomic_dir(dst) as tmp:
+        (tmp / "a").write_text("2")
+        raise RuntimeError("crash")
     assert (dst / "a").read_text() == "1" and not (tmp_path / "d.tmp").exists()
     with atomic_dir(dst) as tmp:
         (tmp / "b").write_text("3")

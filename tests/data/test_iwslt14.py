@@ -28,13 +28,18 @@ def prepared(tmp_path_factory):
 
 
 def _sentence_lines(path):
-    return [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("<")]
+    return [
+        line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("<")
+    ]
 
 
 def test_metadata_lines_are_dropped_and_title_description_text_kept():
     assert iwslt14.clean_train_line("<url>http://www.ted.com/talks/x.html</url>") is None
     assert iwslt14.clean_train_line("<talkid>1</talkid>") is None
-    assert iwslt14.clean_train_line('<reviewer href="http://www.ted.com/profiles/1">A B</reviewer>') is None
+    assert (
+        iwslt14.clean_train_line('<reviewer href="http://www.ted.com/profiles/1">A B</reviewer>')
+        is None
+    )
     assert iwslt14.clean_train_line('<doc docid="1" genre="lectures">') is None
     assert iwslt14.clean_train_line("</doc>") is None
     assert iwslt14.clean_train_line("<title>Al Gore: Averting</title>") == "Al Gore: Averting"
@@ -52,11 +57,16 @@ def test_split_follows_fairseq_every_23rd_pair(prepared):
     valid = read_kaldi_map(out / "valid" / "text.en")
     assert list(valid) == ["train-000023", "train-000046"]
     assert valid["train-000023"] == "It was dinnertime,"
-    assert read_kaldi_map(out / "valid" / "text.de")["train-000046"] == "Dann schreibe ich eine Kolumne."
+    assert (
+        read_kaldi_map(out / "valid" / "text.de")["train-000046"]
+        == "Dann schreibe ich eine Kolumne."
+    )
     train = read_kaldi_map(out / "train" / "text.en")
     assert "train-000023" not in train and len(train) == 46
     assert train["train-000001"] == "Al Gore on averting the climate crisis"  # the <title> text
-    assert train["train-000005"] == "I'm extremely grateful."  # leading/trailing blanks of the release stripped
+    assert (
+        train["train-000005"] == "I'm extremely grateful."
+    )  # leading/trailing blanks of the release stripped
     assert not any(v.startswith("<") for v in train.values())
 
 
@@ -73,16 +83,23 @@ def test_test_set_is_the_five_sets_in_order_with_entities_decoded(prepared):
     out, _ = prepared
     test_en = read_kaldi_map(out / "test" / "text.en")
     test_de = read_kaldi_map(out / "test" / "text.de")
-    assert [k.split("-")[0] for k in test_en] == ["dev2010"] * 3 + ["dev2012"] * 2 + ["tst2010"] * 4 + ["tst2011"] * 2 + ["tst2012"] * 2
+    assert [k.split("-")[0] for k in test_en] == ["dev2010"] * 3 + ["dev2012"] * 2 + [
+        "tst2010"
+    ] * 4 + ["tst2011"] * 2 + ["tst2012"] * 2
     assert test_en["dev2012-01127-0001"] == "I'd like to tell you about Tom & Jerry today."
-    assert test_en["tst2011-01169-0001"] == "I'm a lawyer, but today I'm talking about \"music\"."  # ’ -> '
+    assert (
+        test_en["tst2011-01169-0001"] == "I'm a lawyer, but today I'm talking about \"music\"."
+    )  # ’ -> '
     assert test_de["tst2012-01553-0001"] == "Wir haben ein Problem <hier>."
     assert test_en["tst2010-00769-0001"] == "Thank you for being here."  # second doc of a set
 
 
 def test_lowercase_option(tmp_path):
     iwslt14.prepare(FIXTURE, tmp_path, lowercase=True)
-    assert read_kaldi_map(tmp_path / "test" / "text.en")["dev2010-00535-0001"] == "do schools kill creativity?"
+    assert (
+        read_kaldi_map(tmp_path / "test" / "text.en")["dev2010-00535-0001"]
+        == "do schools kill creativity?"
+    )
     assert read_kaldi_map(tmp_path / "train" / "text.de")["train-000003"] == "vielen dank, chris."
 
 
@@ -129,7 +146,10 @@ def test_seg_ids_that_differ_between_languages_are_refused(release, tmp_path):
 
 def test_missing_segment_is_refused(release, tmp_path):
     path = release / "IWSLT14.TED.tst2012.de-en.de.xml"
-    path.write_text(path.read_text(encoding="utf-8").replace('<seg id="2"> Danke. </seg>\n', ""), encoding="utf-8")
+    path.write_text(
+        path.read_text(encoding="utf-8").replace('<seg id="2"> Danke. </seg>\n', ""),
+        encoding="utf-8",
+    )
     with pytest.raises(InputError, match="no counterpart") as error:
         iwslt14.prepare(release, tmp_path / "out")
     assert error.value.path == str(release / "IWSLT14.TED.tst2012.de-en.en.xml")

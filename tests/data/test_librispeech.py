@@ -48,10 +48,15 @@ def corpus_copy(tmp_path):
 # ------------------------------------------------------------------------------------------------ prepare
 
 
-@pytest.mark.parametrize("root", [FIXTURE, CORPUS], ids=["parent-of-LibriSpeech", "LibriSpeech-itself"])
+@pytest.mark.parametrize(
+    "root", [FIXTURE, CORPUS], ids=["parent-of-LibriSpeech", "LibriSpeech-itself"]
+)
 def test_prepare_writes_kaldi_data_dirs_as_espnet(tmp_path, root):
     out = tmp_path / "data"
-    assert librispeech.prepare(root, ["dev-clean", "test-clean"], out) == [out / "dev_clean", out / "test_clean"]
+    assert librispeech.prepare(root, ["dev-clean", "test-clean"], out) == [
+        out / "dev_clean",
+        out / "test_clean",
+    ]
     for part in ("dev-clean", "test-clean"):
         d = out / part.replace("-", "_")
         rows = release_lines(part)
@@ -67,15 +72,29 @@ def test_prepare_writes_kaldi_data_dirs_as_espnet(tmp_path, root):
         "1462-170138 1462-170138-0000 1462-170138-0001\n"
     )
     assert read_kaldi_map(out / "dev_clean" / "spk2gender") == {
-        "1272-128104": "m", "1272-135031": "m", "1462-170138": "f"
+        "1272-128104": "m",
+        "1272-135031": "m",
+        "1462-170138": "f",
     }
-    assert read_kaldi_map(out / "test_clean" / "spk2gender") == {"1089-134686": "m", "121-121726": "f"}
+    assert read_kaldi_map(out / "test_clean" / "spk2gender") == {
+        "1089-134686": "m",
+        "121-121726": "f",
+    }
 
 
 def test_speakers_txt_columns_and_the_name_with_pipes():
     genders = librispeech.read_speaker_genders(CORPUS / "SPEAKERS.TXT")
     assert genders["60"] == "m"  # "60 | M | train-clean-100 | 20.18 | |CBW|Simon"
-    assert genders == {"14": "f", "17": "m", "19": "f", "60": "m", "121": "f", "1089": "m", "1272": "m", "1462": "f"}
+    assert genders == {
+        "14": "f",
+        "17": "m",
+        "19": "f",
+        "60": "m",
+        "121": "f",
+        "1089": "m",
+        "1272": "m",
+        "1462": "f",
+    }
 
 
 def test_speakers_txt_bad_sex(corpus_copy):
@@ -90,18 +109,22 @@ def test_root_that_is_not_librispeech(tmp_path):
     (tmp_path / "wsj0").mkdir()
     (tmp_path / "notes.txt").write_text("x")
     message = error_of(librispeech.prepare, tmp_path, ["dev-clean"], tmp_path / "data")
-    assert message.startswith(f"{tmp_path}: not a LibriSpeech release: no LibriSpeech/<part>/ under it")
+    assert message.startswith(
+        f"{tmp_path}: not a LibriSpeech release: no LibriSpeech/<part>/ under it"
+    )
     assert "found notes.txt, wsj0/" in message
 
 
 def test_root_that_does_not_exist(tmp_path):
-    assert error_of(librispeech.prepare, tmp_path / "nope", ["dev-clean"], tmp_path / "data").startswith(
-        f"{tmp_path / 'nope'}: corpus root does not exist"
-    )
+    assert error_of(
+        librispeech.prepare, tmp_path / "nope", ["dev-clean"], tmp_path / "data"
+    ).startswith(f"{tmp_path / 'nope'}: corpus root does not exist")
 
 
 def test_missing_part(tmp_path):
-    message = error_of(librispeech.prepare, FIXTURE, ["dev-clean", "train-clean-100"], tmp_path / "data")
+    message = error_of(
+        librispeech.prepare, FIXTURE, ["dev-clean", "train-clean-100"], tmp_path / "data"
+    )
     assert message.startswith(
         f"{CORPUS / 'train-clean-100'}: part 'train-clean-100' is missing: "
         f"no LibriSpeech/train-clean-100 under {FIXTURE}"
@@ -113,10 +136,14 @@ def test_missing_part(tmp_path):
 def test_transcript_line_whose_flac_is_missing(corpus_copy, tmp_path):
     (corpus_copy / "dev-clean/1272/128104/1272-128104-0001.flac").unlink()
     trans = corpus_copy / "dev-clean/1272/128104/1272-128104.trans.txt"
-    message = error_of(librispeech.prepare, corpus_copy, ["test-clean", "dev-clean"], tmp_path / "data")
+    message = error_of(
+        librispeech.prepare, corpus_copy, ["test-clean", "dev-clean"], tmp_path / "data"
+    )
     assert message.startswith(f"{trans}:2: key '1272-128104-0001': audio file ")
     assert message.endswith("1272-128104-0001.flac is missing")
-    assert (tmp_path / "data" / "test_clean").is_dir() and not (tmp_path / "data" / "dev_clean").exists()
+    assert (tmp_path / "data" / "test_clean").is_dir() and not (
+        tmp_path / "data" / "dev_clean"
+    ).exists()
 
 
 def test_flac_without_transcript_line(corpus_copy, tmp_path):
@@ -168,26 +195,55 @@ def test_reader_missing_from_speakers_txt(corpus_copy, tmp_path):
 
 def test_unreadable_flac_with_check_audio(corpus_copy, tmp_path):
     (corpus_copy / "test-clean/121/121726/121-121726-0000.flac").write_bytes(b"fLaC but truncated")
-    assert librispeech.prepare(corpus_copy, ["test-clean"], tmp_path / "data")  # tables alone are fine
-    message = error_of(librispeech.prepare, corpus_copy, ["test-clean"], tmp_path / "data2", check_audio=True)
+    assert librispeech.prepare(
+        corpus_copy, ["test-clean"], tmp_path / "data"
+    )  # tables alone are fine
+    message = error_of(
+        librispeech.prepare, corpus_copy, ["test-clean"], tmp_path / "data2", check_audio=True
+    )
     trans = corpus_copy / "test-clean/121/121726/121-121726.trans.txt"
     assert message.startswith(f"{trans}:1: key '121-121726-0000': cannot read audio")
 
 
 def test_cli_prepare(tmp_path):
     run = subprocess.run(
-        [sys.executable, "-m", "espnet_ext.data.librispeech", "prepare", "--root", str(FIXTURE),
-         "--parts", "dev-clean", "test-clean", "--out", str(tmp_path / "data")],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "espnet_ext.data.librispeech",
+            "prepare",
+            "--root",
+            str(FIXTURE),
+            "--parts",
+            "dev-clean",
+            "test-clean",
+            "--out",
+            str(tmp_path / "data"),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 0, run.stderr
     assert len(read_kaldi_map(tmp_path / "data" / "test_clean" / "text")) == 5
     bad = subprocess.run(
-        [sys.executable, "-m", "espnet_ext.data.librispeech", "prepare", "--root", str(tmp_path),
-         "--parts", "dev-clean", "--out", str(tmp_path / "data")],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "espnet_ext.data.librispeech",
+            "prepare",
+            "--root",
+            str(tmp_path),
+            "--parts",
+            "dev-clean",
+            "--out",
+            str(tmp_path / "data"),
+        ],
+        capture_output=True,
+        text=True,
     )
-    assert bad.returncode == 1 and bad.stderr.startswith(f"error: {tmp_path}: not a LibriSpeech release")
+    assert bad.returncode == 1 and bad.stderr.startswith(
+        f"error: {tmp_path}: not a LibriSpeech release"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ download
@@ -228,7 +284,9 @@ def server(tmp_path):
             tar.add(CORPUS / name, arcname=f"LibriSpeech/{name}")
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ServerHandler)
     httpd.root, httpd.requests, httpd.ranges = root, [], True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"
     yield httpd
@@ -243,21 +301,31 @@ def sha256(path):
 def test_download_verifies_extracts_and_marks_complete(server, tmp_path):
     dest = tmp_path / "corpus"
     checksums = {"dev-clean.tar.gz": ("sha256", sha256(server.root / "dev-clean.tar.gz"))}
-    assert librispeech.download(dest, ["dev-clean"], base_url=server.url, checksums=checksums) == dest
+    assert (
+        librispeech.download(dest, ["dev-clean"], base_url=server.url, checksums=checksums) == dest
+    )
     assert server.requests == [("/dev-clean.tar.gz", None)]
     assert (dest / "LibriSpeech" / "dev-clean" / ".complete").is_file()
-    assert (dest / "dev-clean.tar.gz").read_bytes() == (server.root / "dev-clean.tar.gz").read_bytes()
+    assert (dest / "dev-clean.tar.gz").read_bytes() == (
+        server.root / "dev-clean.tar.gz"
+    ).read_bytes()
     assert not (dest / "dev-clean.tar.gz.part").exists()
     librispeech.prepare(dest, ["dev-clean"], tmp_path / "data")
     prepared = read_kaldi_map(tmp_path / "data" / "dev_clean" / "text")
     assert list(prepared) == [u for u, _, _ in release_lines("dev-clean")]
 
-    librispeech.download(dest, ["dev-clean"], base_url=server.url, checksums=checksums, remove_archive=True)
+    librispeech.download(
+        dest, ["dev-clean"], base_url=server.url, checksums=checksums, remove_archive=True
+    )
     assert len(server.requests) == 1  # complete part: nothing fetched again
     (dest / "LibriSpeech" / "dev-clean" / ".complete").unlink()  # e.g. extraction was interrupted
-    librispeech.download(dest, ["dev-clean"], base_url=server.url, checksums=checksums, remove_archive=True)
+    librispeech.download(
+        dest, ["dev-clean"], base_url=server.url, checksums=checksums, remove_archive=True
+    )
     assert len(server.requests) == 1  # the verified archive is reused, then removed
-    assert (dest / "LibriSpeech" / "dev-clean" / ".complete").is_file() and not (dest / "dev-clean.tar.gz").exists()
+    assert (dest / "LibriSpeech" / "dev-clean" / ".complete").is_file() and not (
+        dest / "dev-clean.tar.gz"
+    ).exists()
 
 
 def test_download_checksum_mismatch_deletes_the_partial_file(server, tmp_path):
@@ -267,9 +335,13 @@ def test_download_checksum_mismatch_deletes_the_partial_file(server, tmp_path):
         librispeech.download(dest, ["dev-clean"], base_url=server.url, checksums=wrong)
     message = str(info.value)
     url = f"{server.url}/dev-clean.tar.gz"
-    assert message.startswith(f"{dest / 'dev-clean.tar.gz.part'}: sha256 of the download from {url} is ")
+    assert message.startswith(
+        f"{dest / 'dev-clean.tar.gz.part'}: sha256 of the download from {url} is "
+    )
     assert "expected 0000" in message
-    assert sorted(p.name for p in dest.iterdir()) == []  # no partial file, no archive, nothing extracted
+    assert (
+        sorted(p.name for p in dest.iterdir()) == []
+    )  # no partial file, no archive, nothing extracted
 
 
 def test_download_resumes_a_partial_file(server, tmp_path):
@@ -292,19 +364,34 @@ def test_download_resumes_a_partial_file(server, tmp_path):
 
 
 def test_download_unknown_part_and_unreachable_server(tmp_path, server):
-    assert "unknown LibriSpeech part 'dev-clear'" in error_of(librispeech.download, tmp_path, ["dev-clear"])
+    assert "unknown LibriSpeech part 'dev-clear'" in error_of(
+        librispeech.download, tmp_path, ["dev-clear"]
+    )
     with pytest.raises(librispeech.DownloadError, match="HTTP 404"):
         librispeech.download(tmp_path, ["dev-other"], base_url=server.url)
 
 
 def test_cli_download_uses_the_published_checksums(server, tmp_path):
     run = subprocess.run(
-        [sys.executable, "-m", "espnet_ext.data.librispeech", "download", "--dest", str(tmp_path / "corpus"),
-         "--parts", "dev-clean", "--base_url", server.url],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "espnet_ext.data.librispeech",
+            "download",
+            "--dest",
+            str(tmp_path / "corpus"),
+            "--parts",
+            "dev-clean",
+            "--base_url",
+            server.url,
+        ],
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 1
-    assert f"expected {librispeech.CHECKSUMS['dev-clean.tar.gz'][1]}" in run.stderr  # our tarball is not the release
+    assert (
+        f"expected {librispeech.CHECKSUMS['dev-clean.tar.gz'][1]}" in run.stderr
+    )  # our tarball is not the release
 
 
 # ------------------------------------------------------------------------------------------------ LM text
@@ -327,7 +414,9 @@ def test_lm_corpus_download_read_and_kaldi_text(server, tmp_path):
 def test_lm_text_errors_name_file_and_line(tmp_path):
     bad = tmp_path / "lm.txt.gz"
     bad.write_bytes(gzip.compress(b"OK\nBAD \xff\n"))
-    assert error_of(lambda: list(librispeech.read_lm_text(bad))).startswith(f"{bad}:2: not valid UTF-8")
+    assert error_of(lambda: list(librispeech.read_lm_text(bad))).startswith(
+        f"{bad}:2: not valid UTF-8"
+    )
     truncated = tmp_path / "cut.txt.gz"
     truncated.write_bytes(gzip.compress(b"LINE\n" * 1000)[:40])
     assert error_of(lambda: list(librispeech.read_lm_text(truncated))).startswith(f"{truncated}:")

@@ -99,15 +99,34 @@ def test_rotation_about_y_is_a_perspective_warp():
     columns = np.flatnonzero(turned.max(axis=0) > 127)
     assert 24 * np.cos(np.deg2rad(30)) - 3 <= len(columns) <= 24  # narrower, about cos θ
     left, right = turned[:, columns[0] + 1], turned[:, columns[-1] - 1]
-    assert (left > 127).sum() > (right > 127).sum()  # the near edge (left, turned towards us) is taller
+    assert (left > 127).sum() > (
+        right > 127
+    ).sum()  # the near edge (left, turned towards us) is taller
     mirrored = mnist.rotate_about_y(square, -30.0)  # the other way: the right edge comes nearer
     columns = np.flatnonzero(mirrored.max(axis=0) > 127)
     assert (mirrored[:, columns[-1] - 1] > 127).sum() > (mirrored[:, columns[0] + 1] > 127).sum()
 
 
 def test_command_line_writes_whole_data_dirs(tmp_path):
-    assert mnist.main(["--out", str(tmp_path), "--length", "5", "--num_train", "6", "--num_dev", "2",
-                       "--num_test", "3", "--rotated", "true"]) == 0
+    assert (
+        mnist.main(
+            [
+                "--out",
+                str(tmp_path),
+                "--length",
+                "5",
+                "--num_train",
+                "6",
+                "--num_dev",
+                "2",
+                "--num_test",
+                "3",
+                "--rotated",
+                "true",
+            ]
+        )
+        == 0
+    )
     lines = (tmp_path / "test" / "text").read_text().splitlines()
     assert len(lines) == 3 and all(len(line.split()[1]) == 5 for line in lines)
     key, png = (tmp_path / "train" / "image.scp").read_text().splitlines()[0].split()

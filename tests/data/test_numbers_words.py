@@ -59,9 +59,24 @@ GREEK_REFERENCES = {
 
 # Known number words, normalised (lower case, hyphens and commas -> spaces).
 KNOWN = {
-    "en": {0: "zero", 21: "twenty one", 312: "three hundred and twelve", 1001: "one thousand and one"},
-    "de": {0: "null", 21: "einundzwanzig", 312: "dreihundertzwölf", 9999: "neuntausendneunhundertneunundneunzig"},
-    "es": {0: "cero", 21: "veintiuno", 312: "trescientos doce", 9999: "nueve mil novecientos noventa y nueve"},
+    "en": {
+        0: "zero",
+        21: "twenty one",
+        312: "three hundred and twelve",
+        1001: "one thousand and one",
+    },
+    "de": {
+        0: "null",
+        21: "einundzwanzig",
+        312: "dreihundertzwölf",
+        9999: "neuntausendneunhundertneunundneunzig",
+    },
+    "es": {
+        0: "cero",
+        21: "veintiuno",
+        312: "trescientos doce",
+        9999: "nueve mil novecientos noventa y nueve",
+    },
     "fr": {0: "zéro", 21: "vingt et un", 80: "quatre vingts", 312: "trois cent douze"},
     "it": {0: "zero", 21: "ventuno", 312: "trecentododici", 2000: "duemila"},
     "pt": {0: "zero", 21: "vinte e um", 312: "trezentos e doze", 1000: "mil"},
@@ -109,7 +124,9 @@ def test_normalised_words_are_letters_and_single_spaces(lang):
 def test_scripts_and_conventions_are_kept():
     assert "and" in number_to_words(112, "en").split()
     assert number_to_words(112, "en") == "one hundred and twelve"
-    assert number_to_words(9999, "en") == "nine thousand nine hundred and ninety nine"  # comma dropped
+    assert (
+        number_to_words(9999, "en") == "nine thousand nine hundred and ninety nine"
+    )  # comma dropped
     # German numbers stay one compound word.
     assert all(" " not in number_to_words(n, "de") for n in range(10000))
     assert all("\u0400" <= c <= "\u04ff" for c in number_to_words(1999, "ru").replace(" ", ""))

@@ -16,7 +16,10 @@ def test_ten_distinct_centred_patches(tmp_path):
     assert (distances + np.eye(10) * 1e9).min() > 1.0  # every digit differs from every other
     for ref in refs:  # ink centred within a pixel
         ys, xs = np.nonzero(ref > 0.5)
-        assert abs((ys.min() + ys.max()) / 2 - 15.5) <= 1.0 and abs((xs.min() + xs.max()) / 2 - 11.5) <= 1.0
+        assert (
+            abs((ys.min() + ys.max()) / 2 - 15.5) <= 1.0
+            and abs((xs.min() + xs.max()) / 2 - 11.5) <= 1.0
+        )
     assert np.array_equal(refs, reference_digits())  # deterministic
     out = tmp_path / "ref.npy"
     assert main(["--out", str(out)]) == 0 and np.array_equal(np.load(out), refs)

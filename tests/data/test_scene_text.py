@@ -4,17 +4,23 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from lmdb_fixtures import build_lmdb as build
+from lmdb_fixtures import png
 
 from espnet_ext.data.scene_text import main, normalise_label, read_lmdb
 from espnet_ext.errors import InputError
-from lmdb_fixtures import build_lmdb as build, png
 
 
 def test_labels_normalised_and_unusable_samples_counted(tmp_path):
-    db = build(tmp_path / "db", [(png(), "Hello!"), (png(), "naïve"), (png(), "a" * 17), (png(), "ok-2")])
+    db = build(
+        tmp_path / "db", [(png(), "Hello!"), (png(), "naïve"), (png(), "a" * 17), (png(), "ok-2")]
+    )
     counts = Counter()
     samples = list(read_lmdb(db, skipped=counts))
-    assert [(key, label) for key, _, label in samples] == [("000000001", "hello"), ("000000004", "ok2")]
+    assert [(key, label) for key, _, label in samples] == [
+        ("000000001", "hello"),
+        ("000000004", "ok2"),
+    ]
     assert samples[0][1].shape == (8, 20) and samples[0][1].dtype == np.uint8  # colour -> grey
     assert counts == {"characters outside 0-9a-z": 1, "longer than max_length": 1}
     assert normalise_label("Don't Stop") == "dontstop"

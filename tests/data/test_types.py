@@ -12,7 +12,9 @@ from espnet_ext.errors import InputError
 
 def write_scp(path, entries):
     """An scp of ``<key> <file>`` lines; entries are (key, file name beside the scp) pairs."""
-    path.write_text("".join(f"{key} {path.parent / name if name else ''}\n" for key, name in entries))
+    path.write_text(
+        "".join(f"{key} {path.parent / name if name else ''}\n" for key, name in entries)
+    )
     return path
 
 
@@ -26,7 +28,9 @@ def gradient():
 def test_png_rgb_and_grey_are_exact(tmp_path, gradient):
     Image.fromarray(gradient).save(tmp_path / "rgb.png")
     Image.fromarray(gradient[..., 1]).save(tmp_path / "grey.png")
-    reader = types.ImageScpReader(write_scp(tmp_path / "image.scp", [("a", "rgb.png"), ("b", "grey.png")]))
+    reader = types.ImageScpReader(
+        write_scp(tmp_path / "image.scp", [("a", "rgb.png"), ("b", "grey.png")])
+    )
     assert list(reader) == ["a", "b"] and len(reader) == 2
     rgb, grey = reader["a"], reader["b"]
     assert rgb.dtype == np.float32 and rgb.shape == (6, 10, 3)
@@ -44,31 +48,41 @@ def test_jpeg_16bit_png_and_palette(tmp_path, gradient):
         write_scp(tmp_path / "image.scp", [("j", "x.jpg"), ("d", "deep.png"), ("p", "palette.png")])
     )
     jpeg = reader["j"]
-    assert jpeg.shape == (6, 10, 3) and np.abs(jpeg - gradient / 255).max() < 0.1  # lossy, but close
+    assert (
+        jpeg.shape == (6, 10, 3) and np.abs(jpeg - gradient / 255).max() < 0.1
+    )  # lossy, but close
     np.testing.assert_allclose(reader["d"], deep / 65535, rtol=0, atol=1e-6)
     palette = reader["p"]
-    assert palette.shape == (6, 10, 3) and 0.0 <= palette.min() and palette.max() <= 1.0
+    assert palette.shape == (6, 10, 3) and palette.min() >= 0.0 and palette.max() <= 1.0
 
 
 def test_undecodable_image_names_scp_line_key_and_path(tmp_path, gradient):
     Image.fromarray(gradient).save(tmp_path / "ok.png")
     (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"not really a png" * 4)
-    scp = write_scp(tmp_path / "image.scp", [("ok", "ok.png"), ("bad", "broken.png"), ("gone", "missing.png")])
+    scp = write_scp(
+        tmp_path / "image.scp", [("ok", "ok.png"), ("bad", "broken.png"), ("gone", "missing.png")]
+    )
     reader = types.ImageScpReader(scp)
     reader["ok"]  # the good one still decodes
     with pytest.raises(InputError) as e:
         reader["bad"]
-    assert str(e.value).startswith(f"{scp}:2: key 'bad': cannot decode image '{tmp_path / 'broken.png'}'")
+    assert str(e.value).startswith(
+        f"{scp}:2: key 'bad': cannot decode image '{tmp_path / 'broken.png'}'"
+    )
     with pytest.raises(InputError, match=re.escape(f"{scp}:3: key 'gone': cannot decode image")):
         reader["gone"]
 
 
 def test_malformed_scp_is_refused_with_its_line(tmp_path):
-    with pytest.raises(InputError, match=re.escape(f"{tmp_path / 'a.scp'}:2: expected '<key> <path>'")):
+    with pytest.raises(
+        InputError, match=re.escape(f"{tmp_path / 'a.scp'}:2: expected '<key> <path>'")
+    ):
         types.ImageScpReader(write_scp(tmp_path / "a.scp", [("a", "x.png"), ("lonely", None)]))
     duplicate = re.escape(f"{tmp_path / 'b.scp'}:3: key 'a': duplicate key (first on line 1)")
     with pytest.raises(InputError, match=duplicate):
-        types.VideoScpReader(write_scp(tmp_path / "b.scp", [("a", "x.npy"), ("b", "y.npy"), ("a", "z.npy")]))
+        types.VideoScpReader(
+            write_scp(tmp_path / "b.scp", [("a", "x.npy"), ("b", "y.npy"), ("a", "z.npy")])
+        )
     (tmp_path / "empty.scp").write_text("\n")
     with pytest.raises(InputError, match="no entries"):
         types.ImageScpReader(tmp_path / "empty.scp")
@@ -89,7 +103,9 @@ def test_video_npy_grey_and_rgb(tmp_path):
     np.testing.assert_array_equal(video, grey / np.float32(255))
     luma = (0.299 * rgb[..., 0] + 0.587 * rgb[..., 1] + 0.114 * rgb[..., 2]) / 255
     np.testing.assert_allclose(reader["c"], luma, atol=1e-5)
-    not_uint8 = re.escape(f"{tmp_path / 'video.scp'}:3: key 'f': cannot decode video") + ".*expected uint8"
+    not_uint8 = (
+        re.escape(f"{tmp_path / 'video.scp'}:3: key 'f': cannot decode video") + ".*expected uint8"
+    )
     with pytest.raises(InputError, match=not_uint8):
         reader["f"]
 
@@ -98,7 +114,9 @@ def test_video_npy_grey_and_rgb(tmp_path):
 def test_video_files_through_opencv(tmp_path, suffix, codec):
     cv2 = pytest.importorskip("cv2", reason="opencv-python-headless is not installed")
     levels = [10, 60, 120, 200, 250, 30, 90]
-    writer = cv2.VideoWriter(str(tmp_path / f"v{suffix}"), cv2.VideoWriter_fourcc(*codec), 25, (16, 12), isColor=True)
+    writer = cv2.VideoWriter(
+        str(tmp_path / f"v{suffix}"), cv2.VideoWriter_fourcc(*codec), 25, (16, 12), isColor=True
+    )
     assert writer.isOpened(), f"this OpenCV build cannot write {codec}"
     for level in levels:  # flat grey frames survive lossy codecs almost exactly
         writer.write(np.full((12, 16, 3), level, np.uint8))
@@ -112,17 +130,22 @@ def test_undecodable_video_names_scp_line_key_and_path(tmp_path):
     pytest.importorskip("cv2", reason="opencv-python-headless is not installed")
     (tmp_path / "junk.mp4").write_bytes(b"definitely not a video" * 10)
     (tmp_path / "junk.npy").write_bytes(b"\x93NUMPY garbage")
-    scp = write_scp(tmp_path / "video.scp", [("m", "junk.mp4"), ("n", "junk.npy"), ("x", "nope.mp4")])
+    scp = write_scp(
+        tmp_path / "video.scp", [("m", "junk.mp4"), ("n", "junk.npy"), ("x", "nope.mp4")]
+    )
     reader = types.VideoScpReader(scp)
     for line, key, name in [(1, "m", "junk.mp4"), (2, "n", "junk.npy"), (3, "x", "nope.mp4")]:
         with pytest.raises(InputError) as e:
             reader[key]
-        assert str(e.value).startswith(f"{scp}:{line}: key '{key}': cannot decode video '{tmp_path / name}'")
+        assert str(e.value).startswith(
+            f"{scp}:{line}: key '{key}': cannot decode video '{tmp_path / name}'"
+        )
 
 
 def test_registered_in_espnet_and_not_shadowed(tmp_path, gradient):
-    import espnet_ext.tasks.abs_ext_task  # noqa: F401  (our tasks install the types)
     from espnet2.train.dataset import DATA_TYPES, ESPnetDataset
+
+    import espnet_ext.tasks.abs_ext_task  # noqa: F401  (our tasks install the types)
 
     # ESPnet takes the first key that re.match-es the type name: ours must be found for ours, and
     # every ESPnet type must still find its own entry.
@@ -135,7 +158,10 @@ def test_registered_in_espnet_and_not_shadowed(tmp_path, gradient):
     write_scp(tmp_path / "image.scp", [("a", "a.png")])
     (tmp_path / "label").write_text("a 3\n")
     dataset = ESPnetDataset(
-        [(str(tmp_path / "image.scp"), "image", "image"), (str(tmp_path / "label"), "label", "text_int")]
+        [
+            (str(tmp_path / "image.scp"), "image", "image"),
+            (str(tmp_path / "label"), "label", "text_int"),
+        ]
     )
     key, example = dataset["a"]
     assert isinstance(dataset.loader_dict["image"], types.ImageScpReader)

@@ -13,7 +13,13 @@ import torch
 from torchaudio.compliance import kaldi
 
 from espnet_ext.errors import InputError
-from espnet_ext.features.fbank import FbankOptions, compute_fbank, compute_shard, merge_shards, shard
+from espnet_ext.features.fbank import (
+    FbankOptions,
+    compute_fbank,
+    compute_shard,
+    merge_shards,
+    shard,
+)
 
 RATE = 16000
 
@@ -65,14 +71,20 @@ def test_values_equal_torchaudio_kaldi_fbank():
     # 25 ms windows every 10 ms, Kaldi's snip_edges: 1 + (16000 - 400) // 160 frames.
     assert feats.shape == (98, 80)
     np.testing.assert_array_equal(feats, expected)
+
     # The loudest bin is the one whose Mel centre (Kaldi: 80 bins between 20 Hz and 8 kHz) is nearest 440 Hz.
-    mel = lambda hz: 1127 * np.log(1 + hz / 700)
+    def mel(hz):
+        return 1127 * np.log(1 + hz / 700)
+
     centres = mel(20) + (np.arange(80) + 1) * (mel(8000) - mel(20)) / 81
     assert abs(int(feats.mean(axis=0).argmax()) - int(np.abs(centres - mel(440)).argmin())) <= 1
 
 
 def test_options_change_shape():
-    feats = compute_fbank(tone(1.0, 440, seed=1)[:8000], FbankOptions(n_mels=40, frame_shift_ms=20.0, sample_rate=8000))
+    feats = compute_fbank(
+        tone(1.0, 440, seed=1)[:8000],
+        FbankOptions(n_mels=40, frame_shift_ms=20.0, sample_rate=8000),
+    )
     # 8 kHz: 200-sample windows, 160-sample shift over 8000 samples.
     assert feats.shape == (1 + (8000 - 200) // 160, 40)
 
@@ -119,7 +131,9 @@ def test_three_jobs_equal_one_job(tmp_path):
     for utt in ids:
         np.testing.assert_array_equal(one[utt], three[utt])
     assert len(list((tmp_path / "three" / "data").glob("feats.*.ark"))) == 3
-    assert (tmp_path / "one" / "utt2num_frames").read_text() == (tmp_path / "three" / "utt2num_frames").read_text()
+    assert (tmp_path / "one" / "utt2num_frames").read_text() == (
+        tmp_path / "three" / "utt2num_frames"
+    ).read_text()
 
 
 def test_more_jobs_than_utterances(tmp_path):
@@ -128,7 +142,9 @@ def test_more_jobs_than_utterances(tmp_path):
     assert len((tmp_path / "out" / "feats.scp").read_text().splitlines()) == 2
 
 
-@pytest.mark.skipif(shutil.which("sox") is None, reason="sox is not installed (apt-get install sox)")
+@pytest.mark.skipif(
+    shutil.which("sox") is None, reason="sox is not installed (apt-get install sox)"
+)
 def test_pipe_entries(tmp_path):
     data, ids = make_data_dir(tmp_path, n=2)
     flac = tmp_path / "piped.flac"
@@ -147,7 +163,9 @@ def test_segments(tmp_path):
     wav = write_wav(tmp_path / "talk.wav", tone(2.0, 300, seed=3))
     recording, _ = soundfile.read(str(wav), dtype="float32")  # as quantised to 16 bits
     (data / "wav.scp").write_text(f"talk {wav}\n")
-    (data / "segments").write_text("talk_b talk 1.00 1.75\ntalk_a talk 0.10 0.60\ntalk_c talk 1.50 -1\n")
+    (data / "segments").write_text(
+        "talk_b talk 1.00 1.75\ntalk_a talk 0.10 0.60\ntalk_c talk 1.50 -1\n"
+    )
     run_all(data, tmp_path / "out", nj=2)
     loaded = dict(kaldiio.load_scp_sequential(str(tmp_path / "out" / "feats.scp")))
     assert sorted(loaded) == ["talk_a", "talk_b", "talk_c"]
@@ -163,21 +181,39 @@ def test_cli_compute_and_merge(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     command = [sys.executable, "-m", "espnet_ext.features.fbank"]
     run = subprocess.run(
-        [*command, "compute", "--data_dir", str(data), "--out_dir", str(out), "--nj", "2", "--job", "1",
-         "--n_mels", "40"],
-        capture_output=True, text=True, env=env,
+        [
+            *command,
+            "compute",
+            "--data_dir",
+            str(data),
+            "--out_dir",
+            str(out),
+            "--nj",
+            "2",
+            "--job",
+            "1",
+            "--n_mels",
+            "40",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("fbank: shard 1/2: 1 utterances")
     run = subprocess.run(
         [*command, "merge", "--data_dir", str(data), "--out_dir", str(out), "--nj", "2"],
-        capture_output=True, text=True, env=env,
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert run.returncode == 1 and "shard 2 of 2 is missing or unfinished" in run.stderr
     compute_shard(data, out, 2, 2, FbankOptions(n_mels=40))
     run = subprocess.run(
         [*command, "merge", "--data_dir", str(data), "--out_dir", str(out), "--nj", "2"],
-        capture_output=True, text=True, env=env,
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert run.returncode == 0, run.stderr
     assert (out / "feats_dim").read_text() == "40\n"
@@ -197,7 +233,9 @@ def expect_error(data, out, match, nj=1, job=1):
 def test_missing_audio_names_wav_scp_line(tmp_path):
     data, ids = make_data_dir(tmp_path, n=3)
     lines = (data / "wav.scp").read_text().splitlines()
-    number, (utt, wav) = next((n, line.split()) for n, line in enumerate(lines, 1) if line.startswith(ids[2]))
+    number, (utt, wav) = next(
+        (n, line.split()) for n, line in enumerate(lines, 1) if line.startswith(ids[2])
+    )
     os.unlink(wav)
     message = expect_error(data, tmp_path / "out", "does not exist")
     assert f"{data / 'wav.scp'}:{number}: key '{utt}'" in message and wav in message
@@ -299,9 +337,22 @@ def test_killed_job_leaves_no_finished_shard(tmp_path):
     (data / "wav.scp").write_text(good.splitlines()[1] + "\nzz-killer kill -9 $PPID |\n")
     out = tmp_path / "out"
     run = subprocess.run(
-        [sys.executable, "-m", "espnet_ext.features.fbank", "compute", "--data_dir", str(data),
-         "--out_dir", str(out), "--nj", "1", "--job", "1"],
-        capture_output=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        [
+            sys.executable,
+            "-m",
+            "espnet_ext.features.fbank",
+            "compute",
+            "--data_dir",
+            str(data),
+            "--out_dir",
+            str(out),
+            "--nj",
+            "1",
+            "--job",
+            "1",
+        ],
+        capture_output=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
     )
     assert run.returncode == -9
     assert list((out / "data").glob(".feats.1.ark.tmp")), "the job should have died while writing"

@@ -1,13 +1,13 @@
 """A small program the job backend tests run as their jobs; each subcommand leaves evidence on disk.
 
-    probe_job.py write FILE TEXT              write TEXT to FILE
-    probe_job.py fail CODE                    print a line, exit with CODE
-    probe_job.py argv                         print the arguments it received, as a Python list
-    probe_job.py overlap DIR NAME SECONDS     mark itself running in DIR, record how many marks exist, sleep
-    probe_job.py meet DIR NAME OTHER SECONDS  mark itself running, wait until OTHER is running too (else exit 9)
-    probe_job.py count CHECKPOINT STEPS DELAY count to STEPS, one step per DELAY s, resuming from CHECKPOINT
-    probe_job.py hang PIDFILE                 write its pid to PIDFILE and sleep for a minute
-    probe_job.py where FILE                   append this task's Slurm node id and name to FILE
+probe_job.py write FILE TEXT              write TEXT to FILE
+probe_job.py fail CODE                    print a line, exit with CODE
+probe_job.py argv                         print the arguments it received, as a Python list
+probe_job.py overlap DIR NAME SECONDS     mark itself running in DIR, record how many marks exist, sleep
+probe_job.py meet DIR NAME OTHER SECONDS  mark itself running, wait until OTHER is running too (else exit 9)
+probe_job.py count CHECKPOINT STEPS DELAY count to STEPS, one step per DELAY s, resuming from CHECKPOINT
+probe_job.py hang PIDFILE                 write its pid to PIDFILE and sleep for a minute
+probe_job.py where FILE                   append this task's Slurm node id and name to FILE
 """
 
 import os

@@ -16,30 +16,79 @@ TRAIN = ["python", "-m", "espnet_ext.bin.asr_train", "--config", "c.yaml"]
 
 
 def test_single_node_runs_the_training_as_one_job():
-    command = training_command(["utils/run.py", "--requeue"], "exp/train.log", TRAIN, ngpu=0, num_nodes=1)
-    assert command == ["utils/run.py", "--requeue", "--gpu", "0", "exp/train.log", *TRAIN, "--ngpu", "0"]
+    command = training_command(
+        ["utils/run.py", "--requeue"], "exp/train.log", TRAIN, ngpu=0, num_nodes=1
+    )
+    assert command == [
+        "utils/run.py",
+        "--requeue",
+        "--gpu",
+        "0",
+        "exp/train.log",
+        *TRAIN,
+        "--ngpu",
+        "0",
+    ]
     # K GPUs on one node: ESPnet spawns one process per GPU itself.
     command = training_command(["utils/slurm.py"], "exp/train.log", TRAIN, ngpu=4, num_nodes=1)
-    assert command == ["utils/slurm.py", "--gpu", "4", "exp/train.log", *TRAIN,
-                       "--ngpu", "4", "--multiprocessing_distributed", "true"]
+    assert command == [
+        "utils/slurm.py",
+        "--gpu",
+        "4",
+        "exp/train.log",
+        *TRAIN,
+        "--ngpu",
+        "4",
+        "--multiprocessing_distributed",
+        "true",
+    ]
 
 
 def test_multi_node_runs_espnet_slurm_launcher_on_each_node():
-    command = training_command(["utils/slurm.py"], "exp/train.log", TRAIN, ngpu=2, num_nodes=3, master_port=29123)
+    command = training_command(
+        ["utils/slurm.py"], "exp/train.log", TRAIN, ngpu=2, num_nodes=3, master_port=29123
+    )
     assert command[:6] == ["utils/slurm.py", "--gpu", "2", "--num_nodes", "3", "exp/train.log"]
     wrapper_end = command.index("--")
-    assert command[6:wrapper_end] == [sys.executable, "-m", "espnet_ext.jobs.launch", "--on_node",
-                                      "--master_port", "29123"]
-    assert command[wrapper_end + 1:] == [*TRAIN, "--ngpu", "2", "--multiprocessing_distributed", "true",
-                                        "--dist_launcher", "slurm", "--dist_backend", "nccl"]
-    cpu = training_command(["utils/slurm.py"], "l", TRAIN, ngpu=0, num_nodes=2, master_addr="10.0.0.1")
-    assert cpu[-2:] == ["--dist_backend", "gloo"] and ["--master_addr", "10.0.0.1"] == cpu[cpu.index("--") - 2:cpu.index("--")]
-    chosen = training_command(["utils/slurm.py"], "l", [*TRAIN, "--dist_backend", "mpi"], ngpu=0, num_nodes=2)
+    assert command[6:wrapper_end] == [
+        sys.executable,
+        "-m",
+        "espnet_ext.jobs.launch",
+        "--on_node",
+        "--master_port",
+        "29123",
+    ]
+    assert command[wrapper_end + 1 :] == [
+        *TRAIN,
+        "--ngpu",
+        "2",
+        "--multiprocessing_distributed",
+        "true",
+        "--dist_launcher",
+        "slurm",
+        "--dist_backend",
+        "nccl",
+    ]
+    cpu = training_command(
+        ["utils/slurm.py"], "l", TRAIN, ngpu=0, num_nodes=2, master_addr="10.0.0.1"
+    )
+    assert cpu[-2:] == ["--dist_backend", "gloo"] and cpu[
+        cpu.index("--") - 2 : cpu.index("--")
+    ] == ["--master_addr", "10.0.0.1"]
+    chosen = training_command(
+        ["utils/slurm.py"], "l", [*TRAIN, "--dist_backend", "mpi"], ngpu=0, num_nodes=2
+    )
     assert chosen.count("--dist_backend") == 1 and chosen[-1] == "slurm"
 
 
 def test_node_command_fills_in_the_rendezvous(monkeypatch):
-    assert node_command(TRAIN, 1234, "10.1.1.1") == [*TRAIN, "--dist_master_addr", "10.1.1.1", "--dist_master_port", "1234"]
+    assert node_command(TRAIN, 1234, "10.1.1.1") == [
+        *TRAIN,
+        "--dist_master_addr",
+        "10.1.1.1",
+        "--dist_master_port",
+        "1234",
+    ]
     monkeypatch.delenv("SLURM_JOB_NODELIST", raising=False)
     monkeypatch.delenv("SLURM_STEP_NODELIST", raising=False)
     with pytest.raises(SystemExit, match="not inside a Slurm job"):
@@ -58,7 +107,11 @@ def test_old_logs_are_kept_numbered(tmp_path):
         rotate_logs(log, keep=3)
         log.write_text(f"run {run}")
     assert log.read_text() == "run 7"
-    assert [(tmp_path / f"train.{i}.log").read_text() for i in (1, 2, 3)] == ["run 6", "run 5", "run 4"]
+    assert [(tmp_path / f"train.{i}.log").read_text() for i in (1, 2, 3)] == [
+        "run 6",
+        "run 5",
+        "run 4",
+    ]
     assert not (tmp_path / "train.4.log").exists()
 
 
@@ -66,20 +119,57 @@ def test_launch_through_the_local_backend(tmp_path):
     (tmp_path / "exp").mkdir()
     (tmp_path / "exp/train.log").write_text("earlier run\n")
     result = subprocess.run(
-        [sys.executable, "-m", "espnet_ext.jobs.launch", "--cmd", f"{sys.executable} {ROOT / 'utils/run.py'}",
-         "--log", "exp/train.log", "--ngpu", "0", "--num_nodes", "1", "--",
-         sys.executable, "-c", "import sys; print(sys.argv[1:])", "--resume", "true"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "espnet_ext.jobs.launch",
+            "--cmd",
+            f"{sys.executable} {ROOT / 'utils/run.py'}",
+            "--log",
+            "exp/train.log",
+            "--ngpu",
+            "0",
+            "--num_nodes",
+            "1",
+            "--",
+            sys.executable,
+            "-c",
+            "import sys; print(sys.argv[1:])",
+            "--resume",
+            "true",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     assert "['--resume', 'true', '--ngpu', '0']" in (tmp_path / "exp/train.log").read_text()
     assert (tmp_path / "exp/train.1.log").read_text() == "earlier run\n"
     refused = subprocess.run(
-        [sys.executable, "-m", "espnet_ext.jobs.launch", "--cmd", f"{sys.executable} {ROOT / 'utils/run.py'}",
-         "--log", "exp/train.log", "--ngpu", "0", "--num_nodes", "2", "--", "true"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "espnet_ext.jobs.launch",
+            "--cmd",
+            f"{sys.executable} {ROOT / 'utils/run.py'}",
+            "--log",
+            "exp/train.log",
+            "--ngpu",
+            "0",
+            "--num_nodes",
+            "2",
+            "--",
+            "true",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
-    assert refused.returncode == 2 and "the local backend runs on this machine only" in refused.stderr
+    assert (
+        refused.returncode == 2 and "the local backend runs on this machine only" in refused.stderr
+    )
 
 
 @pytest.mark.slurm
@@ -90,23 +180,54 @@ def test_first_node_address_uses_slurms_node_address(slurm_cluster):
 
 # --- a real 2-node ESPnet2 training -----------------------------------------------------------------------------
 
+
 def write_lm_corpus(directory: Path) -> list:
     """16 sentences of 5 words: equal lengths, so the mean loss of each rank's half batch averages to the
     full batch's and 2-rank DDP takes exactly the steps of one process."""
     rng = random.Random(0)
-    words = "one two three four five six seven eight nine ten".split()
+    words = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
     with open(directory / "text", "w") as text, open(directory / "shape", "w") as shape:
         for i in range(16):
             text.write(f"u{i:02d} {' '.join(rng.choice(words) for _ in range(5))}\n")
             shape.write(f"u{i:02d} 5\n")
-    (directory / "tokens.txt").write_text("\n".join(["<blank>", "<unk>", *words, "<sos/eos>"]) + "\n")
+    (directory / "tokens.txt").write_text(
+        "\n".join(["<blank>", "<unk>", *words, "<sos/eos>"]) + "\n"
+    )
     return [
-        "--token_type", "word", "--token_list", "tokens.txt", "--use_preprocessor", "true",
-        "--train_data_path_and_name_and_type", "text,text,text", "--train_shape_file", "shape",
-        "--valid_data_path_and_name_and_type", "text,text,text", "--valid_shape_file", "shape",
-        "--fold_length", "150", "--batch_size", "4", "--max_epoch", "1", "--num_workers", "0", "--seed", "0",
-        "--lm", "seq_rnn", "--lm_conf", "unit=16", "--lm_conf", "nlayers=1",
-        "--use_matplotlib", "false", "--use_tensorboard", "false",
+        "--token_type",
+        "word",
+        "--token_list",
+        "tokens.txt",
+        "--use_preprocessor",
+        "true",
+        "--train_data_path_and_name_and_type",
+        "text,text,text",
+        "--train_shape_file",
+        "shape",
+        "--valid_data_path_and_name_and_type",
+        "text,text,text",
+        "--valid_shape_file",
+        "shape",
+        "--fold_length",
+        "150",
+        "--batch_size",
+        "4",
+        "--max_epoch",
+        "1",
+        "--num_workers",
+        "0",
+        "--seed",
+        "0",
+        "--lm",
+        "seq_rnn",
+        "--lm_conf",
+        "unit=16",
+        "--lm_conf",
+        "nlayers=1",
+        "--use_matplotlib",
+        "false",
+        "--use_tensorboard",
+        "false",
     ]
 
 
@@ -119,13 +240,35 @@ def test_two_node_espnet_training_takes_the_single_process_steps(slurm_cluster, 
     # The single-process reference runs beside the cluster job (both mostly wait on imports).
     with open(tmp_path / "reference.log", "w") as reference_log:
         reference = subprocess.Popen(
-            [*train, "--ngpu", "0", "--output_dir", "reference"], cwd=tmp_path, env=env,
-            stdout=reference_log, stderr=subprocess.STDOUT,
+            [*train, "--ngpu", "0", "--output_dir", "reference"],
+            cwd=tmp_path,
+            env=env,
+            stdout=reference_log,
+            stderr=subprocess.STDOUT,
         )
         launched = subprocess.run(
-            [sys.executable, "-m", "espnet_ext.jobs.launch", "--cmd", f"{sys.executable} {ROOT / 'utils/slurm.py'}",
-             "--log", "exp/train.log", "--ngpu", "0", "--num_nodes", "2", "--", *train, "--output_dir", "exp"],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "espnet_ext.jobs.launch",
+                "--cmd",
+                f"{sys.executable} {ROOT / 'utils/slurm.py'}",
+                "--log",
+                "exp/train.log",
+                "--ngpu",
+                "0",
+                "--num_nodes",
+                "2",
+                "--",
+                *train,
+                "--output_dir",
+                "exp",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert reference.wait(timeout=300) == 0, (tmp_path / "reference.log").read_text()[-3000:]
     log = (tmp_path / "exp/train.log").read_text()
@@ -133,11 +276,17 @@ def test_two_node_espnet_training_takes_the_single_process_steps(slurm_cluster, 
     # ESPnet prefixes its log lines with [host:rank/world_size]; srun --label prefixes each node's output.
     assert re.search(r"^0: \[\S+:0/2\] .*1epoch results", log, flags=re.MULTILINE), log[-3000:]
     assert re.search(r"^1: ", log, flags=re.MULTILINE), "no output from the second node"
-    distributed = torch.load(tmp_path / "exp/checkpoint.pth", map_location="cpu", weights_only=False)
-    single = torch.load(tmp_path / "reference/checkpoint.pth", map_location="cpu", weights_only=False)
+    distributed = torch.load(
+        tmp_path / "exp/checkpoint.pth", map_location="cpu", weights_only=False
+    )
+    single = torch.load(
+        tmp_path / "reference/checkpoint.pth", map_location="cpu", weights_only=False
+    )
     assert distributed["model"].keys() == single["model"].keys()
     for name, weight in single["model"].items():
-        torch.testing.assert_close(distributed["model"][name], weight, rtol=1e-5, atol=1e-6, msg=name)
+        torch.testing.assert_close(
+            distributed["model"][name], weight, rtol=1e-5, atol=1e-6, msg=name
+        )
     for phase in ("train", "valid"):
         assert distributed["reporter"]["stats"][1][phase]["loss"] == pytest.approx(
             single["reporter"]["stats"][1][phase]["loss"], rel=1e-5

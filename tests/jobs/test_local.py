@@ -17,11 +17,15 @@ PROBE = [sys.executable, str(Path(__file__).with_name("probe_job.py"))]
 
 
 def run(args, cwd, timeout=60):
-    return subprocess.run(RUN + [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        RUN + [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_array_substitutes_job_in_log_and_command(tmp_path):
-    result = run(["JOB=1:3", "log/write.JOB.log", *PROBE, "write", "out.JOB.txt", "I am JOB"], tmp_path)
+    result = run(
+        ["JOB=1:3", "log/write.JOB.log", *PROBE, "write", "out.JOB.txt", "I am JOB"], tmp_path
+    )
     assert result.returncode == 0, result.stderr
     for i in (1, 2, 3):
         assert (tmp_path / f"out.{i}.txt").read_text() == f"I am {i}"
@@ -42,7 +46,14 @@ def test_arguments_reach_the_program_exactly(tmp_path):
 
 def test_failed_job_exits_1_naming_it_and_its_log(tmp_path):
     result = run(
-        ["JOB=1:3", "log/y.JOB.log", "bash", "-c", f"[ JOB != 2 ] || exec {' '.join(PROBE)} fail 3"], tmp_path
+        [
+            "JOB=1:3",
+            "log/y.JOB.log",
+            "bash",
+            "-c",
+            f"[ JOB != 2 ] || exec {' '.join(PROBE)} fail 3",
+        ],
+        tmp_path,
     )
     assert result.returncode == 1
     assert "1 of 3 jobs failed" in result.stderr
@@ -50,7 +61,10 @@ def test_failed_job_exits_1_naming_it_and_its_log(tmp_path):
     assert "about to fail with code 3" in result.stderr  # the tail of the failed log
     assert "log/y.1.log" not in result.stderr and "log/y.3.log" not in result.stderr
     assert last_exit_code(tmp_path / "log/y.2.log") == 3
-    assert last_exit_code(tmp_path / "log/y.1.log") == 0 and last_exit_code(tmp_path / "log/y.3.log") == 0
+    assert (
+        last_exit_code(tmp_path / "log/y.1.log") == 0
+        and last_exit_code(tmp_path / "log/y.3.log") == 0
+    )
 
 
 def test_missing_program_is_a_failed_job_with_the_reason_in_its_log(tmp_path):
@@ -63,7 +77,10 @@ def test_missing_program_is_a_failed_job_with_the_reason_in_its_log(tmp_path):
 def test_max_jobs_run_is_honoured(tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
-    result = run(["--max_jobs_run", "2", "JOB=1:5", "log/o.JOB.log", *PROBE, "overlap", marks, "JOB", "0.4"], tmp_path)
+    result = run(
+        ["--max_jobs_run", "2", "JOB=1:5", "log/o.JOB.log", *PROBE, "overlap", marks, "JOB", "0.4"],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     seen = [int((marks / f"{i}.seen").read_text()) for i in range(1, 6)]
     assert max(seen) <= 2, seen
@@ -74,8 +91,15 @@ def test_jobs_run_in_parallel(tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
     result = run(
-        ["--max-jobs-run", "2", "N=1:2", "log/m.N.log", "bash", "-c",
-         f"exec {' '.join(PROBE)} meet {marks} N $((3 - N)) 30"],
+        [
+            "--max-jobs-run",
+            "2",
+            "N=1:2",
+            "log/m.N.log",
+            "bash",
+            "-c",
+            f"exec {' '.join(PROBE)} meet {marks} N $((3 - N)) 30",
+        ],
         tmp_path,
     )
     assert result.returncode == 0, result.stderr + (tmp_path / "log/m.1.log").read_text()
@@ -100,8 +124,23 @@ def test_bad_requests_exit_2_before_running_anything(tmp_path, args, message):
 
 def test_ignored_options_are_accepted(tmp_path):
     result = run(
-        ["--gpu", "1", "--mem", "2G", "--time", "1:00:00", "--num_threads", "2", "--config", "conf/slurm.conf",
-         "--requeue", "--dependency", "afterok:1", "log/ok.log", "true"],
+        [
+            "--gpu",
+            "1",
+            "--mem",
+            "2G",
+            "--time",
+            "1:00:00",
+            "--num_threads",
+            "2",
+            "--config",
+            "conf/slurm.conf",
+            "--requeue",
+            "--dependency",
+            "afterok:1",
+            "log/ok.log",
+            "true",
+        ],
         tmp_path,
     )
     assert result.returncode == 0, result.stderr
@@ -118,7 +157,10 @@ def test_help_lists_options_and_what_local_ignores(tmp_path):
 def test_interrupt_kills_the_jobs(tmp_path, sig, code):
     runner = subprocess.Popen(
         RUN + ["JOB=1:2", "log/h.JOB.log", *PROBE, "hang", "pid.JOB"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     pid_files = [tmp_path / "pid.1", tmp_path / "pid.2"]
     deadline = time.monotonic() + 30

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.slurm
 
 
 def slurm(args, cwd, timeout=90):
-    return subprocess.run(SLURM + [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        SLURM + [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def job_id_of(log: Path) -> str:
@@ -28,7 +30,9 @@ def job_id_of(log: Path) -> str:
 
 
 def squeue_state(job_id: str) -> str:
-    listing = subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], capture_output=True, text=True)
+    listing = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], capture_output=True, text=True
+    )
     return listing.stdout.strip()
 
 
@@ -40,6 +44,7 @@ def wait_for(condition, what: str, seconds: float = 60):
 
 
 # --- without a cluster ------------------------------------------------------------------------------------------
+
 
 def test_job_name_drops_the_range_token():
     assert job_name("exp/log/fbank.JOB.log", "JOB") == "fbank"
@@ -53,8 +58,15 @@ def test_batch_script_is_valid_bash_and_substitutes_the_task(tmp_path):
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     # Run it as Slurm would for task 2 (without Slurm: no srun, no scontrol needed on this path).
     ran = subprocess.run(
-        ["bash", str(script)], capture_output=True, text=True,
-        env={"PATH": "/usr/bin:/bin", "SLURM_ARRAY_TASK_ID": "2", "SLURM_JOB_ID": "77", "SLURM_RESTART_COUNT": "1"},
+        ["bash", str(script)],
+        capture_output=True,
+        text=True,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "SLURM_ARRAY_TASK_ID": "2",
+            "SLURM_JOB_ID": "77",
+            "SLURM_RESTART_COUNT": "1",
+        },
     )
     lines = ran.stdout.splitlines()
     assert ran.returncode == 0
@@ -65,6 +77,7 @@ def test_batch_script_is_valid_bash_and_substitutes_the_task(tmp_path):
 
 
 # --- against the cluster ----------------------------------------------------------------------------------------
+
 
 def test_array_of_three_tasks_each_writes_its_own_output(slurm_cluster, tmp_path):
     result = slurm(["JOB=1:3", "log/w.JOB.log", *PROBE, "write", "out.JOB", "task JOB"], tmp_path)
@@ -85,13 +98,23 @@ def test_array_of_three_tasks_each_writes_its_own_output(slurm_cluster, tmp_path
 
 def test_failing_task_exits_1_naming_its_log(slurm_cluster, tmp_path):
     result = slurm(
-        ["JOB=1:3", "log/f.JOB.log", "bash", "-c", f"[ JOB != 2 ] || exec {' '.join(PROBE)} fail 3"], tmp_path
+        [
+            "JOB=1:3",
+            "log/f.JOB.log",
+            "bash",
+            "-c",
+            f"[ JOB != 2 ] || exec {' '.join(PROBE)} fail 3",
+        ],
+        tmp_path,
     )
     assert result.returncode == 1
     assert "1 of 3 jobs failed" in result.stderr
     assert "JOB=2: exit code 3; log: log/f.2.log" in result.stderr
     assert "about to fail with code 3" in result.stderr
-    assert last_exit_code(tmp_path / "log/f.1.log") == 0 and last_exit_code(tmp_path / "log/f.3.log") == 0
+    assert (
+        last_exit_code(tmp_path / "log/f.1.log") == 0
+        and last_exit_code(tmp_path / "log/f.3.log") == 0
+    )
 
 
 def test_dependency_on_a_failed_job_is_reported_not_waited_for(slurm_cluster, tmp_path):
@@ -99,10 +122,24 @@ def test_dependency_on_a_failed_job_is_reported_not_waited_for(slurm_cluster, tm
     assert failed.returncode == 1 and "exit code 4" in failed.stderr
     first_id = job_id_of(tmp_path / "log/first.log")
     started = time.monotonic()
-    result = slurm(["--dependency", f"afterok:{first_id}", "log/second.log", *PROBE, "write", "second.out", "ran"],
-                   tmp_path, timeout=60)
+    result = slurm(
+        [
+            "--dependency",
+            f"afterok:{first_id}",
+            "log/second.log",
+            *PROBE,
+            "write",
+            "second.out",
+            "ran",
+        ],
+        tmp_path,
+        timeout=60,
+    )
     assert result.returncode == 1
-    assert f"never ran: its dependency afterok:{first_id} can never be satisfied; cancelled" in result.stderr
+    assert (
+        f"never ran: its dependency afterok:{first_id} can never be satisfied; cancelled"
+        in result.stderr
+    )
     assert "log/second.log" in result.stderr
     assert not (tmp_path / "second.out").exists()
     assert time.monotonic() - started < 30
@@ -112,7 +149,15 @@ def test_dependency_on_a_successful_job_runs_after_it(slurm_cluster, tmp_path):
     first = slurm(["log/a.log", *PROBE, "write", "a.out", "a"], tmp_path)
     assert first.returncode == 0, first.stderr
     result = slurm(
-        ["--dependency", f"afterok:{job_id_of(tmp_path / 'log/a.log')}", "log/b.log", *PROBE, "write", "b.out", "b"],
+        [
+            "--dependency",
+            f"afterok:{job_id_of(tmp_path / 'log/a.log')}",
+            "log/b.log",
+            *PROBE,
+            "write",
+            "b.out",
+            "b",
+        ],
         tmp_path,
     )
     assert result.returncode == 0, result.stderr
@@ -124,14 +169,20 @@ def test_gpu_request_refused_at_submission_is_surfaced_verbatim(slurm_cluster, t
     assert result.returncode == 1
     assert "sbatch: error: Invalid generic resource (gres) specification" in result.stderr
     assert "log: log/gpu.log" in result.stderr
-    assert "sbatch: error: Invalid generic resource (gres) specification" in (tmp_path / "log/gpu.log").read_text()
+    assert (
+        "sbatch: error: Invalid generic resource (gres) specification"
+        in (tmp_path / "log/gpu.log").read_text()
+    )
     assert not (tmp_path / "gpu.out").exists()
 
 
 def test_max_jobs_run_throttles_the_array(slurm_cluster, tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
-    result = slurm(["--max_jobs_run", "1", "JOB=1:3", "log/o.JOB.log", *PROBE, "overlap", marks, "JOB", "0.3"], tmp_path)
+    result = slurm(
+        ["--max_jobs_run", "1", "JOB=1:3", "log/o.JOB.log", *PROBE, "overlap", marks, "JOB", "0.3"],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert [int((marks / f"{i}.seen").read_text()) for i in (1, 2, 3)] == [1, 1, 1]
 
@@ -144,9 +195,24 @@ def test_multi_node_job_runs_the_command_on_every_node(slurm_cluster, tmp_path):
 
 def test_configured_options_are_accepted_and_unknown_ones_refused(slurm_cluster, tmp_path):
     conf = tmp_path / "slurm.conf"
-    conf.write_text("command sbatch --export=ALL\noption name=* --job-name $0\noption mem=* --mem $0\n")
-    result = slurm(["--config", conf, "--name", "named", "--mem", "100M", "log/n.log", "bash", "-c",
-                    "echo $SLURM_JOB_NAME > name.txt"], tmp_path)
+    conf.write_text(
+        "command sbatch --export=ALL\noption name=* --job-name $0\noption mem=* --mem $0\n"
+    )
+    result = slurm(
+        [
+            "--config",
+            conf,
+            "--name",
+            "named",
+            "--mem",
+            "100M",
+            "log/n.log",
+            "bash",
+            "-c",
+            "echo $SLURM_JOB_NAME > name.txt",
+        ],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "name.txt").read_text().strip() == "named"
     refused = slurm(["--config", conf, "--gpu", "1", "log/g.log", "true"], tmp_path)
@@ -159,10 +225,15 @@ def test_configured_options_are_accepted_and_unknown_ones_refused(slurm_cluster,
 
 def test_interrupting_the_wait_cancels_the_job(slurm_cluster, tmp_path):
     waiting = subprocess.Popen(
-        SLURM + ["log/h.log", *PROBE, "hang", "pid"], cwd=tmp_path,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        SLURM + ["log/h.log", *PROBE, "hang", "pid"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(), "the job to start")
+    wait_for(
+        lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(), "the job to start"
+    )
     job_id = job_id_of(tmp_path / "log/h.log")
     waiting.send_signal(signal.SIGTERM)
     _, stderr = waiting.communicate(timeout=30)
@@ -175,7 +246,10 @@ def _requeue_test(tmp_path, interrupt):
     """A counting job, interrupted once by ``interrupt(job_id)``, must finish by resuming from its checkpoint."""
     waiting = subprocess.Popen(
         SLURM + ["--requeue", "--time", "10", "log/train.log", *PROBE, "count", "ckpt", "6", "0.3"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     ckpt = tmp_path / "ckpt"
     wait_for(lambda: ckpt.exists() and int(ckpt.read_text()) >= 2, "the job to make progress")
@@ -193,7 +267,9 @@ def _requeue_test(tmp_path, interrupt):
 
 
 def test_requeued_job_resumes_from_its_checkpoint(slurm_cluster, tmp_path):
-    _requeue_test(tmp_path, lambda job_id: subprocess.run(["scontrol", "requeue", job_id], check=True))
+    _requeue_test(
+        tmp_path, lambda job_id: subprocess.run(["scontrol", "requeue", job_id], check=True)
+    )
 
 
 def test_job_requeues_itself_on_the_time_limit_warning(slurm_cluster, tmp_path):

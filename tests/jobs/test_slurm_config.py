@@ -47,16 +47,31 @@ def test_defaults_apply_when_the_command_line_is_silent(espnet_style):
 
 
 def test_wildcard_substitutes_the_value_and_exact_values_win(espnet_style):
-    args = espnet_style.option_args({"gpu": 2, "mem": "4G", "num_threads": 1, "time": "1:00:00", "name": "x"})
+    args = espnet_style.option_args(
+        {"gpu": 2, "mem": "4G", "num_threads": 1, "time": "1:00:00", "name": "x"}
+    )
     assert args == [
-        "--time", "1:00:00", "-p", "gpu", "--gres=gpu:2", "-c", "2", "--mem-per-cpu", "4G",
-        "--cpus-per-task", "1", "--job-name", "x",
+        "--time",
+        "1:00:00",
+        "-p",
+        "gpu",
+        "--gres=gpu:2",
+        "-c",
+        "2",
+        "--mem-per-cpu",
+        "4G",
+        "--cpus-per-task",
+        "1",
+        "--job-name",
+        "x",
     ]
     assert espnet_style.option_args({"mem": "0", "gpu": 0}) == ["--time", "24:00:00", "-p", "cpu"]
 
 
 def test_backend_options_are_not_mapped(espnet_style):
-    args = espnet_style.option_args({"max_jobs_run": 3, "requeue": True, "dependency": "afterok:1", "config": "c"})
+    args = espnet_style.option_args(
+        {"max_jobs_run": 3, "requeue": True, "dependency": "afterok:1", "config": "c"}
+    )
     assert args == ["--time", "24:00:00", "-p", "cpu"]
 
 
@@ -71,14 +86,26 @@ def test_a_value_without_a_rule_is_refused_naming_the_file(tmp_path):
 @pytest.mark.parametrize(
     "text, line, message",
     [
-        ("command sbatch\nopshun gpu=* --gres=gpu:$0\n", 2, "expected 'command ...', 'option NAME=VALUE"),
+        (
+            "command sbatch\nopshun gpu=* --gres=gpu:$0\n",
+            2,
+            "expected 'command ...', 'option NAME=VALUE",
+        ),
         ("command sbatch\noption gpu --gres=gpu:1\n", 2, "expected 'command ...'"),
         ("command sbatch\noption gpu= -p x\n", 2, "expected NAME=VALUE"),
-        ("command sbatch\noption max_jobs_run=* --foo\n", 2, "--max_jobs_run is handled by the Slurm backend"),
+        (
+            "command sbatch\noption max_jobs_run=* --foo\n",
+            2,
+            "--max_jobs_run is handled by the Slurm backend",
+        ),
         ("command sbatch\ndefault gpu=0 extra\n", 2, "takes nothing after the value"),
         ("command sbatch\n\n# c\noption gpu=1 -p 'unclosed\n", 4, "cannot split into words"),
         ("command\n", 1, "'command' needs the submit program"),
-        ("command sbatch\noption gpu=* --gres=gpu:$0\ndefault mem=4G\n", 3, "'default mem=4G' has no 'option mem="),
+        (
+            "command sbatch\noption gpu=* --gres=gpu:$0\ndefault mem=4G\n",
+            3,
+            "'default mem=4G' has no 'option mem=",
+        ),
     ],
 )
 def test_bad_lines_are_refused_with_file_and_line(tmp_path, text, line, message):
@@ -110,8 +137,18 @@ def test_builtin_default_maps_the_plain_sbatch_options():
     config = SlurmConfig.default()
     assert config.command == ["sbatch", "--export=ALL"]
     assert config.option_args({}) == []
-    assert config.option_args({"gpu": 1, "mem": "2G", "time": "10", "num_threads": 4, "num_nodes": 2}) == [
-        "--gres=gpu:1", "--mem", "2G", "--time", "10", "--cpus-per-task", "4", "--nodes", "2",
+    assert config.option_args(
+        {"gpu": 1, "mem": "2G", "time": "10", "num_threads": 4, "num_nodes": 2}
+    ) == [
+        "--gres=gpu:1",
+        "--mem",
+        "2G",
+        "--time",
+        "10",
+        "--cpus-per-task",
+        "4",
+        "--nodes",
+        "2",
     ]
 
 
@@ -119,4 +156,9 @@ def test_the_template_recipe_config_parses_and_maps_gpus():
     config = SlurmConfig.load(ROOT / "egs" / "TEMPLATE" / "asr1" / "conf" / "slurm.conf")
     assert config.command[0] == "sbatch" and "--export=ALL" in config.command
     assert config.option_args({"gpu": 2}) == ["--gres=gpu:2"]
-    assert config.option_args({"num_nodes": 2, "name": "train"}) == ["--nodes", "2", "--job-name", "train"]
+    assert config.option_args({"num_nodes": 2, "name": "train"}) == [
+        "--nodes",
+        "2",
+        "--job-name",
+        "train",
+    ]

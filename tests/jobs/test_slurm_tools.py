@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from slurm_fixtures import free_port_base, unavailable_reason
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,13 +15,17 @@ START = str(ROOT / "tools" / "slurm_start.sh")
 STOP = str(ROOT / "tools" / "slurm_stop.sh")
 
 
-
 def tool(*args, env=None):
     return subprocess.run([*args], capture_output=True, text=True, timeout=120, env=env)
 
 
 def test_bad_options_are_refused():
-    for args in (["--nodes", "two"], ["--port", "x"], ["--frobnicate"], ["--state_dir", "/tmp/with space"]):
+    for args in (
+        ["--nodes", "two"],
+        ["--port", "x"],
+        ["--frobnicate"],
+        ["--state_dir", "/tmp/with space"],
+    ):
         result = tool(START, *args)
         assert result.returncode == 2, result.stderr
         assert result.stdout == ""
@@ -31,12 +34,18 @@ def test_bad_options_are_refused():
 
 def test_help_describes_the_options():
     result = tool(START, "--help")
-    assert result.returncode == 0 and "--state_dir DIR" in result.stdout and "export SLURM_CONF" in result.stdout
+    assert (
+        result.returncode == 0
+        and "--state_dir DIR" in result.stdout
+        and "export SLURM_CONF" in result.stdout
+    )
 
 
 @pytest.mark.slurm
 def test_starting_a_running_cluster_again_is_harmless(slurm_cluster):
-    again = tool(START, "--nodes", str(slurm_cluster.nodes), "--state_dir", str(slurm_cluster.state_dir))
+    again = tool(
+        START, "--nodes", str(slurm_cluster.nodes), "--state_dir", str(slurm_cluster.state_dir)
+    )
     assert again.returncode == 0, again.stderr
     assert "already running" in again.stderr
     assert again.stdout == f"export SLURM_CONF={slurm_cluster.conf}\n"
@@ -58,12 +67,26 @@ def test_one_node_cluster_runs_a_job_and_stops_by_pid(slurm_cluster, tmp_path):
         nodes = tool("sinfo", "-h", "-N", "-o", "%N %T", env=env)
         assert nodes.stdout.split() == ["n1", "idle"]
         ran = subprocess.run(
-            [sys.executable, str(ROOT / "utils/slurm.py"), "log/x.log", "bash", "-c", "echo $SLURMD_NODENAME > node"],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+            [
+                sys.executable,
+                str(ROOT / "utils/slurm.py"),
+                "log/x.log",
+                "bash",
+                "-c",
+                "echo $SLURMD_NODENAME > node",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert ran.returncode == 0, ran.stderr
         assert (tmp_path / "node").read_text() == "n1\n"
-        pids = [int(p.read_text()) for p in [*state_dir.glob("run/*.pid"), state_dir / "munge/munged.pid"]]
+        pids = [
+            int(p.read_text())
+            for p in [*state_dir.glob("run/*.pid"), state_dir / "munge/munged.pid"]
+        ]
         assert len(pids) == 3  # slurmctld, slurmd n1, munged
     finally:
         stopped = tool(STOP, "--state_dir", str(state_dir))
@@ -78,7 +101,9 @@ def test_one_node_cluster_runs_a_job_and_stops_by_pid(slurm_cluster, tmp_path):
     shutil.rmtree(state_dir, ignore_errors=True)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runuser") is None, reason="needs root to act as another user")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("runuser") is None, reason="needs root to act as another user"
+)
 def test_refuses_to_start_without_root(tmp_path):
     if unavailable_reason():
         pytest.skip(unavailable_reason())

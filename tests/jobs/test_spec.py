@@ -18,11 +18,32 @@ from espnet_ext.jobs.spec import (
 
 def test_options_range_log_and_command():
     request = parse_command_line(
-        ["--gpu", "2", "--mem=4g", "--num-threads", "3", "--time", "2:00:00", "--requeue",
-         "--dependency", "afterok:12", "JOB=2:4", "exp/log/x.JOB.log", "prog", "--in", "split/JOB/keys", "JOBS"]
+        [
+            "--gpu",
+            "2",
+            "--mem=4g",
+            "--num-threads",
+            "3",
+            "--time",
+            "2:00:00",
+            "--requeue",
+            "--dependency",
+            "afterok:12",
+            "JOB=2:4",
+            "exp/log/x.JOB.log",
+            "prog",
+            "--in",
+            "split/JOB/keys",
+            "JOBS",
+        ]
     )
     assert request.options == {
-        "gpu": 2, "mem": "4G", "num_threads": 3, "time": "2:00:00", "requeue": True, "dependency": "afterok:12"
+        "gpu": 2,
+        "mem": "4G",
+        "num_threads": 3,
+        "time": "2:00:00",
+        "requeue": True,
+        "dependency": "afterok:12",
     }
     assert request.job_range == JobRange("JOB", 2, 4)
     jobs = request.jobs()

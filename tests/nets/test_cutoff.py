@@ -77,8 +77,18 @@ def mt_args(tmp_path):
     tokens = ["<blank>", "<unk>", "a", "b", "c", "<sos/eos>"]
     (tmp_path / "tokens.txt").write_text("\n".join(tokens) + "\n")
     (tmp_path / "mt.yaml").write_text(MT_YAML)
-    return ["--config", str(tmp_path / "mt.yaml"), "--token_list", str(tmp_path / "tokens.txt"),
-            "--src_token_list", str(tmp_path / "tokens.txt"), "--token_type", "word", "--src_token_type", "word"]
+    return [
+        "--config",
+        str(tmp_path / "mt.yaml"),
+        "--token_list",
+        str(tmp_path / "tokens.txt"),
+        "--src_token_list",
+        str(tmp_path / "tokens.txt"),
+        "--token_type",
+        "word",
+        "--src_token_type",
+        "word",
+    ]
 
 
 def test_cutoff_model_builds_through_the_mt_task_and_trains(mt_args):
@@ -87,8 +97,12 @@ def test_cutoff_model_builds_through_the_mt_task_and_trains(mt_args):
 
     model = build_model("mt", mt_args)
     assert isinstance(model, CutoffMTModel)
-    batch = dict(text=torch.tensor([[2, 3, 4], [4, 2, -1]]), text_lengths=torch.tensor([3, 2]),
-                 src_text=torch.tensor([[3, 3, 2, 4], [2, 4, -1, -1]]), src_text_lengths=torch.tensor([4, 2]))
+    batch = dict(
+        text=torch.tensor([[2, 3, 4], [4, 2, -1]]),
+        text_lengths=torch.tensor([3, 2]),
+        src_text=torch.tensor([[3, 3, 2, 4], [2, 4, -1, -1]]),
+        src_text_lengths=torch.tensor([4, 2]),
+    )
     model.train()
     loss, stats, weight = model(**batch)
     assert torch.isfinite(loss) and int(weight) == 2
@@ -106,6 +120,8 @@ def test_cutoff_model_builds_through_the_mt_task_and_trains(mt_args):
 def test_rate_of_one_is_refused_when_the_model_is_built(mt_args, tmp_path):
     from espnet_ext.registry import build_model
 
-    (tmp_path / "mt.yaml").write_text(MT_YAML.replace("token_cutoff_rate: 0.2", "token_cutoff_rate: 1.0"))
+    (tmp_path / "mt.yaml").write_text(
+        MT_YAML.replace("token_cutoff_rate: 0.2", "token_cutoff_rate: 1.0")
+    )
     with pytest.raises(ConfigError, match="token_cutoff_rate must be in"):
         build_model("mt", mt_args)

@@ -22,23 +22,39 @@ def write_config(tmp_path, config, name="model.yaml"):
 def asr_config(encoder_sites=None, decoder_sites=None):
     return {
         "encoder": "relaxed_cnn_transformer",
-        "encoder_conf": {"output_size": 16, "attention_heads": 2, "linear_units": 32, "num_blocks": 2,
-                         "conv_channels": [2, 2, 4, 4], "attention_sites": encoder_sites},
+        "encoder_conf": {
+            "output_size": 16,
+            "attention_heads": 2,
+            "linear_units": 32,
+            "num_blocks": 2,
+            "conv_channels": [2, 2, 4, 4],
+            "attention_sites": encoder_sites,
+        },
         "decoder": "relaxed_transformer",
-        "decoder_conf": {"attention_heads": 2, "linear_units": 32, "num_blocks": 1,
-                         "attention_sites": decoder_sites},
+        "decoder_conf": {
+            "attention_heads": 2,
+            "linear_units": 32,
+            "num_blocks": 1,
+            "attention_sites": decoder_sites,
+        },
         "frontend": None,
         "model_conf": {"ctc_weight": 0.3},
     }
 
 
 def test_asr_task_builds_and_trains_relaxed_sites(tmp_path):
-    args = write_config(tmp_path, asr_config({"self_attn": {"gamma": 0.01}}, {"src_attn": {"gamma": 0.25}}))
+    args = write_config(
+        tmp_path, asr_config({"self_attn": {"gamma": 0.01}}, {"src_attn": {"gamma": 0.25}})
+    )
     model = build_model("asr", args + ["--input_size", "12"])
     assert model.encoder.encoders[0].self_attn.gamma == 0.01
     assert model.decoder.decoders[0].src_attn.gamma == 0.25
-    loss, _, _ = model(speech=torch.randn(2, 24, 12), speech_lengths=torch.tensor([24, 17]),
-                       text=torch.tensor([[2, 3], [4, -1]]), text_lengths=torch.tensor([2, 1]))
+    loss, _, _ = model(
+        speech=torch.randn(2, 24, 12),
+        speech_lengths=torch.tensor([24, 17]),
+        text=torch.tensor([[2, 3], [4, -1]]),
+        text_lengths=torch.tensor([2, 1]),
+    )
     loss.backward()
     assert torch.isfinite(loss)
 
@@ -50,25 +66,40 @@ def test_mt_task_cutoff_model_with_relaxed_self_attention(tmp_path):
         "frontend": "embed",
         "frontend_conf": {"embed_dim": 16, "positional_dropout_rate": 0.0},
         "encoder": "relaxed_transformer",
-        "encoder_conf": {"output_size": 16, "attention_heads": 2, "linear_units": 32, "num_blocks": 1,
-                         "input_layer": None, "attention_sites": {"self_attn": {"gamma": 0.05,
-                                                                                  "matched_inference": True}}},
+        "encoder_conf": {
+            "output_size": 16,
+            "attention_heads": 2,
+            "linear_units": 32,
+            "num_blocks": 1,
+            "input_layer": None,
+            "attention_sites": {"self_attn": {"gamma": 0.05, "matched_inference": True}},
+        },
         "decoder": "relaxed_transformer",
-        "decoder_conf": {"attention_heads": 2, "linear_units": 32, "num_blocks": 1,
-                         "attention_sites": {"src_attn": {"smooth_focus": True}}},
+        "decoder_conf": {
+            "attention_heads": 2,
+            "linear_units": 32,
+            "num_blocks": 1,
+            "attention_sites": {"src_attn": {"smooth_focus": True}},
+        },
     }
     args = write_config(tmp_path, config)
     model = build_model("mt", args + ["--src_token_list", args[3], "--src_token_type", "char"])
     assert isinstance(model.encoder.encoders[0].self_attn, RelaxedMultiHeadedAttention)
-    loss, _, _ = model(text=torch.tensor([[2, 3, 4]]), text_lengths=torch.tensor([3]),
-                       src_text=torch.tensor([[5, 4, 3, 2]]), src_text_lengths=torch.tensor([4]))
+    loss, _, _ = model(
+        text=torch.tensor([[2, 3, 4]]),
+        text_lengths=torch.tensor([3]),
+        src_text=torch.tensor([[5, 4, 3, 2]]),
+        src_text_lengths=torch.tensor([4]),
+    )
     loss.backward()
     assert torch.isfinite(loss)
 
 
 def test_bad_gamma_in_yaml_is_refused_when_the_model_is_built(tmp_path):
     args = write_config(tmp_path, asr_config(None, {"src_attn": {"gamma": 2.0}}))
-    with pytest.raises(ConfigError, match="decoder relaxed_transformer: attention_sites.src_attn.gamma"):
+    with pytest.raises(
+        ConfigError, match="decoder relaxed_transformer: attention_sites.src_attn.gamma"
+    ):
         build_model("asr", args + ["--input_size", "12"])
 
 
@@ -81,10 +112,15 @@ def test_lm_shallow_fusion_changes_hypotheses_as_the_weight_grows(tmp_path):
     from espnet_ext.nets.tied_transformer_lm import TiedTransformerLM
 
     torch.manual_seed(0)
-    asr = build_model("asr", write_config(tmp_path, asr_config(None, {"src_attn": {"gamma": 0.25}}))
-                      + ["--input_size", "12"]).eval()
+    asr = build_model(
+        "asr",
+        write_config(tmp_path, asr_config(None, {"src_attn": {"gamma": 0.25}}))
+        + ["--input_size", "12"],
+    ).eval()
     lm = TiedTransformerLM(len(TOKENS), embed_unit=16, att_unit=16, head=2, unit=32, layer=1).eval()
-    with torch.no_grad():  # peaked, deterministic preferences: the LM likes "d", the decoder does not
+    with (
+        torch.no_grad()
+    ):  # peaked, deterministic preferences: the LM likes "d", the decoder does not
         lm.decoder.bias.zero_()
         lm.decoder.bias[TOKENS.index("d")] = 6.0
         lm.decoder.bias[TOKENS.index("<sos/eos>")] = 2.0
@@ -99,7 +135,10 @@ def test_lm_shallow_fusion_changes_hypotheses_as_the_weight_grows(tmp_path):
         search = BatchBeamSearch(
             scorers={"decoder": asr.decoder, "lm": lm, "length_bonus": LengthBonus(len(TOKENS))},
             weights={"decoder": 1.0, "lm": weight, "length_bonus": 0.0},
-            beam_size=3, vocab_size=len(TOKENS), sos=len(TOKENS) - 1, eos=len(TOKENS) - 1,
+            beam_size=3,
+            vocab_size=len(TOKENS),
+            sos=len(TOKENS) - 1,
+            eos=len(TOKENS) - 1,
         )
         with torch.no_grad():
             best = search(encoded[0], maxlenratio=0.0, minlenratio=0.0)[0]

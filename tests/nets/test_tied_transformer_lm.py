@@ -13,9 +13,18 @@ lm_conf: {pos_enc: sinusoidal, embed_unit: 16, att_unit: 16, head: 2, unit: 32, 
 
 @pytest.fixture()
 def lm_args(tmp_path):
-    (tmp_path / "tokens.txt").write_text("\n".join(["<blank>", "<unk>", "a", "b", "<sos/eos>"]) + "\n")
+    (tmp_path / "tokens.txt").write_text(
+        "\n".join(["<blank>", "<unk>", "a", "b", "<sos/eos>"]) + "\n"
+    )
     (tmp_path / "lm.yaml").write_text(LM_YAML)
-    return ["--config", str(tmp_path / "lm.yaml"), "--token_list", str(tmp_path / "tokens.txt"), "--token_type", "word"]
+    return [
+        "--config",
+        str(tmp_path / "lm.yaml"),
+        "--token_list",
+        str(tmp_path / "tokens.txt"),
+        "--token_type",
+        "word",
+    ]
 
 
 def test_embedding_is_shared_and_the_lm_trains(lm_args):
@@ -30,7 +39,9 @@ def test_embedding_is_shared_and_the_lm_trains(lm_args):
     # One parameter fewer matrix than the untied ESPnet LM of the same size.
     names = [n for n, _ in model.named_parameters()]
     assert not any(n.endswith("lm.decoder.weight") for n in names)
-    loss, stats, _ = model(text=torch.tensor([[2, 3, 2], [3, 2, 0]]), text_lengths=torch.tensor([3, 2]))
+    loss, stats, _ = model(
+        text=torch.tensor([[2, 3, 2], [3, 2, 0]]), text_lengths=torch.tensor([3, 2])
+    )
     loss.backward()
     assert lm.embed.weight.grad is not None and torch.isfinite(loss)
 

@@ -6,7 +6,6 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,9 +85,16 @@ use_matplotlib: false
 TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\nlm_weight: 0.5\n"
 
 TINY_ARGS = [
-    "--asr_config", "conf/tiny_asr.yaml", "--lm_config", "conf/tiny_lm.yaml",
-    "--inference_config", "conf/tiny_decode.yaml", "--nbpe", "30",
-    "--local_data_opts", "--mini_splits train=40,dev=6,test=6 --mini_lm_sentences 200 --mini_lm_wide_sentences 100",
+    "--asr_config",
+    "conf/tiny_asr.yaml",
+    "--lm_config",
+    "conf/tiny_lm.yaml",
+    "--inference_config",
+    "conf/tiny_decode.yaml",
+    "--nbpe",
+    "30",
+    "--local_data_opts",
+    "--mini_splits train=40,dev=6,test=6 --mini_lm_sentences 200 --mini_lm_wide_sentences 100",
 ]
 
 
@@ -101,23 +107,34 @@ def tiny_librispeech_recipe(dest: Path) -> Path:
     return recipe
 
 
-def run(recipe: Path, args: List[str], env: Optional[Dict[str, str]] = None, timeout: int = 900):
+def run(recipe: Path, args: list[str], env: dict[str, str] | None = None, timeout: int = 900):
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run(
-        ["./run.sh", *args], cwd=recipe, env=full_env, capture_output=True, text=True, timeout=timeout
+        ["./run.sh", *args],
+        cwd=recipe,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
-def run_until(recipe: Path, args: List[str], path: Path, timeout: int = 600) -> subprocess.Popen:
+def run_until(recipe: Path, args: list[str], path: Path, timeout: int = 600) -> subprocess.Popen:
     """Start run.sh and kill its whole process group as soon as ``path`` exists (an interrupted job)."""
     proc = subprocess.Popen(
-        ["./run.sh", *args], cwd=recipe, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        ["./run.sh", *args],
+        cwd=recipe,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     deadline = time.time() + timeout
     while not path.exists():
         if proc.poll() is not None:
-            raise AssertionError(f"run.sh ended before {path} appeared:\n{proc.stdout.read().decode()[-3000:]}")
+            raise AssertionError(
+                f"run.sh ended before {path} appeared:\n{proc.stdout.read().decode()[-3000:]}"
+            )
         if time.time() > deadline:
             os.killpg(proc.pid, signal.SIGKILL)
             raise AssertionError(f"{path} did not appear in {timeout} s")

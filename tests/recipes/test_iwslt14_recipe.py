@@ -5,7 +5,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from recipe_fixture import make_recipe_copy, run
 
 TINY_MT = """\
@@ -45,10 +44,24 @@ use_matplotlib: false
 TINY_DECODE = "beam_size: 2\nctc_weight: 0.0\nlm_weight: 0.1\nmaxlenratio: 3.0\n"
 
 TINY_ARGS = [
-    "--mt_config", "conf/tiny_mt.yaml", "--lm_config", "conf/tiny_lm.yaml",
-    "--inference_config", "conf/tiny_decode.yaml", "--src_nbpe", "40", "--tgt_nbpe", "40", "--nj", "1",
-    "--inference_nj", "1", "--train_num_threads", "1",
-    "--local_data_opts", "--mini_splits train=150,valid=10,test=12 --mini_lm_sentences 200 --mini_lm_wide_sentences 50",
+    "--mt_config",
+    "conf/tiny_mt.yaml",
+    "--lm_config",
+    "conf/tiny_lm.yaml",
+    "--inference_config",
+    "conf/tiny_decode.yaml",
+    "--src_nbpe",
+    "40",
+    "--tgt_nbpe",
+    "40",
+    "--nj",
+    "1",
+    "--inference_nj",
+    "1",
+    "--train_num_threads",
+    "1",
+    "--local_data_opts",
+    "--mini_splits train=150,valid=10,test=12 --mini_lm_sentences 200 --mini_lm_wide_sentences 50",
 ]
 
 
@@ -78,11 +91,18 @@ def test_data_dirs_follow_the_mt_convention(finished):
         de = read_table(recipe / "data" / split / "text.de")
         en = read_table(recipe / "data" / split / "text.en")
         assert len(de) == n and list(de) == list(en)
-        assert read_table(recipe / "data" / split / "text") == en  # ESPnet's "text" is the target side
+        assert (
+            read_table(recipe / "data" / split / "text") == en
+        )  # ESPnet's "text" is the target side
         # German numbers below 10,000 are one compound word, their English translation several words.
-        assert all(len(v.split()) == 1 for v in de.values()) and max(len(v.split()) for v in en.values()) > 3
+        assert (
+            all(len(v.split()) == 1 for v in de.values())
+            and max(len(v.split()) for v in en.values()) > 3
+        )
     removed = recipe / "dump" / "raw" / "train_filtered" / "removed.txt"
-    assert removed.exists() and removed.read_text() == ""  # nothing too long in the mini corpus, and said so
+    assert (
+        removed.exists() and removed.read_text() == ""
+    )  # nothing too long in the mini corpus, and said so
 
 
 def test_all_stages_decode_score_and_tabulate(finished):
@@ -95,15 +115,26 @@ def test_all_stages_decode_score_and_tabulate(finished):
         ref_ids = list(read_table(recipe / "data" / split / "text.en"))
         lines = (exp / "decode_tiny_decode" / split / "text").read_text().splitlines()
         assert [line.split(" ", 1)[0] for line in lines] == ref_ids
-        result = json.loads((exp / "decode_tiny_decode" / split / "score_bleu" / "result.json").read_text())
+        result = json.loads(
+            (exp / "decode_tiny_decode" / split / "score_bleu" / "result.json").read_text()
+        )
         assert result["num_utts"] == n
-        assert result["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
-        assert "signature: nrefs:1|" in (exp / "decode_tiny_decode" / split / "score_bleu" / "result.txt").read_text()
+        assert result["signature"].startswith(
+            "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
+        )
+        assert (
+            "signature: nrefs:1|"
+            in (exp / "decode_tiny_decode" / split / "score_bleu" / "result.txt").read_text()
+        )
     assert re.search(r"test: BLEU = [0-9.]+ .* signature: nrefs:1", out.stderr)
     results = (recipe / "exp" / "RESULTS.md").read_text()
-    row = re.search(r"\| mt_tiny_mt / decode_tiny_decode \| ([0-9.]+) \| ([0-9.]+) \|", results)  # valid, test
+    row = re.search(
+        r"\| mt_tiny_mt / decode_tiny_decode \| ([0-9.]+) \| ([0-9.]+) \|", results
+    )  # valid, test
     assert row, results
-    test = json.loads((exp / "decode_tiny_decode" / "test" / "score_bleu" / "result.json").read_text())
+    test = json.loads(
+        (exp / "decode_tiny_decode" / "test" / "score_bleu" / "result.json").read_text()
+    )
     assert float(row.group(2)) == pytest.approx(test["bleu"], abs=0.01)
     assert "Exact match [%]" in results and "torch" in results
 
@@ -123,23 +154,43 @@ def test_held_out_ending_is_absent_from_mt_training_only(finished):
     assert not any(k.endswith("7") for k in train)
     extended = read_table(recipe / "data" / "lm_extended" / "text")
     assert any(k.endswith("7") for k in extended)
-    held_out = {v for split in ("valid", "test") for v in read_table(recipe / "data" / split / "text.en").values()}
+    held_out = {
+        v
+        for split in ("valid", "test")
+        for v in read_table(recipe / "data" / split / "text.en").values()
+    }
     assert not held_out & set(extended.values())
 
 
 def test_extended_lm_and_lm_weight_grid(finished):
     recipe, _ = finished
-    out = run(recipe, TINY_ARGS + ["--stage", "4", "--use_lm", "true", "--lm_text", "extended", "--lm_weights", "0 0.3"])
+    out = run(
+        recipe,
+        TINY_ARGS
+        + ["--stage", "4", "--use_lm", "true", "--lm_text", "extended", "--lm_weights", "0 0.3"],
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     lm_exp = recipe / "exp" / "lm_extended"
-    assert (lm_exp / "valid.loss.ave.pth").exists() and "lm: transformer_tied" in (lm_exp / "config.yaml").read_text()
-    lm_text = (recipe / "exp" / "lm_stats_extended_bpe_unigram40_en" / "text" / "train.txt").read_text().splitlines()
+    assert (lm_exp / "valid.loss.ave.pth").exists() and "lm: transformer_tied" in (
+        lm_exp / "config.yaml"
+    ).read_text()
+    lm_text = (
+        (recipe / "exp" / "lm_stats_extended_bpe_unigram40_en" / "text" / "train.txt")
+        .read_text()
+        .splitlines()
+    )
     extended = (recipe / "data" / "lm_extended" / "text").read_text().splitlines()
     assert len(lm_text) == 150 + len(extended)  # MT training targets + the extended text
     assert re.search(r"perplexity [0-9.]+", out.stderr)
     exp = recipe / "exp" / "mt_tiny_mt"
-    bleu = {w: json.loads((exp / f"decode_lm_extended_lmw{w}" / "valid" / "score_bleu" / "result.json").read_text())["bleu"]
-            for w in ("0", "0.3")}
+    bleu = {
+        w: json.loads(
+            (
+                exp / f"decode_lm_extended_lmw{w}" / "valid" / "score_bleu" / "result.json"
+            ).read_text()
+        )["bleu"]
+        for w in ("0", "0.3")
+    }
     best = "0" if bleu["0"] >= bleu["0.3"] else "0.3"
     assert f"LM weight {best} gives the best valid BLEU" in out.stderr
     tuned = exp / f"decode_lm_extended_tuned_lmw{best}"
@@ -148,28 +199,48 @@ def test_extended_lm_and_lm_weight_grid(finished):
     log = (tuned / "test" / "logdir" / "mt_inference.1.log").read_text().splitlines()[0]
     assert f"--lm_weight {best}" in log and "--lm_file" in log
     results = (recipe / "exp" / "RESULTS.md").read_text()
-    assert re.search(rf"\| mt_tiny_mt / decode_lm_extended_tuned_lmw{best} \| - \| [0-9.]+ \|", results), results
+    assert re.search(
+        rf"\| mt_tiny_mt / decode_lm_extended_tuned_lmw{best} \| - \| [0-9.]+ \|", results
+    ), results
     for w in ("0", "0.3"):
-        assert re.search(rf"\| mt_tiny_mt / decode_lm_extended_lmw{w} \| [0-9.]+ \| - \|", results), results
+        assert re.search(
+            rf"\| mt_tiny_mt / decode_lm_extended_lmw{w} \| [0-9.]+ \| - \|", results
+        ), results
     assert f"best {best}, used for test" in results
     # A rerun of the grid decodes nothing again.
-    again = run(recipe, TINY_ARGS + ["--use_lm", "true", "--lm_text", "extended", "--lm_weights", "0 0.3"])
+    again = run(
+        recipe, TINY_ARGS + ["--use_lm", "true", "--lm_text", "extended", "--lm_weights", "0 0.3"]
+    )
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "Stage 9: decoding\n" not in again.stderr and "Stage 9: decoding: already done" in again.stderr
+    assert (
+        "Stage 9: decoding\n" not in again.stderr
+        and "Stage 9: decoding: already done" in again.stderr
+    )
 
 
 def test_joint_vocabulary_is_one_sentencepiece_model_for_both_sides(finished):
     recipe, _ = finished
-    out = run(recipe, TINY_ARGS + ["--stage", "3", "--stop_stage", "7", "--token_joint", "true", "--tgt_nbpe", "60"])
+    out = run(
+        recipe,
+        TINY_ARGS
+        + ["--stage", "3", "--stop_stage", "7", "--token_joint", "true", "--tgt_nbpe", "60"],
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     token_dir = recipe / "data" / "token_list" / "bpe_unigram60_deen"
     tokens = (token_dir / "tokens.txt").read_text().splitlines()
     assert tokens[0] == "<blank>" and tokens[-1] == "<sos/eos>"
     pieces = {token.lstrip("▁") for token in tokens}
-    assert {"tausend", "sieben", "hundred", "seven"} <= pieces  # German and English pieces in one model
+    assert {
+        "tausend",
+        "sieben",
+        "hundred",
+        "seven",
+    } <= pieces  # German and English pieces in one model
     stats = recipe / "exp" / "mt_stats_bpe_unigram60_deen_bpe_unigram60_deen" / "train"
     for name in ("src_text_shape.bpe", "text_shape.bpe"):
-        assert all(line.endswith(f",{len(tokens)}") for line in (stats / name).read_text().splitlines())
+        assert all(
+            line.endswith(f",{len(tokens)}") for line in (stats / name).read_text().splitlines()
+        )
 
 
 def test_ids_that_differ_between_source_and_target_fail_stage_one(finished):
@@ -195,7 +266,9 @@ def test_training_refuses_to_resume_a_checkpoint_of_other_options(finished):
     recipe, _ = finished
     exp = recipe / "exp" / "mt_tiny_mt"
     before = (exp / "checkpoint.pth").stat().st_mtime
-    out = run(recipe, TINY_ARGS + ["--stage", "8", "--stop_stage", "8", "--mt_args", "--max_epoch 5"])
+    out = run(
+        recipe, TINY_ARGS + ["--stage", "8", "--stop_stage", "8", "--mt_args", "--max_epoch 5"]
+    )
     assert out.returncode != 0
     assert "checkpoint.pth was written with other options, config or data" in out.stderr
     assert (exp / "checkpoint.pth").stat().st_mtime == before
@@ -211,8 +284,11 @@ def test_real_release_layout_through_stages_one_to_three(tmp_path):
     lm_text = tmp_path / "mustc.en"
     lm_text.write_text("Thank you for being here.\n\nAnd   THIS is new.\n", encoding="utf-8")
     release = Path(__file__).resolve().parents[1] / "fixtures" / "iwslt14"
-    out = run(recipe, ["--stop_stage", "3", "--src_bpe_opts", "--hard_vocab_limit false", "--tgt_nbpe", "80"],
-              env={"IWSLT14": str(release), "IWSLT14_LM": str(lm_text)})
+    out = run(
+        recipe,
+        ["--stop_stage", "3", "--src_bpe_opts", "--hard_vocab_limit false", "--tgt_nbpe", "80"],
+        env={"IWSLT14": str(release), "IWSLT14_LM": str(lm_text)},
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     # The real setup's --max_length_ratio 1.5: "vielen dank, chris." (3 words) vs "thank you so much, chris." (5).
     assert "train: filter: kept 43 of 46 utterances (removed 3: 3 length ratio;" in out.stderr
@@ -222,5 +298,7 @@ def test_real_release_layout_through_stages_one_to_three(tmp_path):
     assert valid == {"train-000023": "it was dinnertime,", "train-000046": "then i write a column."}
     assert len(read_table(recipe / "data" / "test" / "text.de")) == 13
     # The test sentence is not in the extended LM text; the rest is lowercased and normalised.
-    assert read_table(recipe / "data" / "lm_extended" / "text") == {"ext-000000003": "and this is new."}
+    assert read_table(recipe / "data" / "lm_extended" / "text") == {
+        "ext-000000003": "and this is new."
+    }
     assert (recipe / "data" / "token_list" / "bpe_unigram80_deen" / "bpe.model").exists()

@@ -3,7 +3,6 @@
 import re
 
 import pytest
-
 from recipe_fixture import TINY_ARGS, run, run_until, tiny_librispeech_recipe
 
 
@@ -29,11 +28,15 @@ def test_all_stages_run_and_write_results(finished):
     hyp = (exp / "decode_tiny_decode" / "test" / "text").read_text().splitlines()
     assert len(hyp) == 6
     results = (recipe / "exp" / "RESULTS.md").read_text()
-    row = re.search(r"\| asr_tiny_asr / decode_tiny_decode \| [0-9.]+ \| ([0-9.]+) \|", results)  # dev, test
+    row = re.search(
+        r"\| asr_tiny_asr / decode_tiny_decode \| [0-9.]+ \| ([0-9.]+) \|", results
+    )  # dev, test
     assert row, results
     import json
 
-    score = json.loads((exp / "decode_tiny_decode" / "test" / "score_wer" / "result.json").read_text())
+    score = json.loads(
+        (exp / "decode_tiny_decode" / "test" / "score_wer" / "result.json").read_text()
+    )
     assert float(row.group(1)) == pytest.approx(score["wer"], abs=0.01)
     assert "Wall time" in results and "torch" in results
     # ark/scp features written by kaldiio, 80-dim.
@@ -52,28 +55,50 @@ def test_lm_fusion_stages_add_a_decoding(finished):
     recipe, _ = finished
     out = run(recipe, TINY_ARGS + ["--stage", "5", "--use_lm", "true"])
     assert out.returncode == 0, out.stderr[-4000:]
-    lm_exp = recipe / "exp" / "lm_extended"  # run.sh's default LM: transcripts + the extended LM text
+    lm_exp = (
+        recipe / "exp" / "lm_extended"
+    )  # run.sh's default LM: transcripts + the extended LM text
     assert (lm_exp / "valid.loss.ave.pth").exists()
     assert re.search(r"perplexity [0-9.]+", out.stderr)
-    lm_text = (recipe / "exp" / "lm_stats_extended_bpe" / "text" / "train.txt").read_text().splitlines()
-    assert 40 + 250 < len(lm_text) <= 40 + 300  # transcripts + the extended text minus dev/test sentences
-    test_sentences = {line.split(" ", 1)[1] for line in (recipe / "data" / "test" / "text").read_text().splitlines()}
+    lm_text = (
+        (recipe / "exp" / "lm_stats_extended_bpe" / "text" / "train.txt").read_text().splitlines()
+    )
+    assert (
+        40 + 250 < len(lm_text) <= 40 + 300
+    )  # transcripts + the extended text minus dev/test sentences
+    test_sentences = {
+        line.split(" ", 1)[1]
+        for line in (recipe / "data" / "test" / "text").read_text().splitlines()
+    }
     extended = (recipe / "data" / "lm_extended" / "text").read_text().splitlines()
     assert extended and not test_sentences & {line.split(" ", 1)[1] for line in extended}
     results = (recipe / "exp" / "RESULTS.md").read_text()
     assert "asr_tiny_asr / decode_tiny_decode_lm_extended" in results
-    assert "asr_tiny_asr / decode_tiny_decode |" in results  # the earlier decoding stays in the table
+    assert (
+        "asr_tiny_asr / decode_tiny_decode |" in results
+    )  # the earlier decoding stays in the table
 
 
 def test_relaxed_variant_with_matched_inference(finished):
     recipe, _ = finished
-    args = ["--attention_variant", "relaxed_cross", "--matched_inference", "true", "--stage", "9", "--stop_stage", "11"]
+    args = [
+        "--attention_variant",
+        "relaxed_cross",
+        "--matched_inference",
+        "true",
+        "--stage",
+        "9",
+        "--stop_stage",
+        "11",
+    ]
     out = run(recipe, TINY_ARGS + args)
     assert out.returncode == 0, out.stderr[-4000:]
     exp = recipe / "exp" / "asr_tiny_asr_relaxed_cross_g0.25"
     config = (exp / "config.yaml").read_text()
     assert "relaxed_transformer" in config and "gamma: 0.25" in config
-    decode_log = (exp / "decode_tiny_decode_matched" / "test" / "logdir" / "asr_inference.1.log").read_text()
+    decode_log = (
+        exp / "decode_tiny_decode_matched" / "test" / "logdir" / "asr_inference.1.log"
+    ).read_text()
     assert "--matched_inference true" in decode_log.splitlines()[0]
     assert (exp / "decode_tiny_decode_matched" / "test" / "score_wer" / "result.json").exists()
 
@@ -89,8 +114,16 @@ def test_held_out_pattern_is_absent_from_training_only(finished):
 
 def test_interrupted_training_resumes_from_checkpoint(finished):
     recipe, _ = finished
-    args = TINY_ARGS + ["--stage", "9", "--stop_stage", "9", "--asr_tag", "resume",
-                        "--asr_args", "--max_epoch 3"]
+    args = TINY_ARGS + [
+        "--stage",
+        "9",
+        "--stop_stage",
+        "9",
+        "--asr_tag",
+        "resume",
+        "--asr_args",
+        "--max_epoch 3",
+    ]
     exp = recipe / "exp" / "asr_resume"
     run_until(recipe, args, exp / "1epoch.pth")
     assert not (exp / ".stages" / "stage9.done").exists()
@@ -102,8 +135,20 @@ def test_interrupted_training_resumes_from_checkpoint(finished):
     assert (exp / "3epoch.pth").exists() and (exp / ".stages" / "stage9.done").exists()
     # Other options under the same tag: the checkpoint is not continued (nor touched).
     before = (exp / "checkpoint.pth").stat().st_mtime
-    out = run(recipe, TINY_ARGS + ["--stage", "9", "--stop_stage", "9", "--asr_tag", "resume",
-                                   "--asr_args", "--max_epoch 4"])
+    out = run(
+        recipe,
+        TINY_ARGS
+        + [
+            "--stage",
+            "9",
+            "--stop_stage",
+            "9",
+            "--asr_tag",
+            "resume",
+            "--asr_args",
+            "--max_epoch 4",
+        ],
+    )
     assert out.returncode != 0
     assert "checkpoint.pth was written with other options, config or data" in out.stderr
     assert (exp / "checkpoint.pth").stat().st_mtime == before and not (exp / "4epoch.pth").exists()
@@ -113,7 +158,9 @@ def test_corpus_dir_that_is_not_librispeech_fails_stage_one(finished, tmp_path):
     # Same dump dir as the finished mini run: pointing db.sh at another corpus must redo stage 1, not skip it.
     recipe, _ = finished
     (tmp_path / "somewhere").mkdir()
-    out = run(recipe, ["--stop_stage", "1"] + TINY_ARGS, env={"LIBRISPEECH": str(tmp_path / "somewhere")})
+    out = run(
+        recipe, ["--stop_stage", "1"] + TINY_ARGS, env={"LIBRISPEECH": str(tmp_path / "somewhere")}
+    )
     assert out.returncode != 0
     assert "Stage 1: data preparation: already done" not in out.stderr
     assert "data/log/data_prep.log" in out.stderr
@@ -129,7 +176,9 @@ def test_bad_transcript_fails_validation_naming_file_and_line(finished):
     lines = good.splitlines(keepends=True)
     try:
         # Line 3 becomes Latin-1 bytes: not UTF-8.
-        mini_text.write_bytes(b"".join(lines[:2] + [lines[2].split(b" ")[0] + b" f\xfcnf\n"] + lines[3:]))
+        mini_text.write_bytes(
+            b"".join(lines[:2] + [lines[2].split(b" ")[0] + b" f\xfcnf\n"] + lines[3:])
+        )
         out = run(recipe, TINY_ARGS + ["--stop_stage", "1", "--dumpdir", "dump_badtext"])
         assert out.returncode != 0
         log = (recipe / "data" / "log" / "validate_dev.log").read_text()

@@ -3,7 +3,6 @@
 import re
 
 import pytest
-
 from recipe_fixture import TINY_ARGS, run, tiny_librispeech_recipe
 
 pytestmark = pytest.mark.slurm
@@ -24,21 +23,46 @@ def test_recipe_runs_through_sbatch(slurm_cluster, recipe):
         text = log.read_text()
         assert re.search(r"SLURM_JOB_ID|slurm job|Slurm job", text, re.IGNORECASE), text[:500]
         assert "# Ended (code 0)" in text
-    assert (recipe / "exp" / "asr_tiny_asr" / "decode_tiny_decode" / "test" / "score_wer" / "result.json").exists()
+    assert (
+        recipe
+        / "exp"
+        / "asr_tiny_asr"
+        / "decode_tiny_decode"
+        / "test"
+        / "score_wer"
+        / "result.json"
+    ).exists()
 
 
 def test_failed_slurm_job_stops_the_stage_with_its_log(slurm_cluster, recipe, tmp_path):
     (tmp_path / "not_a_corpus").mkdir()
-    out = run(recipe, TINY_ARGS + ["--cmd_backend", "slurm", "--stop_stage", "1", "--dumpdir", "dump_bad"],
-              env={"LIBRISPEECH": str(tmp_path / "not_a_corpus")})
+    out = run(
+        recipe,
+        TINY_ARGS + ["--cmd_backend", "slurm", "--stop_stage", "1", "--dumpdir", "dump_bad"],
+        env={"LIBRISPEECH": str(tmp_path / "not_a_corpus")},
+    )
     assert out.returncode != 0
     assert "data/log/data_prep.log" in out.stderr
     assert not (recipe / "dump_bad" / ".stages" / "stage1.done").exists()
 
 
 def test_gpu_request_is_refused_at_submit_time(slurm_cluster, recipe):
-    out = run(recipe, TINY_ARGS + ["--cmd_backend", "slurm", "--stage", "9", "--stop_stage", "9",
-                                   "--ngpu", "1", "--asr_tag", "gpu"])
+    out = run(
+        recipe,
+        TINY_ARGS
+        + [
+            "--cmd_backend",
+            "slurm",
+            "--stage",
+            "9",
+            "--stop_stage",
+            "9",
+            "--ngpu",
+            "1",
+            "--asr_tag",
+            "gpu",
+        ],
+    )
     assert out.returncode != 0
     assert "Invalid generic resource" in out.stderr or "gres" in out.stderr, out.stderr[-3000:]
     assert not (recipe / "exp" / "asr_gpu" / ".stages" / "stage9.done").exists()
@@ -51,16 +75,34 @@ def test_preempted_training_job_is_requeued_and_resumes(slurm_cluster, recipe):
     import time
 
     exp = recipe / "exp" / "asr_preempt"
-    args = TINY_ARGS + ["--cmd_backend", "slurm", "--stage", "9", "--stop_stage", "9", "--asr_tag", "preempt",
-                        "--asr_args", "--max_epoch 3"]
-    proc = subprocess.Popen(["./run.sh", *args], cwd=recipe, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env=dict(os.environ), text=True)
+    args = TINY_ARGS + [
+        "--cmd_backend",
+        "slurm",
+        "--stage",
+        "9",
+        "--stop_stage",
+        "9",
+        "--asr_tag",
+        "preempt",
+        "--asr_args",
+        "--max_epoch 3",
+    ]
+    proc = subprocess.Popen(
+        ["./run.sh", *args],
+        cwd=recipe,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ),
+        text=True,
+    )
     deadline = time.time() + 600
     while not (exp / "1epoch.pth").exists():
         assert proc.poll() is None, proc.stdout.read()[-3000:]
         assert time.time() < deadline, "no checkpoint after 600 s"
         time.sleep(0.2)
-    job_ids = subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True).stdout.split("\n")
+    job_ids = subprocess.run(
+        ["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True
+    ).stdout.split("\n")
     train_jobs = [line.split()[0] for line in job_ids if "train" in line]
     assert train_jobs, job_ids
     subprocess.run(["scontrol", "requeue", train_jobs[0]], check=True)

@@ -4,25 +4,35 @@ import random
 import re
 
 import pytest
-
 from lmdb_fixtures import build_lmdb, word_image
 from recipe_fixture import TINY_OCR, make_recipe_copy, run
 
-TEST_SETS = {"IIIT5k_3000": "iiit5k", "SVT": "svt", "IC03_867": "ic03", "IC13_857": "ic13", "IC15_1811": "ic15",
-             "SVTP": "svtp"}
+TEST_SETS = {
+    "IIIT5k_3000": "iiit5k",
+    "SVT": "svt",
+    "IC03_867": "ic03",
+    "IC13_857": "ic13",
+    "IC15_1811": "ic15",
+    "SVTP": "svtp",
+}
 
 
 def words(count, seed):
     rng = random.Random(seed)
-    return ["".join(rng.choice("abcdefghij0123") for _ in range(rng.randint(2, 6))) for _ in range(count)]
+    return [
+        "".join(rng.choice("abcdefghij0123") for _ in range(rng.randint(2, 6)))
+        for _ in range(count)
+    ]
 
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
     root = tmp_path_factory.mktemp("scene_text")
     # Labels as the releases have them: mixed case and punctuation (normalised), one too long (skipped).
-    build_lmdb(root / "training/MJ/MJ_train", [(word_image(w), w.upper() + "!") for w in words(24, 0)]
-               + [(word_image("x"), "a" * 17)])
+    build_lmdb(
+        root / "training/MJ/MJ_train",
+        [(word_image(w), w.upper() + "!") for w in words(24, 0)] + [(word_image("x"), "a" * 17)],
+    )
     build_lmdb(root / "training/ST", [(word_image(w), w) for w in words(16, 1)])
     build_lmdb(root / "training/MJ/MJ_valid", [(word_image(w), w) for w in words(6, 2)])
     for n, name in enumerate(TEST_SETS):
@@ -30,26 +40,49 @@ def release(tmp_path_factory):
     return root
 
 
-def test_scene_text_setup_trains_two_stn_sharp_attention_and_scores_six_test_sets(release, tmp_path):
+def test_scene_text_setup_trains_two_stn_sharp_attention_and_scores_six_test_sets(
+    release, tmp_path
+):
     recipe = make_recipe_copy("mnist_seq", "ocr1", tmp_path)
     (recipe / "conf" / "tiny.yaml").write_text(TINY_OCR)
-    out = run(recipe, ["--scene_text", "true", "--attention", "pooling", "--ocr_config", "conf/tiny.yaml"],
-              env={"SCENE_TEXT": str(release)})
+    out = run(
+        recipe,
+        ["--scene_text", "true", "--attention", "pooling", "--ocr_config", "conf/tiny.yaml"],
+        env={"SCENE_TEXT": str(release)},
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     train_ids = (recipe / "data" / "train_st" / "text").read_text().splitlines()
     assert len(train_ids) == 24 + 16  # MJ + ST, the over-long label left out
     assert all(re.fullmatch(r"\S+ [0-9a-z]+", line) for line in train_ids)
     config = (recipe / "exp" / "ocr_pooling_st" / "config.yaml").read_text()
-    for setting in ("num_stn: 2", "region_scale: 2.0", "lambda_r: 0.1", "max_length: 16", "context: pooling"):
+    for setting in (
+        "num_stn: 2",
+        "region_scale: 2.0",
+        "lambda_r: 0.1",
+        "max_length: 16",
+        "context: pooling",
+    ):
         assert setting in config, setting
     results = (recipe / "exp" / "RESULTS.md").read_text()
     for short in TEST_SETS.values():
-        assert (recipe / "exp" / "ocr_pooling_st" / "decode" / f"test_{short}" / "score_acc" / "result.json").exists()
+        assert (
+            recipe
+            / "exp"
+            / "ocr_pooling_st"
+            / "decode"
+            / f"test_{short}"
+            / "score_acc"
+            / "result.json"
+        ).exists()
         assert f"test_{short}" in results
 
 
 def test_reference_supervision_is_refused_for_scene_text(tmp_path):
     recipe = make_recipe_copy("mnist_seq", "ocr1", tmp_path)
-    out = run(recipe, ["--scene_text", "true", "--attention", "reference"], env={"SCENE_TEXT": str(tmp_path)})
+    out = run(
+        recipe,
+        ["--scene_text", "true", "--attention", "reference"],
+        env={"SCENE_TEXT": str(tmp_path)},
+    )
     assert out.returncode != 0
     assert "reference" in out.stderr and "digit" in out.stderr

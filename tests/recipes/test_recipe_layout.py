@@ -7,15 +7,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-RECIPES = sorted(p.parent for p in ROOT.glob("egs/*/*1/run.sh") if p.parent.parent.name != "TEMPLATE")
+RECIPES = sorted(
+    p.parent for p in ROOT.glob("egs/*/*1/run.sh") if p.parent.parent.name != "TEMPLATE"
+)
 
 
 def links(recipe: Path) -> dict:
     return {
         str(p.relative_to(recipe)): os.readlink(p)
         for p in sorted(recipe.rglob("*"))
-        if p.is_symlink() and p.parent.name != "utils"
-        and p.relative_to(recipe).parts[0] not in ("data", "dump", "exp")  # outputs of a run, not the recipe
+        if p.is_symlink()
+        and p.parent.name != "utils"
+        and p.relative_to(recipe).parts[0]
+        not in ("data", "dump", "exp")  # outputs of a run, not the recipe
     }
 
 
@@ -26,7 +30,9 @@ def test_recipe_links_resolve_into_the_template(recipe):
         assert resolved.exists(), f"{recipe}/{name} -> {target} is broken"
         assert ROOT in resolved.parents
     assert (recipe / "utils").resolve() == ROOT / "utils"
-    assert os.access(recipe / "run.sh", os.X_OK) and os.access(recipe / "local" / "data.sh", os.X_OK)
+    assert os.access(recipe / "run.sh", os.X_OK) and os.access(
+        recipe / "local" / "data.sh", os.X_OK
+    )
 
 
 def test_setup_makes_the_same_links_as_the_existing_recipes(tmp_path):
@@ -34,12 +40,16 @@ def test_setup_makes_the_same_links_as_the_existing_recipes(tmp_path):
     (tmp_path / "egs" / "TEMPLATE").symlink_to(ROOT / "egs" / "TEMPLATE")
     (tmp_path / "utils").symlink_to(ROOT / "utils")
     new = tmp_path / "egs" / "newcorpus" / "asr1"
-    out = subprocess.run([str(ROOT / "egs" / "TEMPLATE" / "setup.sh"), str(new)], capture_output=True, text=True)
+    out = subprocess.run(
+        [str(ROOT / "egs" / "TEMPLATE" / "setup.sh"), str(new)], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     assert links(new) == links(ROOT / "egs" / "librispeech" / "asr1")
     for name in links(new):
         assert (new / name).resolve().exists(), name
-    again = subprocess.run([str(ROOT / "egs" / "TEMPLATE" / "setup.sh"), str(new)], capture_output=True, text=True)
+    again = subprocess.run(
+        [str(ROOT / "egs" / "TEMPLATE" / "setup.sh"), str(new)], capture_output=True, text=True
+    )
     assert again.returncode != 0 and "already exists" in again.stderr
 
 
@@ -48,7 +58,12 @@ def test_setup_of_an_mt_recipe_links_the_mt_pipeline(tmp_path):
     (tmp_path / "egs" / "TEMPLATE").symlink_to(ROOT / "egs" / "TEMPLATE")
     (tmp_path / "utils").symlink_to(ROOT / "utils")
     new = tmp_path / "egs" / "newcorpus" / "mt1"
-    out = subprocess.run([str(ROOT / "egs" / "TEMPLATE" / "setup.sh"), str(new)], capture_output=True, text=True)
+    out = subprocess.run(
+        [str(ROOT / "egs" / "TEMPLATE" / "setup.sh"), str(new)], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr
     assert links(new) == links(ROOT / "egs" / "iwslt14" / "mt1")
-    assert os.readlink(new / "mt.sh") == "../../TEMPLATE/mt1/mt.sh" and (new / "mt.sh").resolve().exists()
+    assert (
+        os.readlink(new / "mt.sh") == "../../TEMPLATE/mt1/mt.sh"
+        and (new / "mt.sh").resolve().exists()
+    )

@@ -25,7 +25,18 @@ def test_scores(tmp_path):
     assert result["char_acc"] == pytest.approx(100 * (1 - 1 / 14))
     entropy = write(tmp_path / "entropy", [("a", "0.5"), ("b", "1.0"), ("c", "1.5")])
     assert score_accuracy(ref, hyp, entropy)["entropy"] == pytest.approx(1.0)
-    main(["--ref", str(ref), "--hyp", str(hyp), "--entropy", str(entropy), "--out_dir", str(tmp_path / "out")])
+    main(
+        [
+            "--ref",
+            str(ref),
+            "--hyp",
+            str(hyp),
+            "--entropy",
+            str(entropy),
+            "--out_dir",
+            str(tmp_path / "out"),
+        ]
+    )
     assert json.loads((tmp_path / "out" / "result.json").read_text())["metric"] == "seq_acc"
 
 

@@ -34,11 +34,15 @@ HYPS = [
 def write_pair(tmp_path, refs=REFS, hyps=HYPS):
     ref, hyp = tmp_path / "ref", tmp_path / "hyp"
     ref.write_text("".join(f"s{i} {t}\n" for i, t in enumerate(refs)), encoding="utf-8")
-    hyp.write_text("".join(f"s{i} {t}\n" for i, t in reversed(list(enumerate(hyps)))), encoding="utf-8")
+    hyp.write_text(
+        "".join(f"s{i} {t}\n" for i, t in reversed(list(enumerate(hyps)))), encoding="utf-8"
+    )
     return ref, hyp
 
 
-@pytest.mark.parametrize("tokenize, lowercase", [("13a", False), ("13a", True), ("intl", False), ("none", False)])
+@pytest.mark.parametrize(
+    "tokenize, lowercase", [("13a", False), ("13a", True), ("intl", False), ("none", False)]
+)
 def test_equals_sacrebleu(tmp_path, tokenize, lowercase):
     ref, hyp = write_pair(tmp_path)
     result = score_files(ref, hyp, tmp_path / "out", tokenize=tokenize, lowercase=lowercase)
@@ -49,7 +53,9 @@ def test_equals_sacrebleu(tmp_path, tokenize, lowercase):
     metric = sacrebleu.BLEU(tokenize=tokenize, lowercase=lowercase)
     metric.corpus_score(HYPS, [REFS])  # the signature needs the number of references
     assert result["signature"] == str(metric.get_signature())
-    assert f"tok:{tokenize}" in result["signature"] and ("case:lc" in result["signature"]) == lowercase
+    assert (
+        f"tok:{tokenize}" in result["signature"] and ("case:lc" in result["signature"]) == lowercase
+    )
     assert json.loads((tmp_path / "out" / "result.json").read_text()) == result
     assert result["signature"] in (tmp_path / "out" / "result.txt").read_text()
 
@@ -91,11 +97,25 @@ def test_perfect_and_errors(tmp_path):
 def test_command_line(tmp_path):
     ref, hyp = write_pair(tmp_path)
     run = subprocess.run(
-        [sys.executable, str(SCRIPT), "--ref", str(ref), "--hyp", str(hyp), "--out_dir", str(tmp_path / "out"),
-         "--tokenize", "intl", "--lowercase"],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--ref",
+            str(ref),
+            "--hyp",
+            str(hyp),
+            "--out_dir",
+            str(tmp_path / "out"),
+            "--tokenize",
+            "intl",
+            "--lowercase",
+        ],
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 0, run.stderr
     expected = sacrebleu.corpus_bleu(HYPS, [REFS], tokenize="intl", lowercase=True)
-    assert run.stdout.startswith(f"BLEU {expected.score:.2f} nrefs:1|case:lc|eff:no|tok:intl|smooth:exp|version:")
+    assert run.stdout.startswith(
+        f"BLEU {expected.score:.2f} nrefs:1|case:lc|eff:no|tok:intl|smooth:exp|version:"
+    )
     assert "exact match 40.00%" in run.stdout

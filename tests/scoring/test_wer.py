@@ -62,7 +62,21 @@ def test_report_shows_alignments_of_errors_only(tmp_path, hand_case):
 
 def test_equals_jiwer_on_larger_corpus(tmp_path):
     rng = random.Random(0)
-    vocab = "zero one two three four five six seven eight nine hundred thousand and".split()
+    vocab = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "hundred",
+        "thousand",
+        "and",
+    ]
     refs, hyps = [], []
     for _ in range(200):
         ref = [rng.choice(vocab) for _ in range(rng.randint(1, 12))]
@@ -115,19 +129,40 @@ def test_bad_files(tmp_path, ref_lines, hyp_lines, match):
 
 def test_command_line(tmp_path, hand_case):
     run = subprocess.run(
-        [sys.executable, str(SCRIPT), "--ref", str(hand_case[0]), "--hyp", str(hand_case[1]),
-         "--out_dir", str(tmp_path / "out")],
-        capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--ref",
+            str(hand_case[0]),
+            "--hyp",
+            str(hand_case[1]),
+            "--out_dir",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.startswith("%WER 55.56 [ 5 / 9, 1 ins, 3 del, 1 sub ] %CER 48.15 %SER 75.00 (4 utts)")
+    assert run.stdout.startswith(
+        "%WER 55.56 [ 5 / 9, 1 ins, 3 del, 1 sub ] %CER 48.15 %SER 75.00 (4 utts)"
+    )
     assert json.loads((tmp_path / "out" / "result.json").read_text())["words"]["errors"] == 5
 
     write(hand_case[1], ["u1 a"])
     run = subprocess.run(
-        [sys.executable, str(SCRIPT), "--ref", str(hand_case[0]), "--hyp", str(hand_case[1]),
-         "--out_dir", str(tmp_path / "bad")],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--ref",
+            str(hand_case[0]),
+            "--hyp",
+            str(hand_case[1]),
+            "--out_dir",
+            str(tmp_path / "bad"),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 1
     assert f"score_wer: error: {hand_case[0]}:2: key 'u2': id not in" in run.stderr

@@ -20,12 +20,20 @@ def one_thread():
 def tiny_run_options():
     """Options shared by the tiny trainings: CPU, in-process data loading, no plots, one kept model."""
     return [
-        "--ngpu", "0",
-        "--num_workers", "0",
-        "--seed", "0",
-        "--use_tensorboard", "false",
-        "--use_matplotlib", "false",
-        "--num_att_plot", "0",
-        "--keep_nbest_models", "1",
-        "--log_interval", "1",
+        "--ngpu",
+        "0",
+        "--num_workers",
+        "0",
+        "--seed",
+        "0",
+        "--use_tensorboard",
+        "false",
+        "--use_matplotlib",
+        "false",
+        "--num_att_plot",
+        "0",
+        "--keep_nbest_models",
+        "1",
+        "--log_interval",
+        "1",
     ]

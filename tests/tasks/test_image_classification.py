@@ -7,8 +7,8 @@ import pytest
 import torch
 import yaml
 from PIL import Image
-
 from training_checks import assert_trained_and_resumed, write_table
+
 from espnet_ext.bin import cls_inference
 from espnet_ext.errors import InputError
 from espnet_ext.nets.baselines.convnet_classifier import ConvNetClassifier
@@ -49,8 +49,12 @@ def corpus(tmp_path):
     """Eight training images and eight held-out ones (validation and test)."""
     rng = np.random.default_rng(0)
     (tmp_path / "images").mkdir()
-    write_images(tmp_path / "data" / "train", tmp_path / "images", [f"img{i}" for i in range(8)], rng)
-    write_images(tmp_path / "data" / "test", tmp_path / "images", [f"test{i}" for i in range(8)], rng)
+    write_images(
+        tmp_path / "data" / "train", tmp_path / "images", [f"img{i}" for i in range(8)], rng
+    )
+    write_images(
+        tmp_path / "data" / "test", tmp_path / "images", [f"test{i}" for i in range(8)], rng
+    )
     (tmp_path / "classes.txt").write_text("\n".join(CLASSES) + "\n")
     (tmp_path / "config.yaml").write_text(CONFIG)
     return tmp_path
@@ -64,9 +68,12 @@ def data_args(corpus):
     args = []
     for phase, data in (("train", corpus / "data" / "train"), ("valid", corpus / "data" / "test")):
         args += [
-            f"--{phase}_data_path_and_name_and_type", f"{data / 'image.scp'},image,image",
-            f"--{phase}_data_path_and_name_and_type", f"{data / 'label'},label,text",
-            f"--{phase}_shape_file", str(data / "image.scp"),
+            f"--{phase}_data_path_and_name_and_type",
+            f"{data / 'image.scp'},image,image",
+            f"--{phase}_data_path_and_name_and_type",
+            f"{data / 'label'},label,text",
+            f"--{phase}_shape_file",
+            str(data / "image.scp"),
         ]
     return args
 
@@ -88,7 +95,9 @@ def test_labels_by_name_index_and_their_errors():
 
     by_name = LabelPreprocessor(train=True, num_classes=2, class_list=CLASSES)
     assert by_name("u1", {"label": "light"})["label"].tolist() == [1]
-    with pytest.raises(InputError, match=re.escape("key 'u2': label 'grey' is not in the class list")):
+    with pytest.raises(
+        InputError, match=re.escape("key 'u2': label 'grey' is not in the class list")
+    ):
         by_name("u2", {"label": "grey"})
     by_index = LabelPreprocessor(train=True, num_classes=2)
     assert by_index("u3", {"label": np.array([1])})["label"].tolist() == [1]
@@ -109,16 +118,26 @@ def test_train_resume_and_classify(corpus, tiny_run_options):
     out = corpus / "decode" / "text"
     cls_inference.main(
         [
-            "--data_path_and_name_and_type", f"{corpus / 'data' / 'test' / 'image.scp'},image,image",
-            "--model_file", str(exp / "valid.loss.best.pth"),
-            "--output_file", str(out),
-            "--batch_size", "3",
+            "--data_path_and_name_and_type",
+            f"{corpus / 'data' / 'test' / 'image.scp'},image,image",
+            "--model_file",
+            str(exp / "valid.loss.best.pth"),
+            "--output_file",
+            str(out),
+            "--batch_size",
+            "3",
         ]
     )
-    references = dict(line.split() for line in (corpus / "data" / "test" / "label").read_text().splitlines())
+    references = dict(
+        line.split() for line in (corpus / "data" / "test" / "label").read_text().splitlines()
+    )
     predictions = dict(line.split() for line in out.read_text().splitlines())
-    assert list(predictions) == list(references)  # every id, in scp order, named through the class list
-    assert sum(predictions[k] == v for k, v in references.items()) >= 6, predictions  # unseen images classified
+    assert list(predictions) == list(
+        references
+    )  # every id, in scp order, named through the class list
+    assert sum(predictions[k] == v for k, v in references.items()) >= 6, (
+        predictions
+    )  # unseen images classified
 
 
 def test_undecodable_image_stops_training_with_its_scp_line(corpus, tiny_run_options):
@@ -126,8 +145,17 @@ def test_undecodable_image_stops_training_with_its_scp_line(corpus, tiny_run_opt
     (corpus / "images" / "img5.png").write_bytes(b"truncated")
     with pytest.raises(InputError, match=re.escape(f"{scp}:6: key 'img5': cannot decode image")):
         ImageClassificationTask.main(
-            cmd=task_args(corpus) + data_args(corpus) + tiny_run_options
-            + ["--output_dir", str(corpus / "exp"), "--max_epoch", "1", "--num_workers", "1"]  # a loader process
+            cmd=task_args(corpus)
+            + data_args(corpus)
+            + tiny_run_options
+            + [
+                "--output_dir",
+                str(corpus / "exp"),
+                "--max_epoch",
+                "1",
+                "--num_workers",
+                "1",
+            ]  # a loader process
         )
     assert not (corpus / "exp" / "checkpoint.pth").exists()
 
@@ -135,7 +163,10 @@ def test_undecodable_image_stops_training_with_its_scp_line(corpus, tiny_run_opt
 def test_inference_refuses_mismatched_model_file_and_leaves_no_output(corpus, tiny_run_options):
     exp = corpus / "exp"
     ImageClassificationTask.main(
-        cmd=task_args(corpus) + data_args(corpus) + tiny_run_options + ["--output_dir", str(exp), "--max_epoch", "1"]
+        cmd=task_args(corpus)
+        + data_args(corpus)
+        + tiny_run_options
+        + ["--output_dir", str(exp), "--max_epoch", "1"]
     )
     # A model file from a different architecture: ESPnet's strict=False would keep random layers silently.
     # One more block: the trained weights fit, but the new layers would stay random (ESPnet loads strict=False).
@@ -154,10 +185,14 @@ def test_inference_refuses_mismatched_model_file_and_leaves_no_output(corpus, ti
         with pytest.raises(InputError, match=re.escape(f"{exp / model_name}: {reason}")):
             cls_inference.main(
                 [
-                    "--data_path_and_name_and_type", f"{corpus / 'data' / 'test' / 'image.scp'},image,image",
-                    "--train_config", str(exp / config_name),
-                    "--model_file", str(exp / model_name),
-                    "--output_file", str(out),
+                    "--data_path_and_name_and_type",
+                    f"{corpus / 'data' / 'test' / 'image.scp'},image,image",
+                    "--train_config",
+                    str(exp / config_name),
+                    "--model_file",
+                    str(exp / model_name),
+                    "--output_file",
+                    str(out),
                 ]
             )
     assert not out.exists()
@@ -165,8 +200,18 @@ def test_inference_refuses_mismatched_model_file_and_leaves_no_output(corpus, ti
 
 def test_an_id_missing_from_one_data_file_is_named(corpus, tiny_run_options):
     labels = corpus / "data" / "train" / "label"
-    labels.write_text("".join(line + "\n" for line in labels.read_text().splitlines() if not line.startswith("img3 ")))
-    with pytest.raises(InputError, match=re.escape(f"{labels}: key 'img3': 1 of 8 ids are not in this 'label' file")):
+    labels.write_text(
+        "".join(
+            line + "\n" for line in labels.read_text().splitlines() if not line.startswith("img3 ")
+        )
+    )
+    with pytest.raises(
+        InputError,
+        match=re.escape(f"{labels}: key 'img3': 1 of 8 ids are not in this 'label' file"),
+    ):
         ImageClassificationTask.main(
-            cmd=task_args(corpus) + data_args(corpus) + tiny_run_options + ["--output_dir", str(corpus / "exp")]
+            cmd=task_args(corpus)
+            + data_args(corpus)
+            + tiny_run_options
+            + ["--output_dir", str(corpus / "exp")]
         )

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-
 from training_checks import assert_trained_and_resumed, write_table
+
 from espnet_ext.bin import ocr_inference
 from espnet_ext.errors import InputError
 from espnet_ext.nets.baselines.crnn import CRNN
@@ -63,23 +63,36 @@ def corpus(tmp_path):
     """Sixteen training strips and eight held-out ones (validation and test)."""
     rng = np.random.default_rng(0)
     (tmp_path / "images").mkdir()
-    write_strips(tmp_path / "data" / "train", tmp_path / "images", [f"s{i:02d}" for i in range(16)], rng)
-    write_strips(tmp_path / "data" / "test", tmp_path / "images", [f"t{i:02d}" for i in range(8)], rng)
+    write_strips(
+        tmp_path / "data" / "train", tmp_path / "images", [f"s{i:02d}" for i in range(16)], rng
+    )
+    write_strips(
+        tmp_path / "data" / "test", tmp_path / "images", [f"t{i:02d}" for i in range(8)], rng
+    )
     (tmp_path / "tokens.txt").write_text("\n".join(TOKENS) + "\n")
     (tmp_path / "config.yaml").write_text(CONFIG)
     return tmp_path
 
 
 def task_args(corpus):
-    return ["--config", str(corpus / "config.yaml"), "--token_list", str(corpus / "tokens.txt"), "--token_type", "char"]
+    return [
+        "--config",
+        str(corpus / "config.yaml"),
+        "--token_list",
+        str(corpus / "tokens.txt"),
+        "--token_type",
+        "char",
+    ]
 
 
 def data_args(corpus):
     args = []
     for phase, data in (("train", corpus / "data" / "train"), ("valid", corpus / "data" / "test")):
         args += [
-            f"--{phase}_data_path_and_name_and_type", f"{data / 'image.scp'},image,image",
-            f"--{phase}_data_path_and_name_and_type", f"{data / 'text'},text,text",
+            f"--{phase}_data_path_and_name_and_type",
+            f"{data / 'image.scp'},image,image",
+            f"--{phase}_data_path_and_name_and_type",
+            f"{data / 'text'},text,text",
         ]
     return args
 
@@ -91,8 +104,10 @@ def test_model_is_built_from_yaml_through_the_task(corpus):
     assert args.token_list == TOKENS
     # Width-first batch of two widths: one BiLSTM step per two columns, CTC loss with a gradient.
     loss, stats, _ = model(
-        image=torch.rand(2, 32, 16), image_lengths=torch.tensor([32, 20]),
-        text=torch.tensor([[2, 3, 4], [4, 2, -1]]), text_lengths=torch.tensor([3, 2]),
+        image=torch.rand(2, 32, 16),
+        image_lengths=torch.tensor([32, 20]),
+        text=torch.tensor([[2, 3, 4], [4, 2, -1]]),
+        text_lengths=torch.tensor([3, 2]),
     )
     loss.backward()
     assert torch.isfinite(loss) and model.cnn[0].weight.grad.abs().sum() > 0
@@ -118,18 +133,32 @@ def exact_match(predictions: dict, references: dict) -> float:
 def test_collect_stats_train_resume_and_recognize(corpus, tiny_run_options):
     stats = corpus / "stats"
     stats_options = ["--collect_stats", "true", "--output_dir", str(stats)]
-    ImageToSequenceTask.main(cmd=task_args(corpus) + data_args(corpus) + tiny_run_options + stats_options)
+    ImageToSequenceTask.main(
+        cmd=task_args(corpus) + data_args(corpus) + tiny_run_options + stats_options
+    )
     # Shapes are width-first after the preprocessor, so ESPnet's samplers sort and batch by width.
-    references = dict(line.split() for line in (corpus / "data" / "train" / "text").read_text().splitlines())
-    shapes = dict(line.split() for line in (stats / "train" / "image_shape").read_text().splitlines())
+    references = dict(
+        line.split() for line in (corpus / "data" / "train" / "text").read_text().splitlines()
+    )
+    shapes = dict(
+        line.split() for line in (stats / "train" / "image_shape").read_text().splitlines()
+    )
     assert shapes == {key: f"{8 * len(text)},16" for key, text in references.items()}
 
     exp = corpus / "exp"
     shape_args = [
-        "--train_shape_file", str(stats / "train" / "image_shape"),
-        "--valid_shape_file", str(stats / "valid" / "image_shape"),
+        "--train_shape_file",
+        str(stats / "train" / "image_shape"),
+        "--valid_shape_file",
+        str(stats / "valid" / "image_shape"),
     ]
-    common = task_args(corpus) + data_args(corpus) + shape_args + tiny_run_options + ["--output_dir", str(exp)]
+    common = (
+        task_args(corpus)
+        + data_args(corpus)
+        + shape_args
+        + tiny_run_options
+        + ["--output_dir", str(exp)]
+    )
     assert_trained_and_resumed(
         exp,
         lambda: ImageToSequenceTask.main(cmd=common + ["--max_epoch", "1"]),
@@ -140,13 +169,19 @@ def test_collect_stats_train_resume_and_recognize(corpus, tiny_run_options):
     out = corpus / "decode" / "text"
     ocr_inference.main(
         [
-            "--data_path_and_name_and_type", f"{corpus / 'data' / 'test' / 'image.scp'},image,image",
-            "--model_file", str(exp / "valid.acc.best.pth"),
-            "--output_file", str(out),
-            "--batch_size", "4",
+            "--data_path_and_name_and_type",
+            f"{corpus / 'data' / 'test' / 'image.scp'},image,image",
+            "--model_file",
+            str(exp / "valid.acc.best.pth"),
+            "--output_file",
+            str(out),
+            "--batch_size",
+            "4",
         ]
     )
-    references = dict(line.split() for line in (corpus / "data" / "test" / "text").read_text().splitlines())
+    references = dict(
+        line.split() for line in (corpus / "data" / "test" / "text").read_text().splitlines()
+    )
     lines = out.read_text().splitlines()
     assert [line.split()[0] for line in lines] == list(references)  # every id, in scp order
     predictions = {key: text for key, _, text in (line.partition(" ") for line in lines)}

@@ -5,9 +5,9 @@ import re
 import numpy as np
 import pytest
 import torch
-
-from training_checks import assert_trained_and_resumed, write_table
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
+from training_checks import assert_trained_and_resumed, write_table
+
 from espnet_ext.bin import vsr_inference
 from espnet_ext.errors import InputError
 from espnet_ext.nets.baselines.visual_frontend import Conv3dResNetFrontend, ESPnetVSRModel
@@ -60,12 +60,16 @@ def write_videos(data, videos, names, rng):
     rows = []
     for i, name in enumerate(names):
         text = "".join(rng.choice(list("abc"), size=rng.integers(2, 5)))
-        text = re.sub(r"(.)\1+", r"\1", text)  # no repeated neighbours: a tiny attention decoder learns fast
+        text = re.sub(
+            r"(.)\1+", r"\1", text
+        )  # no repeated neighbours: a tiny attention decoder learns fast
         rest = np.full((1, SIZE, SIZE), 20, np.uint8)
         frames = np.concatenate([rest] + [np.stack([mouth(c), mouth(c), rest[0]]) for c in text])
         if i >= len(names) - 2:
             path = videos / f"{name}.mp4"
-            writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 25, (SIZE, SIZE), isColor=False)
+            writer = cv2.VideoWriter(
+                str(path), cv2.VideoWriter_fourcc(*"mp4v"), 25, (SIZE, SIZE), isColor=False
+            )
             for frame in frames:
                 writer.write(frame)
             writer.release()
@@ -83,23 +87,36 @@ def corpus(tmp_path):
     pytest.importorskip("cv2", reason="opencv-python-headless is not installed")
     rng = np.random.default_rng(0)
     (tmp_path / "videos").mkdir()
-    write_videos(tmp_path / "data" / "train", tmp_path / "videos", [f"v{i:02d}" for i in range(40)], rng)
-    write_videos(tmp_path / "data" / "test", tmp_path / "videos", [f"t{i:02d}" for i in range(8)], rng)
+    write_videos(
+        tmp_path / "data" / "train", tmp_path / "videos", [f"v{i:02d}" for i in range(40)], rng
+    )
+    write_videos(
+        tmp_path / "data" / "test", tmp_path / "videos", [f"t{i:02d}" for i in range(8)], rng
+    )
     (tmp_path / "tokens.txt").write_text("\n".join(TOKENS) + "\n")
     (tmp_path / "config.yaml").write_text(CONFIG)
     return tmp_path
 
 
 def task_args(corpus):
-    return ["--config", str(corpus / "config.yaml"), "--token_list", str(corpus / "tokens.txt"), "--token_type", "char"]
+    return [
+        "--config",
+        str(corpus / "config.yaml"),
+        "--token_list",
+        str(corpus / "tokens.txt"),
+        "--token_type",
+        "char",
+    ]
 
 
 def data_args(corpus):
     args = []
     for phase, data in (("train", corpus / "data" / "train"), ("valid", corpus / "data" / "test")):
         args += [
-            f"--{phase}_data_path_and_name_and_type", f"{data / 'video.scp'},video,video",
-            f"--{phase}_data_path_and_name_and_type", f"{data / 'text'},text,text",
+            f"--{phase}_data_path_and_name_and_type",
+            f"{data / 'video.scp'},video,video",
+            f"--{phase}_data_path_and_name_and_type",
+            f"{data / 'text'},text,text",
         ]
     return args
 
@@ -109,7 +126,9 @@ def test_frontend_shapes_options_and_padding():
     full = Conv3dResNetFrontend()
     light = Conv3dResNetFrontend(resnet_stages=2, frame_pool=2, output_size=48)
     assert full.output_size() == 512 and light.output_size() == 48
-    assert sum(p.numel() for p in light.parameters()) < sum(p.numel() for p in full.parameters()) / 10
+    assert (
+        sum(p.numel() for p in light.parameters()) < sum(p.numel() for p in full.parameters()) / 10
+    )
     video = torch.rand(2, 7, 88, 88)
     lengths = torch.tensor([7, 4])
     features, out_lengths = light(video, lengths)
@@ -129,8 +148,10 @@ def test_model_is_built_from_yaml_through_the_task(corpus):
     assert isinstance(model, ESPnetVSRModel) and isinstance(model.frontend, Conv3dResNetFrontend)
     assert isinstance(model.encoder, TransformerEncoder)  # ESPnet's own table, reused
     loss, stats, _ = model(
-        video=torch.rand(2, 9, SIZE, SIZE), video_lengths=torch.tensor([9, 6]),
-        text=torch.tensor([[2, 3, 4], [4, 2, -1]]), text_lengths=torch.tensor([3, 2]),
+        video=torch.rand(2, 9, SIZE, SIZE),
+        video_lengths=torch.tensor([9, 6]),
+        text=torch.tensor([[2, 3, 4], [4, 2, -1]]),
+        text_lengths=torch.tensor([3, 2]),
     )
     loss.backward()
     assert torch.isfinite(loss) and {"loss_att", "loss_ctc", "acc"} <= set(stats)
@@ -139,26 +160,42 @@ def test_model_is_built_from_yaml_through_the_task(corpus):
 
 def decode(corpus, exp, data, out, **options):
     cmd = [
-        "--data_path_and_name_and_type", f"{data / 'video.scp'},video,video",
-        "--model_file", str(exp / "valid.loss.best.pth"),
-        "--output_file", str(out),
-        "--beam_size", "3",
-        "--batch_size", "2",
+        "--data_path_and_name_and_type",
+        f"{data / 'video.scp'},video,video",
+        "--model_file",
+        str(exp / "valid.loss.best.pth"),
+        "--output_file",
+        str(out),
+        "--beam_size",
+        "3",
+        "--batch_size",
+        "2",
     ]
     for name, value in options.items():
         cmd += [f"--{name}", str(value)]
     vsr_inference.main(cmd)
-    return {key: text for key, _, text in (line.partition(" ") for line in out.read_text().splitlines())}
+    return {
+        key: text for key, _, text in (line.partition(" ") for line in out.read_text().splitlines())
+    }
 
 
 def test_train_resume_and_beam_search(corpus, tiny_run_options):
     exp = corpus / "exp"
     shape_args = [
-        "--train_shape_file", str(corpus / "data" / "train" / "video.scp"),
-        "--valid_shape_file", str(corpus / "data" / "test" / "video.scp"),
-        "--batch_type", "unsorted",
+        "--train_shape_file",
+        str(corpus / "data" / "train" / "video.scp"),
+        "--valid_shape_file",
+        str(corpus / "data" / "test" / "video.scp"),
+        "--batch_type",
+        "unsorted",
     ]
-    common = task_args(corpus) + data_args(corpus) + shape_args + tiny_run_options + ["--output_dir", str(exp)]
+    common = (
+        task_args(corpus)
+        + data_args(corpus)
+        + shape_args
+        + tiny_run_options
+        + ["--output_dir", str(exp)]
+    )
     assert_trained_and_resumed(
         exp,
         lambda: LipReadingTask.main(cmd=common + ["--max_epoch", "1"]),
@@ -178,14 +215,27 @@ def test_train_resume_and_beam_search(corpus, tiny_run_options):
 def test_undecodable_video_stops_inference_and_leaves_no_output(corpus, tiny_run_options):
     exp = corpus / "exp"
     LipReadingTask.main(
-        cmd=task_args(corpus) + data_args(corpus) + tiny_run_options
-        + ["--output_dir", str(exp), "--max_epoch", "1", "--batch_type", "unsorted",
-           "--train_shape_file", str(corpus / "data" / "train" / "video.scp"),
-           "--valid_shape_file", str(corpus / "data" / "test" / "video.scp")]
+        cmd=task_args(corpus)
+        + data_args(corpus)
+        + tiny_run_options
+        + [
+            "--output_dir",
+            str(exp),
+            "--max_epoch",
+            "1",
+            "--batch_type",
+            "unsorted",
+            "--train_shape_file",
+            str(corpus / "data" / "train" / "video.scp"),
+            "--valid_shape_file",
+            str(corpus / "data" / "test" / "video.scp"),
+        ]
     )
     test = corpus / "data" / "test"
     (corpus / "videos" / "t03.npy").write_bytes(b"\x93NUMPY broken")
     out = corpus / "decode" / "text"
-    with pytest.raises(InputError, match=re.escape(f"{test / 'video.scp'}:4: key 't03': cannot decode video")):
+    with pytest.raises(
+        InputError, match=re.escape(f"{test / 'video.scp'}:4: key 't03': cannot decode video")
+    ):
         decode(corpus, exp, test, out)
     assert not out.exists() and not list(out.parent.glob("*"))

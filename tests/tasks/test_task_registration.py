@@ -49,8 +49,16 @@ def task_cmds(tmp_path):
     (tmp_path / "classes.txt").write_text("cat\ndog\n")
     cmds = {}
     for name, yaml, extra in [
-        ("image_classification:ImageClassificationTask", CLS_YAML, ["--class_list", str(tmp_path / "classes.txt")]),
-        ("image_to_sequence:ImageToSequenceTask", OCR_YAML, ["--token_list", str(tmp_path / "tokens.txt")]),
+        (
+            "image_classification:ImageClassificationTask",
+            CLS_YAML,
+            ["--class_list", str(tmp_path / "classes.txt")],
+        ),
+        (
+            "image_to_sequence:ImageToSequenceTask",
+            OCR_YAML,
+            ["--token_list", str(tmp_path / "tokens.txt")],
+        ),
         ("lip_reading:LipReadingTask", VSR_YAML, ["--token_list", str(tmp_path / "tokens.txt")]),
     ]:
         config = tmp_path / f"{name.split(':')[0]}.yaml"
@@ -62,7 +70,11 @@ def task_cmds(tmp_path):
 EXPECTED = {
     "espnet_ext.tasks.image_classification:ImageClassificationTask": ["ConvNetClassifier"],
     "espnet_ext.tasks.image_to_sequence:ImageToSequenceTask": ["CRNN"],
-    "espnet_ext.tasks.lip_reading:LipReadingTask": ["ESPnetVSRModel", "Conv3dResNetFrontend", "CNNTransformerEncoder"],
+    "espnet_ext.tasks.lip_reading:LipReadingTask": [
+        "ESPnetVSRModel",
+        "Conv3dResNetFrontend",
+        "CNNTransformerEncoder",
+    ],
 }
 
 
@@ -78,7 +90,9 @@ def build_all(task_cmds: dict) -> dict:
         module, _, name = target.partition(":")
         task = getattr(importlib.import_module(module), name)
         model = task.build_model(task.get_parser().parse_args(cmd))
-        parts = [model] + [getattr(model, part) for part in ("frontend", "encoder") if hasattr(model, part)]
+        parts = [model] + [
+            getattr(model, part) for part in ("frontend", "encoder") if hasattr(model, part)
+        ]
         built[target] = [type(part).__name__ for part in parts]
     from espnet2.train.dataset import DATA_TYPES
 
@@ -91,7 +105,7 @@ def test_fresh_subprocess_builds_every_task(task_cmds):
         f"""
         import json, sys
         import espnet_ext  # the package import only; the task modules are imported by name below
-        sys.path.insert(0, {str(__file__.rsplit('/', 1)[0])!r})
+        sys.path.insert(0, {str(__file__.rsplit("/", 1)[0])!r})
         from test_task_registration import build_all
         print(json.dumps(build_all({task_cmds!r})))
         """
@@ -114,14 +128,24 @@ def test_a_later_model_is_one_more_entry_in_the_task_table(tmp_path):
     from espnet_ext.nets.baselines.convnet_classifier import ConvNetClassifier
     from espnet_ext.tasks import image_classification
 
-    entry = ("model_choices", "convnet_alias", "espnet_ext.nets.baselines.convnet_classifier:ConvNetClassifier")
+    entry = (
+        "model_choices",
+        "convnet_alias",
+        "espnet_ext.nets.baselines.convnet_classifier:ConvNetClassifier",
+    )
     registry.register(image_classification.__name__, *entry)
     try:
         (tmp_path / "c.yaml").write_text(CLS_YAML.replace("model: convnet", "model: convnet_alias"))
         task = image_classification.ImageClassificationTask
-        args = task.get_parser().parse_args(["--config", str(tmp_path / "c.yaml"), "--num_classes", "3"])
+        args = task.get_parser().parse_args(
+            ["--config", str(tmp_path / "c.yaml"), "--num_classes", "3"]
+        )
         model = task.build_model(args)
-        assert args.model == "convnet_alias" and isinstance(model, ConvNetClassifier) and model.num_classes == 3
+        assert (
+            args.model == "convnet_alias"
+            and isinstance(model, ConvNetClassifier)
+            and model.num_classes == 3
+        )
     finally:
         registry.REGISTRY[image_classification.__name__].remove(entry)
         image_classification.model_choices.classes.pop("convnet_alias")

@@ -30,6 +30,8 @@ def assert_trained_and_resumed(exp: Path, run_first, run_resumed, final_epoch: i
 
     run_resumed()
     state = reporter_state(exp)
-    assert state["epoch"] == final_epoch and sorted(state["stats"]) == list(range(1, final_epoch + 1))
+    assert state["epoch"] == final_epoch and sorted(state["stats"]) == list(
+        range(1, final_epoch + 1)
+    )
     assert train_loss(exp, 1) == loss_of_epoch_1  # epoch 1 was kept, not trained again
     assert (exp / f"{final_epoch}epoch.pth").is_file()

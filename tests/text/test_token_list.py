@@ -13,7 +13,10 @@ from espnet_ext.text.token_list import SentencePieceOptions, make_token_list, re
 
 
 def write_text(path, numbers, lang="en", prefix="utt"):
-    lines = [f"{prefix}{n:05d} {num2words(n, lang=lang).replace('-', ' ').replace(',', '')}\n" for n in numbers]
+    lines = [
+        f"{prefix}{n:05d} {num2words(n, lang=lang).replace('-', ' ').replace(',', '')}\n"
+        for n in numbers
+    ]
     path.write_text("".join(lines), encoding="utf-8")
     return path
 
@@ -30,7 +33,9 @@ def read_list(path):
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
 def test_bpe_list_is_sentencepiece_vocabulary(tmp_path, text_file, model_type):
     out = tmp_path / "bpe"
-    make_token_list("bpe", [text_file], out, SentencePieceOptions(vocab_size=45, model_type=model_type))
+    make_token_list(
+        "bpe", [text_file], out, SentencePieceOptions(vocab_size=45, model_type=model_type)
+    )
     processor = spm.SentencePieceProcessor(model_file=str(out / "bpe.model"))
     assert processor.GetPieceSize() == 45
     # ESPnet's asr.sh: <blank>, <unk>, the .vocab file without its first three lines (<unk> <s> </s>), <sos/eos>.
@@ -63,7 +68,12 @@ def test_user_defined_symbols_stay_whole(tmp_path, text_file):
     with open(text_file, "a", encoding="utf-8") as f:
         f.write("uttnoise <noise> one two\n")
     out = tmp_path / "bpe"
-    make_token_list("bpe", [text_file], out, SentencePieceOptions(vocab_size=45, user_defined_symbols=["<noise>"]))
+    make_token_list(
+        "bpe",
+        [text_file],
+        out,
+        SentencePieceOptions(vocab_size=45, user_defined_symbols=["<noise>"]),
+    )
     assert "<noise>" in read_list(out / "tokens.txt")
     processor = spm.SentencePieceProcessor(model_file=str(out / "bpe.model"))
     assert "<noise>" in processor.EncodeAsPieces("<noise> one")
@@ -72,11 +82,17 @@ def test_user_defined_symbols_stay_whole(tmp_path, text_file):
 def test_bpe_is_deterministic_and_reads_several_files(tmp_path):
     english = write_text(tmp_path / "text.en", range(0, 900, 11))
     german = write_text(tmp_path / "text.de", range(3, 900, 13), lang="de", prefix="de")
-    options = SentencePieceOptions(vocab_size=80, input_sentence_size=101)  # sampling must be seeded too
+    options = SentencePieceOptions(
+        vocab_size=80, input_sentence_size=101
+    )  # sampling must be seeded too
     make_token_list("bpe", [english, german], tmp_path / "a", options)
     make_token_list("bpe", [english, german], tmp_path / "b", options)
-    assert (tmp_path / "a" / "bpe.model").read_bytes() == (tmp_path / "b" / "bpe.model").read_bytes()
-    assert (tmp_path / "a" / "tokens.txt").read_bytes() == (tmp_path / "b" / "tokens.txt").read_bytes()
+    assert (tmp_path / "a" / "bpe.model").read_bytes() == (
+        tmp_path / "b" / "bpe.model"
+    ).read_bytes()
+    assert (tmp_path / "a" / "tokens.txt").read_bytes() == (
+        tmp_path / "b" / "tokens.txt"
+    ).read_bytes()
     # Both languages are covered: German compounds segment without <unk>.
     processor = spm.SentencePieceProcessor(model_file=str(tmp_path / "a" / "bpe.model"))
     assert processor.unk_id() not in processor.EncodeAsIds("siebenhundertneun")
@@ -94,10 +110,23 @@ def test_char_list_equals_espnet_tokenize_text(tmp_path):
 
     reference = tmp_path / "espnet_tokens.txt"
     tokenize(
-        input=str(text), output=str(reference), field="2-", delimiter=None, token_type="char",
-        space_symbol="<space>", non_linguistic_symbols=None, bpemodel=None, log_level="ERROR",
-        write_vocabulary=True, vocabulary_size=0, remove_non_linguistic_symbols=False, cutoff=0,
-        add_symbol=["<blank>:0", "<unk>:1", "<sos/eos>:-1"], cleaner=None, g2p=None, add_nonsplit_symbol=[],
+        input=str(text),
+        output=str(reference),
+        field="2-",
+        delimiter=None,
+        token_type="char",
+        space_symbol="<space>",
+        non_linguistic_symbols=None,
+        bpemodel=None,
+        log_level="ERROR",
+        write_vocabulary=True,
+        vocabulary_size=0,
+        remove_non_linguistic_symbols=False,
+        cutoff=0,
+        add_symbol=["<blank>:0", "<unk>:1", "<sos/eos>:-1"],
+        cleaner=None,
+        g2p=None,
+        add_nonsplit_symbol=[],
     )
     assert ours == read_list(reference)
     assert ours[0] == "<blank>" and ours[1] == "<unk>" and ours[-1] == "<sos/eos>"
@@ -109,10 +138,28 @@ def test_char_list_equals_espnet_tokenize_text(tmp_path):
 
 def test_cli(tmp_path, text_file):
     run = subprocess.run(
-        [sys.executable, "-m", "espnet_ext.text.token_list", "--token_type", "bpe", "--text", str(text_file),
-         "--out_dir", str(tmp_path / "out"), "--vocab_size", "50", "--model_type", "bpe",
-         "--user_defined_symbols", "<noise>,<laugh>", "--hard_vocab_limit", "false"],
-        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        [
+            sys.executable,
+            "-m",
+            "espnet_ext.text.token_list",
+            "--token_type",
+            "bpe",
+            "--text",
+            str(text_file),
+            "--out_dir",
+            str(tmp_path / "out"),
+            "--vocab_size",
+            "50",
+            "--model_type",
+            "bpe",
+            "--user_defined_symbols",
+            "<noise>,<laugh>",
+            "--hard_vocab_limit",
+            "false",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
     )
     assert run.returncode == 0, run.stderr
     tokens = read_list(tmp_path / "out" / "tokens.txt")
@@ -123,7 +170,9 @@ def test_cli(tmp_path, text_file):
 def test_empty_and_non_utf8_transcripts(tmp_path, text_file):
     with open(text_file, "a", encoding="utf-8") as f:
         f.write("uttempty   \n")
-    with pytest.raises(InputError, match=rf"text:{len(read_list(text_file))}: key 'uttempty': empty transcript"):
+    with pytest.raises(
+        InputError, match=rf"text:{len(read_list(text_file))}: key 'uttempty': empty transcript"
+    ):
         make_token_list("char", [text_file], tmp_path / "out")
     latin1 = tmp_path / "latin1"
     latin1.write_bytes("u1 ok\nu2 caf\xe9\n".encode("latin-1"))

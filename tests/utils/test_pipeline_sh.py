@@ -25,11 +25,15 @@ def make(tmp_path):
     script = tmp_path / "pipe.sh"
     script.write_text(SCRIPT.format(root=ROOT))
     script.chmod(0o755)
-    return lambda *args: subprocess.run(["./pipe.sh", *args], cwd=tmp_path, capture_output=True, text=True)
+    return lambda *args: subprocess.run(
+        ["./pipe.sh", *args], cwd=tmp_path, capture_output=True, text=True
+    )
 
 
 def runs(tmp_path):
-    return (tmp_path / "runs.txt").read_text().splitlines() if (tmp_path / "runs.txt").exists() else []
+    return (
+        (tmp_path / "runs.txt").read_text().splitlines() if (tmp_path / "runs.txt").exists() else []
+    )
 
 
 def test_options_are_parsed_the_kaldi_way(tmp_path):
@@ -46,7 +50,10 @@ def test_stages_skip_when_done_and_redo_when_inputs_change(tmp_path):
     run = make(tmp_path)
     assert run().returncode == 0
     again = run()
-    assert "Stage 1: first: already done" in again.stderr and "Stage 2: second: already done" in again.stderr
+    assert (
+        "Stage 1: first: already done" in again.stderr
+        and "Stage 2: second: already done" in again.stderr
+    )
     assert runs(tmp_path) == ["ran 1 name=default", "ran 2 name=default"]
     assert run("--name", "other").returncode == 0  # a changed option redoes both stages
     assert runs(tmp_path)[2:] == ["ran 1 name=other", "ran 2 name=other"]
@@ -58,4 +65,7 @@ def test_a_failed_stage_leaves_no_marker_and_stops(tmp_path):
     assert out.returncode != 0 and "Stage 1 (first) failed" in out.stderr
     assert not (tmp_path / "out" / ".stages" / "stage1.done").exists()
     assert runs(tmp_path) == ["ran 1 name=default"]  # stage 2 never ran
-    assert run().returncode == 0 and runs(tmp_path)[1:] == ["ran 1 name=default", "ran 2 name=default"]
+    assert run().returncode == 0 and runs(tmp_path)[1:] == [
+        "ran 1 name=default",
+        "ran 2 name=default",
+    ]

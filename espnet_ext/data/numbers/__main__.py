@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Dict, Tuple
 
 from espnet_ext.data.numbers.corpus import CorpusSpec, generate_corpus
 from espnet_ext.data.numbers.modality import Modality
@@ -16,7 +16,7 @@ from espnet_ext.data.numbers.words import LANGUAGES
 from espnet_ext.errors import InputError
 
 # name -> (what it writes, how to build it from the parsed options). A new modality adds one line here.
-MODALITIES: Dict[str, Tuple[str, Callable[[argparse.Namespace], Modality]]] = {
+MODALITIES: dict[str, tuple[str, Callable[[argparse.Namespace], Modality]]] = {
     "text": (
         "number words: 'text' (first language) and 'text.<lang>' for each language",
         lambda a: TextModality(langs=a.langs),
@@ -32,18 +32,22 @@ MODALITIES: Dict[str, Tuple[str, Callable[[argparse.Namespace], Modality]]] = {
 }
 
 
-def _csv(text: str) -> Tuple[str, ...]:
+def _csv(text: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
-def _splits(text: str) -> Tuple[Tuple[str, int], ...]:
+def _splits(text: str) -> tuple[tuple[str, int], ...]:
     try:
-        return tuple((name.strip(), int(size)) for name, size in (item.split("=") for item in _csv(text)))
+        return tuple(
+            (name.strip(), int(size)) for name, size in (item.split("=") for item in _csv(text))
+        )
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected name=size[,name=size...], got '{text}'") from None
+        raise argparse.ArgumentTypeError(
+            f"expected name=size[,name=size...], got '{text}'"
+        ) from None
 
 
-def _range(text: str) -> Tuple[int, int]:
+def _range(text: str) -> tuple[int, int]:
     try:
         lo, hi = (int(x) for x in text.split(":"))
     except ValueError:
@@ -51,7 +55,7 @@ def _range(text: str) -> Tuple[int, int]:
     return lo, hi
 
 
-def _digits(text: str) -> Tuple[int, ...]:
+def _digits(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(d) for d in _csv(text))
     except ValueError:
@@ -81,7 +85,9 @@ examples:
   LM text, wider:    --out data/lm --modalities text --range 0:99999 --splits train=50000
   held-out pattern:  --exclude_last_digit 7   (no number ending in 7 in train)""",
     )
-    parser.add_argument("--out", type=Path, required=True, help="corpus root; one data dir per split below it")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="corpus root; one data dir per split below it"
+    )
     parser.add_argument(
         "--langs",
         type=_csv,
@@ -95,25 +101,65 @@ examples:
         default="speech,text",
         help=f"comma-separated, of {','.join(MODALITIES)}; 'text' is always written (default: %(default)s)",
     )
-    parser.add_argument("--splits", type=_splits, default="train=2000,dev=200,test=200",
-                        help="split names and sizes (default: %(default)s)")
-    parser.add_argument("--range", dest="num_range", type=_range, default="0:9999",
-                        help="inclusive range lo:hi the numbers are drawn from (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed of everything random: numbers, speakers, prosody (default: %(default)s)")
-    parser.add_argument("--exclude_last_digit", type=_digits, default="",
-                        help="hold numbers ending in these digits (e.g. 7 or 3,7) out of --exclude_splits")
-    parser.add_argument("--exclude_splits", type=_csv, default="train",
-                        help="splits that --exclude_last_digit applies to (default: %(default)s)")
-    parser.add_argument("--speakers", choices=("disjoint", "shared"), default="disjoint",
-                        help="disjoint: every split has its own speakers (unseen test voices, as in LibriSpeech); "
-                        "shared: the same speakers in every split (default: %(default)s)")
-    parser.add_argument("--num_speakers", type=int, default=12, help="speakers per split (default: %(default)s)")
-    parser.add_argument("--wav_dir", type=Path, default=None,
-                        help="where wavs go, as <wav_dir>/<split>/<utt>.wav (default: <out>/wav)")
-    parser.add_argument("--nltk_data", type=Path, default=None,
-                        help="offline NLTK data dir for phonemes, built there if needed (default: $NLTK_DATA)")
-    parser.add_argument("--nj", type=int, default=1, help="parallel speech synthesis processes (default: %(default)s)")
+    parser.add_argument(
+        "--splits",
+        type=_splits,
+        default="train=2000,dev=200,test=200",
+        help="split names and sizes (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--range",
+        dest="num_range",
+        type=_range,
+        default="0:9999",
+        help="inclusive range lo:hi the numbers are drawn from (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of everything random: numbers, speakers, prosody (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--exclude_last_digit",
+        type=_digits,
+        default="",
+        help="hold numbers ending in these digits (e.g. 7 or 3,7) out of --exclude_splits",
+    )
+    parser.add_argument(
+        "--exclude_splits",
+        type=_csv,
+        default="train",
+        help="splits that --exclude_last_digit applies to (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--speakers",
+        choices=("disjoint", "shared"),
+        default="disjoint",
+        help="disjoint: every split has its own speakers (unseen test voices, as in LibriSpeech); "
+        "shared: the same speakers in every split (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--num_speakers", type=int, default=12, help="speakers per split (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--wav_dir",
+        type=Path,
+        default=None,
+        help="where wavs go, as <wav_dir>/<split>/<utt>.wav (default: <out>/wav)",
+    )
+    parser.add_argument(
+        "--nltk_data",
+        type=Path,
+        default=None,
+        help="offline NLTK data dir for phonemes, built there if needed (default: $NLTK_DATA)",
+    )
+    parser.add_argument(
+        "--nj",
+        type=int,
+        default=1,
+        help="parallel speech synthesis processes (default: %(default)s)",
+    )
     return parser
 
 
@@ -123,7 +169,9 @@ def main(argv=None) -> int:
     names = list(dict.fromkeys(("text",) + tuple(args.modalities)))
     unknown = [name for name in names if name not in MODALITIES]
     if unknown:
-        parser.error(f"unknown modalities {', '.join(unknown)}; choose from {', '.join(MODALITIES)}")
+        parser.error(
+            f"unknown modalities {', '.join(unknown)}; choose from {', '.join(MODALITIES)}"
+        )
     start = time.time()
     try:
         spec = CorpusSpec(
@@ -141,7 +189,11 @@ def main(argv=None) -> int:
         print(f"{parser.prog}: error: {e}", file=sys.stderr)
         return 1
     sizes = ", ".join(f"{name} {size}" for name, size in spec.splits)
-    state = f"generated in {time.time() - start:.1f} s" if generated else "already complete, nothing to do"
+    state = (
+        f"generated in {time.time() - start:.1f} s"
+        if generated
+        else "already complete, nothing to do"
+    )
     print(f"{args.out}: {sizes} ({'+'.join(names)}): {state}")
     return 0
 

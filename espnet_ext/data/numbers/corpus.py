@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -47,11 +47,11 @@ MAX_RANGE_SIZE = 10_000_000  # the plan permutes the whole range
 class CorpusSpec:
     """Which numbers, splits and speakers; what each utterance looks/sounds like is up to the modalities."""
 
-    splits: Tuple[Tuple[str, int], ...] = (("train", 2000), ("dev", 200), ("test", 200))
-    num_range: Tuple[int, int] = (0, 9999)  # inclusive
+    splits: tuple[tuple[str, int], ...] = (("train", 2000), ("dev", 200), ("test", 200))
+    num_range: tuple[int, int] = (0, 9999)  # inclusive
     seed: int = 0
-    exclude_last_digits: Tuple[int, ...] = ()
-    exclude_splits: Tuple[str, ...] = ("train",)  # splits the exclusion applies to
+    exclude_last_digits: tuple[int, ...] = ()
+    exclude_splits: tuple[str, ...] = ("train",)  # splits the exclusion applies to
     speakers: str = "disjoint"  # or "shared" across splits
     num_speakers: int = 12  # per split
 
@@ -80,14 +80,16 @@ class CorpusSpec:
             raise ConfigError(f"num_speakers must be >= 1, got {self.num_speakers}")
 
 
-def _split_numbers(spec: CorpusSpec, rng: np.random.Generator) -> Dict[str, List[int]]:
+def _split_numbers(spec: CorpusSpec, rng: np.random.Generator) -> dict[str, list[int]]:
     lo, hi = spec.num_range
     order = rng.permutation(hi - lo + 1) + lo
     used = np.zeros(hi - lo + 1, dtype=bool)
     excluded = np.isin(order % 10, list(spec.exclude_last_digits))
     numbers = {}
     # Unfiltered splits first: they then sample the range uniformly (see the module doc).
-    filtered = [name in spec.exclude_splits and bool(spec.exclude_last_digits) for name, _ in spec.splits]
+    filtered = [
+        name in spec.exclude_splits and bool(spec.exclude_last_digits) for name, _ in spec.splits
+    ]
     for (name, size), _ in sorted(zip(spec.splits, filtered), key=lambda item: item[1]):
         allowed = ~used[order - lo]
         if name in spec.exclude_splits:
@@ -103,18 +105,20 @@ def _split_numbers(spec: CorpusSpec, rng: np.random.Generator) -> Dict[str, List
     return {name: numbers[name] for name, _ in spec.splits}
 
 
-def _speakers(spec: CorpusSpec, rng: np.random.Generator) -> Dict[str, List[Speaker]]:
+def _speakers(spec: CorpusSpec, rng: np.random.Generator) -> dict[str, list[Speaker]]:
     names = [name for name, _ in spec.splits]
     groups = 1 if spec.speakers == "shared" else len(names)
     width = max(2, len(str(groups * spec.num_speakers)))
     per_group = [
-        random_speakers([f"spk{g * spec.num_speakers + k + 1:0{width}d}" for k in range(spec.num_speakers)], rng)
+        random_speakers(
+            [f"spk{g * spec.num_speakers + k + 1:0{width}d}" for k in range(spec.num_speakers)], rng
+        )
         for g in range(groups)
     ]
     return {name: per_group[0 if spec.speakers == "shared" else i] for i, name in enumerate(names)}
 
 
-def plan_corpus(spec: CorpusSpec) -> Dict[str, List[Utterance]]:
+def plan_corpus(spec: CorpusSpec) -> dict[str, list[Utterance]]:
     """Utterances per split (in the spec's split order), each sorted by utterance id."""
     numbers_ss, speakers_ss, assign_ss = np.random.SeedSequence(spec.seed).spawn(3)
     numbers = _split_numbers(spec, np.random.default_rng(numbers_ss))

@@ -9,9 +9,10 @@ split. A modality turns those utterances into files of a Kaldi-style data dir: t
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Sequence
+from typing import ClassVar
 
 
 @dataclass(frozen=True)

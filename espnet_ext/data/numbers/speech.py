@@ -20,10 +20,10 @@ import shutil
 import struct
 import subprocess
 import wave
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -52,7 +52,7 @@ RATE_JITTER = 15  # per utterance, +- words per minute
 PITCH_JITTER = 5  # per utterance, +- pitch steps
 
 
-def random_speakers(spk_ids: Sequence[str], rng: np.random.Generator) -> List[Speaker]:
+def random_speakers(spk_ids: Sequence[str], rng: np.random.Generator) -> list[Speaker]:
     """Speakers with variants cycling through a shuffled variant list (every variant used when possible)."""
     variants = [VOICE_VARIANTS[i] for i in rng.permutation(len(VOICE_VARIANTS))]
     return [
@@ -66,7 +66,7 @@ def random_speakers(spk_ids: Sequence[str], rng: np.random.Generator) -> List[Sp
     ]
 
 
-def utterance_prosody(utt: Utterance) -> Tuple[int, int]:
+def utterance_prosody(utt: Utterance) -> tuple[int, int]:
     """(rate, pitch) of one utterance: the speaker's, jittered from the utterance's own seed."""
     rng = np.random.default_rng(utt.seed)
     rate = utt.speaker.rate + int(rng.integers(-RATE_JITTER, RATE_JITTER + 1))
@@ -78,12 +78,14 @@ def utterance_prosody(utt: Utterance) -> Tuple[int, int]:
 def espeak_ng_version() -> str:
     exe = shutil.which("espeak-ng")
     if exe is None:
-        raise ConfigError("espeak-ng is not installed (Debian package 'espeak-ng'; see tools/apt-packages.txt)")
+        raise ConfigError(
+            "espeak-ng is not installed (Debian package 'espeak-ng'; see tools/apt-packages.txt)"
+        )
     out = subprocess.run([exe, "--version"], capture_output=True, text=True, check=True).stdout
     return out.split("Data at")[0].strip()
 
 
-def parse_wav(data: bytes) -> Tuple[int, np.ndarray]:
+def parse_wav(data: bytes) -> tuple[int, np.ndarray]:
     """(sample rate, int16 samples) of a mono 16-bit PCM WAV as espeak-ng writes it to stdout.
 
     espeak-ng cannot seek back on a pipe, so its size fields are placeholders: the samples are
@@ -98,7 +100,9 @@ def parse_wav(data: bytes) -> Tuple[int, np.ndarray]:
             fmt, channels, rate = struct.unpack_from("<HHI", data, pos + 8)
             (bits,) = struct.unpack_from("<H", data, pos + 22)
             if (fmt, channels, bits) != (1, 1, 16):
-                raise ValueError(f"expected mono 16-bit PCM, got format {fmt}, {channels} channels, {bits} bits")
+                raise ValueError(
+                    f"expected mono 16-bit PCM, got format {fmt}, {channels} channels, {bits} bits"
+                )
         elif chunk == b"data":
             if rate is None:
                 raise ValueError("WAV data before its fmt chunk")
@@ -153,7 +157,7 @@ def synthesize(text: str, voice: str, rate: int, pitch: int) -> np.ndarray:
     return resample_to(samples, in_rate)
 
 
-def _synthesize_to_wav(job: Tuple[str, str, int, int, str]) -> Optional[str]:
+def _synthesize_to_wav(job: tuple[str, str, int, int, str]) -> str | None:
     """Synthesize and write one utterance; returns the error message instead of raising."""
     text, voice, rate, pitch, path = job
     try:
@@ -200,11 +204,21 @@ class SpeechModality(Modality):
         for utt in utterances:
             rate, pitch = utterance_prosody(utt)
             voice = f"{language_voice}+{utt.speaker.variant}"
-            jobs.append((number_to_words(utt.number, self.lang), voice, rate, pitch, str(self.wav_path(utt))))
+            jobs.append(
+                (
+                    number_to_words(utt.number, self.lang),
+                    voice,
+                    rate,
+                    pitch,
+                    str(self.wav_path(utt)),
+                )
+            )
         for split in {u.split for u in utterances}:
             (self.wav_dir / split).mkdir(parents=True, exist_ok=True)
         espeak_ng_version()  # a missing espeak-ng is refused here, with its install hint
-        resample_to(np.zeros(8, dtype=np.int16), 22050)  # import scipy and design the filter before the threads
+        resample_to(
+            np.zeros(8, dtype=np.int16), 22050
+        )  # import scipy and design the filter before the threads
         with ThreadPoolExecutor(self.nj) as pool:
             errors = list(pool.map(_synthesize_to_wav, jobs))
         for utt, error in zip(utterances, errors):

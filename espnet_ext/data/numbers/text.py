@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence, Tuple
 
 from espnet_ext.data.datadir import write_kaldi_map
 from espnet_ext.data.g2p_offline import CMUDICT_ZIP, TAGGER_ZIP, build_nltk_data, data_sources
@@ -21,14 +21,16 @@ from espnet_ext.errors import ConfigError
 class TextModality(Modality):
     """``text`` in the primary (first) language and ``text.<lang>`` for every language, aligned by id."""
 
-    langs: Tuple[str, ...] = ("en",)
+    langs: tuple[str, ...] = ("en",)
     name = "text"
 
     def __post_init__(self):
         self.langs = tuple(self.langs)
         unknown = [lang for lang in self.langs if lang not in LANGUAGES]
         if not self.langs or unknown:
-            raise ConfigError(f"languages must be some of {', '.join(LANGUAGES)}, got {', '.join(self.langs)}")
+            raise ConfigError(
+                f"languages must be some of {', '.join(LANGUAGES)}, got {', '.join(self.langs)}"
+            )
 
     def signature(self) -> dict:
         return {"langs": list(self.langs)}
@@ -38,15 +40,21 @@ class TextModality(Modality):
         if "el" in self.langs and largest > MAX_GREEK:
             raise ConfigError(f"Greek number words go up to {MAX_GREEK}, the corpus has {largest}")
         for lang in self.langs:
-            write_kaldi_map(out_dir / f"text.{lang}", {u.utt_id: number_to_words(u.number, lang) for u in utterances})
-        write_kaldi_map(out_dir / "text", {u.utt_id: number_to_words(u.number, self.langs[0]) for u in utterances})
+            write_kaldi_map(
+                out_dir / f"text.{lang}",
+                {u.utt_id: number_to_words(u.number, lang) for u in utterances},
+            )
+        write_kaldi_map(
+            out_dir / "text",
+            {u.utt_id: number_to_words(u.number, self.langs[0]) for u in utterances},
+        )
 
 
 _ARPABET = re.compile(r"[A-Z]+[012]?")
 
 
-@functools.lru_cache(maxsize=None)
-def _g2p(nltk_data: Optional[str]):
+@functools.cache
+def _g2p(nltk_data: str | None):
     """g2p_en's converter, reading NLTK data from ``nltk_data`` (built there) or from $NLTK_DATA."""
     if nltk_data:
         root = str(build_nltk_data(nltk_data))
@@ -75,7 +83,7 @@ def _g2p(nltk_data: Optional[str]):
     return G2p()
 
 
-def phonemes(text_en: str, nltk_data: Optional[str] = None) -> str:
+def phonemes(text_en: str, nltk_data: str | None = None) -> str:
     """Space-separated ARPAbet phones (with stress digits) of English text, via g2p_en."""
     return " ".join(p for p in _g2p(nltk_data)(text_en) if _ARPABET.fullmatch(p))
 
@@ -84,7 +92,7 @@ def phonemes(text_en: str, nltk_data: Optional[str] = None) -> str:
 class PhonemeModality(Modality):
     """``phn``: ARPAbet phones of the English number words (whatever the primary language)."""
 
-    nltk_data: Optional[Path] = None  # built there on demand; None: use $NLTK_DATA as it is
+    nltk_data: Path | None = None  # built there on demand; None: use $NLTK_DATA as it is
     name = "phonemes"
 
     def signature(self) -> dict:

@@ -6,11 +6,10 @@ average pooling, dropout and a linear layer to the classes. Cross-entropy loss (
 
 from __future__ import annotations
 
-from typing import Dict, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
-
 from espnet2.torch_utils.device_funcs import force_gatherable
 from espnet2.train.abs_espnet_model import AbsESPnetModel
 
@@ -19,7 +18,9 @@ def images_to_nchw(image: torch.Tensor, in_channels: int) -> torch.Tensor:
     """(B, H, W) grey or (B, H, W, C) as the image data type gives them -> (B, C, H, W)."""
     x = image.unsqueeze(-1) if image.dim() == 3 else image
     if x.dim() != 4 or x.size(-1) != in_channels:
-        raise ValueError(f"expected images (B, H, W[, {in_channels}]), got shape {tuple(image.shape)}")
+        raise ValueError(
+            f"expected images (B, H, W[, {in_channels}]), got shape {tuple(image.shape)}"
+        )
     return x.permute(0, 3, 1, 2)
 
 
@@ -59,7 +60,7 @@ class ConvNetClassifier(AbsESPnetModel):
 
     def forward(
         self, image: torch.Tensor, label: torch.Tensor, **kwargs
-    ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor], torch.Tensor]:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
         label = label.view(-1)
         logits = self.classify(image)
         loss = F.cross_entropy(logits, label, label_smoothing=self.label_smoothing)
@@ -67,5 +68,5 @@ class ConvNetClassifier(AbsESPnetModel):
         stats = dict(loss=loss.detach(), acc=acc.detach())
         return force_gatherable((loss, stats, image.size(0)), loss.device)
 
-    def collect_feats(self, image: torch.Tensor, **kwargs) -> Dict[str, torch.Tensor]:
+    def collect_feats(self, image: torch.Tensor, **kwargs) -> dict[str, torch.Tensor]:
         return {}  # nothing to normalise with corpus statistics: pixels are already in [0, 1]

@@ -9,11 +9,10 @@ merged, blanks dropped.
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from collections.abc import Sequence
 
 import editdistance
 import torch
-
 from espnet2.asr.ctc import CTC
 from espnet2.torch_utils.device_funcs import force_gatherable
 from espnet2.train.abs_espnet_model import AbsESPnetModel
@@ -54,13 +53,19 @@ class CRNN(AbsESPnetModel):
             raise ValueError(f"image_height {image_height} is too small for {len(channels)} blocks")
         self.cnn = torch.nn.Sequential(*layers)
         self.lstm = torch.nn.LSTM(
-            previous * height, lstm_units, num_layers=lstm_layers, batch_first=True, bidirectional=True,
+            previous * height,
+            lstm_units,
+            num_layers=lstm_layers,
+            batch_first=True,
+            bidirectional=True,
             dropout=dropout_rate if lstm_layers > 1 else 0.0,
         )
         self.dropout = torch.nn.Dropout(dropout_rate)
         self.ctc = CTC(odim=vocab_size, encoder_output_size=2 * lstm_units)
 
-    def encode(self, image: torch.Tensor, image_lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def encode(
+        self, image: torch.Tensor, image_lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Width-first images (B, W, H[, C]) -> column features (B, W', 2*lstm_units) and lengths W'."""
         x = image.unsqueeze(-1) if image.dim() == 3 else image
         if x.dim() != 4 or x.size(2) != self.image_height or x.size(3) != self.in_channels:
@@ -75,12 +80,16 @@ class CRNN(AbsESPnetModel):
                 lengths = lengths // 2
         lengths = lengths.clamp(min=1, max=x.size(-1))
         x = x.flatten(1, 2).transpose(1, 2)  # (B, W', C * H')
-        packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        packed = torch.nn.utils.rnn.pack_padded_sequence(
+            x, lengths.cpu(), batch_first=True, enforce_sorted=False
+        )
         x, _ = self.lstm(packed)
-        x, _ = torch.nn.utils.rnn.pad_packed_sequence(x, batch_first=True, total_length=lengths.max().item())
+        x, _ = torch.nn.utils.rnn.pad_packed_sequence(
+            x, batch_first=True, total_length=lengths.max().item()
+        )
         return self.dropout(x), lengths
 
-    def greedy_decode(self, encoded: torch.Tensor, lengths: torch.Tensor) -> List[List[int]]:
+    def greedy_decode(self, encoded: torch.Tensor, lengths: torch.Tensor) -> list[list[int]]:
         best = self.ctc.argmax(encoded)
         hypotheses = []
         for path, length in zip(best, lengths.tolist()):
@@ -88,22 +97,33 @@ class CRNN(AbsESPnetModel):
             hypotheses.append([t for t in tokens.tolist() if t != 0])
         return hypotheses
 
-    def recognize(self, image: torch.Tensor, image_lengths: torch.Tensor) -> List[List[int]]:
+    def recognize(self, image: torch.Tensor, image_lengths: torch.Tensor) -> list[list[int]]:
         return self.greedy_decode(*self.encode(image, image_lengths))
 
     def forward(
-        self, image: torch.Tensor, image_lengths: torch.Tensor, text: torch.Tensor, text_lengths: torch.Tensor, **kwargs
-    ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor], torch.Tensor]:
+        self,
+        image: torch.Tensor,
+        image_lengths: torch.Tensor,
+        text: torch.Tensor,
+        text_lengths: torch.Tensor,
+        **kwargs,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
         encoded, lengths = self.encode(image, image_lengths)
         loss = self.ctc(encoded, lengths, text, text_lengths)
         stats = dict(loss=loss.detach())
-        if not self.training:  # greedy decoding scores for validation: token error rate, exact-match accuracy
+        if (
+            not self.training
+        ):  # greedy decoding scores for validation: token error rate, exact-match accuracy
             references = [ref[:n].tolist() for ref, n in zip(text, text_lengths.tolist())]
             hypotheses = self.greedy_decode(encoded, lengths)
             errors = sum(editdistance.eval(h, r) for h, r in zip(hypotheses, references))
             stats["cer"] = torch.tensor(errors / max(1, sum(len(r) for r in references)))
-            stats["acc"] = torch.tensor(sum(h == r for h, r in zip(hypotheses, references)) / len(references))
+            stats["acc"] = torch.tensor(
+                sum(h == r for h, r in zip(hypotheses, references)) / len(references)
+            )
         return force_gatherable((loss, stats, image.size(0)), loss.device)
 
-    def collect_feats(self, image: torch.Tensor, image_lengths: torch.Tensor, **kwargs) -> Dict[str, torch.Tensor]:
+    def collect_feats(
+        self, image: torch.Tensor, image_lengths: torch.Tensor, **kwargs
+    ) -> dict[str, torch.Tensor]:
         return {}  # pixels are already in [0, 1]; nothing to normalise with corpus statistics

@@ -12,15 +12,12 @@ beam search scores) whose input is named ``video``.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
-
 import torch
 import torch.nn.functional as F
-
+from espnet.nets.pytorch_backend.nets_utils import make_pad_mask
 from espnet2.asr.encoder.avhubert_encoder import ResEncoder
 from espnet2.asr.espnet_model import ESPnetASRModel
 from espnet2.asr.frontend.abs_frontend import AbsFrontend
-from espnet.nets.pytorch_backend.nets_utils import make_pad_mask
 
 # Mean and standard deviation of LRS3 grey mouth crops in [0, 1] (the AV-HuBERT preprocessing).
 LRS3_PIXEL_MEAN = 0.421
@@ -33,16 +30,18 @@ class Conv3dResNetFrontend(AbsFrontend):
         relu_type: str = "prelu",
         resnet_stages: int = 4,
         frame_pool: int = 1,
-        output_size: Optional[int] = None,
+        output_size: int | None = None,
         pixel_mean: float = LRS3_PIXEL_MEAN,
         pixel_std: float = LRS3_PIXEL_STD,
-        weights: Optional[str] = None,
+        weights: str | None = None,
     ):
         super().__init__()
         if not 1 <= resnet_stages <= 4:
             raise ValueError(f"resnet_stages must be 1..4, got {resnet_stages}")
         self.res_encoder = ResEncoder(relu_type=relu_type, weights=weights)
-        for stage in range(resnet_stages + 1, 5):  # drop the widest stages: fewer, narrower features
+        for stage in range(
+            resnet_stages + 1, 5
+        ):  # drop the widest stages: fewer, narrower features
             setattr(self.res_encoder.trunk, f"layer{stage}", torch.nn.Identity())
         features = 64 * 2 ** (resnet_stages - 1)
         self.projection = None if output_size is None else torch.nn.Linear(features, output_size)
@@ -54,7 +53,9 @@ class Conv3dResNetFrontend(AbsFrontend):
     def output_size(self) -> int:
         return self._output_size
 
-    def forward(self, input: torch.Tensor, input_lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, input: torch.Tensor, input_lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if input.dim() != 4:
             raise ValueError(f"expected grey video (B, T, H, W), got shape {tuple(input.shape)}")
         padding = make_pad_mask(input_lengths, maxlen=input.size(1)).to(input.device)  # (B, T)
@@ -64,7 +65,9 @@ class Conv3dResNetFrontend(AbsFrontend):
         x = x.masked_fill(padding[:, :, None, None], 0.0)
         if self.frame_pool > 1:
             x = F.avg_pool2d(x, self.frame_pool)  # pools H, W of every frame
-        x = self.res_encoder(x.unsqueeze(1)).transpose(1, 2)  # (B, 1, T, H, W) -> (B, D, T) -> (B, T, D)
+        x = self.res_encoder(x.unsqueeze(1)).transpose(
+            1, 2
+        )  # (B, 1, T, H, W) -> (B, D, T) -> (B, T, D)
         if self.projection is not None:
             x = self.projection(x)
         return x.masked_fill(padding[:, :, None], 0.0), input_lengths
@@ -74,10 +77,17 @@ class ESPnetVSRModel(ESPnetASRModel):
     """ESPnet's ASR model trained on ``video`` (the frontend turns frames into features)."""
 
     def forward(
-        self, video: torch.Tensor, video_lengths: torch.Tensor, text: torch.Tensor, text_lengths: torch.Tensor, **kwargs
+        self,
+        video: torch.Tensor,
+        video_lengths: torch.Tensor,
+        text: torch.Tensor,
+        text_lengths: torch.Tensor,
+        **kwargs,
     ):
         return super().forward(video, video_lengths, text, text_lengths, **kwargs)
 
-    def collect_feats(self, video: torch.Tensor, video_lengths: torch.Tensor, **kwargs) -> Dict[str, torch.Tensor]:
+    def collect_feats(
+        self, video: torch.Tensor, video_lengths: torch.Tensor, **kwargs
+    ) -> dict[str, torch.Tensor]:
         # The frontend is trained with the model, so its outputs have no fixed corpus statistics to collect.
         return {}

@@ -3,8 +3,6 @@ attention (the paper's eqs. 7 and 9)."""
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
-
 import torch
 
 
@@ -17,8 +15,9 @@ class AdditiveAttention(torch.nn.Module):
         self.query = torch.nn.Linear(query_dim, attention_dim)
         self.score = torch.nn.Linear(attention_dim, 1, bias=False)
 
-    def forward(self, keys_projected: torch.Tensor, query: torch.Tensor,
-                mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(
+        self, keys_projected: torch.Tensor, query: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``keys_projected`` = self.keys(X) (B, M, A), computed once per sequence; returns α (B, M)."""
         energy = self.score(torch.tanh(keys_projected + self.query(query).unsqueeze(1))).squeeze(-1)
         if mask is not None:
@@ -52,8 +51,12 @@ class MovingAverageBaseline(torch.nn.Module):
         return self.value.clone()
 
 
-def reinforce_surrogate(log_alpha_sampled: torch.Tensor, reward: torch.Tensor, baseline: torch.Tensor,
-                        step_mask: torch.Tensor) -> torch.Tensor:
+def reinforce_surrogate(
+    log_alpha_sampled: torch.Tensor,
+    reward: torch.Tensor,
+    baseline: torch.Tensor,
+    step_mask: torch.Tensor,
+) -> torch.Tensor:
     """A loss whose gradient is -Σ_t (r_t - b) ∂ log p(â_t)/∂θ (the REINFORCE part of eq. 9, summed over
     steps, averaged over samples): the reward is a constant, only the sampled choice's log-probability
     carries gradient."""
@@ -61,7 +64,7 @@ def reinforce_surrogate(log_alpha_sampled: torch.Tensor, reward: torch.Tensor, b
     return -(advantage * log_alpha_sampled).sum() / step_mask.size(0)
 
 
-def sample_regions(alpha: torch.Tensor, greedy: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+def sample_regions(alpha: torch.Tensor, greedy: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """One region index per row from α (B, M) (argmax when ``greedy``) and log α of the choice."""
     index = alpha.argmax(-1) if greedy else torch.multinomial(alpha, 1).squeeze(-1)
     return index, torch.log(alpha.gather(-1, index.unsqueeze(-1)).squeeze(-1).clamp(min=1e-12))

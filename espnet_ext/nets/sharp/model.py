@@ -19,13 +19,12 @@ is realised by drawing â from α (Monte Carlo over the samples), which is the u
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-
 from espnet2.torch_utils.device_funcs import force_gatherable
 from espnet2.train.abs_espnet_model import AbsESPnetModel
 
@@ -64,12 +63,14 @@ class AttentionRecognizer(AbsESPnetModel):
         patch_size: Sequence[int] = (24, 32),
         coarse_patch_size: Sequence[int] = (64, 32),
         stn_channels: int = 16,
-        reference_images: Optional[str] = None,
+        reference_images: str | None = None,
         reference_weight: float = 1.0,
     ):
         super().__init__()
         if self.attention != "sharp" and (reference_images or context != "pooling" or num_stn != 1):
-            raise ConfigError(f"context/num_stn/reference_images belong to sharp attention, not {self.attention}")
+            raise ConfigError(
+                f"context/num_stn/reference_images belong to sharp attention, not {self.attention}"
+            )
         if context not in ("pooling", "chain", "weighting"):
             raise ConfigError(f"unknown context '{context}' (pooling, chain, weighting)")
         if num_stn not in (1, 2):
@@ -80,7 +81,9 @@ class AttentionRecognizer(AbsESPnetModel):
         self.context, self.region_scale = context, region_scale
 
         self.backbone = VGGBackbone(1, channels)
-        self.lstm = torch.nn.LSTM(channels[-1], lstm_units, num_layers=2, batch_first=True, bidirectional=True)
+        self.lstm = torch.nn.LSTM(
+            channels[-1], lstm_units, num_layers=2, batch_first=True, bidirectional=True
+        )
         feature_dim = 2 * lstm_units
         self.init_state = torch.nn.Linear(feature_dim, 2 * decoder_units)
         self.attend = AdditiveAttention(feature_dim, decoder_units, attention_dim)
@@ -88,7 +91,8 @@ class AttentionRecognizer(AbsESPnetModel):
         context_dim = feature_dim
         if self.attention == "sharp":
             self.localisers = torch.nn.ModuleList(
-                [Localiser(tuple(coarse_patch_size), mode="x_translation", channels=stn_channels)] * (num_stn == 2)
+                [Localiser(tuple(coarse_patch_size), mode="x_translation", channels=stn_channels)]
+                * (num_stn == 2)
                 + [Localiser(tuple(patch_size), mode="affine", channels=stn_channels)]
             )
             self.patch_encoder = VGGBackbone(1, channels)
@@ -105,8 +109,12 @@ class AttentionRecognizer(AbsESPnetModel):
             fields = torch.tensor(receptive_fields(layers, columns))
             # Region i: its receptive field's centre; its width shrunk by region_scale (the paper upsamples
             # regions along the width, i.e. the same window on a region_scale-times wider image).
-            self.register_buffer("region_centre", (fields.mean(-1) / IMAGE_SIZE[0]) * 2 - 1, persistent=False)
-            self.region_half_width = float((fields[0, 1] - fields[0, 0]) / region_scale / IMAGE_SIZE[0])
+            self.register_buffer(
+                "region_centre", (fields.mean(-1) / IMAGE_SIZE[0]) * 2 - 1, persistent=False
+            )
+            self.region_half_width = float(
+                (fields[0, 1] - fields[0, 0]) / region_scale / IMAGE_SIZE[0]
+            )
             self.reference_weight = reference_weight
             self._load_references(reference_images, tuple(patch_size))
         self.decoder = torch.nn.LSTMCell(embed_dim + context_dim, decoder_units)
@@ -115,19 +123,23 @@ class AttentionRecognizer(AbsESPnetModel):
             self.baseline = MovingAverageBaseline()
 
     # ---- inputs -------------------------------------------------------------------------------------------
-    def _load_references(self, path: Optional[str], patch_size: Tuple[int, int]) -> None:
+    def _load_references(self, path: str | None, patch_size: tuple[int, int]) -> None:
         references = torch.zeros(self.vocab_size, patch_size[1], patch_size[0])
         has_reference = torch.zeros(self.vocab_size, dtype=torch.bool)
         if path:
             images = np.load(Path(path))
             if images.shape[1:] != (patch_size[1], patch_size[0]):
-                raise ConfigError(f"reference images {images.shape} do not match the patch size {patch_size}")
+                raise ConfigError(
+                    f"reference images {images.shape} do not match the patch size {patch_size}"
+                )
             for token, symbol in enumerate(self.token_list):
                 if symbol.isdigit() and len(symbol) == 1 and int(symbol) < len(images):
                     references[token] = torch.from_numpy(images[int(symbol)])
                     has_reference[token] = True
             if not has_reference.any():
-                raise ConfigError("no token of the token list has a reference image (expected digits 0-9)")
+                raise ConfigError(
+                    "no token of the token list has a reference image (expected digits 0-9)"
+                )
         self.register_buffer("references", references, persistent=False)
         self.register_buffer("has_reference", has_reference, persistent=False)
 
@@ -140,8 +152,12 @@ class AttentionRecognizer(AbsESPnetModel):
         for picture, width in zip(image, image_lengths.tolist()):
             picture = picture[:width].t()[None, None]  # (1, 1, H, W)
             if picture.shape[-2:] != (IMAGE_SIZE[1], IMAGE_SIZE[0]):
-                picture = F.interpolate(picture, size=(IMAGE_SIZE[1], IMAGE_SIZE[0]), mode="bilinear",
-                                        align_corners=False)
+                picture = F.interpolate(
+                    picture,
+                    size=(IMAGE_SIZE[1], IMAGE_SIZE[0]),
+                    mode="bilinear",
+                    align_corners=False,
+                )
             images.append(picture)
         return torch.cat(images)
 
@@ -155,7 +171,9 @@ class AttentionRecognizer(AbsESPnetModel):
         centre = self.region_centre[index]
         region = box_affine(centre, torch.full_like(centre, self.region_half_width))
         patch = None
-        for localiser in self.localisers:  # coarse to fine: each works on the previous one's output window
+        for (
+            localiser
+        ) in self.localisers:  # coarse to fine: each works on the previous one's output window
             patch, region = localiser(images, region)
         return patch
 
@@ -177,7 +195,7 @@ class AttentionRecognizer(AbsESPnetModel):
         weights = self.weigh(self.weigh.keys(items), state[0])
         return torch.bmm(weights.unsqueeze(1), items).squeeze(1), log_alpha, patch
 
-    def run_decoder(self, images, features, targets: Optional[torch.Tensor], steps: int, greedy: bool):
+    def run_decoder(self, images, features, targets: torch.Tensor | None, steps: int, greedy: bool):
         """Teacher-forced (``targets``) or free-running decoding; per-step logits, α, log α(â), patches."""
         batch = features.size(0)
         h, c = torch.tanh(self.init_state(features.mean(1))).chunk(2, -1)
@@ -189,23 +207,42 @@ class AttentionRecognizer(AbsESPnetModel):
             context, log_alpha, patch = self.step_context(images, features, alpha, (h, c), greedy)
             h, c = self.decoder(torch.cat([previous, context], -1), (h, c))
             step_logits = self.output(torch.cat([h, context], -1))
-            logits.append(step_logits), alphas.append(alpha), log_alphas.append(log_alpha), patches.append(patch)
+            (
+                logits.append(step_logits),
+                alphas.append(alpha),
+                log_alphas.append(log_alpha),
+                patches.append(patch),
+            )
             token = targets[:, t] if targets is not None else step_logits.argmax(-1)
             previous = self.embed(token.clamp(min=0))
         return logits, alphas, log_alphas, patches
 
     # ---- ESPnet2 interface ----------------------------------------------------------------------------------
-    def forward(self, image: torch.Tensor, image_lengths: torch.Tensor, text: torch.Tensor,
-                text_lengths: torch.Tensor, **kwargs) -> Tuple[torch.Tensor, Dict[str, torch.Tensor], torch.Tensor]:
+    def forward(
+        self,
+        image: torch.Tensor,
+        image_lengths: torch.Tensor,
+        text: torch.Tensor,
+        text_lengths: torch.Tensor,
+        **kwargs,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
         batch = image.size(0)
-        if self.training and self.num_samples > 1 and self.attention != "soft":  # S samples per image
-            image, image_lengths = image.repeat_interleave(self.num_samples, 0), image_lengths.repeat_interleave(
-                self.num_samples, 0)
-            text, text_lengths = text.repeat_interleave(self.num_samples, 0), text_lengths.repeat_interleave(
-                self.num_samples, 0)
+        if (
+            self.training and self.num_samples > 1 and self.attention != "soft"
+        ):  # S samples per image
+            image, image_lengths = (
+                image.repeat_interleave(self.num_samples, 0),
+                image_lengths.repeat_interleave(self.num_samples, 0),
+            )
+            text, text_lengths = (
+                text.repeat_interleave(self.num_samples, 0),
+                text_lengths.repeat_interleave(self.num_samples, 0),
+            )
         if int(text_lengths.max()) > self.max_length:
-            raise ValueError(f"a transcription has {int(text_lengths.max())} tokens, more than max_length "
-                             f"{self.max_length}")
+            raise ValueError(
+                f"a transcription has {int(text_lengths.max())} tokens, more than max_length "
+                f"{self.max_length}"
+            )
         images = self.prepare_images(image, image_lengths)
         features = self.encode(images)
         steps = int(text_lengths.max()) + 1
@@ -213,17 +250,25 @@ class AttentionRecognizer(AbsESPnetModel):
         targets[:, : text.size(1)] = text[:, :steps]
         targets[torch.arange(text.size(0)), text_lengths] = self.eos
         step_mask = targets >= 0
-        logits, alphas, log_alphas, patches = self.run_decoder(images, features, targets, steps, greedy=False)
+        logits, alphas, log_alphas, patches = self.run_decoder(
+            images, features, targets, steps, greedy=False
+        )
         logits = torch.stack(logits, 1)
-        log_p = torch.log_softmax(logits, -1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        log_p = (
+            torch.log_softmax(logits, -1).gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        )
         log_p = log_p * step_mask
         loss_ce = -log_p.sum() / targets.size(0)
         loss = loss_ce
         stats = {}
-        if self.attention != "soft" and self.training:  # the choice is learnt from sampled regions only
+        if (
+            self.attention != "soft" and self.training
+        ):  # the choice is learnt from sampled regions only
             mean_log_p = log_p.sum() / step_mask.sum()
             baseline = self.baseline.update(mean_log_p.detach())
-            loss_reinforce = reinforce_surrogate(torch.stack(log_alphas, 1), log_p, baseline, step_mask)
+            loss_reinforce = reinforce_surrogate(
+                torch.stack(log_alphas, 1), log_p, baseline, step_mask
+            )
             loss = loss + self.lambda_r * loss_reinforce
             stats.update(loss_reinforce=loss_reinforce.detach(), baseline=baseline.detach())
         if self.attention == "sharp" and bool(self.has_reference.any()):
@@ -235,37 +280,54 @@ class AttentionRecognizer(AbsESPnetModel):
             loss = loss + self.reference_weight * loss_reference
             stats["loss_reference"] = loss_reference.detach()
         if not torch.isfinite(loss):
-            raise FloatingPointError(f"non-finite loss ({loss.item()}) in {self.attention} attention: "
-                                     f"cross entropy {loss_ce.item()}")
+            raise FloatingPointError(
+                f"non-finite loss ({loss.item()}) in {self.attention} attention: "
+                f"cross entropy {loss_ce.item()}"
+            )
         correct = (logits.argmax(-1) == targets) & step_mask
-        stats.update(loss=loss.detach(), loss_ce=loss_ce.detach(),
-                     acc=(correct.sum() / step_mask.sum()).detach(),
-                     entropy=attention_entropy(torch.stack(alphas, 1), step_mask.float()).mean().detach())
+        stats.update(
+            loss=loss.detach(),
+            loss_ce=loss_ce.detach(),
+            acc=(correct.sum() / step_mask.sum()).detach(),
+            entropy=attention_entropy(torch.stack(alphas, 1), step_mask.float()).mean().detach(),
+        )
         if not self.training:
             hypotheses = self.recognize(image, image_lengths)
             references = [ref[:n].tolist() for ref, n in zip(text, text_lengths.tolist())]
-            stats["seq_acc"] = torch.tensor(sum(h == r for h, r in zip(hypotheses, references)) / len(references))
+            stats["seq_acc"] = torch.tensor(
+                sum(h == r for h, r in zip(hypotheses, references)) / len(references)
+            )
         return force_gatherable((loss, stats, batch), loss.device)
 
     @torch.no_grad()
-    def recognize(self, image: torch.Tensor, image_lengths: torch.Tensor, return_steps: bool = False):
+    def recognize(
+        self, image: torch.Tensor, image_lengths: torch.Tensor, return_steps: bool = False
+    ):
         """Greedy decoding (argmax region for hard/sharp) until end-of-sequence or max_length tokens.
 
         With ``return_steps``, also per image a list of steps: (token, α, patch or None) for visualisation.
         """
         images = self.prepare_images(image, image_lengths)
         features = self.encode(images)
-        logits, alphas, _, patches = self.run_decoder(images, features, None, self.max_length + 1, greedy=True)
+        logits, alphas, _, patches = self.run_decoder(
+            images, features, None, self.max_length + 1, greedy=True
+        )
         tokens = torch.stack(logits, 1).argmax(-1)
         hypotheses, details = [], []
         for b, row in enumerate(tokens.tolist()):
             length = row.index(self.eos) if self.eos in row else self.max_length
             hypotheses.append(row[:length])
-            details.append([(row[t], alphas[t][b], None if patches[t] is None else patches[t][b, 0])
-                            for t in range(min(length + 1, len(row)))])
+            details.append(
+                [
+                    (row[t], alphas[t][b], None if patches[t] is None else patches[t][b, 0])
+                    for t in range(min(length + 1, len(row)))
+                ]
+            )
         return (hypotheses, details, images) if return_steps else hypotheses
 
-    def collect_feats(self, image: torch.Tensor, image_lengths: torch.Tensor, **kwargs) -> Dict[str, torch.Tensor]:
+    def collect_feats(
+        self, image: torch.Tensor, image_lengths: torch.Tensor, **kwargs
+    ) -> dict[str, torch.Tensor]:
         return {}
 
 

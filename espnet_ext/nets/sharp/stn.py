@@ -14,15 +14,13 @@ The last localisation layer starts at zero, i.e. every localiser starts as the i
 
 from __future__ import annotations
 
-from typing import Tuple
-
 import torch
 import torch.nn.functional as F
 
 SHEAR_BOUND = 0.3
 
 
-def sample_patch(image: torch.Tensor, affine: torch.Tensor, size: Tuple[int, int]) -> torch.Tensor:
+def sample_patch(image: torch.Tensor, affine: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     """Bilinear patch (B, C, h, w) of ``image`` (B, C, H, W) through ``affine`` (B, 2, 3) in the image's
     normalised coordinates ([-1, 1], pixel centres as in ``align_corners=False``); size = (w, h)."""
     width, height = size
@@ -39,7 +37,9 @@ def compose(outer: torch.Tensor, inner: torch.Tensor) -> torch.Tensor:
 def box_affine(centre_x: torch.Tensor, half_width: torch.Tensor) -> torch.Tensor:
     """Region -> image normalised coordinates for full-height boxes centred at ``centre_x`` (B,)."""
     zeros, ones = torch.zeros_like(centre_x), torch.ones_like(centre_x)
-    return torch.stack([torch.stack([half_width, zeros, centre_x], -1), torch.stack([zeros, ones, zeros], -1)], 1)
+    return torch.stack(
+        [torch.stack([half_width, zeros, centre_x], -1), torch.stack([zeros, ones, zeros], -1)], 1
+    )
 
 
 class Localiser(torch.nn.Module):
@@ -48,8 +48,15 @@ class Localiser(torch.nn.Module):
     ``mode``: ``affine`` (scale, shear, translation) or ``x_translation`` (the coarse first STN of two).
     """
 
-    def __init__(self, out_size: Tuple[int, int] = (24, 32), view_size: Tuple[int, int] = (32, 32),
-                 mode: str = "affine", channels: int = 16, min_scale: float = 0.2, max_scale: float = 1.2):
+    def __init__(
+        self,
+        out_size: tuple[int, int] = (24, 32),
+        view_size: tuple[int, int] = (32, 32),
+        mode: str = "affine",
+        channels: int = 16,
+        min_scale: float = 0.2,
+        max_scale: float = 1.2,
+    ):
         super().__init__()
         if mode not in ("affine", "x_translation"):
             raise ValueError(f"unknown localiser mode '{mode}' (affine, x_translation)")
@@ -59,19 +66,29 @@ class Localiser(torch.nn.Module):
         self.min_scale, self.max_scale = min_scale, max_scale
         c = channels
         self.net = torch.nn.Sequential(
-            torch.nn.Conv2d(1, c, 3, padding=1), torch.nn.BatchNorm2d(c), torch.nn.ReLU(inplace=True),
+            torch.nn.Conv2d(1, c, 3, padding=1),
+            torch.nn.BatchNorm2d(c),
+            torch.nn.ReLU(inplace=True),
             torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(c, 2 * c, 3, padding=1), torch.nn.BatchNorm2d(2 * c), torch.nn.ReLU(inplace=True),
+            torch.nn.Conv2d(c, 2 * c, 3, padding=1),
+            torch.nn.BatchNorm2d(2 * c),
+            torch.nn.ReLU(inplace=True),
             torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(2 * c, 2 * c, 3, padding=1), torch.nn.BatchNorm2d(2 * c), torch.nn.ReLU(inplace=True),
-            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
-            torch.nn.Linear(2 * c, 64), torch.nn.ReLU(inplace=True),
+            torch.nn.Conv2d(2 * c, 2 * c, 3, padding=1),
+            torch.nn.BatchNorm2d(2 * c),
+            torch.nn.ReLU(inplace=True),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+            torch.nn.Linear(2 * c, 64),
+            torch.nn.ReLU(inplace=True),
         )
         self.head = torch.nn.Linear(64, 6 if mode == "affine" else 1)
         torch.nn.init.zeros_(self.head.weight)
         torch.nn.init.zeros_(self.head.bias)
         # sigmoid(b) chosen so that the initial scale is exactly 1.
-        self._scale_offset = float(torch.logit(torch.tensor((1.0 - min_scale) / (max_scale - min_scale))))
+        self._scale_offset = float(
+            torch.logit(torch.tensor((1.0 - min_scale) / (max_scale - min_scale)))
+        )
 
     def transform(self, raw: torch.Tensor) -> torch.Tensor:
         """Bounded, invertible affine (B, 2, 3) from the localisation head's raw output."""
@@ -79,8 +96,13 @@ class Localiser(torch.nn.Module):
             raise FloatingPointError("the STN localisation network produced a non-finite transform")
         zeros, ones = torch.zeros_like(raw[:, 0]), torch.ones_like(raw[:, 0])
         if self.mode == "x_translation":
-            return torch.stack([torch.stack([ones, zeros, torch.tanh(raw[:, 0])], -1),
-                                torch.stack([zeros, ones, zeros], -1)], 1)
+            return torch.stack(
+                [
+                    torch.stack([ones, zeros, torch.tanh(raw[:, 0])], -1),
+                    torch.stack([zeros, ones, zeros], -1),
+                ],
+                1,
+            )
         span = self.max_scale - self.min_scale
         sx = self.min_scale + span * torch.sigmoid(raw[:, 0] + self._scale_offset)
         sy = self.min_scale + span * torch.sigmoid(raw[:, 1] + self._scale_offset)
@@ -89,7 +111,9 @@ class Localiser(torch.nn.Module):
         tx, ty = torch.tanh(raw[:, 4]), torch.tanh(raw[:, 5])
         return torch.stack([torch.stack([sx, shx, tx], -1), torch.stack([shy, sy, ty], -1)], 1)
 
-    def forward(self, image: torch.Tensor, region: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, image: torch.Tensor, region: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``region``: (B, 2, 3) region -> image map. Returns (patch (B, C, h, w), patch -> image map)."""
         view = sample_patch(image, region, self.view_size)
         theta = self.transform(self.head(self.net(view)))

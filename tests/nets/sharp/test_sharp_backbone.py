@@ -25,10 +25,14 @@ def test_receptive_fields_match_the_gradient_support_of_each_column():
             backbone.layers[i] = torch.nn.AvgPool2d(layer.kernel_size, layer.stride, layer.padding)
     image = torch.ones(1, 1, 32, 100, requires_grad=True)
     features = backbone(image)
-    assert fields[1][0] - fields[0][0] == 4 and fields[0][1] - fields[0][0] == 46  # stride 4, 46 px wide
+    assert (
+        fields[1][0] - fields[0][0] == 4 and fields[0][1] - fields[0][0] == 46
+    )  # stride 4, 46 px wide
     for column in (0, 5, 23):
         image.grad = None
         features[0, column].sum().backward(retain_graph=True)
         touched = torch.nonzero(image.grad[0, 0].abs().sum(0) > 0).flatten()
         x0, x1 = fields[column]
-        assert touched.min().item() == max(0, int(x0)) and touched.max().item() == min(99, int(x1) - 1)
+        assert touched.min().item() == max(0, int(x0)) and touched.max().item() == min(
+            99, int(x1) - 1
+        )

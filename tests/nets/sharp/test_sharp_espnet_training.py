@@ -33,7 +33,7 @@ def write_data(data, names, rng):
         strip = np.zeros((32, 96), np.uint8)
         for i, digit in enumerate(digits):
             if digit == "1":
-                strip[4:28, 32 * i + 12: 32 * i + 20] = 255
+                strip[4:28, 32 * i + 12 : 32 * i + 20] = 255
         path = data / f"{name}.png"
         Image.fromarray(strip).save(path)
         scp.append(f"{name} {path}\n")
@@ -49,24 +49,61 @@ def test_hard_attention_trains_through_the_espnet_trainer(tmp_path):
     write_data(tmp_path / "valid", [f"v{i}" for i in range(4)], rng)
     (tmp_path / "tokens.txt").write_text("\n".join(TOKENS) + "\n")
     (tmp_path / "config.yaml").write_text(CONFIG)
-    args = ["--config", str(tmp_path / "config.yaml"), "--token_list", str(tmp_path / "tokens.txt"),
-            "--token_type", "char", "--ngpu", "0", "--num_workers", "0", "--seed", "0",
-            "--use_tensorboard", "false", "--use_matplotlib", "false", "--num_att_plot", "0",
-            "--keep_nbest_models", "1"]
+    args = [
+        "--config",
+        str(tmp_path / "config.yaml"),
+        "--token_list",
+        str(tmp_path / "tokens.txt"),
+        "--token_type",
+        "char",
+        "--ngpu",
+        "0",
+        "--num_workers",
+        "0",
+        "--seed",
+        "0",
+        "--use_tensorboard",
+        "false",
+        "--use_matplotlib",
+        "false",
+        "--num_att_plot",
+        "0",
+        "--keep_nbest_models",
+        "1",
+    ]
     for phase in ("train", "valid"):
-        args += [f"--{phase}_data_path_and_name_and_type", f"{tmp_path / phase / 'image.scp'},image,image",
-                 f"--{phase}_data_path_and_name_and_type", f"{tmp_path / phase / 'text'},text,text"]
-    ImageToSequenceTask.main(cmd=args + ["--collect_stats", "true", "--output_dir", str(tmp_path / "stats")])
+        args += [
+            f"--{phase}_data_path_and_name_and_type",
+            f"{tmp_path / phase / 'image.scp'},image,image",
+            f"--{phase}_data_path_and_name_and_type",
+            f"{tmp_path / phase / 'text'},text,text",
+        ]
+    ImageToSequenceTask.main(
+        cmd=args + ["--collect_stats", "true", "--output_dir", str(tmp_path / "stats")]
+    )
     exp = tmp_path / "exp"
-    ImageToSequenceTask.main(cmd=args + [
-        "--train_shape_file", str(tmp_path / "stats" / "train" / "image_shape"),
-        "--valid_shape_file", str(tmp_path / "stats" / "valid" / "image_shape"),
-        "--output_dir", str(exp), "--max_epoch", "3"])
+    ImageToSequenceTask.main(
+        cmd=args
+        + [
+            "--train_shape_file",
+            str(tmp_path / "stats" / "train" / "image_shape"),
+            "--valid_shape_file",
+            str(tmp_path / "stats" / "valid" / "image_shape"),
+            "--output_dir",
+            str(exp),
+            "--max_epoch",
+            "3",
+        ]
+    )
     state = torch.load(exp / "checkpoint.pth", map_location="cpu", weights_only=False)["reporter"]
     assert state["epoch"] == 3
     train = [float(state["stats"][epoch]["train"]["loss_ce"]) for epoch in (1, 2, 3)]
     assert train[-1] < train[0], train
     valid = state["stats"][3]["valid"]
-    assert {"acc", "seq_acc", "entropy"} <= set(valid) and 0 <= float(valid["entropy"]) <= np.log(24)
+    assert {"acc", "seq_acc", "entropy"} <= set(valid) and 0 <= float(valid["entropy"]) <= np.log(
+        24
+    )
     # The moving-average baseline is kept with the model.
-    assert "baseline.value" in torch.load(exp / "3epoch.pth", map_location="cpu", weights_only=False)
+    assert "baseline.value" in torch.load(
+        exp / "3epoch.pth", map_location="cpu", weights_only=False
+    )

@@ -12,7 +12,14 @@ from espnet_ext.nets.sharp.model import (
 )
 
 TOKENS = ["<blank>", "<unk>"] + list("0123456789") + ["<sos/eos>"]
-TINY = dict(channels=(4, 8, 8, 16), lstm_units=8, attention_dim=8, decoder_units=8, embed_dim=4, max_length=5)
+TINY = dict(
+    channels=(4, 8, 8, 16),
+    lstm_units=8,
+    attention_dim=8,
+    decoder_units=8,
+    embed_dim=4,
+    max_length=5,
+)
 
 
 def batch():
@@ -34,10 +41,18 @@ def test_sharp_context_shapes(context, dim):
     alpha = torch.softmax(torch.randn(2, features.size(1)), -1)
     state = (torch.zeros(2, 8), torch.zeros(2, 8))
     weights = []
-    if context == "weighting":  # soft weights over {columns of Z_t, x_â}: one distribution per image
+    if (
+        context == "weighting"
+    ):  # soft weights over {columns of Z_t, x_â}: one distribution per image
         model.weigh.register_forward_hook(lambda module, inputs, output: weights.append(output))
-    context_vector, log_alpha, patch = model.step_context(images, features, alpha, state, greedy=False)
-    assert context_vector.shape == (2, dim) and log_alpha.shape == (2,) and patch.shape == (2, 1, 32, 24)
+    context_vector, log_alpha, patch = model.step_context(
+        images, features, alpha, state, greedy=False
+    )
+    assert (
+        context_vector.shape == (2, dim)
+        and log_alpha.shape == (2,)
+        and patch.shape == (2, 1, 32, 24)
+    )
     if context == "weighting":
         columns = model.patch_encoder(patch).size(1)
         assert weights[0].shape == (2, columns + 1)
@@ -52,7 +67,9 @@ def test_two_stns_coarse_then_fine():
     assert patch.shape == (2, 1, 32, 24)
 
 
-@pytest.mark.parametrize("cls", [SoftAttentionRecognizer, HardAttentionRecognizer, SharpAttentionRecognizer])
+@pytest.mark.parametrize(
+    "cls", [SoftAttentionRecognizer, HardAttentionRecognizer, SharpAttentionRecognizer]
+)
 def test_each_model_learns_a_batch(cls):
     model = build(cls)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
@@ -89,8 +106,9 @@ def test_reference_supervision_pulls_patches_to_the_target_digit(tmp_path):
     references = np.random.default_rng(0).random((10, 32, 24)).astype(np.float32)
     np.save(tmp_path / "ref.npy", references)
     model = build(SharpAttentionRecognizer, reference_images=str(tmp_path / "ref.npy"))
-    assert model.has_reference.sum() == 10 and torch.equal(model.references[TOKENS.index("7")],
-                                                           torch.from_numpy(references[7]))
+    assert model.has_reference.sum() == 10 and torch.equal(
+        model.references[TOKENS.index("7")], torch.from_numpy(references[7])
+    )
     _, stats, _ = model(*batch())
     assert stats["loss_reference"].item() > 0
     np.save(tmp_path / "bad.npy", references[:, :16])
@@ -113,9 +131,23 @@ def test_models_are_registered_in_the_image_to_sequence_task(tmp_path):
     from espnet_ext.tasks.image_to_sequence import ImageToSequenceTask
 
     (tmp_path / "tokens.txt").write_text("\n".join(TOKENS) + "\n")
-    (tmp_path / "c.yaml").write_text("model: sharp_attention\nmodel_conf: {channels: [4, 8, 8, 16], lstm_units: 8, "
-                                     "attention_dim: 8, decoder_units: 8, context: chain, num_stn: 2}\n")
+    (tmp_path / "c.yaml").write_text(
+        "model: sharp_attention\nmodel_conf: {channels: [4, 8, 8, 16], lstm_units: 8, "
+        "attention_dim: 8, decoder_units: 8, context: chain, num_stn: 2}\n"
+    )
     args = ImageToSequenceTask.get_parser().parse_args(
-        ["--config", str(tmp_path / "c.yaml"), "--token_list", str(tmp_path / "tokens.txt"), "--token_type", "char"])
+        [
+            "--config",
+            str(tmp_path / "c.yaml"),
+            "--token_list",
+            str(tmp_path / "tokens.txt"),
+            "--token_type",
+            "char",
+        ]
+    )
     model = ImageToSequenceTask.build_model(args)
-    assert isinstance(model, SharpAttentionRecognizer) and model.context == "chain" and len(model.localisers) == 2
+    assert (
+        isinstance(model, SharpAttentionRecognizer)
+        and model.context == "chain"
+        and len(model.localisers) == 2
+    )

@@ -43,7 +43,7 @@ def test_any_raw_output_gives_a_bounded_invertible_transform(scale):
     raw = torch.randn(64, 6) * scale
     theta = localiser.transform(raw)
     det = theta[:, 0, 0] * theta[:, 1, 1] - theta[:, 0, 1] * theta[:, 1, 0]
-    assert (det > 0.9 * localiser.min_scale ** 2 * 0.9).all()
+    assert (det > 0.9 * localiser.min_scale**2 * 0.9).all()
     assert theta[:, :, 2].abs().max() <= 1 and theta[:, 0, 0].max() <= localiser.max_scale + 1e-6
 
 
@@ -54,4 +54,8 @@ def test_non_finite_localiser_output_is_an_error():
 
 def test_x_translation_localiser_only_translates_along_x():
     theta = Localiser(mode="x_translation").transform(torch.tensor([[3.0]]))
-    assert torch.allclose(theta[0, :, :2], torch.eye(2)) and theta[0, 1, 2] == 0 and 0 < theta[0, 0, 2] <= 1
+    assert (
+        torch.allclose(theta[0, :, :2], torch.eye(2))
+        and theta[0, 1, 2] == 0
+        and 0 < theta[0, 0, 2] <= 1
+    )
