@@ -1,0 +1,201 @@
+"""The attention kinds a head of the Multi-Head Multi-Attention can compute (thesis §3.2.1, §4.1).
+
+Every function takes one group of heads' projections ``q`` (B, h, L, d_k), ``k``/``v`` (B, h, T, d_k) and
+ESPnet's key mask ``mask`` (B, 1, T), 1 = real frame, and returns the heads' context (B, h, L, d_k).
+
+- **Full**: softmax(q kᵀ / √d_k) v (Vaswani et al.), exactly ESPnet's ``forward_attention``.
+- **Local** (Longformer sliding window): query i sees keys j with |i - j| ≤ w/2 (or, dilated by δ, keys
+  i + δ·t for |t| ≤ w/2). Computed in blocks of w/2 queries against their block and the two neighbours, so
+  time and memory are O(n·w) instead of O(n²).
+- **Conv** (Speechformer ConvAttention): keys and values compressed along time by a 1-D convolution
+  (kernel κ, stride χ, padding ⌊κ/2⌋), then Full attention of the uncompressed queries over the n/χ
+  compressed frames; an utterance of length n keeps ⌈n/χ⌉ compressed frames (odd κ).
+- **Fast** (Performer FAVOR+): softmax(q kᵀ) ≈ φ(q) φ(k)ᵀ with positive orthogonal random features
+  φ(x) = exp(ωᵀx - ‖x‖²/2) / √m (eq. 22, SM⁺), so Z = φ(q) (φ(k)ᵀ v) / (φ(q) Σ_j φ(k_j)), linear in n.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from espnet_ext.errors import ConfigError
+
+
+def masked_softmax(scores: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+    """ESPnet's masking: masked keys get weight 0; a query with no visible key gets all zeros."""
+    if keep is None:
+        return torch.softmax(scores, dim=-1)
+    masked = ~keep
+    scores = scores.masked_fill(masked, torch.finfo(scores.dtype).min)
+    return torch.softmax(scores, dim=-1).masked_fill(masked, 0.0)
+
+
+def full_attention(q, k, v, mask, dropout=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention -> (context (B, h, L, d_k), weights (B, h, L, T))."""
+    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+    keep = None if mask is None else mask.unsqueeze(1).bool()  # (B, 1, 1|L, T)
+    weights = masked_softmax(scores, keep)
+    dropped = weights if dropout is None else dropout(weights)
+    return torch.matmul(dropped, v), weights
+
+
+# ---------------------------------------------------------------------------------------- Local
+
+
+def _blocks(x: torch.Tensor, size: int) -> torch.Tensor:
+    """(B, h, T, d) with T a multiple of ``size`` -> (B, h, T/size, size, d)."""
+    return x.reshape(*x.shape[:2], x.size(2) // size, size, x.size(3))
+
+
+def _with_neighbours(blocks: torch.Tensor) -> torch.Tensor:
+    """(B, h, nb, b, ...) -> (B, h, nb, 3b, ...): each block preceded and followed by its neighbours."""
+    pad = torch.zeros_like(blocks[:, :, :1])
+    padded = torch.cat([pad, blocks, pad], dim=2)
+    return torch.cat([padded[:, :, :-2], padded[:, :, 1:-1], padded[:, :, 2:]], dim=3)
+
+
+def _sliding_window(q, k, v, keep, half: int, dropout):
+    """Undilated sliding window; ``keep`` (B, T) bool key mask. Returns context (B, h, T, d_k)."""
+    length = q.size(2)
+    size = half if half > 0 else 1
+    blocks = -(-length // size)
+    extra = blocks * size - length
+    if extra:
+        q, k, v = (torch.nn.functional.pad(x, (0, 0, 0, extra)) for x in (q, k, v))
+        keep = torch.nn.functional.pad(keep, (0, extra))
+    qb = _blocks(q, size)  # (B, h, nb, b, d)
+    kb = _with_neighbours(_blocks(k, size))  # (B, h, nb, 3b, d)
+    vb = _with_neighbours(_blocks(v, size))
+    key_keep = _with_neighbours(keep.reshape(keep.size(0), 1, blocks, size, 1)).squeeze(-1)
+    # Position of query s of block i is i·b + s, of key t of its window (i-1)·b + t: offset t - s - b.
+    offsets = (
+        torch.arange(3 * size, device=q.device)[None, :]
+        - torch.arange(size, device=q.device)[:, None]
+    )
+    in_band = (
+        offsets - size
+    ).abs() <= half  # (b, 3b); the zero blocks beyond the ends are masked keys
+    allowed = key_keep[:, :, :, None, :] & in_band  # (B, 1, nb, b, 3b)
+    scores = torch.matmul(qb, kb.transpose(-2, -1)) / math.sqrt(q.size(-1))
+    weights = masked_softmax(scores, allowed)
+    if dropout is not None:
+        weights = dropout(weights)
+    context = torch.matmul(weights, vb)  # (B, h, nb, b, d)
+    return context.reshape(*q.shape[:2], blocks * size, q.size(-1))[:, :, :length]
+
+
+def local_attention(q, k, v, mask, window: int, dilation: int = 1, dropout=None) -> torch.Tensor:
+    """Sliding window of width ``window`` (w/2 keys each side), optionally dilated; self-attention only."""
+    if q.size(2) != k.size(2):
+        raise ValueError("local attention is self-attention: queries and keys must have one length")
+    batch, _, length, _ = q.shape
+    keep = (
+        torch.ones(batch, length, dtype=torch.bool, device=q.device)
+        if mask is None
+        else mask[:, -1].bool()
+    )
+    half = window // 2
+    if dilation == 1:
+        return _sliding_window(q, k, v, keep, half, dropout)
+    # Dilation δ: positions of one residue class r (mod δ) form an undilated window problem.
+    context = torch.empty_like(q)
+    for r in range(min(dilation, length)):
+        context[:, :, r::dilation] = _sliding_window(
+            q[:, :, r::dilation], k[:, :, r::dilation], v[:, :, r::dilation],
+            keep[:, r::dilation], half, dropout,
+        )  # fmt: skip
+    return context
+
+
+# ----------------------------------------------------------------------------------------- Conv
+
+
+def compressed_lengths(lengths: torch.Tensor, kernel: int, stride: int) -> torch.Tensor:
+    """Frames left by a Conv1d(kernel, stride, padding=kernel // 2) over ``lengths`` real frames."""
+    return torch.div(lengths + 2 * (kernel // 2) - kernel, stride, rounding_mode="floor") + 1
+
+
+def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None, where: str = "Conv head"):
+    """ConvAttention: K, V compressed by ``k_conv``/``v_conv``, Conv1d(h·d_k, h·d_k, groups=h): one
+    convolution per head.
+
+    Padded frames are zeroed before the convolution so they never leak into a real compressed frame;
+    the compressed mask keeps the first ``compressed_lengths(n)`` frames of an utterance of n frames.
+    Returns (context, compressed mask (B, 1, T')).
+    """
+    batch, heads, length, d_k = k.shape
+    lengths = torch.full((batch,), length, device=k.device) if mask is None else mask[:, -1].sum(-1)
+    kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
+    kept = compressed_lengths(lengths, kernel, stride)
+    if bool((kept <= 0).any()):
+        bad = int(lengths[kept <= 0][0])
+        raise ConfigError(
+            f"Conv({kernel},{stride}) compresses an utterance of {bad} frames to zero frames",
+            key=where,
+        )
+    if mask is not None:
+        keep = mask[:, -1].to(k.dtype)[:, None, :, None]  # (B, 1, T, 1)
+        k, v = k * keep, v * keep
+
+    def compress(x, conv):  # (B, h, T, d_k) -> (B, h, T', d_k), each head its own convolution
+        y = conv(x.transpose(-2, -1).reshape(batch, heads * d_k, length))
+        return y.reshape(batch, heads, d_k, -1).transpose(-2, -1)
+
+    kc, vc = compress(k, k_conv), compress(v, v_conv)
+    positions = torch.arange(kc.size(2), device=k.device)
+    cmask = (positions[None, :] < kept[:, None]).unsqueeze(1)  # (B, 1, T')
+    context, _ = full_attention(q, kc, vc, cmask, dropout)
+    return context, cmask
+
+
+# ----------------------------------------------------------------------------------------- Fast
+
+
+def orthogonal_gaussian(features: int, dim: int, generator=None, device=None) -> torch.Tensor:
+    """(features, dim) random directions, orthogonal in blocks of ``dim``, rows with χ(dim) norms.
+
+    Each block is the Q of a Gaussian matrix's QR (Haar-orthogonal); row norms are redrawn as those of
+    Gaussian vectors, so every row is marginally N(0, I) as FAVOR+ requires (Choromanski et al. §4).
+    """
+    rows = []
+    for _ in range(-(-features // dim)):
+        gauss = torch.randn(dim, dim, generator=generator, device=device)
+        q, _ = torch.linalg.qr(gauss)
+        rows.append(q.T)
+    directions = torch.cat(rows)[:features]
+    norms = torch.randn(features, dim, generator=generator, device=device).norm(dim=1)
+    return directions * norms[:, None]
+
+
+def favor_features(x, projection, is_query: bool, keep=None, eps: float = 1e-4) -> torch.Tensor:
+    """φ⁺(x) for x (B, h, T, d): exp(ωᵀx' - ‖x'‖²/2 - c) / √m with x' = x / d^¼ (so x'·y' = x·y/√d).
+
+    The stabiliser c (a max) cancels between numerator and denominator of attention: per query, and
+    one over the real keys of a head (``keep`` (B, T): padding must not move it, a per-key constant
+    would not cancel). Padded keys get φ = 0.
+    """
+    x = x * x.size(-1) ** -0.25
+    wx = torch.matmul(x, projection.T.to(x.dtype))  # (B, h, T, m)
+    half_norm = x.pow(2).sum(-1, keepdim=True) / 2
+    if is_query:
+        stab = wx.amax(-1, keepdim=True)
+    elif keep is None:
+        stab = wx.amax(dim=(-1, -2), keepdim=True)
+    else:
+        real = keep[:, None, :, None]
+        stab = wx.masked_fill(~real, torch.finfo(wx.dtype).min).amax(dim=(-1, -2), keepdim=True)
+    features = (torch.exp(wx - half_norm - stab.detach()) + eps) / math.sqrt(projection.size(0))
+    return features if keep is None or is_query else features * real.to(features.dtype)
+
+
+def fast_attention(q, k, v, mask, projection: torch.Tensor) -> torch.Tensor:
+    """FAVOR+ bidirectional attention; masked keys contribute nothing (their features are zeroed)."""
+    q_feat = favor_features(q, projection, is_query=True)
+    k_feat = favor_features(
+        k, projection, is_query=False, keep=None if mask is None else mask[:, -1].bool()
+    )
+    kv = torch.matmul(k_feat.transpose(-2, -1), v)  # (B, h, m, d_k): never an L x T matrix
+    normaliser = torch.matmul(q_feat, k_feat.sum(dim=2).unsqueeze(-1))  # (B, h, L, 1)
+    return torch.matmul(q_feat, kv) / normaliser
