@@ -1,0 +1,228 @@
+#!/usr/bin/env python
+"""Cost of the Multiformer head kinds against sequence length, side by side in one process.
+
+    python tests/bench/bench_multiformer.py [--quick] [--device cpu|cuda] [--out_dir DIR]
+
+For T = 512, 1024, 2048, 4096 frames, one encoder (s2t_transformer_s layer sizes: d 256, FFN 2048, 4 heads,
+dropout 0.1, training mode; 2 layers on the frames directly, no front end) per head kind -- 4 x Full,
+4 x Local(64), 4 x Conv(5, 2), 4 x Fast -- runs forward + backward on one utterance. Time: the variants
+are interleaved round-robin and the fastest round is kept. Peak memory: every tensor the step allocates
+(activations, saved tensors, gradients; parameters excluded), tracked through PyTorch's dispatcher, so
+it is the same number on CPU and CUDA and independent of the allocator's caching.
+Also a single 4 x Full MHMA layer against ESPnet's MultiHeadedAttention (the same weights) at T = 1024.
+
+Goals: at T=4096 Local >= 8x less peak memory and >= 4x faster than Full; Conv(5,2) >= 3x faster than
+Full at T=2048; Fast and Local grow linearly (x <= 2.5 per doubling of T from 2048 to 4096, time and
+memory); the Full MHMA layer <= 1.05x ESPnet's attention.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from espnet_ext.attention.multi_attention import MultiHeadMultiAttention
+from espnet_ext.nets.multiformer_encoder import MultiformerEncoder
+
+KINDS = {
+    "Full": "4 x Full",
+    "Local(64)": "4 x Local(64)",
+    "Conv(5,2)": "4 x Conv(5, 2)",
+    "Fast": "4 x Fast",
+}
+
+
+class PeakMemory(TorchDispatchMode):
+    """Peak bytes of the tensors allocated while active (storages counted once, until freed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.live: dict[int, tuple[StorageWeakRef, int]] = {}
+        self.peak = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in tree_flatten(out)[0]:
+            if isinstance(tensor, torch.Tensor):
+                storage = tensor.untyped_storage()
+                ref = StorageWeakRef(storage)
+                self.live.setdefault(ref.cdata, (ref, storage.nbytes()))
+        self.live = {k: v for k, v in self.live.items() if not v[0].expired()}
+        self.peak = max(self.peak, sum(n for _, n in self.live.values()))
+        return out
+
+
+def build(heads: str, size: int, ffn: int, layers: int, window: int, device) -> MultiformerEncoder:
+    torch.manual_seed(0)
+    return MultiformerEncoder(
+        size,
+        layers=[f"{layers} x ({heads.replace('Local(64)', f'Local({window})')})"],
+        output_size=size,
+        attention_heads=4,
+        linear_units=ffn,
+        input_layer=None,
+        dropout_rate=0.1,
+        attention_dropout_rate=0.1,
+        use_flash_attn=False,
+    ).to(device)
+
+
+def step(model, xs, lengths):
+    out, _, _ = model(xs, lengths)
+    out.sum().backward()
+    model.zero_grad(set_to_none=True)
+
+
+def timed(fn, device) -> float:
+    start = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def measure(models: dict, length: int, size: int, rounds: int, device):
+    xs = torch.randn(1, length, size, device=device)
+    lengths = torch.tensor([length], device=device)
+    best = {name: float("inf") for name in models}
+    for r in range(rounds + 1):  # round 0 warms up
+        for name, model in models.items():
+            elapsed = timed(lambda m=model: step(m, xs, lengths), device)
+            if r:
+                best[name] = min(best[name], elapsed)
+    peak = {}
+    for name, model in models.items():
+        with PeakMemory() as memory:
+            step(model, xs, lengths)
+        peak[name] = memory.peak
+    return best, peak
+
+
+def layer_against_espnet(size: int, length: int, rounds: int, device) -> tuple[float, float]:
+    torch.manual_seed(0)
+    espnet = MultiHeadedAttention(4, size, 0.1).to(device).train()
+    mhma = MultiHeadMultiAttention.from_attention(MultiHeadedAttention(4, size, 0.1), ["4 x Full"])
+    mhma.load_state_dict(espnet.state_dict())
+    mhma.to(device).train()
+    x = torch.randn(1, length, size, device=device, requires_grad=True)
+
+    def run(module):
+        module(x, x, x, None).sum().backward()
+
+    best = {"espnet": float("inf"), "mhma": float("inf")}
+    for r in range(rounds + 1):
+        for name, module in (("espnet", espnet), ("mhma", mhma)):
+            elapsed = timed(lambda m=module: run(m), device)
+            if r:
+                best[name] = min(best[name], elapsed)
+    return best["espnet"], best["mhma"]
+
+
+def plot(lengths, times, peaks, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for name in KINDS:
+        axes[0].plot(lengths, [times[t][name] * 1e3 for t in lengths], marker="o", label=name)
+        axes[1].plot(lengths, [peaks[t][name] / 2**20 for t in lengths], marker="o", label=name)
+    for ax, label in zip(axes, ("forward + backward (ms)", "peak tensor memory (MiB)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("T (frames)")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.suptitle("Multiformer encoder (2 layers, d 256, 4 heads) by head kind")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def goals(lengths, times, peaks, layer_ratio) -> list[tuple[str, float, bool]]:
+    big, mid = lengths[-1], lengths[-2]
+    rows = [
+        (
+            f"Local memory saving at T={big} (>= 8x)",
+            peaks[big]["Full"] / peaks[big]["Local(64)"],
+            8,
+        ),
+        (f"Local speed-up at T={big} (>= 4x)", times[big]["Full"] / times[big]["Local(64)"], 4),
+    ]
+    conv_t = 2048 if 2048 in lengths else mid
+    rows.append(
+        (
+            f"Conv(5,2) speed-up at T={conv_t} (>= 3x)",
+            times[conv_t]["Full"] / times[conv_t]["Conv(5,2)"],
+            3,
+        )
+    )
+    checked = [(name, value, value >= target) for name, value, target in rows]
+    for kind in ("Fast", "Local(64)"):
+        for what, table in (("time", times), ("memory", peaks)):
+            growth = table[big][kind] / table[mid][kind]
+            checked.append(
+                (f"{kind} {what} growth T={mid}->{big} (<= 2.5x)", growth, growth <= 2.5)
+            )
+    checked.append(
+        ("Full MHMA layer / ESPnet attention (<= 1.05x)", layer_ratio, layer_ratio <= 1.05)
+    )
+    return checked
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke run)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--out_dir", type=Path, default=None, help="where the PNG goes")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    if args.quick:
+        lengths, size, ffn, layers, window, rounds = [64, 128, 256], 32, 64, 1, 8, 1
+    else:
+        lengths, size, ffn, layers, window, rounds = [512, 1024, 2048, 4096], 256, 2048, 2, 64, 3
+    rounds = args.rounds or rounds
+    models = {
+        name: build(heads, size, ffn, layers, window, device).train()
+        for name, heads in KINDS.items()
+    }
+    times, peaks = {}, {}
+    for length in lengths:
+        times[length], peaks[length] = measure(models, length, size, rounds, device)
+    espnet_t, mhma_t = layer_against_espnet(size, 1024 if not args.quick else 128, rounds, device)
+
+    print(
+        f"encoder: {layers} layers, d {size}, FFN {ffn}, 4 heads, batch 1, training mode, {device}, "
+        f"{torch.get_num_threads()} threads, best of {rounds} interleaved rounds"
+    )
+    print("| T | " + " | ".join(f"{k} ms | {k} MiB" for k in KINDS) + " |")
+    print("|---:|" + "---:|---:|" * len(KINDS))
+    for t in lengths:
+        cells = " | ".join(f"{times[t][k] * 1e3:.1f} | {peaks[t][k] / 2**20:.1f}" for k in KINDS)
+        print(f"| {t} | {cells} |")
+    print(f"Full MHMA layer {mhma_t * 1e3:.2f} ms, ESPnet attention {espnet_t * 1e3:.2f} ms")
+    failed = False
+    print("| goal | measured | met |")
+    print("|---|---:|---|")
+    for name, value, ok in goals(lengths, times, peaks, mhma_t / espnet_t):
+        print(f"| {name} | {value:.2f}x | {'yes' if ok else 'NO'} |")
+        failed |= not ok
+    if args.out_dir:
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        plot(lengths, times, peaks, args.out_dir / "multiformer_bench.png")
+        print(f"plot: {args.out_dir / 'multiformer_bench.png'}")
+    return 1 if failed and not args.quick else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
