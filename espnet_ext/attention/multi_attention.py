@@ -185,9 +185,13 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
         self.redraw_interval = redraw_interval
         self.calls_since_redraw = 0
         self.gamma, self.matched_inference, self.smooth_focus = 0.0, False, False
+        self._full_weights: list[torch.Tensor] = []
 
     def configure(self, gamma=0.0, matched_inference=False, smooth_focus=False, fused=True) -> None:
-        """Relaxed attention (eq. 1) / smooth focus on the Full heads (``attention_sites`` options)."""
+        """Relaxed attention (eq. 1) / smooth focus on the Full heads (``attention_sites`` options).
+
+        ``fused`` is accepted for config compatibility; Full heads of a mixed layer always take the
+        explicit weight path (their weights are also what ESPnet's attention plots show)."""
         self.gamma = check_gamma(gamma, f"{self.key}: gamma")
         self.matched_inference = bool(matched_inference)
         self.smooth_focus = bool(smooth_focus)
@@ -217,11 +221,15 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
                 self.redraw_features()
             self.calls_since_redraw += 1
         q, k, v = self.forward_qkv(query, key, value, expand_kv)
-        contexts, self.attn = [], None
+        contexts, self._full_weights = [], []
         for run, (head, first, stop) in enumerate(self.runs):
             contexts.append(
                 self._run(run, head, q[:, first:stop], k[:, first:stop], v[:, first:stop], mask)
             )
+        # ``attn`` (B, heads, L, T) holds the Full heads' weights; the other kinds have no L x T matrix
+        # (None without Full heads: ESPnet's attention plots need num_att_plot: 0 then).
+        self.attn = torch.cat(self._full_weights, dim=1) if self._full_weights else None
+        self._full_weights = []
         context = torch.cat(contexts, dim=1)  # (B, H, L, d_k) in head order
         batch, heads, length, d_k = context.shape
         return self.linear_out(context.transpose(1, 2).reshape(batch, length, heads * d_k))
@@ -249,4 +257,5 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
             weights = head_kinds.masked_softmax(scores, keep)
         if self.relaxing:
             weights = relax_weights(weights, self.gamma, mask)
+        self._full_weights.append(weights)
         return torch.matmul(self.dropout(weights), v)

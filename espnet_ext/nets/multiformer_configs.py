@@ -187,6 +187,8 @@ def render(task: str, name: str, mini: bool, downsample: bool = True) -> dict:
         optim_conf={"lr": LR[task], "betas": [0.9, 0.999]},
         **training,
         best_model_criterion=[["valid", "acc", "max"]],
+        # Local/Conv/Fast heads have no L x T weight matrix for ESPnet's per-epoch attention plots
+        num_att_plot=0 if name != BASELINE else 3,
         seed=1,
     )
     return config

@@ -280,3 +280,21 @@ def test_bad_head_lists_name_the_config_key(entries, message):
 def test_d_model_not_divisible_by_heads_is_refused():
     with pytest.raises(ConfigError, match="not divisible by 3 heads"):
         MultiHeadMultiAttention(3, 32, 0.0, ["3 x Full"], key="encoder_conf")
+
+
+def test_attn_holds_the_full_heads_weights_for_espnet_plots():
+    _, mhma = espnet_and_mhma(["2 x Local(4)", "2 x Full"])
+    x = torch.randn(3, 23, 32)
+    mhma(x, x, x, key_mask())
+    q, k, v = mhma.forward_qkv(x, x, x)
+    _, weights = head_kinds.full_attention(q[:, 2:], k[:, 2:], v[:, 2:], key_mask())
+    torch.testing.assert_close(mhma.attn, weights)
+    _, local_only = espnet_and_mhma(["4 x Local(4)"])
+    local_only(x, x, x, key_mask())
+    assert local_only.attn is None
+
+
+def test_dilated_local_attention_passes_gradients():
+    q, k, v = (t.requires_grad_() for t in qkv())
+    head_kinds.local_attention(q, k, v, key_mask(), 4, 2).sum().backward()
+    assert all(t.grad is not None and t.grad.abs().sum() > 0 for t in (q, k, v))
