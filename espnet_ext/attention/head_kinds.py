@@ -112,7 +112,7 @@ def local_attention(q, k, v, mask, window: int, dilation: int = 1, dropout=None)
 # ----------------------------------------------------------------------------------------- Conv
 
 
-def compressed_lengths(lengths: torch.Tensor, kernel: int, stride: int) -> torch.Tensor:
+def conv_output_lengths(lengths: torch.Tensor, kernel: int, stride: int) -> torch.Tensor:
     """Frames left by a Conv1d(kernel, stride, padding=kernel // 2) over ``lengths`` real frames."""
     return torch.div(lengths + 2 * (kernel // 2) - kernel, stride, rounding_mode="floor") + 1
 
@@ -122,13 +122,13 @@ def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None, where: str = "Co
     convolution per head.
 
     Padded frames are zeroed before the convolution so they never leak into a real compressed frame;
-    the compressed mask keeps the first ``compressed_lengths(n)`` frames of an utterance of n frames.
+    the compressed mask keeps the first ``conv_output_lengths(n)`` frames of an utterance of n frames.
     Returns (context, compressed mask (B, 1, T')).
     """
     batch, heads, length, d_k = k.shape
     lengths = torch.full((batch,), length, device=k.device) if mask is None else mask[:, -1].sum(-1)
     kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
-    kept = compressed_lengths(lengths, kernel, stride)
+    kept = conv_output_lengths(lengths, kernel, stride)
     if bool((kept <= 0).any()):
         bad = int(lengths[kept <= 0][0])
         raise ConfigError(

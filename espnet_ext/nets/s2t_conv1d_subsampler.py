@@ -21,12 +21,8 @@ import torch
 from espnet.nets.pytorch_backend.nets_utils import make_pad_mask
 from espnet.nets.pytorch_backend.transformer.embedding import PositionalEncoding
 
+from espnet_ext.attention.head_kinds import conv_output_lengths
 from espnet_ext.errors import ConfigError
-
-
-def conv_output_lengths(lengths: torch.Tensor, kernel: int, stride: int) -> torch.Tensor:
-    """Frames out of Conv1d(kernel, stride, padding=kernel // 2) for ``lengths`` frames in."""
-    return torch.div(lengths + 2 * (kernel // 2) - kernel, stride, rounding_mode="floor") + 1
 
 
 class S2TConv1dSubsampler(torch.nn.Module):

@@ -91,7 +91,7 @@ def test_local_output_of_an_utterance_does_not_depend_on_the_batch_padding():
     "n,kernel,stride,frames", [(10, 5, 2, 5), (7, 5, 2, 4), (10, 7, 3, 4), (1, 5, 2, 1)]
 )
 def test_compressed_lengths_by_hand(n, kernel, stride, frames):
-    assert int(head_kinds.compressed_lengths(torch.tensor(n), kernel, stride)) == frames
+    assert int(head_kinds.conv_output_lengths(torch.tensor(n), kernel, stride)) == frames
     conv = torch.nn.Conv1d(1, 1, kernel, stride, padding=kernel // 2)
     assert conv(torch.zeros(1, 1, n)).size(-1) == frames  # PyTorch agrees for an unpadded sequence
 
