@@ -49,40 +49,36 @@ def _blocks(x: torch.Tensor, size: int) -> torch.Tensor:
     return x.reshape(*x.shape[:2], x.size(2) // size, size, x.size(3))
 
 
-def _with_neighbours(blocks: torch.Tensor) -> torch.Tensor:
-    """(B, h, nb, b, ...) -> (B, h, nb, 3b, ...): each block preceded and followed by its neighbours."""
-    pad = torch.zeros_like(blocks[:, :, :1])
-    padded = torch.cat([pad, blocks, pad], dim=2)
-    return torch.cat([padded[:, :, :-2], padded[:, :, 1:-1], padded[:, :, 2:]], dim=3)
+def _windows(x: torch.Tensor, size: int) -> torch.Tensor:
+    """(..., T, d) with T = nb·b -> (..., nb, d, 3b): block i's keys i-1, i, i+1 (zeros beyond the
+    ends), a strided view of one padded copy (no 3x copy; its gradient accumulates in one buffer)."""
+    padded = torch.nn.functional.pad(x, (0, 0, size, size))
+    return padded.unfold(-2, 3 * size, size)
 
 
 def _sliding_window(q, k, v, keep, half: int, dropout):
     """Undilated sliding window; ``keep`` (B, T) bool key mask. Returns context (B, h, T, d_k)."""
     length = q.size(2)
-    size = half if half > 0 else 1
+    size = max(half, 1)
     blocks = -(-length // size)
     extra = blocks * size - length
     if extra:
         q, k, v = (torch.nn.functional.pad(x, (0, 0, 0, extra)) for x in (q, k, v))
         keep = torch.nn.functional.pad(keep, (0, extra))
-    qb = _blocks(q, size)  # (B, h, nb, b, d)
-    kb = _with_neighbours(_blocks(k, size))  # (B, h, nb, 3b, d)
-    vb = _with_neighbours(_blocks(v, size))
-    key_keep = _with_neighbours(keep.reshape(keep.size(0), 1, blocks, size, 1)).squeeze(-1)
-    # Position of query s of block i is i·b + s, of key t of its window (i-1)·b + t: offset t - s - b.
-    offsets = (
-        torch.arange(3 * size, device=q.device)[None, :]
-        - torch.arange(size, device=q.device)[:, None]
-    )
-    in_band = (
-        offsets - size
-    ).abs() <= half  # (b, 3b); the zero blocks beyond the ends are masked keys
+    qb = _blocks(q, size) / math.sqrt(q.size(-1))  # (B, h, nb, b, d), scaled before the product
+    scores = qb @ _windows(k, size)  # (B, h, nb, b, 3b)
+    key_keep = _windows(keep[:, None, :, None], size)[:, :, :, 0]  # (B, 1, nb, 3b)
+    # Query s of block i sits at i·b + s, key t of its window at (i-1)·b + t: offset t - s - b.
+    offsets = torch.arange(3 * size, device=q.device) - torch.arange(size, device=q.device)[:, None]
+    in_band = (offsets - size).abs() <= half  # (b, 3b); keys beyond the ends are masked keys
     allowed = key_keep[:, :, :, None, :] & in_band  # (B, 1, nb, b, 3b)
-    scores = torch.matmul(qb, kb.transpose(-2, -1)) / math.sqrt(q.size(-1))
-    weights = masked_softmax(scores, allowed)
+    # In place on the fresh scores; a query with no visible key (only padded queries far from the
+    # utterance) gets uniform weights over masked keys -- its output is padding, never read.
+    scores.masked_fill_(~allowed, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)
     if dropout is not None:
         weights = dropout(weights)
-    context = torch.matmul(weights, vb)  # (B, h, nb, b, d)
+    context = weights @ _windows(v, size).transpose(-2, -1)  # (B, h, nb, b, d)
     return context.reshape(*q.shape[:2], blocks * size, q.size(-1))[:, :, :length]
 
 
