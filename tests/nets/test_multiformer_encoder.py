@@ -204,3 +204,17 @@ def test_registered_in_espnets_asr_and_st_tasks():
     for task in (espnet2.tasks.asr, espnet2.tasks.st):
         assert task.encoder_choices.get_class("multiformer") is MultiformerEncoder
         assert task.encoder_choices.get_class("s2t_transformer") is S2TTransformerEncoder
+
+
+def test_an_utterance_compressed_to_zero_frames_is_refused_naming_length_and_layer():
+    # ESPnet's masks never hold an empty utterance and padding ⌊κ/2⌋ keeps ⌈n/χ⌉ >= 1 frames of n >= 1,
+    # so only a hand-made mask reaches this: the layer still refuses it rather than attend to nothing.
+    enc = MultiformerEncoder(
+        20, layers=["1 x (4 x Full)", "1 x (4 x Conv(5, 2))"], input_layer="linear", **TINY
+    )
+    x = torch.randn(2, 9, 32)
+    mask = torch.tensor([[True] * 9, [False] * 9]).unsqueeze(1)
+    with pytest.raises(
+        ConfigError, match=r"encoder layer 1\) \(Conv\(5, 2\)\).*utterance of 0 frames"
+    ):
+        enc.encoders[1].self_attn(x, x, x, mask)
