@@ -24,12 +24,18 @@ from espnet_ext.errors import ConfigError
 
 
 def masked_softmax(scores: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
-    """ESPnet's masking: masked keys get weight 0; a query with no visible key gets all zeros."""
+    """ESPnet's masking: masked keys get weight 0; a query with no visible key gets all zeros.
+
+    ``scores`` must be a fresh tensor (a product's output): it is masked in place, saving one copy of
+    the largest tensor of attention; the zeroing pass runs only when some query sees no key.
+    """
     if keep is None:
         return torch.softmax(scores, dim=-1)
     masked = ~keep
-    scores = scores.masked_fill(masked, torch.finfo(scores.dtype).min)
-    return torch.softmax(scores, dim=-1).masked_fill(masked, 0.0)
+    weights = torch.softmax(scores.masked_fill_(masked, torch.finfo(scores.dtype).min), dim=-1)
+    if bool(masked.all(dim=-1).any()):
+        weights = weights.masked_fill(masked, 0.0)
+    return weights
 
 
 def full_attention(q, k, v, mask, dropout=None) -> tuple[torch.Tensor, torch.Tensor]:

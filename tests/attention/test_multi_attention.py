@@ -298,3 +298,14 @@ def test_dilated_local_attention_passes_gradients():
     q, k, v = (t.requires_grad_() for t in qkv())
     head_kinds.local_attention(q, k, v, key_mask(), 4, 2).sum().backward()
     assert all(t.grad is not None and t.grad.abs().sum() > 0 for t in (q, k, v))
+
+
+def test_masked_softmax_gives_espnets_zero_row_to_a_query_without_keys():
+    scores = torch.randn(1, 1, 2, 3)
+    keep = torch.tensor([[[True, False, True], [False, False, False]]]).unsqueeze(1)
+    weights = head_kinds.masked_softmax(scores.clone(), keep)
+    expected = torch.softmax(scores[0, 0, 0, [0, 2]], -1)
+    torch.testing.assert_close(
+        weights[0, 0, 0], torch.stack([expected[0], torch.tensor(0.0), expected[1]])
+    )
+    assert torch.equal(weights[0, 0, 1], torch.zeros(3))
