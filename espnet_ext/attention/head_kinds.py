@@ -71,8 +71,8 @@ def _sliding_window(q, k, v, keep, half: int, dropout):
     if extra:
         q, k, v = (torch.nn.functional.pad(x, (0, 0, 0, extra)) for x in (q, k, v))
         keep = torch.nn.functional.pad(keep, (0, extra))
-    qb = _blocks(q, size) / math.sqrt(q.size(-1))  # (B, h, nb, b, d), scaled before the product
-    scores = qb @ _windows(k, size)  # (B, h, nb, b, 3b)
+    scores = _blocks(q, size) @ _windows(k, size)  # (B, h, nb, b, 3b); _blocks(q) is a view
+    scores.mul_(1.0 / math.sqrt(q.size(-1)))  # in place: the product's output is not saved
     key_keep = _windows(keep[:, None, :, None], size)[:, :, :, 0]  # (B, 1, nb, 3b)
     # Query s of block i sits at i·b + s, key t of its window at (i-1)·b + t: offset t - s - b.
     offsets = torch.arange(3 * size, device=q.device) - torch.arange(size, device=q.device)[:, None]

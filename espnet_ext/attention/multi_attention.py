@@ -230,7 +230,9 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
         # (None without Full heads: ESPnet's attention plots need num_att_plot: 0 then).
         self.attn = torch.cat(self._full_weights, dim=1) if self._full_weights else None
         self._full_weights = []
-        context = torch.cat(contexts, dim=1)  # (B, H, L, d_k) in head order
+        context = (
+            contexts[0] if len(contexts) == 1 else torch.cat(contexts, dim=1)
+        )  # (B, H, L, d_k)
         batch, heads, length, d_k = context.shape
         return self.linear_out(context.transpose(1, 2).reshape(batch, length, heads * d_k))
 
