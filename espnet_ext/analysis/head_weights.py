@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
 from pathlib import Path
 
 import torch
@@ -37,14 +38,14 @@ PREFIX = "encoder.encoders.{}.self_attn.linear_out.weight"
 def encoder_heads(config: dict, path: Path) -> list[list[HeadKind]]:
     """Head kinds of every encoder layer from an ESPnet training config (multiformer or plain)."""
     conf = config.get("encoder_conf") or {}
-    heads = conf.get("attention_heads", 4)
-    if config.get("encoder") == "multiformer":
+    heads = conf.get("attention_heads", 4)  # ESPnet's default
+    if config.get("encoder") is None:
+        raise InputError("no encoder in this config", path=path, key="encoder")
+    if config["encoder"] == "multiformer":
         try:
             return parse_blocks(conf.get("layers"), heads)
         except ConfigError as error:
             raise InputError(str(error), path=path) from None
-    if "num_blocks" not in conf and config.get("encoder") is None:
-        raise InputError("no encoder in this config", path=path, key="encoder")
     return [[HeadKind("full")] * heads for _ in range(conf.get("num_blocks", 6))]
 
 
@@ -199,7 +200,12 @@ def analyse(checkpoint: Path, config: Path, out_dir: Path, low_share: float = 0.
     regions = head_regions(load_state(checkpoint), layers, checkpoint)
     rows = head_table(layers, regions)
     proposal, replaced = propose(layers, rows, low_share)
-    write_outputs(layers, regions, rows, proposal, replaced, out_dir, low_share)
+    # Written beside, then moved into place: an interrupted run leaves no out_dir that looks finished.
+    partial = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    write_outputs(layers, regions, rows, proposal, replaced, partial, low_share)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    partial.rename(out_dir)
     return rows, replaced, notation(proposal)
 
 
