@@ -75,6 +75,19 @@ def build(heads: str, size: int, ffn: int, layers: int, window: int, device) -> 
     ).to(device)
 
 
+class NoAttention(torch.nn.Module):
+    """Stands in for self-attention (returns its input) to measure what the rest of the encoder costs."""
+
+    def forward(self, query, key, value, mask, expand_kv=False):
+        return query
+
+
+def without_attention(model: MultiformerEncoder) -> MultiformerEncoder:
+    for layer in model.encoders:
+        layer.self_attn = NoAttention()
+    return model
+
+
 def step(model, xs, lengths):
     out, _, _ = model(xs, lengths)
     out.sum().backward()
@@ -212,6 +225,10 @@ def main() -> int:
     times, peaks = {}, {}
     for length in lengths:
         times[length], peaks[length] = measure(models, length, size, rounds, device)
+    floor_t, floor_peak = measure(
+        {"floor": without_attention(build("4 x Full", size, ffn, layers, window, device)).train()},
+        lengths[-1], size, rounds, device,
+    )  # fmt: skip
     espnet_t, mhma_t = layer_against_espnet(
         size, 1024 if not args.quick else 128, 4 * rounds, device
     )
@@ -226,6 +243,13 @@ def main() -> int:
         cells = " | ".join(f"{times[t][k] * 1e3:.1f} | {peaks[t][k] / 2**20:.1f}" for k in KINDS)
         print(f"| {t} | {cells} |")
     print(f"Full MHMA layer {mhma_t * 1e3:.2f} ms, ESPnet attention {espnet_t * 1e3:.2f} ms")
+    big = lengths[-1]
+    print(
+        f"floor: the encoder without attention at T={big}: {floor_t['floor'] * 1e3:.1f} ms, "
+        f"{floor_peak['floor'] / 2**20:.1f} MiB (bounds any saving: "
+        f"{times[big]['Full'] / floor_t['floor']:.1f}x time, "
+        f"{peaks[big]['Full'] / floor_peak['floor']:.1f}x memory)"
+    )
     failed = False
     print("| goal | measured | met |")
     print("|---|---:|---|")
