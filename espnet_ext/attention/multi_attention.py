@@ -116,7 +116,8 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
 
     Parameters beyond ESPnet's: per Conv head a K and a V convolution (``conv_k.<run>``, ``conv_v.<run>``);
     per Fast run a buffer of random features (``fast_features_<run>``), redrawn every
-    ``redraw_interval`` training forward calls.
+    ``redraw_interval`` training forward calls (as performer-pytorch counts; under DDP the buffers
+    are broadcast from rank 0, so all ranks use one draw).
     """
 
     def __init__(
@@ -136,7 +137,11 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
 
     @classmethod
     def from_attention(
-        cls, attention: MultiHeadedAttention, heads, key: str = "heads", **options
+        cls,
+        attention: MultiHeadedAttention,
+        heads,
+        key: str = "heads",
+        redraw_interval: int = DEFAULT_REDRAW_INTERVAL,
     ) -> MultiHeadMultiAttention:
         """The same Q/K/V/W_o parameters (same state-dict keys) with per-head kinds added."""
         if type(attention) is not MultiHeadedAttention:
@@ -146,7 +151,7 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
             )
         mhma = cls.__new__(cls)
         mhma.__dict__.update(attention.__dict__)
-        mhma._add_heads(heads, key, options.pop("redraw_interval", DEFAULT_REDRAW_INTERVAL))
+        mhma._add_heads(heads, key, redraw_interval)
         return mhma
 
     def _add_heads(self, heads, key: str, redraw_interval: int) -> None:
