@@ -7,12 +7,14 @@ are written from this table; a test checks the committed files equal what it ren
     python -m espnet_ext.nets.multiformer_configs --check egs/mustc   # exit 1 when a file is stale
 
 Real configs: ``egs/mustc/{st1,asr1}/conf/tuning/train_{st,asr}_<arch>.yaml``; mini configs (d = 144,
-CPU, spoken-numbers corpus): ``train_{st,asr}_<arch>_mini.yaml`` for the baseline and ``MINI``.
+CPU, spoken-numbers corpus): ``train_{st,asr}_<arch>_mini.yaml`` for the baseline and ``MINI``;
+``conf/train_{st,asr}{,_mini}.yaml`` link to s2t_multiformer_s, the thesis' model (ESPnet's convention).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -268,23 +270,57 @@ def all_files(root: Path) -> dict[Path, str]:
     return files
 
 
+def default_links(root: Path) -> dict[Path, str]:
+    """ESPnet's convention: conf/train_<task>.yaml links to the chosen tuning config (the thesis' model)."""
+    return {
+        root / f"{task}1" / "conf" / f"train_{task}{suffix}.yaml": (
+            f"tuning/train_{task}_s2t_multiformer_s{suffix}.yaml"
+        )
+        for task in ("st", "asr")
+        for suffix in ("", "_mini")
+    }
+
+
+def problems(root: Path) -> list[str]:
+    """What --check reports: files differing from the table, links elsewhere, configs not in it."""
+    files = all_files(root)
+    found = [
+        f"stale or missing: {p}"
+        for p, c in files.items()
+        if not p.is_file() or p.read_text(encoding="utf-8") != c
+    ]
+    found += [
+        f"link missing or elsewhere: {link} (want -> {target})"
+        for link, target in default_links(root).items()
+        if not link.is_symlink() or os.readlink(link) != target
+    ]
+    for directory in {p.parent for p in files}:
+        found += [
+            f"not in the table: {p}" for p in sorted(directory.glob("*.yaml")) if p not in files
+        ]
+    return found
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--write", metavar="EGS_MUSTC", type=Path)
     action.add_argument("--check", metavar="EGS_MUSTC", type=Path)
     args = parser.parse_args(argv)
-    files = all_files(args.write or args.check)
     if args.write:
+        files = all_files(args.write)
         for path, content in files.items():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content, encoding="utf-8")
-        print(f"wrote {len(files)} configs")
+        for link, target in default_links(args.write).items():
+            link.unlink(missing_ok=True)
+            link.symlink_to(target)
+        print(f"wrote {len(files)} configs and the conf/train_*.yaml links")
         return 0
-    stale = [p for p, c in files.items() if not p.exists() or p.read_text(encoding="utf-8") != c]
-    for path in stale:
-        print(f"stale or missing: {path}", file=sys.stderr)
-    return 1 if stale else 0
+    found = problems(args.check)
+    for problem in found:
+        print(problem, file=sys.stderr)
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

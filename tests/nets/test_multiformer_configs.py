@@ -25,6 +25,18 @@ def test_committed_configs_are_what_the_table_renders():
     assert configs.main(["--check", str(MUSTC)]) == 0
 
 
+def test_check_reports_edited_stray_and_unlinked_configs(tmp_path):
+    assert configs.main(["--write", str(tmp_path)]) == 0 and configs.problems(tmp_path) == []
+    edited = tmp_path / "st1/conf/tuning/train_st_s2t_multiformer_s_h_lc.yaml"
+    edited.write_text(edited.read_text().replace("Local(64)", "Local(32)"))
+    (tmp_path / "asr1/conf/tuning/train_asr_old.yaml").write_text("encoder: transformer\n")
+    (tmp_path / "st1/conf/train_st.yaml").unlink()
+    found = configs.problems(tmp_path)
+    assert len(found) == 3 and all(
+        any(key in f for f in found) for key in ("_h_lc", "_old", "train_st.yaml")
+    )
+
+
 def test_all_thirteen_architectures_of_tabla_1_have_twelve_four_head_layers():
     assert len(configs.ARCHITECTURES) == 13
     for name, blocks in configs.ARCHITECTURES.items():
