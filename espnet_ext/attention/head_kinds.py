@@ -9,7 +9,11 @@ ESPnet's key mask ``mask`` (B, 1, T), 1 = real frame, and returns the heads' con
   time and memory are O(n·w) instead of O(n²).
 - **Conv** (Speechformer ConvAttention): keys and values compressed along time by a 1-D convolution
   (kernel κ, stride χ, padding ⌊κ/2⌋), then Full attention of the uncompressed queries over the n/χ
-  compressed frames; an utterance of length n keeps ⌈n/χ⌉ compressed frames (odd κ).
+  compressed frames; an utterance of length n keeps ⌈n/χ⌉ compressed frames (odd κ). Speechformer
+  convolves the layer input (d_model channels) before the K/V projections, for all heads at once; in the
+  MHMA the other heads of the layer need the uncompressed K/V, so each Conv head convolves its own
+  projected K and V (d_k channels, 2·(d_k²·κ + d_k) parameters per head). Only the standard convolution
+  is offered (the thesis' code also had depth-wise and separable ones; its experiments name none).
 - **Fast** (Performer FAVOR+): softmax(q kᵀ) ≈ φ(q) φ(k)ᵀ with positive orthogonal random features
   φ(x) = exp(ωᵀx - ‖x‖²/2) / √m (eq. 22, SM⁺), so Z = φ(q) (φ(k)ᵀ v) / (φ(q) Σ_j φ(k_j)), linear in n.
 """
