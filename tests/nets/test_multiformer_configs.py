@@ -136,3 +136,50 @@ def test_asr_pretraining_config_builds_through_espnet_and_trains_a_step(tmp_path
     asr = yaml.safe_load(config.read_text())
     assert st["encoder_conf"] == asr["encoder_conf"]  # the ST encoder starts from this one
     assert (st["optim_conf"]["lr"], asr["optim_conf"]["lr"]) == (0.002, 0.001)
+
+
+def test_mini_config_trains_with_espnets_trainer_and_its_checkpoint_feeds_the_w_o_analysis(
+    tmp_path,
+):
+    import subprocess
+    import sys
+
+    import kaldiio
+    import numpy as np
+
+    from espnet_ext.analysis.head_weights import analyse
+
+    rng = np.random.default_rng(0)
+    data = tmp_path / "data"
+    data.mkdir()
+    keys = [f"utt{i}" for i in range(8)]
+    with kaldiio.WriteHelper(f"ark,scp:{data}/feats.ark,{data}/feats.scp") as writer:
+        for key in keys:
+            writer(key, rng.standard_normal((int(rng.integers(60, 120)), 80)).astype(np.float32))
+    frames = {k: v.shape[0] for k, v in kaldiio.load_scp(str(data / "feats.scp")).items()}
+    (data / "speech_shape").write_text("".join(f"{k} {frames[k]},80\n" for k in keys))
+    for name, words in (("text", "a b c"), ("src_text", "d e")):
+        (data / name).write_text("".join(f"{k} {words}\n" for k in keys))
+        (data / f"{name}_shape").write_text("".join(f"{k} {len(words.split())}\n" for k in keys))
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("\n".join(["<blank>", "<unk>", *"abcde", "<sos/eos>"]) + "\n")
+    args = [sys.executable, "-m", "espnet_ext.bin.st_train", "--config",
+            str(MUSTC / "st1/conf/tuning/train_st_s2t_multiformer_s_mini.yaml"),
+            "--token_list", str(tokens), "--src_token_list", str(tokens), "--token_type", "word",
+            "--src_token_type", "word", "--input_size", "80", "--output_dir", str(tmp_path / "exp"),
+            "--max_epoch", "1", "--num_iters_per_epoch", "2", "--batch_size", "4", "--ngpu", "0"]  # fmt: skip
+    for split in ("train", "valid"):
+        for name, kind in (
+            ("feats.scp", "speech,kaldi_ark"),
+            ("text", "text,text"),
+            ("src_text", "src_text,text"),
+        ):
+            args += [f"--{split}_data_path_and_name_and_type", f"{data / name},{kind}"]
+        for shape in ("speech_shape", "text_shape", "src_text_shape"):
+            args += [f"--{split}_shape_file", str(data / shape)]
+    args += ["--fold_length", "800", "--fold_length", "150", "--fold_length", "150"]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    exp = tmp_path / "exp"
+    rows, _, blocks = analyse(exp / "valid.acc.ave.pth", exp / "config.yaml", tmp_path / "heads")
+    assert len(rows) == 4 * 4 and blocks[0].startswith("1 x (4 x Conv(5, 2))")
