@@ -49,5 +49,5 @@ def read_utf8_lines(path: str | Path) -> Iterator[tuple]:
             except UnicodeDecodeError as e:
                 raise InputError(
                     f"not valid UTF-8 ({e.reason} at byte {e.start})", path=path, line=number
-                )
+                ) from e
             yield number, line.rstrip("\n").rstrip("\r")

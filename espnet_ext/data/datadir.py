@@ -27,12 +27,12 @@ import shutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import atomic_write, read_utf8_lines
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 DEFAULT_REQUIRED = ("wav.scp", "text", "utt2spk")
 _FIELD_SEP = re.compile(
@@ -255,7 +255,7 @@ def _check_numbers(path: Path, tables: dict[str, list[Entry]]) -> None:
                 path=path / "utt2dur",
                 line=e.line,
                 key=e.key,
-            )
+            ) from None
 
 
 def _check_segments(path: Path, segments: list[Entry], wav_scp: list[Entry] | None) -> None:

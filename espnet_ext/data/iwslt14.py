@@ -43,13 +43,12 @@ import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
 
 from espnet_ext.data.datadir import atomic_dir, validate_data_dir, write_kaldi_map
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import read_utf8_lines
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 URL = "https://wit3.fbk.eu/archive/2014-01/texts/de/en/de-en.tgz"
 ARCHIVE = "de-en.tgz"

@@ -32,7 +32,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from espnet_ext.data.datadir import (
     atomic_dir,
@@ -44,7 +44,7 @@ from espnet_ext.data.datadir import (
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import atomic_write, read_utf8_lines
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 PARTS = (
     "dev-clean",
@@ -311,12 +311,12 @@ def read_lm_text(path: PathLike) -> Iterator[str]:
                 except UnicodeDecodeError as e:
                     raise InputError(
                         f"not valid UTF-8 ({e.reason} at byte {e.start})", path=path, line=number
-                    )
+                    ) from e
                 words = line.split()
                 if words:
                     yield " ".join(words).upper()
     except (OSError, EOFError) as e:  # a truncated or corrupt .gz
-        raise InputError(f"cannot read beyond this line: {e}", path=path, line=number + 1)
+        raise InputError(f"cannot read beyond this line: {e}", path=path, line=number + 1) from e
 
 
 def write_lm_text(

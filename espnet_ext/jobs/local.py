@@ -104,7 +104,8 @@ class LocalRunner:
     @staticmethod
     def _start(job: Job):
         job.log.parent.mkdir(parents=True, exist_ok=True)
-        log = open(job.log, "w", encoding="utf-8")
+        # Stays open while the job runs: _finish (or the OSError branch below) closes it.
+        log = open(job.log, "w", encoding="utf-8")  # noqa: SIM115
         log.write(header(job.command, f"on {socket.gethostname()}"))
         log.flush()
         started = time.monotonic()

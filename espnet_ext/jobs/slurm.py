@@ -99,7 +99,8 @@ task=${{SLURM_ARRAY_TASK_ID:-}}
 {substitute}cd {shlex.quote(workdir)} || exit 1
 run="job ${{SLURM_JOB_ID}}${{task:+, task ${{task}}}}"
 [ "${{SLURM_RESTART_COUNT:-0}}" -gt 0 ] && run+=", restart ${{SLURM_RESTART_COUNT}}"
-printf '# %s\\n{STARTED_PREFIX}%s on %s (Slurm %s)\\n' "${{command_line}}" "$(date '+{TIME_FORMAT}')" "$(hostname)" "${{run}}"
+printf '# %s\\n{STARTED_PREFIX}%s on %s (Slurm %s)\\n' \\
+    "${{command_line}}" "$(date '+{TIME_FORMAT}')" "$(hostname)" "${{run}}"
 {requeue}start=${{SECONDS}}
 # In the background so that a trapped signal is handled at once, not after the command ends.
 eval "{launcher}${{command_line}}" &

@@ -82,7 +82,8 @@ class SlurmConfig:
                 continue
             if kind not in ("option", "default") or not rest or "=" not in rest[0]:
                 raise ConfigError(
-                    f"expected 'command ...', 'option NAME=VALUE|* ARGS...' or 'default NAME=VALUE', got {line.strip()!r}",
+                    "expected 'command ...', 'option NAME=VALUE|* ARGS...' or "
+                    f"'default NAME=VALUE', got {line.strip()!r}",
                     path=source,
                     line=number,
                 )

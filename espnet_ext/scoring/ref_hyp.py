@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
 
 from espnet_ext.data.datadir import read_kaldi_entries
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import atomic_write
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 
 @dataclass(frozen=True)

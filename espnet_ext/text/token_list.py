@@ -19,7 +19,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
 
 import sentencepiece as spm
 
@@ -30,7 +29,7 @@ from espnet_ext.fileio import atomic_write
 BLANK, UNK, SOS_EOS = "<blank>", "<unk>", "<sos/eos>"
 SPACE = "<space>"
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 
 def read_transcripts(text_files: Iterable[PathLike]) -> list[str]:
@@ -95,7 +94,7 @@ def train_sentencepiece(transcripts: Sequence[str], options: SentencePieceOption
     except (
         RuntimeError
     ) as e:  # e.g. "Vocabulary size too high (5000). Please set it to a value <= 120."
-        raise ConfigError(f"SentencePiece training failed: {e}")
+        raise ConfigError(f"SentencePiece training failed: {e}") from e
     return model.getvalue()
 
 
@@ -205,7 +204,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         path = make_token_list(args.token_type, args.text, args.out_dir, options, args.space_symbol)
     except InputError as e:
         sys.exit(f"token_list: error: {e}")
-    count = sum(1 for _ in open(path, encoding="utf-8"))
+    with open(path, encoding="utf-8") as f:
+        count = sum(1 for _ in f)
     print(f"token_list: {count} tokens ({args.token_type}) -> {path}")
 
 
