@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from espnet_ext.data.datadir import atomic_dir, validate_data_dir, write_kaldi_map
+from espnet_ext.data.download import DownloadError, file_digest
+from espnet_ext.data.download import download as fetch
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import read_utf8_lines
 
@@ -262,22 +264,13 @@ def download(dest: PathLike, url: str = URL, sha256: str | None = None) -> Path:
     With ``sha256`` the archive must match it. No reference digest of the 2014-01 archive is recorded
     here, so without one the digest is only printed and written to ``de-en.tgz.sha256`` for the record.
     """
-    from espnet_ext.data.librispeech import _download, _file_digest, fetch_verified
-
     dest = Path(dest)
     target = dest / PAIR
     if (target / ".complete").is_file():
         print(f"{target}: already complete", file=sys.stderr)
         return target
-    dest.mkdir(parents=True, exist_ok=True)
-    archive = dest / ARCHIVE
-    if sha256:
-        fetch_verified(url, archive, ("sha256", sha256.lower()))
-    elif not archive.is_file():
-        partial = archive.with_name(ARCHIVE + ".part")
-        _download(url, partial)
-        partial.replace(archive)
-    digest = _file_digest(archive, "sha256")
+    archive = fetch(url, dest / ARCHIVE, ("sha256", sha256) if sha256 else None)
+    digest = file_digest(archive, "sha256")
     (dest / (ARCHIVE + ".sha256")).write_text(f"{digest}  {ARCHIVE}\n")
     print(
         f"{archive}: sha256 {digest}"
@@ -337,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except RuntimeError as e:  # librispeech.DownloadError: rerunning resumes
+    except DownloadError as e:  # rerunning resumes
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

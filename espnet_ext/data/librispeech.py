@@ -21,15 +21,11 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import itertools
 import os
 import re
-import shutil
 import sys
 import tarfile
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -41,6 +37,8 @@ from espnet_ext.data.datadir import (
     validate_data_dir,
     write_kaldi_map,
 )
+from espnet_ext.data.download import DownloadError
+from espnet_ext.data.download import download as fetch
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import atomic_write, read_utf8_lines
 
@@ -93,10 +91,6 @@ CHECKSUMS: dict[str, tuple[str, str]] = {
     ),
     LM_CORPUS: ("md5", "c83c64c726a1aedfe65f80aa311de402"),
 }
-
-
-class DownloadError(RuntimeError):
-    """The server could not be reached or broke off; rerunning resumes the partial download."""
 
 
 class Utterance(NamedTuple):
@@ -359,7 +353,7 @@ def download(
             print(f"{part_dir}: already complete", file=sys.stderr)
             continue
         name = f"{part}.tar.gz"
-        archive = fetch_verified(f"{base_url}/{name}", dest / name, checksums[name])
+        archive = fetch(f"{base_url}/{name}", dest / name, checksums[name])
         print(f"extracting {archive}", file=sys.stderr)
         try:
             with tarfile.open(archive) as tar:
@@ -388,55 +382,7 @@ def download_lm_corpus(
     """Fetch and verify ``librispeech-lm-norm.txt.gz`` (SLR11) into ``dest``; returns its path."""
     checksums = CHECKSUMS if checksums is None else checksums
     Path(dest).mkdir(parents=True, exist_ok=True)
-    return fetch_verified(f"{base_url}/{LM_CORPUS}", Path(dest) / LM_CORPUS, checksums[LM_CORPUS])
-
-
-def fetch_verified(url: str, target: Path, checksum: tuple[str, str]) -> Path:
-    """Download ``url`` to ``target``, which appears only once its ``(algorithm, hexdigest)`` matches."""
-    if target.is_file():
-        return target  # renamed into place only after verification
-    partial = target.with_name(target.name + ".part")
-    _download(url, partial)
-    algorithm, expected = checksum
-    actual = _file_digest(partial, algorithm)
-    if actual != expected:
-        partial.unlink()
-        raise InputError(
-            f"{algorithm} of the download from {url} is {actual}, expected {expected}; "
-            "deleted it, rerun to download again",
-            path=partial,
-        )
-    os.replace(partial, target)
-    return target
-
-
-def _download(url: str, partial: Path) -> None:
-    """Append to ``partial`` from where it stops (HTTP Range), or start over if the server ignores ranges."""
-    offset = partial.stat().st_size if partial.is_file() else 0
-    request = urllib.request.Request(url, headers={"Range": f"bytes={offset}-"} if offset else {})
-    print(
-        f"downloading {url} -> {partial}" + (f" (resuming at byte {offset})" if offset else ""),
-        file=sys.stderr,
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            mode = "ab" if offset and response.status == 206 else "wb"
-            with open(partial, mode) as f:
-                shutil.copyfileobj(response, f, 1 << 20)
-    except urllib.error.HTTPError as e:
-        if e.code == 416 and offset:  # the range starts at the end: the file is already whole
-            return
-        raise DownloadError(f"download of {url} failed: HTTP {e.code} {e.reason}") from e
-    except (urllib.error.URLError, OSError) as e:
-        raise DownloadError(f"download of {url} failed: {e}; rerun to resume from {partial}") from e
-
-
-def _file_digest(path: Path, algorithm: str) -> str:
-    digest = hashlib.new(algorithm)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return fetch(f"{base_url}/{LM_CORPUS}", Path(dest) / LM_CORPUS, checksums[LM_CORPUS])
 
 
 # ---------------------------------------------------------------------------------------------------- command line
