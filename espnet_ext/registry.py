@@ -15,6 +15,8 @@ import importlib.util
 import sys
 import threading
 
+from espnet_ext.errors import ConfigError
+
 # ESPnet2 module -> [(ClassChoices attribute, choice name, "our.module:Class")]
 _RELAXED = "espnet_ext.nets.relaxed_transformer:"
 _RELAXED_ENCODERS = [
@@ -87,8 +89,8 @@ def _apply_entry(module, choices_attr: str, name: str, target: str) -> None:
     cls = _load(target)
     existing = choices.classes.get(key)
     if existing is not None and existing is not cls:
-        raise ValueError(
-            f"{module.__name__}.{choices_attr} already has a different '{key}': {existing}"
+        raise ConfigError(
+            f"{module.__name__}.{choices_attr} already has a different class: {existing}", key=key
         )
     choices.classes[key] = cls
 

@@ -94,8 +94,10 @@ def write_kaldi_map(path: PathLike, mapping: Mapping[str, str | Sequence[str]]) 
             if not isinstance(value, str):
                 value = " ".join(value)
             if not key or _FIELD_SEP.search(key) or "\n" in key + value:
-                raise ValueError(
-                    f"{path}: cannot write id {key!r} with value {value!r} as one table line"
+                raise InputError(
+                    f"cannot write this id with value {value!r} as one table line",
+                    path=path,
+                    key=key,
                 )
             f.write(f"{key} {value}\n" if value else f"{key}\n")
 

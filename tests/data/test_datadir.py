@@ -114,7 +114,9 @@ def test_write_kaldi_map_sorts_like_c_locale_sort(tmp_path):
 
 
 def test_write_kaldi_map_refuses_ids_with_blanks_and_leaves_no_file(tmp_path):
-    with pytest.raises(ValueError):
+    with pytest.raises(
+        InputError, match=f"^{tmp_path / 'out'}: key 'bad id': cannot write this id"
+    ):
         write_kaldi_map(tmp_path / "out", {"ok": "1", "bad id": "2"})
     assert list(tmp_path.iterdir()) == []
 

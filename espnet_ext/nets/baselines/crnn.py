@@ -17,6 +17,8 @@ from espnet2.asr.ctc import CTC
 from espnet2.torch_utils.device_funcs import force_gatherable
 from espnet2.train.abs_espnet_model import AbsESPnetModel
 
+from espnet_ext.errors import ConfigError
+
 
 class CRNN(AbsESPnetModel):
     def __init__(
@@ -33,7 +35,10 @@ class CRNN(AbsESPnetModel):
     ):
         super().__init__()
         if len(width_pooling) != len(channels):
-            raise ValueError("width_pooling needs one entry per CNN block (channels)")
+            raise ConfigError(
+                f"needs one entry per CNN block ({len(channels)} channels), got {len(width_pooling)}",
+                key="width_pooling",
+            )
         self.vocab_size = vocab_size
         self.token_list = list(token_list)
         self.in_channels = in_channels
@@ -50,7 +55,10 @@ class CRNN(AbsESPnetModel):
             ]
             previous, height = width, height // 2
         if height < 1:
-            raise ValueError(f"image_height {image_height} is too small for {len(channels)} blocks")
+            raise ConfigError(
+                f"{image_height} is too small for {len(channels)} blocks halving the height",
+                key="image_height",
+            )
         self.cnn = torch.nn.Sequential(*layers)
         self.lstm = torch.nn.LSTM(
             previous * height,

@@ -19,6 +19,8 @@ from espnet2.asr.encoder.avhubert_encoder import ResEncoder
 from espnet2.asr.espnet_model import ESPnetASRModel
 from espnet2.asr.frontend.abs_frontend import AbsFrontend
 
+from espnet_ext.errors import ConfigError
+
 # Mean and standard deviation of LRS3 grey mouth crops in [0, 1] (the AV-HuBERT preprocessing).
 LRS3_PIXEL_MEAN = 0.421
 LRS3_PIXEL_STD = 0.165
@@ -37,7 +39,7 @@ class Conv3dResNetFrontend(AbsFrontend):
     ):
         super().__init__()
         if not 1 <= resnet_stages <= 4:
-            raise ValueError(f"resnet_stages must be 1..4, got {resnet_stages}")
+            raise ConfigError(f"must be 1..4, got {resnet_stages}", key="resnet_stages")
         self.res_encoder = ResEncoder(relu_type=relu_type, weights=weights)
         for stage in range(
             resnet_stages + 1, 5
