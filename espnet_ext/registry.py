@@ -69,7 +69,7 @@ _done: set = set()
 
 
 def register(module_name: str, choices_attr: str, name: str, target: str) -> None:
-    """Add one entry to REGISTRY (for later issues' modules) and apply it if the task is loaded."""
+    """Add one entry to REGISTRY (a model defined outside this table) and apply it if the task is loaded."""
     with _lock:
         REGISTRY.setdefault(module_name, []).append((choices_attr, name, target))
         if module_name in sys.modules:
