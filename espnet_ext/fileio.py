@@ -18,7 +18,8 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str = "utf-8") -> 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    # mkstemp creates 0600; prepared data is shared on clusters, so honour the umask like open() would.
+    # mkstemp creates 0600; prepared data is shared on clusters, so honour the umask like open()
+    # would.
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)

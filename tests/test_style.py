@@ -1,7 +1,8 @@
 """The tree passes its style checks: ruff (ruff.toml) on the Python code, shellcheck on the shell scripts.
 
-Each check fails with the tool's own output. shellcheck is a Debian package (tools/apt-packages.txt):
-a machine without it fails here with the install command instead of skipping the check.
+Each check fails with the tool's own output. shellcheck is a Debian package
+(tools/apt-packages.txt): a machine without it fails here with the install command instead of
+skipping the check.
 """
 
 import json
@@ -19,8 +20,8 @@ SHELL_DIRS = ("egs", "utils", "tools")
 SKIP_DIRS = {"data", "dump", "exp", "downloads", "venv", "nltk_data", "__pycache__"}
 
 # Findings in scripts of other parts of the tree, tolerated until those scripts are fixed: one entry
-# per (real file, shellcheck code). Every entry must still match a finding (a stale one fails), so the
-# list only shrinks; it is meant to be empty.
+# per (real file, shellcheck code). Every entry must still match a finding (a stale one fails), so
+# the list only shrinks; it is meant to be empty.
 SHELLCHECK_ALLOWED = {
     # Sourced by the pipelines, no shebang: need a "# shellcheck shell=bash" directive.
     ("egs/TEMPLATE/asr1/cmd.sh", 2148),
@@ -39,7 +40,8 @@ SHELLCHECK_ALLOWED = {
     ("egs/iwslt14/mt1/local/data.sh", 2046),
     ("egs/mnist_seq/ocr1/run.sh", 2015),
     ("egs/mnist_seq/ocr1/local/data.sh", 2015),
-    # Variables set by the sourcing pipeline (stage, cmd wrappers, ngpu) and a for-loop over cat output.
+    # Variables set by the sourcing pipeline (stage, cmd wrappers, ngpu) and a for-loop over cat
+    # output.
     ("utils/pipeline.sh", 2154),
     ("utils/pipeline.sh", 2013),
 }

@@ -1,7 +1,8 @@
 """IWSLT14 German-English (TED talks) from its release, as Kaldi-style MT data dirs.
 
-The release is ``de-en.tgz`` of the IWSLT 2014 evaluation campaign (WIT3 archive 2014-01), the archive
-fairseq's ``examples/translation/prepare-iwslt14.sh`` starts from. Extracted, it holds ``de-en/``::
+The release is ``de-en.tgz`` of the IWSLT 2014 evaluation campaign (WIT3 archive 2014-01), the
+archive fairseq's ``examples/translation/prepare-iwslt14.sh`` starts from. Extracted, it holds
+``de-en/``::
 
     train.tags.de-en.de, train.tags.de-en.en      one sentence per line, line-parallel, with talk metadata
                                                   lines (<url>, <keywords>, <speaker>, <talkid>, <title>,
@@ -26,9 +27,10 @@ score detokenized BLEU with sacrebleu. In the xml files we decode the XML entiti
 the files are XML) and, as fairseq does for dev/test, write ``’`` as ``'``. ``--lowercase`` lowercases
 both sides as fairseq's script does.
 
-Output ``<out>/{train,valid,test}/``: ``text.de``, ``text.en`` and ``text`` (= the target side, ESPnet's
-name), sorted by id. Ids: ``train-<n>`` with n the 1-based pair number in the metadata-free train.tags
-(valid ids are the multiples of 23), ``<set>-<docid>-<segid>`` for test (e.g. ``tst2010-00769-0012``).
+Output ``<out>/{train,valid,test}/``: ``text.de``, ``text.en`` and ``text`` (= the target side,
+ESPnet's name), sorted by id. Ids: ``train-<n>`` with n the 1-based pair number in the metadata-free
+train.tags (valid ids are the multiples of 23), ``<set>-<docid>-<segid>`` for test (e.g.
+``tst2010-00769-0012``).
 
     python -m espnet_ext.data.iwslt14 prepare --root DIR [--out data] [--lowercase]
     python -m espnet_ext.data.iwslt14 download --dest DIR [--url URL] [--sha256 HEX]
@@ -261,8 +263,9 @@ def prepare(root: PathLike, out: PathLike, lowercase: bool = False) -> dict[str,
 def download(dest: PathLike, url: str = URL, sha256: str | None = None) -> Path:
     """Fetch ``de-en.tgz`` into ``dest`` and extract it there (``dest/de-en``); returns that dir.
 
-    With ``sha256`` the archive must match it. No reference digest of the 2014-01 archive is recorded
-    here, so without one the digest is only printed and written to ``de-en.tgz.sha256`` for the record.
+    With ``sha256`` the archive must match it. No reference digest of the 2014-01 archive is
+    recorded here, so without one the digest is only printed and written to ``de-en.tgz.sha256`` for
+    the record.
     """
     dest = Path(dest)
     target = dest / PAIR

@@ -6,15 +6,15 @@ Release layout (each ``<part>.tar.gz`` unpacks to ``LibriSpeech/``)::
     LibriSpeech/<part>/<spk>/<chapter>/<spk>-<chapter>.trans.txt   lines '<spk>-<chapter>-<utt> UPPER CASE TEXT'
     LibriSpeech/<part>/<spk>/<chapter>/<spk>-<chapter>-<utt>.flac  16 kHz mono FLAC
 
-``prepare`` writes ``<out>/<part with _>/{wav.scp,text,utt2spk,spk2utt,spk2gender}``; the "speaker" is
-``<spk>-<chapter>`` as in Kaldi's and ESPnet's librispeech recipes (per-chapter CMVN/adaptation units).
-The LM text (SLR11, ``librispeech-lm-norm.txt.gz``) is fetched by ``download_lm_corpus`` and read by
-``read_lm_text``.
+``prepare`` writes ``<out>/<part with _>/{wav.scp,text,utt2spk,spk2utt,spk2gender}``; the "speaker"
+is ``<spk>-<chapter>`` as in Kaldi's and ESPnet's librispeech recipes (per-chapter CMVN/adaptation
+units). The LM text (SLR11, ``librispeech-lm-norm.txt.gz``) is fetched by ``download_lm_corpus`` and
+read by ``read_lm_text``.
 
-    python -m espnet_ext.data.librispeech download --dest DIR --parts dev-clean test-clean
-    python -m espnet_ext.data.librispeech prepare --root DIR --parts dev-clean test-clean --out data
-    python -m espnet_ext.data.librispeech download_lm --dest DIR
-    python -m espnet_ext.data.librispeech lm_text --src DIR/librispeech-lm-norm.txt.gz --out data/lm_text
+    python -m espnet_ext.data.librispeech download --dest DIR --parts dev-clean test-clean python -m
+    espnet_ext.data.librispeech prepare --root DIR --parts dev-clean test-clean --out data python -m
+    espnet_ext.data.librispeech download_lm --dest DIR python -m espnet_ext.data.librispeech lm_text
+    --src DIR/librispeech-lm-norm.txt.gz --out data/lm_text
 """
 
 from __future__ import annotations
@@ -56,10 +56,11 @@ PARTS = (
 OPENSLR_12 = "https://www.openslr.org/resources/12"
 OPENSLR_11 = "https://www.openslr.org/resources/11"
 LM_CORPUS = "librispeech-lm-norm.txt.gz"
-COMPLETE = ".complete"  # in LibriSpeech/<part>/ once extracted whole (the marker Kaldi's download script uses)
+# in LibriSpeech/<part>/ once extracted whole (the marker Kaldi's download script uses)
+COMPLETE = ".complete"
 
-# Published checksums: SHA-256 of the SLR12 archives (as torchaudio's LibriSpeech dataset lists them);
-# OpenSLR lists none for SLR11, the MD5 is the one public recipes check the LM text against.
+# Published checksums: SHA-256 of the SLR12 archives (as torchaudio's LibriSpeech dataset lists
+# them); OpenSLR lists none for SLR11, the MD5 is the one public recipes check the LM text against.
 CHECKSUMS: dict[str, tuple[str, str]] = {
     "dev-clean.tar.gz": (
         "sha256",
@@ -101,7 +102,8 @@ class Utterance(NamedTuple):
     reader: str  # <spk>, the LibriVox reader of SPEAKERS.TXT
 
 
-# ---------------------------------------------------------------------------------------------------- reading
+# ----------------------------------------------------------------------------------------------------
+# reading
 
 
 def corpus_dir(root: PathLike) -> Path:
@@ -145,7 +147,8 @@ def read_speaker_genders(path: Path) -> dict[str, str]:
     genders: dict[str, str] = {}
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
-            # Only the ASCII ID and SEX columns are used, so a name in another encoding does no harm.
+            # Only the ASCII ID and SEX columns are used, so a name in another encoding does no
+            # harm.
             line = raw.decode("utf-8", errors="replace").strip()
             if not line or line.startswith(";"):
                 continue
@@ -252,8 +255,8 @@ def prepare(
 ) -> list[Path]:
     """Write one validated Kaldi data dir per part (``train-clean-100`` -> ``<out>/train_clean_100``).
 
-    Every part is checked to exist before anything is written; each data dir appears whole or not at all.
-    ``check_audio`` also opens every FLAC header (slower on the full corpus).
+    Every part is checked to exist before anything is written; each data dir appears whole or not at
+    all. ``check_audio`` also opens every FLAC header (slower on the full corpus).
     """
     corpus = corpus_dir(root)
     for part in parts:
@@ -324,7 +327,8 @@ def write_lm_text(
     return count
 
 
-# ---------------------------------------------------------------------------------------------------- download
+# ----------------------------------------------------------------------------------------------------
+# download
 
 
 def download(
@@ -385,7 +389,8 @@ def download_lm_corpus(
     return fetch(f"{base_url}/{LM_CORPUS}", Path(dest) / LM_CORPUS, checksums[LM_CORPUS])
 
 
-# ---------------------------------------------------------------------------------------------------- command line
+# ----------------------------------------------------------------------------------------------------
+# command line
 
 
 def _parts(values: Sequence[str]) -> list[str]:

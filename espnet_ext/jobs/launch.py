@@ -13,8 +13,8 @@
   resolve (a name that does not resolve makes torch retry forever), and ``--dist_master_port``: the given one, or
   one derived from the job id so that jobs sharing a node do not collide. Then it becomes the training process.
 
-The previous log is kept as ``train.1.log`` (and older ones shifted up to ``train.<MAX_OLD_LOGS>.log``), so a
-resumed training does not erase the history of its earlier runs.
+The previous log is kept as ``train.1.log`` (and older ones shifted up to
+``train.<MAX_OLD_LOGS>.log``), so a resumed training does not erase the history of its earlier runs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Paired reference/hypothesis Kaldi text files (``<id> <text>`` lines), read strictly, and result files.
 
-The two files must hold exactly the same ids. An empty hypothesis is a valid output (every reference word
-is then a deletion); an empty reference is a data error.
+The two files must hold exactly the same ids. An empty hypothesis is a valid output (every reference
+word is then a deletion); an empty reference is a data error.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ from espnet_ext.data import types as data_types
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.fileio import read_utf8_lines
 
-# Every process that runs one of our tasks (entry points, spawned DDP workers, inference) imports this
-# module, so this is where ESPnet learns the image and video data types.
+# Every process that runs one of our tasks (entry points, spawned DDP workers, inference) imports
+# this module, so this is where ESPnet learns the image and video data types.
 data_types.install()
 
 
@@ -41,8 +41,8 @@ def load_state_dict_strictly(
 ) -> None:
     """Load weights into ``model``, refusing files whose keys do not match it exactly.
 
-    ESPnet's ``build_model_from_file`` loads with ``strict=False``: a config/model mismatch would silently
-    leave randomly initialised layers in a model used for decoding.
+    ESPnet's ``build_model_from_file`` loads with ``strict=False``: a config/model mismatch would
+    silently leave randomly initialised layers in a model used for decoding.
     """
     try:
         state = torch.load(model_file, map_location=device, weights_only=True)
@@ -145,8 +145,9 @@ class AbsExtTask(AbsTask):
     ) -> DataLoader:
         """Examples in key order (collect_stats, inference), read through ESPnet's map-style dataset.
 
-        ESPnet's streaming dataset hands the types it cannot stream (image, video) to an inner dataset that
-        runs the preprocessor, then runs it again on the merged example; ours must run exactly once.
+        ESPnet's streaming dataset hands the types it cannot stream (image, video) to an inner
+        dataset that runs the preprocessor, then runs it again on the merged example; ours must run
+        exactly once.
         """
         if multi_task_dataset:
             raise ConfigError(f"--multi_task_dataset is not supported by {cls.__name__}")

@@ -4,10 +4,11 @@
     python -m espnet_ext.text.token_list --token_type char --text data/train/text --out_dir D
 
 ``bpe`` trains SentencePiece (``--model_type unigram`` or ``bpe``) on the transcripts (utterance ids
-stripped) and writes ``D/bpe.model``; both write ``D/tokens.txt`` in ESPnet's order: ``<blank>``, ``<unk>``,
-the tokens, ``<sos/eos>``. Subwords keep SentencePiece's piece order; characters are sorted by descending
-count (ties in order of first appearance), with a space written as ``<space>``, exactly as
-``espnet2.bin.tokenize_text --write_vocabulary true`` does. ``tokens.txt`` is written last.
+stripped) and writes ``D/bpe.model``; both write ``D/tokens.txt`` in ESPnet's order: ``<blank>``,
+``<unk>``, the tokens, ``<sos/eos>``. Subwords keep SentencePiece's piece order; characters are
+sorted by descending count (ties in order of first appearance), with a space written as ``<space>``,
+exactly as ``espnet2.bin.tokenize_text --write_vocabulary true`` does. ``tokens.txt`` is written
+last.
 """
 
 from __future__ import annotations

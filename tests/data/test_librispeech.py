@@ -42,7 +42,8 @@ def corpus_copy(tmp_path):
     return tmp_path / "db" / "LibriSpeech"
 
 
-# ------------------------------------------------------------------------------------------------ prepare
+# ------------------------------------------------------------------------------------------------
+# prepare
 
 
 @pytest.mark.parametrize(
@@ -243,7 +244,8 @@ def test_cli_prepare(tmp_path):
     )
 
 
-# ------------------------------------------------------------------------------------------------ download
+# ------------------------------------------------------------------------------------------------
+# download
 
 
 @pytest.fixture()
@@ -315,7 +317,8 @@ def test_download_resumes_a_partial_file(server, tmp_path):
     assert server.requests == [("/dev-clean.tar.gz", "bytes=1000-")]
     assert (dest / "dev-clean.tar.gz").read_bytes() == archive
 
-    # A server that ignores ranges sends everything again: the partial file is overwritten, not appended to.
+    # A server that ignores ranges sends everything again: the partial file is overwritten, not
+    # appended to.
     server.ranges = False
     (dest / "LibriSpeech" / "dev-clean" / ".complete").unlink()
     (dest / "dev-clean.tar.gz").rename(dest / "dev-clean.tar.gz.part")
@@ -355,7 +358,8 @@ def test_cli_download_uses_the_published_checksums(server, tmp_path):
     )  # our tarball is not the release
 
 
-# ------------------------------------------------------------------------------------------------ LM text
+# ------------------------------------------------------------------------------------------------
+# LM text
 
 
 def test_lm_corpus_download_read_and_kaldi_text(server, tmp_path):

@@ -1,10 +1,10 @@
 """CRNN (Shi et al., 2015): CNN -> BiLSTM -> CTC, the baseline model of ``ImageToSequenceTask``.
 
-Input images arrive width-first, ``(B, W, H[, C])`` with their widths as lengths (the task's preprocessor
-transposes them, so ESPnet's collate pads the width). The CNN halves the height after every block and
-the width after the blocks listed in ``width_pooling``; each remaining column is one BiLSTM time step,
-scored by ESPnet's ``CTC`` (token 0 is the blank). Decoding is greedy: best token per column, repeats
-merged, blanks dropped.
+Input images arrive width-first, ``(B, W, H[, C])`` with their widths as lengths (the task's
+preprocessor transposes them, so ESPnet's collate pads the width). The CNN halves the height after
+every block and the width after the blocks listed in ``width_pooling``; each remaining column is one
+BiLSTM time step, scored by ESPnet's ``CTC`` (token 0 is the blank). Decoding is greedy: best token
+per column, repeats merged, blanks dropped.
 """
 
 from __future__ import annotations

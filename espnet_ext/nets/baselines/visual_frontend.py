@@ -1,13 +1,13 @@
 """Lip-reading baseline parts: a 3D-conv + ResNet-18 visual frontend and ESPnet's ASR model reading video.
 
 ``Conv3dResNetFrontend`` wraps ESPnet's ``ResEncoder`` (AV-HuBERT's visual stem: one 5x7x7 3D
-convolution over time and space, then a 2D ResNet-18 applied to every frame): grey mouth crops
-``(B, T, H, W)`` in [0, 1] (88x88 in LRS3) become one feature vector per frame, ``(B, T, D)``.
-For CPU budgets it can be made lighter: ``resnet_stages`` keeps only the first ResNet stages (64, 128,
-256, 512 channels), ``frame_pool`` average-pools the frames spatially first, ``output_size`` projects.
+convolution over time and space, then a 2D ResNet-18 applied to every frame): grey mouth crops ``(B,
+T, H, W)`` in [0, 1] (88x88 in LRS3) become one feature vector per frame, ``(B, T, D)``. For CPU
+budgets it can be made lighter: ``resnet_stages`` keeps only the first ResNet stages (64, 128, 256,
+512 channels), ``frame_pool`` average-pools the frames spatially first, ``output_size`` projects.
 
-``ESPnetVSRModel`` is ESPnet's ``ESPnetASRModel`` (encoder, decoder, CTC, losses, the interface ESPnet's
-beam search scores) whose input is named ``video``.
+``ESPnetVSRModel`` is ESPnet's ``ESPnetASRModel`` (encoder, decoder, CTC, losses, the interface
+ESPnet's beam search scores) whose input is named ``video``.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ class Conv3dResNetFrontend(AbsFrontend):
             raise ValueError(f"expected grey video (B, T, H, W), got shape {tuple(input.shape)}")
         padding = make_pad_mask(input_lengths, maxlen=input.size(1)).to(input.device)  # (B, T)
         x = (input - self.pixel_mean) / self.pixel_std
-        # Padded frames must be zeros after normalisation, like the 3D conv's own zero padding in time:
-        # then an utterance gives the same features alone or in a padded batch.
+        # Padded frames must be zeros after normalisation, like the 3D conv's own zero padding in
+        # time: then an utterance gives the same features alone or in a padded batch.
         x = x.masked_fill(padding[:, :, None, None], 0.0)
         if self.frame_pool > 1:
             x = F.avg_pool2d(x, self.frame_pool)  # pools H, W of every frame
@@ -91,5 +91,6 @@ class ESPnetVSRModel(ESPnetASRModel):
     def collect_feats(
         self, video: torch.Tensor, video_lengths: torch.Tensor, **kwargs
     ) -> dict[str, torch.Tensor]:
-        # The frontend is trained with the model, so its outputs have no fixed corpus statistics to collect.
+        # The frontend is trained with the model, so its outputs have no fixed corpus statistics to
+        # collect.
         return {}
