@@ -13,10 +13,11 @@ archive fairseq's ``examples/translation/prepare-iwslt14.sh`` starts from. Extra
 
 Split (the one of fairseq's script, used by most published IWSLT14 de-en results including the
 relaxed-attention paper's Cutoff baseline):
-- train.tags without metadata: lines holding ``<url>``, ``<talkid>`` or ``<keywords>`` are dropped, the
-  ``<title>``/``<description>`` tags are removed and their text kept as a sentence pair (as fairseq does);
-  the other metadata lines (``<speaker>``, ``<reviewer ...>``, ``<translator ...>``, ``<doc ...>``,
-  ``</doc>``), which fairseq leaves in as text, are dropped too, and so are pairs with an empty side;
+- train.tags without metadata: lines holding ``<url>``, ``<talkid>`` or ``<keywords>`` are dropped,
+  the ``<title>``/``<description>`` tags are removed and their text kept as a sentence pair (as
+  fairseq does); the other metadata lines (``<speaker>``, ``<reviewer ...>``, ``<translator ...>``,
+  ``<doc ...>``, ``</doc>``), which fairseq leaves in as text, are dropped too, and so are pairs
+  with an empty side;
 - valid = every 23rd of those pairs (fairseq: ``awk 'NR%23 == 0'``), train = the rest;
 - test = dev2010 + dev2012 (TEDX) + tst2010 + tst2011 + tst2012.
 fairseq applies its length cleaning (Moses ``clean-corpus-n.perl -ratio 1.5``, 1..175 tokens) *before*

@@ -5,7 +5,8 @@ ESPnet2 reads every data file through ``espnet2.train.dataset.DATA_TYPES`` (type
 <path>``; a value is decoded when the key is read, and anything that cannot be decoded raises
 ``InputError`` naming the scp file, its line, the key and the media path.
 
-- ``image``: PNG/JPEG/... via Pillow -> float32 ``(H, W)`` for grey, ``(H, W, C)`` otherwise, in [0, 1].
+- ``image``: PNG/JPEG/... via Pillow -> float32 ``(H, W)`` for grey, ``(H, W, C)`` otherwise,
+  in [0, 1].
 - ``video``: ``.npy`` of uint8 frames ``(T, H, W)`` / ``(T, H, W, 1|3)``, or any file OpenCV decodes
   (``.mp4``, ``.avi``) -> float32 grey ``(T, H, W)`` in [0, 1].
 """

@@ -1,10 +1,12 @@
 """What our ESPnet2 tasks share.
 
-- ``AbsExtTask``: ESPnet2's ``AbsTask`` with strict model loading, a check that every data file has the
-  ids a batch needs, and an in-order iterator for collect_stats and inference that preprocesses once.
-- The text side of image-to-sequence and lip reading: ESPnet's token options and a preprocessor built on
-  ESPnet's tokenizers and ``TokenIDConverter``.
-- The command-line frame of our ``*_inference`` entry points (one Kaldi ``text`` file of predictions).
+- ``AbsExtTask``: ESPnet2's ``AbsTask`` with strict model loading, a check that every data file has
+  the ids a batch needs, and an in-order iterator for collect_stats and inference that preprocesses
+  once.
+- The text side of image-to-sequence and lip reading: ESPnet's token options and a preprocessor
+  built on ESPnet's tokenizers and ``TokenIDConverter``.
+- The command-line frame of our ``*_inference`` entry points (one Kaldi ``text`` file of
+  predictions).
 """
 
 from __future__ import annotations
@@ -169,7 +171,7 @@ class AbsExtTask(AbsTask):
         )
 
 
-# ---------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # Text: ESPnet's token options and tokenization, for the tasks that output text.
 
 
@@ -259,7 +261,7 @@ class TextPreprocessor(AbsPreprocessor):
         return self.tokenizer.tokens2text(self.converter.ids2tokens(list(ids)))
 
 
-# ---------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # Inference entry points: read data as in training, write one prediction per id, atomically.
 
 
