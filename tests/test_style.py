@@ -1,4 +1,4 @@
-"""The tree passes its style checks: ruff (ruff.toml) on the Python code, shellcheck on the shell scripts.
+"""The tree passes its style checks: ruff (ruff.toml) on the Python code, shellcheck on the shell.
 
 Each check fails with the tool's own output. shellcheck is a Debian package
 (tools/apt-packages.txt): a machine without it fails here with the install command instead of
@@ -40,8 +40,7 @@ SHELLCHECK_ALLOWED = {
     ("egs/iwslt14/mt1/local/data.sh", 2046),
     ("egs/mnist_seq/ocr1/run.sh", 2015),
     ("egs/mnist_seq/ocr1/local/data.sh", 2015),
-    # Variables set by the sourcing pipeline (stage, cmd wrappers, ngpu) and a for-loop over cat
-    # output.
+    # Variables the sourcing pipeline sets (stage, cmd wrappers, ngpu); a for-loop over $(cat ...).
     ("utils/pipeline.sh", 2154),
     ("utils/pipeline.sh", 2013),
 }
@@ -111,10 +110,8 @@ def test_shell_scripts_found():
     scripts = shell_scripts()
     for expected in ("utils/pipeline.sh", "egs/TEMPLATE/asr1/asr.sh", "tools/install.sh"):
         assert expected in scripts
-    assert (
-        scripts["egs/TEMPLATE/asr1/path.sh"].startswith("egs/")
-        and "TEMPLATE" not in (scripts["egs/TEMPLATE/asr1/path.sh"])
-    )
+    # Linted through a recipe's link, where its neighbours (cmd.sh, db.sh) resolve as at run time.
+    assert scripts["egs/TEMPLATE/asr1/path.sh"].split("/")[1] != "TEMPLATE"
 
 
 def test_shellcheck():
