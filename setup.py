@@ -1,5 +1,7 @@
 """espnet_ext: ESPnet2 extensions and recipes for attention papers."""
 
+from pathlib import Path
+
 from setuptools import find_packages, setup
 
 setup(
@@ -7,7 +9,7 @@ setup(
     version="0.1.0",
     description="ESPnet2-based recipes and models for relaxed, multi-head-multi-attention, sharp, "
     "head-selection and LegoNN attention papers",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=Path("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["espnet_ext", "espnet_ext.*"]),
     python_requires=">=3.10",

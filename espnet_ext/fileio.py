@@ -18,7 +18,8 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str = "utf-8") -> 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    # mkstemp creates 0600; prepared data is shared on clusters, so honour the umask like open() would.
+    # mkstemp creates 0600; prepared data is shared on clusters, so honour the umask like open()
+    # would.
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)
@@ -49,5 +50,5 @@ def read_utf8_lines(path: str | Path) -> Iterator[tuple]:
             except UnicodeDecodeError as e:
                 raise InputError(
                     f"not valid UTF-8 ({e.reason} at byte {e.start})", path=path, line=number
-                )
+                ) from e
             yield number, line.rstrip("\n").rstrip("\r")

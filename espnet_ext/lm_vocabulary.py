@@ -31,7 +31,7 @@ def token_list(config: str) -> list[str]:
     try:
         tokens = yaml.safe_load(path.read_text(encoding="utf-8")).get("token_list")
     except (OSError, yaml.YAMLError, AttributeError) as e:
-        raise ConfigError(f"cannot read the training config: {e}", path=path)
+        raise ConfigError(f"cannot read the training config: {e}", path=path) from e
     if isinstance(tokens, str):  # a path, as given at training time
         tokens = Path(tokens).read_text(encoding="utf-8").split()
     if not tokens:

@@ -1,10 +1,11 @@
 """Registration of our classes into ESPnet2's tasks.
 
-ESPnet2 builds models from module-level ``ClassChoices`` tables (``espnet2.tasks.asr.encoder_choices``...)
-and has no plugin mechanism. Importing ``espnet_ext`` installs an import hook: the moment a listed
-ESPnet2 task module finishes importing (or at once, if it already has), our classes are added to its
-tables. Every process that imports ``espnet_ext`` -- our entry points, their spawned DDP workers,
-inference, ``build_model_from_file`` callers -- therefore sees the same choices.
+ESPnet2 builds models from module-level ``ClassChoices`` tables
+(``espnet2.tasks.asr.encoder_choices``...) and has no plugin mechanism. Importing ``espnet_ext``
+installs an import hook: the moment a listed ESPnet2 task module finishes importing (or at once, if
+it already has), our classes are added to its tables. Every process that imports ``espnet_ext`` --
+our entry points, their spawned DDP workers, inference, ``build_model_from_file`` callers --
+therefore sees the same choices.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import importlib.abc
 import importlib.util
 import sys
 import threading
+
+from espnet_ext.errors import ConfigError
 
 # ESPnet2 module -> [(ClassChoices attribute, choice name, "our.module:Class")]
 _RELAXED = "espnet_ext.nets.relaxed_transformer:"
@@ -64,8 +67,8 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
     ],
 }
 
-# ESPnet2 module -> ["our.module:function"] run right after it is imported (tables that are not ClassChoices,
-# e.g. the data types of espnet2.train.dataset).
+# ESPnet2 module -> ["our.module:function"] run right after it is imported (tables that are not
+# ClassChoices, e.g. the data types of espnet2.train.dataset).
 HOOKS: dict[str, list[str]] = {
     "espnet2.train.dataset": ["espnet_ext.data.types:install"],
 }
@@ -75,7 +78,7 @@ _done: set = set()
 
 
 def register(module_name: str, choices_attr: str, name: str, target: str) -> None:
-    """Add one entry to REGISTRY (for later issues' modules) and apply it if the task is loaded."""
+    """Add one entry to REGISTRY (a model defined outside this table) and apply it if the task is loaded."""
     with _lock:
         REGISTRY.setdefault(module_name, []).append((choices_attr, name, target))
         if module_name in sys.modules:
@@ -95,8 +98,8 @@ def _apply_entry(module, choices_attr: str, name: str, target: str) -> None:
     cls = _load(target)
     existing = choices.classes.get(key)
     if existing is not None and existing is not cls:
-        raise ValueError(
-            f"{module.__name__}.{choices_attr} already has a different '{key}': {existing}"
+        raise ConfigError(
+            f"{module.__name__}.{choices_attr} already has a different class: {existing}", key=key
         )
     choices.classes[key] = cls
 
@@ -153,8 +156,9 @@ def install() -> None:
 def build_model(task: str, args: list[str]):
     """Build a model the way ``python -m espnet_ext.bin.<task>_train`` would, from command-line style args.
 
-    ``task`` is an ESPnet2 task module name ("asr", "st", "mt", "lm") or "module:TaskClass" for ours.
-    Handy for analyses and tests: ``build_model("asr", ["--config", "conf/x.yaml", "--token_list", ...])``.
+    ``task`` is an ESPnet2 task module name ("asr", "st", "mt", "lm") or "module:TaskClass" for
+    ours. Handy for analyses and tests: ``build_model("asr", ["--config", "conf/x.yaml",
+    "--token_list", ...])``.
     """
     install()
     if ":" in task:

@@ -36,7 +36,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import yaml
 
@@ -44,7 +44,7 @@ from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.fileio import atomic_write
 
 MISSING = "-"
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 
 @dataclass
@@ -75,7 +75,7 @@ def lookup(path: PathLike, key: str) -> Any:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
-        raise InputError(f"not a JSON file: {e}", path=path)
+        raise InputError(f"not a JSON file: {e}", path=path) from e
     for part in key.split("."):
         if not isinstance(value, dict) or part not in value:
             raise InputError("no such key in this result file", path=path, key=key)
@@ -90,7 +90,7 @@ def format_value(value: Any, spec: str | None) -> str:
         try:
             return format(value, spec)
         except (ValueError, TypeError) as e:
-            raise ConfigError(f"cannot format {value!r} with {spec!r}: {e}")
+            raise ConfigError(f"cannot format {value!r} with {spec!r}: {e}") from e
     return format(value, ".2f") if isinstance(value, float) else str(value)
 
 
@@ -221,7 +221,7 @@ def load_spec(path: PathLike) -> tuple:
     try:
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))  # YAML is a superset of JSON
     except (OSError, yaml.YAMLError) as e:
-        raise InputError(f"cannot read the results spec: {e}", path=path)
+        raise InputError(f"cannot read the results spec: {e}", path=path) from e
     if not isinstance(spec, dict) or not isinstance(spec.get("tables"), list):
         raise InputError("expected a mapping with 'title' and a list 'tables'", path=path)
     tables = []
@@ -244,7 +244,7 @@ def load_spec(path: PathLike) -> tuple:
         except (KeyError, TypeError, AttributeError) as e:
             raise InputError(
                 f"table {number}: expected title, rows, columns and cells ({e})", path=path
-            )
+            ) from e
     return str(spec.get("title", "RESULTS")), tables, str(spec.get("notes", ""))
 
 

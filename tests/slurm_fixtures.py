@@ -4,10 +4,11 @@ Use it from any test directory by importing the fixture into that directory's co
 
     from slurm_fixtures import slurm_cluster  # noqa: F401
 
-A test that takes ``slurm_cluster`` runs with ``SLURM_CONF`` pointing at the cluster (sbatch, squeue, srun and
-utils/slurm.py all use it), or is skipped saying why the daemons cannot run (not root, packages missing, start
-failed). The cluster is brought up by tools/slurm_start.sh in a private state directory on free ports, shared by
-every test of the session however many conftests import the fixture, and stopped by tools/slurm_stop.sh at the end.
+A test that takes ``slurm_cluster`` runs with ``SLURM_CONF`` pointing at the cluster (sbatch,
+squeue, srun and utils/slurm.py all use it), or is skipped saying why the daemons cannot run (not
+root, packages missing, start failed). The cluster is brought up by tools/slurm_start.sh in a
+private state directory on free ports, shared by every test of the session however many conftests
+import the fixture, and stopped by tools/slurm_stop.sh at the end.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def _start(config) -> None:
     _unavailable = unavailable_reason()
     if _unavailable:
         return
-    # Not under pytest's tmp dirs: munged runs as user munge and must be able to enter its directory.
+    # Not under pytest's tmp dirs: munged runs as user munge and must be able to enter its
+    # directory.
     state_dir = Path(tempfile.mkdtemp(prefix="slurm-test-"))
     started = subprocess.run(
         [

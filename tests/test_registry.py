@@ -126,3 +126,21 @@ def test_package_import_alone_adds_data_types():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_a_name_taken_by_another_class_is_refused(monkeypatch):
+    import types
+
+    from espnet_ext import registry
+    from espnet_ext.errors import ConfigError
+
+    task = types.ModuleType("fake_task")
+    task.encoder_choices = types.SimpleNamespace(classes={"conv": torch.nn.Conv1d})
+    monkeypatch.setitem(sys.modules, "fake_task", task)
+    monkeypatch.setattr(registry, "REGISTRY", {})
+    registry.register("fake_task", "encoder_choices", "Conv", "torch.nn:Conv1d")  # same class: fine
+    with pytest.raises(
+        ConfigError, match="^key 'conv': fake_task.encoder_choices already has a different class"
+    ):
+        registry.register("fake_task", "encoder_choices", "conv", "torch.nn:Linear")
+    assert task.encoder_choices.classes["conv"] is torch.nn.Conv1d

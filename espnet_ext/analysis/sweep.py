@@ -146,7 +146,7 @@ def load_sweep(path) -> Sweep:
     try:
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as e:
-        raise InputError(f"cannot read the sweep spec: {e}", path=path)
+        raise InputError(f"cannot read the sweep spec: {e}", path=path) from e
     if not isinstance(spec, dict):
         raise InputError("expected a mapping", path=path)
     missing = [k for k in REQUIRED if k not in spec]
@@ -332,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         for path in write_collection(sweep, args.results_md, command):
             print(path)
     except (ConfigError, InputError) as e:
-        raise SystemExit(f"error: {e}")
+        raise SystemExit(f"error: {e}") from e
 
 
 if __name__ == "__main__":

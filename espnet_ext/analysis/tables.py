@@ -20,7 +20,8 @@
 - ``gamma`` (Figs. 6, 7): the metric on one set against γ for each relaxed variant (runs ``<variant>_g<γ>``
   from the sweep's ``gamma_grid``), with the baseline (γ = 0) as reference::
 
-      {kind: gamma, title: ..., set: dev, baseline: baseline, decodes: {relaxed_self: no_lm, relaxed_cross: lm_extended}}
+      {kind: gamma, title: ..., set: dev, baseline: baseline,
+       decodes: {relaxed_self: no_lm, relaxed_cross: lm_extended}}
 """
 
 from __future__ import annotations

@@ -102,12 +102,12 @@ def main(argv=None) -> None:
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as e:
-        raise SystemExit(f"error: {path}: {e}")
+        raise SystemExit(f"error: {path}: {e}") from e
     try:
         options = variant_args(config, args.variant, args.gamma, args.task)
         print(variant_tag(options) if args.what == "tag" else " ".join(options))
     except ConfigError as e:
-        raise SystemExit(f"error: {path}: {e}")
+        raise SystemExit(f"error: {path}: {e}") from e
 
 
 if __name__ == "__main__":

@@ -27,12 +27,12 @@ import shutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import atomic_write, read_utf8_lines
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 DEFAULT_REQUIRED = ("wav.scp", "text", "utt2spk")
 _FIELD_SEP = re.compile(
@@ -52,8 +52,8 @@ def read_kaldi_entries(
 ) -> list[Entry]:
     """``<id> <value>`` lines of a UTF-8 table, in file order.
 
-    Blank lines, duplicate ids and (unless ``allow_empty``) lines holding only an id are refused with
-    the file and line; ``what`` names the missing value in that message (e.g. "transcript").
+    Blank lines, duplicate ids and (unless ``allow_empty``) lines holding only an id are refused
+    with the file and line; ``what`` names the missing value in that message (e.g. "transcript").
     """
     entries: list[Entry] = []
     first_line: dict[str, int] = {}
@@ -86,7 +86,8 @@ def read_kaldi_map(
 def write_kaldi_map(path: PathLike, mapping: Mapping[str, str | Sequence[str]]) -> None:
     """Write a table sorted by id in C order, atomically; list values are joined by spaces.
 
-    Python orders str by code point, which is the byte order of their UTF-8 (what ``LC_ALL=C sort`` uses).
+    Python orders str by code point, which is the byte order of their UTF-8 (what ``LC_ALL=C sort``
+    uses).
     """
     with atomic_write(path) as f:
         for key in sorted(mapping):
@@ -94,8 +95,10 @@ def write_kaldi_map(path: PathLike, mapping: Mapping[str, str | Sequence[str]]) 
             if not isinstance(value, str):
                 value = " ".join(value)
             if not key or _FIELD_SEP.search(key) or "\n" in key + value:
-                raise ValueError(
-                    f"{path}: cannot write id {key!r} with value {value!r} as one table line"
+                raise InputError(
+                    f"cannot write this id with value {value!r} as one table line",
+                    path=path,
+                    key=key,
                 )
             f.write(f"{key} {value}\n" if value else f"{key}\n")
 
@@ -173,11 +176,11 @@ def validate_data_dir(
 ) -> list[str]:
     """Check a data dir and return its utterance ids (C order); raise InputError at the first problem.
 
-    Checked: the ``require``d files exist; every known table is UTF-8, without blank lines, duplicate
-    ids or empty values, and sorted; numeric columns parse; segments point to a recording of wav.scp and
-    have start < end; all utterance-keyed tables hold the same ids; spk2utt agrees with utt2spk. With
-    ``check_audio`` every wav.scp entry must name readable audio (for a ``cmd ... |`` entry, only the
-    existence of the files it reads is checked: nothing is run).
+    Checked: the ``require``d files exist; every known table is UTF-8, without blank lines,
+    duplicate ids or empty values, and sorted; numeric columns parse; segments point to a recording
+    of wav.scp and have start < end; all utterance-keyed tables hold the same ids; spk2utt agrees
+    with utt2spk. With ``check_audio`` every wav.scp entry must name readable audio (for a ``cmd ...
+    |`` entry, only the existence of the files it reads is checked: nothing is run).
     """
     path = Path(path)
     if not path.is_dir():
@@ -255,7 +258,7 @@ def _check_numbers(path: Path, tables: dict[str, list[Entry]]) -> None:
                 path=path / "utt2dur",
                 line=e.line,
                 key=e.key,
-            )
+            ) from None
 
 
 def _check_segments(path: Path, segments: list[Entry], wav_scp: list[Entry] | None) -> None:
@@ -390,8 +393,9 @@ def fix_spk2utt(data_dir: PathLike) -> Path:
 def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> list[str]:
     """Concatenate data dirs (Kaldi's combine_data.sh): tables present in every source, spk2utt rebuilt.
 
-    An utterance id in two sources is an error; a speaker/recording id may repeat with the same value.
-    Tables missing from some sources are left out and named on stderr. Returns the combined utterance ids.
+    An utterance id in two sources is an error; a speaker/recording id may repeat with the same
+    value. Tables missing from some sources are left out and named on stderr. Returns the combined
+    utterance ids.
     """
     sources = [Path(s) for s in sources]
     if not sources:

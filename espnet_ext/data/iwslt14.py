@@ -1,7 +1,8 @@
 """IWSLT14 German-English (TED talks) from its release, as Kaldi-style MT data dirs.
 
-The release is ``de-en.tgz`` of the IWSLT 2014 evaluation campaign (WIT3 archive 2014-01), the archive
-fairseq's ``examples/translation/prepare-iwslt14.sh`` starts from. Extracted, it holds ``de-en/``::
+The release is ``de-en.tgz`` of the IWSLT 2014 evaluation campaign (WIT3 archive 2014-01), the
+archive fairseq's ``examples/translation/prepare-iwslt14.sh`` starts from. Extracted, it holds
+``de-en/``::
 
     train.tags.de-en.de, train.tags.de-en.en      one sentence per line, line-parallel, with talk metadata
                                                   lines (<url>, <keywords>, <speaker>, <talkid>, <title>,
@@ -12,10 +13,11 @@ fairseq's ``examples/translation/prepare-iwslt14.sh`` starts from. Extracted, it
 
 Split (the one of fairseq's script, used by most published IWSLT14 de-en results including the
 relaxed-attention paper's Cutoff baseline):
-- train.tags without metadata: lines holding ``<url>``, ``<talkid>`` or ``<keywords>`` are dropped, the
-  ``<title>``/``<description>`` tags are removed and their text kept as a sentence pair (as fairseq does);
-  the other metadata lines (``<speaker>``, ``<reviewer ...>``, ``<translator ...>``, ``<doc ...>``,
-  ``</doc>``), which fairseq leaves in as text, are dropped too, and so are pairs with an empty side;
+- train.tags without metadata: lines holding ``<url>``, ``<talkid>`` or ``<keywords>`` are dropped,
+  the ``<title>``/``<description>`` tags are removed and their text kept as a sentence pair (as
+  fairseq does); the other metadata lines (``<speaker>``, ``<reviewer ...>``, ``<translator ...>``,
+  ``<doc ...>``, ``</doc>``), which fairseq leaves in as text, are dropped too, and so are pairs
+  with an empty side;
 - valid = every 23rd of those pairs (fairseq: ``awk 'NR%23 == 0'``), train = the rest;
 - test = dev2010 + dev2012 (TEDX) + tst2010 + tst2011 + tst2012.
 fairseq applies its length cleaning (Moses ``clean-corpus-n.perl -ratio 1.5``, 1..175 tokens) *before*
@@ -26,9 +28,10 @@ score detokenized BLEU with sacrebleu. In the xml files we decode the XML entiti
 the files are XML) and, as fairseq does for dev/test, write ``’`` as ``'``. ``--lowercase`` lowercases
 both sides as fairseq's script does.
 
-Output ``<out>/{train,valid,test}/``: ``text.de``, ``text.en`` and ``text`` (= the target side, ESPnet's
-name), sorted by id. Ids: ``train-<n>`` with n the 1-based pair number in the metadata-free train.tags
-(valid ids are the multiples of 23), ``<set>-<docid>-<segid>`` for test (e.g. ``tst2010-00769-0012``).
+Output ``<out>/{train,valid,test}/``: ``text.de``, ``text.en`` and ``text`` (= the target side,
+ESPnet's name), sorted by id. Ids: ``train-<n>`` with n the 1-based pair number in the metadata-free
+train.tags (valid ids are the multiples of 23), ``<set>-<docid>-<segid>`` for test (e.g.
+``tst2010-00769-0012``).
 
     python -m espnet_ext.data.iwslt14 prepare --root DIR [--out data] [--lowercase]
     python -m espnet_ext.data.iwslt14 download --dest DIR [--url URL] [--sha256 HEX]
@@ -43,13 +46,14 @@ import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
 
 from espnet_ext.data.datadir import atomic_dir, validate_data_dir, write_kaldi_map
+from espnet_ext.data.download import DownloadError, file_digest
+from espnet_ext.data.download import download as fetch
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import read_utf8_lines
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 URL = "https://wit3.fbk.eu/archive/2014-01/texts/de/en/de-en.tgz"
 ARCHIVE = "de-en.tgz"
@@ -260,25 +264,17 @@ def prepare(root: PathLike, out: PathLike, lowercase: bool = False) -> dict[str,
 def download(dest: PathLike, url: str = URL, sha256: str | None = None) -> Path:
     """Fetch ``de-en.tgz`` into ``dest`` and extract it there (``dest/de-en``); returns that dir.
 
-    With ``sha256`` the archive must match it. No reference digest of the 2014-01 archive is recorded
-    here, so without one the digest is only printed and written to ``de-en.tgz.sha256`` for the record.
+    With ``sha256`` the archive must match it. No reference digest of the 2014-01 archive is
+    recorded here, so without one the digest is only printed and written to ``de-en.tgz.sha256`` for
+    the record.
     """
-    from espnet_ext.data.librispeech import _download, _file_digest, fetch_verified
-
     dest = Path(dest)
     target = dest / PAIR
     if (target / ".complete").is_file():
         print(f"{target}: already complete", file=sys.stderr)
         return target
-    dest.mkdir(parents=True, exist_ok=True)
-    archive = dest / ARCHIVE
-    if sha256:
-        fetch_verified(url, archive, ("sha256", sha256.lower()))
-    elif not archive.is_file():
-        partial = archive.with_name(ARCHIVE + ".part")
-        _download(url, partial)
-        partial.replace(archive)
-    digest = _file_digest(archive, "sha256")
+    archive = fetch(url, dest / ARCHIVE, ("sha256", sha256) if sha256 else None)
+    digest = file_digest(archive, "sha256")
     (dest / (ARCHIVE + ".sha256")).write_text(f"{digest}  {ARCHIVE}\n")
     print(
         f"{archive}: sha256 {digest}"
@@ -338,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except RuntimeError as e:  # librispeech.DownloadError: rerunning resumes
+    except DownloadError as e:  # rerunning resumes
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

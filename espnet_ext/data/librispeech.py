@@ -6,33 +6,29 @@ Release layout (each ``<part>.tar.gz`` unpacks to ``LibriSpeech/``)::
     LibriSpeech/<part>/<spk>/<chapter>/<spk>-<chapter>.trans.txt   lines '<spk>-<chapter>-<utt> UPPER CASE TEXT'
     LibriSpeech/<part>/<spk>/<chapter>/<spk>-<chapter>-<utt>.flac  16 kHz mono FLAC
 
-``prepare`` writes ``<out>/<part with _>/{wav.scp,text,utt2spk,spk2utt,spk2gender}``; the "speaker" is
-``<spk>-<chapter>`` as in Kaldi's and ESPnet's librispeech recipes (per-chapter CMVN/adaptation units).
-The LM text (SLR11, ``librispeech-lm-norm.txt.gz``) is fetched by ``download_lm_corpus`` and read by
-``read_lm_text``.
+``prepare`` writes ``<out>/<part with _>/{wav.scp,text,utt2spk,spk2utt,spk2gender}``; the "speaker"
+is ``<spk>-<chapter>`` as in Kaldi's and ESPnet's librispeech recipes (per-chapter CMVN/adaptation
+units). The LM text (SLR11, ``librispeech-lm-norm.txt.gz``) is fetched by ``download_lm_corpus`` and
+read by ``read_lm_text``.
 
-    python -m espnet_ext.data.librispeech download --dest DIR --parts dev-clean test-clean
-    python -m espnet_ext.data.librispeech prepare --root DIR --parts dev-clean test-clean --out data
-    python -m espnet_ext.data.librispeech download_lm --dest DIR
-    python -m espnet_ext.data.librispeech lm_text --src DIR/librispeech-lm-norm.txt.gz --out data/lm_text
+    python -m espnet_ext.data.librispeech download --dest DIR --parts dev-clean test-clean python -m
+    espnet_ext.data.librispeech prepare --root DIR --parts dev-clean test-clean --out data python -m
+    espnet_ext.data.librispeech download_lm --dest DIR python -m espnet_ext.data.librispeech lm_text
+    --src DIR/librispeech-lm-norm.txt.gz --out data/lm_text
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import itertools
 import os
 import re
-import shutil
 import sys
 import tarfile
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from espnet_ext.data.datadir import (
     atomic_dir,
@@ -41,10 +37,12 @@ from espnet_ext.data.datadir import (
     validate_data_dir,
     write_kaldi_map,
 )
+from espnet_ext.data.download import DownloadError
+from espnet_ext.data.download import download as fetch
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import atomic_write, read_utf8_lines
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 PARTS = (
     "dev-clean",
@@ -58,10 +56,11 @@ PARTS = (
 OPENSLR_12 = "https://www.openslr.org/resources/12"
 OPENSLR_11 = "https://www.openslr.org/resources/11"
 LM_CORPUS = "librispeech-lm-norm.txt.gz"
-COMPLETE = ".complete"  # in LibriSpeech/<part>/ once extracted whole (the marker Kaldi's download script uses)
+# in LibriSpeech/<part>/ once extracted whole (the marker Kaldi's download script uses)
+COMPLETE = ".complete"
 
-# Published checksums: SHA-256 of the SLR12 archives (as torchaudio's LibriSpeech dataset lists them);
-# OpenSLR lists none for SLR11, the MD5 is the one public recipes check the LM text against.
+# Published checksums: SHA-256 of the SLR12 archives (as torchaudio's LibriSpeech dataset lists
+# them); OpenSLR lists none for SLR11, the MD5 is the one public recipes check the LM text against.
 CHECKSUMS: dict[str, tuple[str, str]] = {
     "dev-clean.tar.gz": (
         "sha256",
@@ -95,10 +94,6 @@ CHECKSUMS: dict[str, tuple[str, str]] = {
 }
 
 
-class DownloadError(RuntimeError):
-    """The server could not be reached or broke off; rerunning resumes the partial download."""
-
-
 class Utterance(NamedTuple):
     utt_id: str
     flac: Path
@@ -107,7 +102,8 @@ class Utterance(NamedTuple):
     reader: str  # <spk>, the LibriVox reader of SPEAKERS.TXT
 
 
-# ---------------------------------------------------------------------------------------------------- reading
+# --------------------------------------------------------------------------------------------------
+# reading
 
 
 def corpus_dir(root: PathLike) -> Path:
@@ -151,7 +147,8 @@ def read_speaker_genders(path: Path) -> dict[str, str]:
     genders: dict[str, str] = {}
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
-            # Only the ASCII ID and SEX columns are used, so a name in another encoding does no harm.
+            # Only the ASCII ID and SEX columns are used, so a name in another encoding does no
+            # harm.
             line = raw.decode("utf-8", errors="replace").strip()
             if not line or line.startswith(";"):
                 continue
@@ -258,8 +255,8 @@ def prepare(
 ) -> list[Path]:
     """Write one validated Kaldi data dir per part (``train-clean-100`` -> ``<out>/train_clean_100``).
 
-    Every part is checked to exist before anything is written; each data dir appears whole or not at all.
-    ``check_audio`` also opens every FLAC header (slower on the full corpus).
+    Every part is checked to exist before anything is written; each data dir appears whole or not at
+    all. ``check_audio`` also opens every FLAC header (slower on the full corpus).
     """
     corpus = corpus_dir(root)
     for part in parts:
@@ -311,12 +308,12 @@ def read_lm_text(path: PathLike) -> Iterator[str]:
                 except UnicodeDecodeError as e:
                     raise InputError(
                         f"not valid UTF-8 ({e.reason} at byte {e.start})", path=path, line=number
-                    )
+                    ) from e
                 words = line.split()
                 if words:
                     yield " ".join(words).upper()
     except (OSError, EOFError) as e:  # a truncated or corrupt .gz
-        raise InputError(f"cannot read beyond this line: {e}", path=path, line=number + 1)
+        raise InputError(f"cannot read beyond this line: {e}", path=path, line=number + 1) from e
 
 
 def write_lm_text(
@@ -330,7 +327,8 @@ def write_lm_text(
     return count
 
 
-# ---------------------------------------------------------------------------------------------------- download
+# --------------------------------------------------------------------------------------------------
+# download
 
 
 def download(
@@ -359,7 +357,7 @@ def download(
             print(f"{part_dir}: already complete", file=sys.stderr)
             continue
         name = f"{part}.tar.gz"
-        archive = fetch_verified(f"{base_url}/{name}", dest / name, checksums[name])
+        archive = fetch(f"{base_url}/{name}", dest / name, checksums[name])
         print(f"extracting {archive}", file=sys.stderr)
         try:
             with tarfile.open(archive) as tar:
@@ -388,58 +386,11 @@ def download_lm_corpus(
     """Fetch and verify ``librispeech-lm-norm.txt.gz`` (SLR11) into ``dest``; returns its path."""
     checksums = CHECKSUMS if checksums is None else checksums
     Path(dest).mkdir(parents=True, exist_ok=True)
-    return fetch_verified(f"{base_url}/{LM_CORPUS}", Path(dest) / LM_CORPUS, checksums[LM_CORPUS])
+    return fetch(f"{base_url}/{LM_CORPUS}", Path(dest) / LM_CORPUS, checksums[LM_CORPUS])
 
 
-def fetch_verified(url: str, target: Path, checksum: tuple[str, str]) -> Path:
-    """Download ``url`` to ``target``, which appears only once its ``(algorithm, hexdigest)`` matches."""
-    if target.is_file():
-        return target  # renamed into place only after verification
-    partial = target.with_name(target.name + ".part")
-    _download(url, partial)
-    algorithm, expected = checksum
-    actual = _file_digest(partial, algorithm)
-    if actual != expected:
-        partial.unlink()
-        raise InputError(
-            f"{algorithm} of the download from {url} is {actual}, expected {expected}; "
-            "deleted it, rerun to download again",
-            path=partial,
-        )
-    os.replace(partial, target)
-    return target
-
-
-def _download(url: str, partial: Path) -> None:
-    """Append to ``partial`` from where it stops (HTTP Range), or start over if the server ignores ranges."""
-    offset = partial.stat().st_size if partial.is_file() else 0
-    request = urllib.request.Request(url, headers={"Range": f"bytes={offset}-"} if offset else {})
-    print(
-        f"downloading {url} -> {partial}" + (f" (resuming at byte {offset})" if offset else ""),
-        file=sys.stderr,
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            mode = "ab" if offset and response.status == 206 else "wb"
-            with open(partial, mode) as f:
-                shutil.copyfileobj(response, f, 1 << 20)
-    except urllib.error.HTTPError as e:
-        if e.code == 416 and offset:  # the range starts at the end: the file is already whole
-            return
-        raise DownloadError(f"download of {url} failed: HTTP {e.code} {e.reason}") from e
-    except (urllib.error.URLError, OSError) as e:
-        raise DownloadError(f"download of {url} failed: {e}; rerun to resume from {partial}") from e
-
-
-def _file_digest(path: Path, algorithm: str) -> str:
-    digest = hashlib.new(algorithm)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-# ---------------------------------------------------------------------------------------------------- command line
+# --------------------------------------------------------------------------------------------------
+# command line
 
 
 def _parts(values: Sequence[str]) -> list[str]:

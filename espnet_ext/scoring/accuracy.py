@@ -3,7 +3,8 @@ correct if it equals the transcription after lower-casing and removing punctuati
 character accuracy (1 - edit distance / reference length), and the mean attention entropy when the decoder
 wrote one (``--entropy <id> <H>`` lines, Table 3).
 
-    utils/score_acc.py --ref data/test/text --hyp exp/ocr/decode/test/text [--entropy .../entropy] --out_dir D
+    utils/score_acc.py --ref data/test/text --hyp exp/ocr/decode/test/text [--entropy .../entropy]
+    --out_dir D
 """
 
 from __future__ import annotations

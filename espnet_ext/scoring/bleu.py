@@ -29,7 +29,7 @@ def score_bleu(pairs: Sequence[Pair], tokenize: str = "13a", lowercase: bool = F
     try:
         bleu = BLEU(tokenize=tokenize, lowercase=lowercase)
     except Exception as e:  # e.g. ja-mecab without its optional dependency
-        raise ConfigError(f"sacrebleu cannot use --tokenize {tokenize}: {e}")
+        raise ConfigError(f"sacrebleu cannot use --tokenize {tokenize}: {e}") from e
     score = bleu.corpus_score([p.hyp for p in pairs], [[p.ref for p in pairs]])
     fold = str.lower if lowercase else str
     exact = sum(fold(p.hyp) == fold(p.ref) for p in pairs)

@@ -1,7 +1,7 @@
 """Paired reference/hypothesis Kaldi text files (``<id> <text>`` lines), read strictly, and result files.
 
-The two files must hold exactly the same ids. An empty hypothesis is a valid output (every reference word
-is then a deletion); an empty reference is a data error.
+The two files must hold exactly the same ids. An empty hypothesis is a valid output (every reference
+word is then a deletion); an empty reference is a data error.
 """
 
 from __future__ import annotations
@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
 
 from espnet_ext.data.datadir import read_kaldi_entries
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import atomic_write
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 
 @dataclass(frozen=True)

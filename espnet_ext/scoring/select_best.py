@@ -1,11 +1,11 @@
 """The best of several scored runs (e.g. the LM weights of a grid decoded on the dev set).
 
-    python -m espnet_ext.scoring.select_best --metric bleu --max 0=exp/a/result.json 0.1=exp/b/result.json
-    -> prints the label of the best run ("0.1")
+    python -m espnet_ext.scoring.select_best --metric bleu --max 0=exp/a/result.json
+    0.1=exp/b/result.json -> prints the label of the best run ("0.1")
 
-Each argument is ``label=result.json`` (a scorer's output, see espnet_ext.scoring.bleu/wer). ``--max`` picks
-the highest value (BLEU), ``--min`` the lowest (WER); a tie goes to the run listed first, so list the
-preferred (e.g. smaller) settings first. The table of all values goes to stderr.
+Each argument is ``label=result.json`` (a scorer's output, see espnet_ext.scoring.bleu/wer).
+``--max`` picks the highest value (BLEU), ``--min`` the lowest (WER); a tie goes to the run listed
+first, so list the preferred (e.g. smaller) settings first. The table of all values goes to stderr.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
     utils/score_wer.py --ref data/test/text --hyp exp/decode/text --out_dir exp/decode/score_wer
 
 Writes ``result.json`` (rates in percent, error counts) and ``result.txt`` (summary in Kaldi's
-``%WER`` style, then the aligned REF/HYP of every utterance with an error), and prints one summary line.
-Texts are compared as given (whitespace collapsed); normalise case and punctuation in data preparation.
-CER counts spaces as characters, like ESPnet's char-level scoring.
+``%WER`` style, then the aligned REF/HYP of every utterance with an error), and prints one summary
+line. Texts are compared as given (whitespace collapsed); normalise case and punctuation in data
+preparation. CER counts spaces as characters, like ESPnet's char-level scoring.
 """
 
 from __future__ import annotations

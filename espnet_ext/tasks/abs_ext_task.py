@@ -1,10 +1,12 @@
 """What our ESPnet2 tasks share.
 
-- ``AbsExtTask``: ESPnet2's ``AbsTask`` with strict model loading, a check that every data file has the
-  ids a batch needs, and an in-order iterator for collect_stats and inference that preprocesses once.
-- The text side of image-to-sequence and lip reading: ESPnet's token options and a preprocessor built on
-  ESPnet's tokenizers and ``TokenIDConverter``.
-- The command-line frame of our ``*_inference`` entry points (one Kaldi ``text`` file of predictions).
+- ``AbsExtTask``: ESPnet2's ``AbsTask`` with strict model loading, a check that every data file has
+  the ids a batch needs, and an in-order iterator for collect_stats and inference that preprocesses
+  once.
+- The text side of image-to-sequence and lip reading: ESPnet's token options and a preprocessor
+  built on ESPnet's tokenizers and ``TokenIDConverter``.
+- The command-line frame of our ``*_inference`` entry points (one Kaldi ``text`` file of
+  predictions).
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from espnet_ext.data import types as data_types
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.fileio import read_utf8_lines
 
-# Every process that runs one of our tasks (entry points, spawned DDP workers, inference) imports this
-# module, so this is where ESPnet learns the image and video data types.
+# Every process that runs one of our tasks (entry points, spawned DDP workers, inference) imports
+# this module, so this is where ESPnet learns the image and video data types.
 data_types.install()
 
 
@@ -41,8 +43,8 @@ def load_state_dict_strictly(
 ) -> None:
     """Load weights into ``model``, refusing files whose keys do not match it exactly.
 
-    ESPnet's ``build_model_from_file`` loads with ``strict=False``: a config/model mismatch would silently
-    leave randomly initialised layers in a model used for decoding.
+    ESPnet's ``build_model_from_file`` loads with ``strict=False``: a config/model mismatch would
+    silently leave randomly initialised layers in a model used for decoding.
     """
     try:
         state = torch.load(model_file, map_location=device, weights_only=True)
@@ -145,8 +147,9 @@ class AbsExtTask(AbsTask):
     ) -> DataLoader:
         """Examples in key order (collect_stats, inference), read through ESPnet's map-style dataset.
 
-        ESPnet's streaming dataset hands the types it cannot stream (image, video) to an inner dataset that
-        runs the preprocessor, then runs it again on the merged example; ours must run exactly once.
+        ESPnet's streaming dataset hands the types it cannot stream (image, video) to an inner
+        dataset that runs the preprocessor, then runs it again on the merged example; ours must run
+        exactly once.
         """
         if multi_task_dataset:
             raise ConfigError(f"--multi_task_dataset is not supported by {cls.__name__}")
@@ -168,7 +171,7 @@ class AbsExtTask(AbsTask):
         )
 
 
-# ---------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # Text: ESPnet's token options and tokenization, for the tasks that output text.
 
 
@@ -258,7 +261,7 @@ class TextPreprocessor(AbsPreprocessor):
         return self.tokenizer.tokens2text(self.converter.ids2tokens(list(ids)))
 
 
-# ---------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------------
 # Inference entry points: read data as in training, write one prediction per id, atomically.
 
 

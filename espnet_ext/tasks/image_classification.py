@@ -1,10 +1,11 @@
 """Image classification as an ESPnet2 task (``python -m espnet_ext.bin.cls_train``).
 
-Data: ``image`` (type ``image``) and ``label``, either ``text_int`` (``<id> <class index>``) or ``text``
-(``<id> <class name>``) mapped through ``--class_list`` (one class name per line; line n is index n-1).
-Models come from ``model_choices``; a later model is one more entry there (``espnet_ext.registry.register``).
-A model is an ``AbsESPnetModel`` with ``forward(image, label)`` for training and ``classify(image)`` -> logits
-for ``cls_inference``; images arrive as ``(B, H, W)`` grey or ``(B, H, W, C)``, labels as ``(B, 1)``.
+Data: ``image`` (type ``image``) and ``label``, either ``text_int`` (``<id> <class index>``) or
+``text`` (``<id> <class name>``) mapped through ``--class_list`` (one class name per line; line n is
+index n-1). Models come from ``model_choices``; another model is one more entry there
+(``espnet_ext.registry.register``). A model is an ``AbsESPnetModel`` with ``forward(image, label)``
+for training and ``classify(image)`` -> logits for ``cls_inference``; images arrive as ``(B, H, W)``
+grey or ``(B, H, W, C)``, labels as ``(B, 1)``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Lip reading (visual speech recognition) as an ESPnet2 task (``python -m espnet_ext.bin.vsr_train``).
 
-Data: ``video`` (type ``video``: grey mouth crops; or pre-extracted features with ``--input_size`` and
-``--frontend none``) and ``text`` (tokenized like ASR). The model is ESPnet's ASR model: the visual
-frontend comes from this module's ``frontend_choices``; specaug, normalize, preencoder, encoder,
-postencoder and decoder are ESPnet's own ``espnet2.tasks.asr`` tables (so whatever is registered there,
-ours included, is available here too), and decoding uses ESPnet's beam search (``vsr_inference``).
+Data: ``video`` (type ``video``: grey mouth crops; or pre-extracted features with ``--input_size``
+and ``--frontend none``) and ``text`` (tokenized like ASR). The model is ESPnet's ASR model: the
+visual frontend comes from this module's ``frontend_choices``; specaug, normalize, preencoder,
+encoder, postencoder and decoder are ESPnet's own ``espnet2.tasks.asr`` tables (so whatever is
+registered there, ours included, is available here too), and decoding uses ESPnet's beam search
+(``vsr_inference``).
 """
 
 from __future__ import annotations

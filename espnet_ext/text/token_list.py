@@ -4,10 +4,11 @@
     python -m espnet_ext.text.token_list --token_type char --text data/train/text --out_dir D
 
 ``bpe`` trains SentencePiece (``--model_type unigram`` or ``bpe``) on the transcripts (utterance ids
-stripped) and writes ``D/bpe.model``; both write ``D/tokens.txt`` in ESPnet's order: ``<blank>``, ``<unk>``,
-the tokens, ``<sos/eos>``. Subwords keep SentencePiece's piece order; characters are sorted by descending
-count (ties in order of first appearance), with a space written as ``<space>``, exactly as
-``espnet2.bin.tokenize_text --write_vocabulary true`` does. ``tokens.txt`` is written last.
+stripped) and writes ``D/bpe.model``; both write ``D/tokens.txt`` in ESPnet's order: ``<blank>``,
+``<unk>``, the tokens, ``<sos/eos>``. Subwords keep SentencePiece's piece order; characters are
+sorted by descending count (ties in order of first appearance), with a space written as ``<space>``,
+exactly as ``espnet2.bin.tokenize_text --write_vocabulary true`` does. ``tokens.txt`` is written
+last.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
 
 import sentencepiece as spm
 
@@ -30,7 +30,7 @@ from espnet_ext.fileio import atomic_write
 BLANK, UNK, SOS_EOS = "<blank>", "<unk>", "<sos/eos>"
 SPACE = "<space>"
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 
 def read_transcripts(text_files: Iterable[PathLike]) -> list[str]:
@@ -95,7 +95,7 @@ def train_sentencepiece(transcripts: Sequence[str], options: SentencePieceOption
     except (
         RuntimeError
     ) as e:  # e.g. "Vocabulary size too high (5000). Please set it to a value <= 120."
-        raise ConfigError(f"SentencePiece training failed: {e}")
+        raise ConfigError(f"SentencePiece training failed: {e}") from e
     return model.getvalue()
 
 
@@ -205,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         path = make_token_list(args.token_type, args.text, args.out_dir, options, args.space_symbol)
     except InputError as e:
         sys.exit(f"token_list: error: {e}")
-    count = sum(1 for _ in open(path, encoding="utf-8"))
+    with open(path, encoding="utf-8") as f:
+        count = sum(1 for _ in f)
     print(f"token_list: {count} tokens ({args.token_type}) -> {path}")
 
 

@@ -40,7 +40,8 @@ if [ "${stage}" = 9 ]; then mkdir -p "exp/asr_${tag}"; touch "exp/asr_${tag}/mod
 [ -f "exp/asr_${tag}/model" ] || { echo "not trained" >&2; exit 1; }
 for set in dev test; do
   mkdir -p "exp/asr_${tag}/${decode}/${set}/score_wer"
-  wer=$(python3 -c "print(10 - ${gamma} * 10 - (2 if '${lm}' == 'true' else 0) + ${seed} * 0.1 + (1 if '${set}' == 'test' else 0))")
+  wer=$(python3 -c "print(10 - ${gamma} * 10 - (2 if '${lm}' == 'true' else 0)
+    + ${seed} * 0.1 + (1 if '${set}' == 'test' else 0))")
   echo "{\"wer\": ${wer}}" > "exp/asr_${tag}/${decode}/${set}/score_wer/result.json"
 done
 """
@@ -85,7 +86,8 @@ def test_spec_expands_grid_and_seeds(recipe):
     assert sweep.runs["relaxed_cross_g0.2"] == "--attention_variant relaxed_cross --relax_gamma 0.2"
     lines = [shlex.join(line) for line in sweep.invocations("relaxed_cross_g0.1")]
     assert lines == [
-        "./fake_run.sh --attention_variant relaxed_cross --relax_gamma 0.1 --asr_tag relaxed_cross_g0.1 --stage 9 --stop_stage 9",
+        "./fake_run.sh --attention_variant relaxed_cross --relax_gamma 0.1 --asr_tag relaxed_cross_g0.1 "
+        "--stage 9 --stop_stage 9",
         "./fake_run.sh --attention_variant relaxed_cross --relax_gamma 0.1 --asr_tag relaxed_cross_g0.1 "
         "--inference_tag no_lm --stage 10 --stop_stage 11",
         "./fake_run.sh --attention_variant relaxed_cross --relax_gamma 0.1 --asr_tag relaxed_cross_g0.1 --use_lm true "

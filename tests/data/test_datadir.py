@@ -57,7 +57,8 @@ def error_of(call, *args, **kwargs) -> str:
     return str(info.value)
 
 
-# ------------------------------------------------------------------------------------------------ table I/O
+# ------------------------------------------------------------------------------------------------
+# table I/O
 
 
 def test_read_kaldi_map_splits_at_first_blank_and_keeps_the_rest(tmp_path):
@@ -114,7 +115,9 @@ def test_write_kaldi_map_sorts_like_c_locale_sort(tmp_path):
 
 
 def test_write_kaldi_map_refuses_ids_with_blanks_and_leaves_no_file(tmp_path):
-    with pytest.raises(ValueError):
+    with pytest.raises(
+        InputError, match=f"^{tmp_path / 'out'}: key 'bad id': cannot write this id"
+    ):
         write_kaldi_map(tmp_path / "out", {"ok": "1", "bad id": "2"})
     assert list(tmp_path.iterdir()) == []
 
@@ -126,7 +129,8 @@ def test_spk2utt_from_utt2spk_groups_sorted():
     }
 
 
-# ------------------------------------------------------------------------------------------------ validation
+# ------------------------------------------------------------------------------------------------
+# validation
 
 
 def test_valid_dir_passes_and_returns_ids(data_dir):
@@ -257,7 +261,8 @@ def test_text_compared_with_segments_not_wav_scp(segmented_dir):
     )
 
 
-# ------------------------------------------------------------------------------------------------ audio
+# ------------------------------------------------------------------------------------------------
+# audio
 
 
 def test_missing_audio_file(data_dir, tmp_path):
@@ -299,7 +304,8 @@ def test_pipe_entries_check_their_input_files_without_running(data_dir, tmp_path
     )
 
 
-# ------------------------------------------------------------------------------------------------ fix, combine
+# ------------------------------------------------------------------------------------------------
+# fix, combine
 
 
 def test_fix_spk2utt_makes_a_bad_dir_valid(data_dir):
@@ -345,7 +351,8 @@ def test_atomic_dir_replaces_only_on_success(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
 
 
-# ------------------------------------------------------------------------------------------------ command line
+# ------------------------------------------------------------------------------------------------
+# command line
 
 
 def run_cli(*args):

@@ -146,7 +146,8 @@ def test_g2p_en_works_offline(nltk_data):
     assert "R IH0 F Y UW1 Z" in words and "R EH1 F Y UW2 Z" in words
     tags = dict(result["tags"])
     assert (tags["The"], tags["dog"], tags["over"], tags["lazy"]) == ("DT", "NN", "IN", "JJ")
-    # An OOV word gets a sane neural-net pronunciation: ARPAbet phones starting with Z, with a stress.
+    # An OOV word gets a sane neural-net pronunciation: ARPAbet phones starting with Z, with a
+    # stress.
     oov = result["oov"]
     assert oov and oov[0] == "Z" and set(oov) <= set(result["phonemes"])
     assert any(p[-1] in "12" for p in oov)

@@ -1,6 +1,8 @@
 """IWSLT14 de-en release reader on a fixture in the release's layout (train.tags + xml dev/test sets)."""
 
+import hashlib
 import shutil
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -175,3 +177,18 @@ def test_download_of_a_complete_dir_does_nothing(tmp_path):
     shutil.copytree(RELEASE, tmp_path / "de-en")
     (tmp_path / "de-en" / ".complete").write_text("de-en.tgz sha256 x\n")
     assert iwslt14.download(tmp_path, url="http://127.0.0.1:9/unreachable") == tmp_path / "de-en"
+
+
+def test_download_from_a_local_server_extracts_and_records_the_digest(http_server, tmp_path):
+    with tarfile.open(http_server.root / "de-en.tgz", "w:gz") as tar:
+        tar.add(RELEASE, arcname="de-en")
+    digest = hashlib.sha256((http_server.root / "de-en.tgz").read_bytes()).hexdigest()
+    dest = tmp_path / "dl"
+    url = f"{http_server.url}/de-en.tgz"
+    assert iwslt14.download(dest, url=url, sha256=digest) == dest / "de-en"
+    assert (dest / "de-en" / ".complete").read_text() == f"de-en.tgz sha256 {digest}\n"
+    assert (dest / "de-en.tgz.sha256").read_text() == f"{digest}  de-en.tgz\n"
+    assert iwslt14.prepare(dest, tmp_path / "data")["test"] == 13
+    with pytest.raises(InputError, match="de-en.tgz.part: sha256 of the download"):
+        iwslt14.download(tmp_path / "other", url=url, sha256="0" * 64)
+    assert iwslt14.main(["download", "--dest", str(tmp_path / "x"), "--url", url + "x"]) == 1

@@ -2,13 +2,10 @@
 
 import gzip
 import hashlib
-import http.server
-import re
 import shutil
 import subprocess
 import sys
 import tarfile
-import threading
 from pathlib import Path
 
 import pytest
@@ -45,7 +42,8 @@ def corpus_copy(tmp_path):
     return tmp_path / "db" / "LibriSpeech"
 
 
-# ------------------------------------------------------------------------------------------------ prepare
+# ------------------------------------------------------------------------------------------------
+# prepare
 
 
 @pytest.mark.parametrize(
@@ -246,52 +244,17 @@ def test_cli_prepare(tmp_path):
     )
 
 
-# ------------------------------------------------------------------------------------------------ download
-
-
-class ServerHandler(http.server.BaseHTTPRequestHandler):
-    """Serves files of ``server.root``, honouring ``Range: bytes=N-`` when ``server.ranges``; logs requests."""
-
-    def do_GET(self):
-        self.server.requests.append((self.path, self.headers.get("Range")))
-        path = self.server.root / self.path.lstrip("/")
-        if not path.is_file():
-            self.send_error(404)
-            return
-        data = path.read_bytes()
-        match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range", ""))
-        start = int(match.group(1)) if match and self.server.ranges else 0
-        if start:
-            self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-        else:
-            self.send_response(200)
-        self.send_header("Content-Length", str(len(data) - start))
-        self.end_headers()
-        self.wfile.write(data[start:])
-
-    def log_message(self, *args):
-        pass
+# ------------------------------------------------------------------------------------------------
+# download
 
 
 @pytest.fixture()
-def server(tmp_path):
-    """An HTTP server on 127.0.0.1 serving ``dev-clean.tar.gz`` built from the fixture as the release packs it."""
-    root = tmp_path / "www"
-    root.mkdir()
-    with tarfile.open(root / "dev-clean.tar.gz", "w:gz") as tar:
+def server(http_server):
+    """The local server with ``dev-clean.tar.gz`` built from the fixture as the release packs it."""
+    with tarfile.open(http_server.root / "dev-clean.tar.gz", "w:gz") as tar:
         for name in ("README.TXT", "SPEAKERS.TXT", "CHAPTERS.TXT", "dev-clean"):
             tar.add(CORPUS / name, arcname=f"LibriSpeech/{name}")
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ServerHandler)
-    httpd.root, httpd.requests, httpd.ranges = root, [], True
-    thread = threading.Thread(
-        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+    return http_server
 
 
 def sha256(path):
@@ -354,7 +317,8 @@ def test_download_resumes_a_partial_file(server, tmp_path):
     assert server.requests == [("/dev-clean.tar.gz", "bytes=1000-")]
     assert (dest / "dev-clean.tar.gz").read_bytes() == archive
 
-    # A server that ignores ranges sends everything again: the partial file is overwritten, not appended to.
+    # A server that ignores ranges sends everything again: the partial file is overwritten, not
+    # appended to.
     server.ranges = False
     (dest / "LibriSpeech" / "dev-clean" / ".complete").unlink()
     (dest / "dev-clean.tar.gz").rename(dest / "dev-clean.tar.gz.part")
@@ -394,7 +358,8 @@ def test_cli_download_uses_the_published_checksums(server, tmp_path):
     )  # our tarball is not the release
 
 
-# ------------------------------------------------------------------------------------------------ LM text
+# ------------------------------------------------------------------------------------------------
+# LM text
 
 
 def test_lm_corpus_download_read_and_kaldi_text(server, tmp_path):

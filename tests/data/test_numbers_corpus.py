@@ -174,7 +174,7 @@ def test_data_dirs_are_kaldi_style_sorted_and_aligned(tmp_path):
         numbers = {k: int(v) for k, v in tables["utt2num"]}
         for utt, words in tables["text.en"]:
             assert parse_english(words) == numbers[utt]
-        for utt, words in tables["text.de"]:
+        for _utt, words in tables["text.de"]:
             assert " " not in words and words.endswith(
                 (
                     "null",

@@ -178,7 +178,8 @@ def test_first_node_address_uses_slurms_node_address(slurm_cluster):
     assert first_node_address("n[1-2]") == "127.0.0.1"
 
 
-# --- a real 2-node ESPnet2 training -----------------------------------------------------------------------------
+# --- a real 2-node ESPnet2 training
+# -----------------------------------------------------------------------------
 
 
 def write_lm_corpus(directory: Path) -> list:
@@ -273,7 +274,8 @@ def test_two_node_espnet_training_takes_the_single_process_steps(slurm_cluster, 
         assert reference.wait(timeout=300) == 0, (tmp_path / "reference.log").read_text()[-3000:]
     log = (tmp_path / "exp/train.log").read_text()
     assert launched.returncode == 0, launched.stderr + log[-3000:]
-    # ESPnet prefixes its log lines with [host:rank/world_size]; srun --label prefixes each node's output.
+    # ESPnet prefixes its log lines with [host:rank/world_size]; srun --label prefixes each node's
+    # output.
     assert re.search(r"^0: \[\S+:0/2\] .*1epoch results", log, flags=re.MULTILINE), log[-3000:]
     assert re.search(r"^1: ", log, flags=re.MULTILINE), "no output from the second node"
     distributed = torch.load(

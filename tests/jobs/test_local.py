@@ -30,7 +30,8 @@ def test_array_substitutes_job_in_log_and_command(tmp_path):
     for i in (1, 2, 3):
         assert (tmp_path / f"out.{i}.txt").read_text() == f"I am {i}"
         lines = (tmp_path / f"log/write.{i}.log").read_text().splitlines()
-        # Header: the command line as run (JOB replaced, quoted so it can be pasted into a shell), start time.
+        # Header: the command line as run (JOB replaced, quoted so it can be pasted into a shell),
+        # start time.
         assert lines[0] == f"# {' '.join(PROBE)} write out.{i}.txt 'I am {i}'"
         assert lines[1].startswith("# Started at ")
         assert lines[-1].startswith("# Ended (code 0) at ")

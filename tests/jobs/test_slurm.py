@@ -43,7 +43,8 @@ def wait_for(condition, what: str, seconds: float = 60):
         time.sleep(0.1)
 
 
-# --- without a cluster ------------------------------------------------------------------------------------------
+# --- without a cluster
+# ------------------------------------------------------------------------------------------
 
 
 def test_job_name_drops_the_range_token():
@@ -76,7 +77,8 @@ def test_batch_script_is_valid_bash_and_substitutes_the_task(tmp_path):
     assert lines[3].startswith("# Ended (code 0) at ")
 
 
-# --- against the cluster ----------------------------------------------------------------------------------------
+# --- against the cluster
+# ----------------------------------------------------------------------------------------
 
 
 def test_array_of_three_tasks_each_writes_its_own_output(slurm_cluster, tmp_path):
@@ -273,7 +275,8 @@ def test_requeued_job_resumes_from_its_checkpoint(slurm_cluster, tmp_path):
 
 
 def test_job_requeues_itself_on_the_time_limit_warning(slurm_cluster, tmp_path):
-    # What Slurm sends REQUEUE_SIGNAL_SECONDS before the time limit (--signal=B:USR1@...): USR1 to the batch shell.
+    # What Slurm sends REQUEUE_SIGNAL_SECONDS before the time limit (--signal=B:USR1@...): USR1 to
+    # the batch shell.
     def warn(job_id):
         subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True)
 

@@ -23,7 +23,8 @@ option num_threads=1 --cpus-per-task 1
 option num_nodes=* --nodes $0
 default gpu=0
 option gpu=0 -p cpu
-option gpu=* -p gpu --gres=gpu:$0 -c $0  # Recommend allocating more CPU than, or equal to the number of GPU
+# Recommend allocating more CPU than, or equal to the number of GPU
+option gpu=* -p gpu --gres=gpu:$0 -c $0
 # note: the --max-jobs-run option is supported as a special case
 # by slurm.pl and you don't have to handle it in the config file.
 """

@@ -168,8 +168,9 @@ def test_inference_refuses_mismatched_model_file_and_leaves_no_output(corpus, ti
         + tiny_run_options
         + ["--output_dir", str(exp), "--max_epoch", "1"]
     )
-    # A model file from a different architecture: ESPnet's strict=False would keep random layers silently.
-    # One more block: the trained weights fit, but the new layers would stay random (ESPnet loads strict=False).
+    # A model file from a different architecture: ESPnet's strict=False would keep random layers
+    # silently. One more block: the trained weights fit, but the new layers would stay random
+    # (ESPnet loads strict=False).
     config = yaml.safe_load((exp / "config.yaml").read_text())
     config["model_conf"]["channels"] = [8, 16, 16]
     (exp / "deeper.yaml").write_text(yaml.safe_dump(config))

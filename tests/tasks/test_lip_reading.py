@@ -133,7 +133,8 @@ def test_frontend_shapes_options_and_padding():
     lengths = torch.tensor([7, 4])
     features, out_lengths = light(video, lengths)
     assert features.shape == (2, 7, 48) and out_lengths.tolist() == [7, 4]
-    # Padded frames give zeros, and a short video gives the same features alone as in a padded batch.
+    # Padded frames give zeros, and a short video gives the same features alone as in a padded
+    # batch.
     light.eval()
     with torch.no_grad():
         batched, _ = light(video, lengths)

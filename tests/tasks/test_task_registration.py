@@ -122,8 +122,8 @@ def test_spawned_worker_builds_every_task(task_cmds):
     assert built == {**EXPECTED, "data_types": ["image", "video"]}
 
 
-def test_a_later_model_is_one_more_entry_in_the_task_table(tmp_path):
-    """Later work adds a model by registering it into our task's table; a YAML then names it."""
+def test_another_model_is_one_more_entry_in_the_task_table(tmp_path):
+    """A model outside the package is added by registering it into our task's table; a YAML then names it."""
     from espnet_ext import registry
     from espnet_ext.nets.baselines.convnet_classifier import ConvNetClassifier
     from espnet_ext.tasks import image_classification

@@ -38,7 +38,8 @@ def test_bpe_list_is_sentencepiece_vocabulary(tmp_path, text_file, model_type):
     )
     processor = spm.SentencePieceProcessor(model_file=str(out / "bpe.model"))
     assert processor.GetPieceSize() == 45
-    # ESPnet's asr.sh: <blank>, <unk>, the .vocab file without its first three lines (<unk> <s> </s>), <sos/eos>.
+    # ESPnet's asr.sh: <blank>, <unk>, the .vocab file without its first three lines (<unk> <s>
+    # </s>), <sos/eos>.
     pieces = [processor.IdToPiece(i) for i in range(3, processor.GetPieceSize())]
     assert read_list(out / "tokens.txt") == ["<blank>", "<unk>", *pieces, "<sos/eos>"]
     assert [processor.IdToPiece(i) for i in range(3)] == ["<unk>", "<s>", "</s>"]

@@ -1,1 +1,1 @@
-"""Small real baseline models for the tasks ESPnet2 lacks: later models are compared against these."""
+"""Small real baseline models for the tasks ESPnet2 lacks, the reference the papers' models are compared with."""

@@ -1,7 +1,8 @@
 """A small ConvNet image classifier: the baseline model of ``ImageClassificationTask``.
 
-Blocks of (3x3 conv, batch norm, ReLU) x ``convs_per_block`` followed by 2x2 max pooling, then global
-average pooling, dropout and a linear layer to the classes. Cross-entropy loss (optionally label-smoothed).
+Blocks of (3x3 conv, batch norm, ReLU) x ``convs_per_block`` followed by 2x2 max pooling, then
+global average pooling, dropout and a linear layer to the classes. Cross-entropy loss (optionally
+label-smoothed).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """CRNN (Shi et al., 2015): CNN -> BiLSTM -> CTC, the baseline model of ``ImageToSequenceTask``.
 
-Input images arrive width-first, ``(B, W, H[, C])`` with their widths as lengths (the task's preprocessor
-transposes them, so ESPnet's collate pads the width). The CNN halves the height after every block and
-the width after the blocks listed in ``width_pooling``; each remaining column is one BiLSTM time step,
-scored by ESPnet's ``CTC`` (token 0 is the blank). Decoding is greedy: best token per column, repeats
-merged, blanks dropped.
+Input images arrive width-first, ``(B, W, H[, C])`` with their widths as lengths (the task's
+preprocessor transposes them, so ESPnet's collate pads the width). The CNN halves the height after
+every block and the width after the blocks listed in ``width_pooling``; each remaining column is one
+BiLSTM time step, scored by ESPnet's ``CTC`` (token 0 is the blank). Decoding is greedy: best token
+per column, repeats merged, blanks dropped.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import torch
 from espnet2.asr.ctc import CTC
 from espnet2.torch_utils.device_funcs import force_gatherable
 from espnet2.train.abs_espnet_model import AbsESPnetModel
+
+from espnet_ext.errors import ConfigError
 
 
 class CRNN(AbsESPnetModel):
@@ -33,7 +35,10 @@ class CRNN(AbsESPnetModel):
     ):
         super().__init__()
         if len(width_pooling) != len(channels):
-            raise ValueError("width_pooling needs one entry per CNN block (channels)")
+            raise ConfigError(
+                f"needs one entry per CNN block ({len(channels)} channels), got {len(width_pooling)}",
+                key="width_pooling",
+            )
         self.vocab_size = vocab_size
         self.token_list = list(token_list)
         self.in_channels = in_channels
@@ -50,7 +55,10 @@ class CRNN(AbsESPnetModel):
             ]
             previous, height = width, height // 2
         if height < 1:
-            raise ValueError(f"image_height {image_height} is too small for {len(channels)} blocks")
+            raise ConfigError(
+                f"{image_height} is too small for {len(channels)} blocks halving the height",
+                key="image_height",
+            )
         self.cnn = torch.nn.Sequential(*layers)
         self.lstm = torch.nn.LSTM(
             previous * height,

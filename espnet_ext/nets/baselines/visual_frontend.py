@@ -1,13 +1,13 @@
 """Lip-reading baseline parts: a 3D-conv + ResNet-18 visual frontend and ESPnet's ASR model reading video.
 
 ``Conv3dResNetFrontend`` wraps ESPnet's ``ResEncoder`` (AV-HuBERT's visual stem: one 5x7x7 3D
-convolution over time and space, then a 2D ResNet-18 applied to every frame): grey mouth crops
-``(B, T, H, W)`` in [0, 1] (88x88 in LRS3) become one feature vector per frame, ``(B, T, D)``.
-For CPU budgets it can be made lighter: ``resnet_stages`` keeps only the first ResNet stages (64, 128,
-256, 512 channels), ``frame_pool`` average-pools the frames spatially first, ``output_size`` projects.
+convolution over time and space, then a 2D ResNet-18 applied to every frame): grey mouth crops ``(B,
+T, H, W)`` in [0, 1] (88x88 in LRS3) become one feature vector per frame, ``(B, T, D)``. For CPU
+budgets it can be made lighter: ``resnet_stages`` keeps only the first ResNet stages (64, 128, 256,
+512 channels), ``frame_pool`` average-pools the frames spatially first, ``output_size`` projects.
 
-``ESPnetVSRModel`` is ESPnet's ``ESPnetASRModel`` (encoder, decoder, CTC, losses, the interface ESPnet's
-beam search scores) whose input is named ``video``.
+``ESPnetVSRModel`` is ESPnet's ``ESPnetASRModel`` (encoder, decoder, CTC, losses, the interface
+ESPnet's beam search scores) whose input is named ``video``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from espnet.nets.pytorch_backend.nets_utils import make_pad_mask
 from espnet2.asr.encoder.avhubert_encoder import ResEncoder
 from espnet2.asr.espnet_model import ESPnetASRModel
 from espnet2.asr.frontend.abs_frontend import AbsFrontend
+
+from espnet_ext.errors import ConfigError
 
 # Mean and standard deviation of LRS3 grey mouth crops in [0, 1] (the AV-HuBERT preprocessing).
 LRS3_PIXEL_MEAN = 0.421
@@ -37,7 +39,7 @@ class Conv3dResNetFrontend(AbsFrontend):
     ):
         super().__init__()
         if not 1 <= resnet_stages <= 4:
-            raise ValueError(f"resnet_stages must be 1..4, got {resnet_stages}")
+            raise ConfigError(f"must be 1..4, got {resnet_stages}", key="resnet_stages")
         self.res_encoder = ResEncoder(relu_type=relu_type, weights=weights)
         for stage in range(
             resnet_stages + 1, 5
@@ -60,8 +62,8 @@ class Conv3dResNetFrontend(AbsFrontend):
             raise ValueError(f"expected grey video (B, T, H, W), got shape {tuple(input.shape)}")
         padding = make_pad_mask(input_lengths, maxlen=input.size(1)).to(input.device)  # (B, T)
         x = (input - self.pixel_mean) / self.pixel_std
-        # Padded frames must be zeros after normalisation, like the 3D conv's own zero padding in time:
-        # then an utterance gives the same features alone or in a padded batch.
+        # Padded frames must be zeros after normalisation, like the 3D conv's own zero padding in
+        # time: then an utterance gives the same features alone or in a padded batch.
         x = x.masked_fill(padding[:, :, None, None], 0.0)
         if self.frame_pool > 1:
             x = F.avg_pool2d(x, self.frame_pool)  # pools H, W of every frame
@@ -89,5 +91,6 @@ class ESPnetVSRModel(ESPnetASRModel):
     def collect_feats(
         self, video: torch.Tensor, video_lengths: torch.Tensor, **kwargs
     ) -> dict[str, torch.Tensor]:
-        # The frontend is trained with the model, so its outputs have no fixed corpus statistics to collect.
+        # The frontend is trained with the model, so its outputs have no fixed corpus statistics to
+        # collect.
         return {}

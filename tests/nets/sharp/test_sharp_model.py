@@ -61,7 +61,7 @@ def test_sharp_context_shapes(context, dim):
 
 def test_two_stns_coarse_then_fine():
     model = build(SharpAttentionRecognizer, num_stn=2)
-    assert [l.mode for l in model.localisers] == ["x_translation", "affine"]
+    assert [loc.mode for loc in model.localisers] == ["x_translation", "affine"]
     assert model.localisers[0].out_size == (64, 32)
     patch = model.sharpen(model.prepare_images(*batch()[:2]), torch.tensor([0, 23]))
     assert patch.shape == (2, 1, 32, 24)
