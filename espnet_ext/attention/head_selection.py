@@ -45,6 +45,7 @@ class TaskConditioned(nn.Module):
 
     num_tasks: int
     task_id: torch.Tensor | None = None
+    task_kind = "model"  # names the refusing module in errors
 
     def task_ids_for(self, batch: int) -> torch.Tensor:
         """The task id per row of a batch of ``batch`` rows -> LongTensor (batch,)."""
@@ -74,7 +75,9 @@ def set_task_id(model: nn.Module, task_id: torch.Tensor | None) -> int:
     """Give every task-conditioned submodule of ``model`` the task ids; returns how many modules got them."""
     conditioned = [m for m in model.modules() if isinstance(m, TaskConditioned)]
     for module in conditioned:
-        module.task_id = None if task_id is None else check_task_ids(task_id, module.num_tasks)
+        module.task_id = (
+            None if task_id is None else check_task_ids(task_id, module.num_tasks, module.task_kind)
+        )
     return len(conditioned)
 
 
@@ -158,6 +161,8 @@ class HeadSelectionAttention(TaskConditioned):
     convention, same parameter names); with H' = H it computes ESPnet's attention exactly.
     ``selection_kl`` holds the eq. (3) KL of the last training forward (None otherwise).
     """
+
+    task_kind = "head-selection layer"
 
     def __init__(
         self,
