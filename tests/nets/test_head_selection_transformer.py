@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+import yaml
 from espnet2.asr.ctc import CTC
 from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
@@ -14,7 +15,8 @@ from espnet_ext.nets.head_selection_transformer import (
     HeadSelectionTransformerDecoder,
     HeadSelectionTransformerEncoder,
 )
-from espnet_ext.nets.task_models import TaskConditionedASRModel
+from espnet_ext.nets.task_models import TaskConditionedASRModel, TaskConditionedMTModel
+from espnet_ext.registry import build_model
 
 FEATS, VOCAB = 5, 7
 SMALL = dict(output_size=8, attention_heads=2, linear_units=16, dropout_rate=0.0)
@@ -158,3 +160,55 @@ def test_asr_model_routes_task_ids_and_adds_the_kl():
         model(**batch)
     with pytest.raises(InputError, match="task id 2 unknown"):
         model(**batch, task_id=torch.tensor([0, 2]))  # the encoder knows tasks 0 and 1 only
+
+
+def test_asr_and_mt_tasks_build_task_conditioned_models(tmp_path):
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("\n".join(["<blank>", "<unk>", "a", "b", "c", "d", "<sos/eos>"]) + "\n")
+    selection = {"num_tasks": 2, "head_candidates": 4, "selection_strategy": "group"}
+    config = {
+        "model": "task_conditioned",
+        "model_conf": {"ctc_weight": 0.3, "selection_kl_weight": 0.1},
+        "frontend": None,
+        "encoder": "head_selection_transformer",
+        "encoder_conf": dict(ENC, **selection),
+        "decoder": "transformer",  # selection in the encoder only (Table 6)
+        "decoder_conf": {k: v for k, v in DEC.items() if k != "self_attention_dropout_rate"},
+    }
+    path = tmp_path / "asr.yaml"
+    path.write_text(yaml.safe_dump(config))
+    common = ["--config", str(path), "--token_list", str(tokens), "--token_type", "char"]
+    model = build_model("asr", common + ["--input_size", str(FEATS)])
+    assert isinstance(model, TaskConditionedASRModel)
+    assert len(logits_of(model)) == 3
+    loss, stats, _ = model(
+        speech=torch.randn(2, 6, FEATS),
+        speech_lengths=torch.tensor([6, 5]),
+        text=torch.tensor([[2, 3], [4, -1]]),
+        text_lengths=torch.tensor([2, 1]),
+        task_id=torch.tensor([[1], [0]]),
+        task_id_lengths=torch.tensor([1, 1]),  # as ESPnet's loader delivers an int data name
+    )
+    assert torch.isfinite(loss) and "selection_kl" in stats
+
+    config.update(
+        frontend="embed",
+        frontend_conf={"embed_dim": 8, "positional_dropout_rate": 0.0},
+        encoder_conf=dict(ENC, input_layer=None, **selection),
+        decoder="head_selection_transformer",
+        decoder_conf=dict(DEC, **selection),
+        model_conf={"selection_kl_weight": 0.1},
+    )
+    path.write_text(yaml.safe_dump(config))
+    mt_args = common + ["--src_token_list", str(tokens), "--src_token_type", "char"]
+    model = build_model("mt", mt_args)
+    assert isinstance(model, TaskConditionedMTModel) and len(logits_of(model)) == 5
+    loss, _, _ = model(
+        text=torch.tensor([[2, 3, 4]]),
+        text_lengths=torch.tensor([3]),
+        src_text=torch.tensor([[5, 4, 3, 2]]),
+        src_text_lengths=torch.tensor([4]),
+        task_id=torch.tensor([1]),
+    )
+    loss.backward()
+    assert all(p.grad[1].abs().sum() > 0 for p in logits_of(model))
