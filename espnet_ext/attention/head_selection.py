@@ -47,11 +47,11 @@ class TaskConditioned(nn.Module):
     task_id: torch.Tensor | None = None
     task_kind = "model"  # names the refusing module in errors
 
-    def task_ids_for(self, batch: int) -> torch.Tensor:
-        """The task id per row of a batch of ``batch`` rows -> LongTensor (batch,)."""
+    def task_ids_for(self, batch: int, device: torch.device) -> torch.Tensor:
+        """The task id per row of a batch of ``batch`` rows -> LongTensor (batch,) on ``device``."""
         if self.task_id is None:
             raise InputError(f"{type(self).__name__} needs a task id; none was set", key="task_id")
-        task_id = self.task_id
+        task_id = self.task_id.to(device)
         if task_id.numel() == 1:
             return task_id.reshape(1).expand(batch)
         if task_id.numel() != batch:
@@ -238,7 +238,7 @@ class HeadSelectionAttention(TaskConditioned):
     def forward(self, query, key, value, mask, expand_kv: bool = False) -> torch.Tensor:
         if expand_kv:
             raise ConfigError("head selection does not support expand_kv decoding", key="expand_kv")
-        task_id = self.task_ids_for(query.size(0))
+        task_id = self.task_ids_for(query.size(0), query.device)
         if mask is not None:
             mask = mask.expand(query.size(0), *mask.shape[1:])  # a (1, T1, T2) mask serves all rows
         self.selection_kl = self.kl(task_id) if self.training else None

@@ -67,7 +67,9 @@ class TaskAdapters(TaskConditioned):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return per_task(self.task_ids_for(x.size(0)), lambda t, rows: self.per_task[t](rows), x)
+        return per_task(
+            self.task_ids_for(x.size(0), x.device), lambda t, rows: self.per_task[t](rows), x
+        )
 
 
 def _adapt_output(adapters: TaskAdapters, module, args, kwargs, output):
