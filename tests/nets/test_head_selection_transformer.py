@@ -15,7 +15,11 @@ from espnet_ext.nets.head_selection_transformer import (
     HeadSelectionTransformerDecoder,
     HeadSelectionTransformerEncoder,
 )
-from espnet_ext.nets.task_models import TaskConditionedASRModel, TaskConditionedMTModel
+from espnet_ext.nets.task_models import (
+    TaskConditionedASRModel,
+    TaskConditionedMTModel,
+    TaskConditionedSTModel,
+)
 from espnet_ext.registry import build_model
 
 FEATS, VOCAB = 5, 7
@@ -212,3 +216,40 @@ def test_asr_and_mt_tasks_build_task_conditioned_models(tmp_path):
     )
     loss.backward()
     assert all(p.grad[1].abs().sum() > 0 for p in logits_of(model))
+
+
+def test_st_model_selects_heads_per_target_language():
+    torch.manual_seed(0)
+    tokens = ["<blank>", "<unk>", "a", "b", "c", "d", "<sos/eos>"]
+    model = TaskConditionedSTModel(
+        vocab_size=VOCAB,
+        token_list=tokens,
+        frontend=None,
+        specaug=None,
+        normalize=None,
+        preencoder=None,
+        encoder=encoder(num_tasks=2, head_candidates=4),
+        hier_encoder=None,
+        md_encoder=None,
+        extra_mt_encoder=None,
+        postencoder=None,
+        decoder=decoder(num_tasks=2, head_candidates=4),
+        extra_asr_decoder=None,
+        extra_mt_decoder=None,
+        ctc=None,
+        st_ctc=None,
+        st_joint_network=None,
+        src_vocab_size=VOCAB,
+        src_token_list=tokens,
+        report_bleu=False,
+    )
+    loss, stats, _ = model(
+        speech=torch.randn(2, 6, FEATS),
+        speech_lengths=torch.tensor([6, 5]),
+        text=torch.tensor([[2, 3], [4, -1]]),
+        text_lengths=torch.tensor([2, 1]),
+        task_id=torch.tensor([1, 1]),
+    )
+    loss.backward()
+    assert "selection_kl" in stats
+    assert all(p.grad[1].abs().sum() > 0 and p.grad[0].eq(0).all() for p in logits_of(model))
