@@ -231,7 +231,12 @@ class HeadSelectionAttention(TaskConditioned):
         return self.linear_q, self.linear_k, self.linear_v
 
     def kl(self, task_id: torch.Tensor) -> torch.Tensor:
-        """Eq. (3) KL summed over heads, averaged over the utterances with tasks ``task_id`` (B,)."""
+        """Eq. (3) KL summed over heads, averaged over the utterances with tasks ``task_id`` (B,).
+
+        With H' = H every head is used whatever φ says (prior 1): there is no selection to regularise.
+        """
+        if self.head_candidates == self.h:
+            return self.selection_logits.new_zeros(())
         posterior = torch.sigmoid(self.selection_logits.index_select(0, task_id))
         return bernoulli_kl(posterior, self.prior).sum(-1).mean()
 

@@ -101,6 +101,8 @@ def test_all_heads_equal_espnet_attention(training):
     torch.testing.assert_close(run(attn, x, [0, 1, 1], mask), ref(x, x, x, mask))
     causal = subsequent_mask(5).unsqueeze(0)
     torch.testing.assert_close(run(attn, x, [1, 0, 1], causal), ref(x, x, x, causal))
+    if training:  # nothing to select: no KL (the prior p(z=1) = H/H' = 1 would make it infinite)
+        assert float(attn.selection_kl) == 0.0
 
 
 @pytest.mark.parametrize(
