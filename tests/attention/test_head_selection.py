@@ -128,10 +128,15 @@ def test_selected_heads_fill_slots_in_head_order(strategy, logits, heads):
     )
 
 
-def test_mixed_batch_equals_each_utterance_alone():
-    attn = layer(candidates=6, tasks=3, strategy="subset").eval()
+@pytest.mark.parametrize("training", [False, True])
+def test_mixed_batch_equals_each_utterance_alone(training):
+    attn = layer(candidates=6, tasks=3, strategy="subset").train(training)
     with torch.no_grad():
         attn.selection_logits.normal_()
+        if training:  # logits 20 apart: a Gumbel draw flips two heads with probability ~e^-20
+            for row in attn.selection_logits:
+                row.copy_(20.0 * (torch.randperm(6) - 2.5))
+            attn.temperature = 10.0  # keeps σ((φ + ε(1) - ε(0))/τ) of distinct heads distinct
     x = torch.randn(4, 5, DIM)
     lengths, tasks = [5, 2, 4, 3], [2, 0, 2, 1]
     mixed = run(attn, x, tasks, padding_mask(lengths))
