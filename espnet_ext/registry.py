@@ -35,6 +35,24 @@ _MULTIFORMER_ENCODERS = [
     ("encoder_choices", "s2t_transformer", _MULTIFORMER + "S2TTransformerEncoder"),
     ("encoder_choices", "multiformer", _MULTIFORMER + "MultiformerEncoder"),
 ]
+# Head selection (encoder only, decoder only or both: Table 6) and the per-task adapter baseline.
+_HEADSEL = "espnet_ext.nets.head_selection_transformer:"
+_ADAPTERS = "espnet_ext.nets.adapters:"
+_TASK_MODULES = [
+    ("encoder_choices", "head_selection_transformer", _HEADSEL + "HeadSelectionTransformerEncoder"),
+    ("decoder_choices", "head_selection_transformer", _HEADSEL + "HeadSelectionTransformerDecoder"),
+    ("encoder_choices", "adapter_transformer", _ADAPTERS + "AdapterTransformerEncoder"),
+    ("decoder_choices", "adapter_transformer", _ADAPTERS + "AdapterTransformerDecoder"),
+]
+_TASK_SPEECH_ENCODERS = [
+    (
+        "encoder_choices",
+        "head_selection_cnn_transformer",
+        _HEADSEL + "HeadSelectionCNNTransformerEncoder",
+    ),
+    ("encoder_choices", "adapter_cnn_transformer", _ADAPTERS + "AdapterCNNTransformerEncoder"),
+]
+_TASK_MODELS = "espnet_ext.nets.task_models:"
 
 REGISTRY: dict[str, list[tuple[str, str, str]]] = {
     "espnet2.tasks.asr": [
@@ -46,6 +64,9 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
         *_RELAXED_ENCODERS,
         *_MULTIFORMER_ENCODERS,
         _RELAXED_DECODER,
+        *_TASK_MODULES,
+        *_TASK_SPEECH_ENCODERS,
+        ("model_choices", "task_conditioned", _TASK_MODELS + "TaskConditionedASRModel"),
     ],
     "espnet2.tasks.st": [
         (
@@ -56,11 +77,15 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
         *_RELAXED_ENCODERS,
         *_MULTIFORMER_ENCODERS,
         _RELAXED_DECODER,
+        *_TASK_MODULES,
+        *_TASK_SPEECH_ENCODERS,
     ],
     "espnet2.tasks.mt": [
         ("model_choices", "cutoff", "espnet_ext.nets.cutoff:CutoffMTModel"),
         _RELAXED_ENCODERS[0],
         _RELAXED_DECODER,
+        *_TASK_MODULES,
+        ("model_choices", "task_conditioned", _TASK_MODELS + "TaskConditionedMTModel"),
     ],
     "espnet2.tasks.lm": [
         ("lm_choices", "transformer_tied", "espnet_ext.nets.tied_transformer_lm:TiedTransformerLM"),

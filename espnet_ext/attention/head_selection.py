@@ -1,0 +1,250 @@
+"""Attention head selection per task (Gong et al., "Pay better attention to attention: head selection in
+multilingual and multi-domain sequence modeling", §3, eqs. 3-7).
+
+A self-attention layer owns H' candidate heads of width d/H; each task t (a language, a direction or a
+domain) uses H of them, so the output keeps dimension d. Per task and head one logit φ_t^(h) (the
+parameters of eq. 4 with φ_t^(h)(0) fixed at 0, so the layer adds exactly T x H' parameters):
+
+    q_φ(z_t^(h)) = exp((φ(1) + ε(1))/τ) / Σ_j exp((φ(j) + ε(j))/τ) = σ((φ + ε(1) - ε(0))/τ),  ε ~ G(0, 1)  (4)
+
+The training loss gains  w · KL(q_φ(z) || p(z)),  p(z=1) = H/H'  (eq. 3), the KL between Bernoulli
+posteriors σ(φ) and the prior, summed over a layer's heads, averaged over the utterances of the batch.
+
+Selection s_t^(h) from the sampled posterior (noise-free at inference, so inference is deterministic):
+  subset (5): the H heads of highest posterior;
+  group (6): heads form H contiguous groups of r = H'/H; the best head of each group.
+Selected heads are concatenated in ascending head order (eq. 1), which for the group strategy puts group
+g's head in output slot g (eq. 7). In training each selected head is scaled by the straight-through value
+s + q - stop_grad(q) (= 1 forward, gradient into φ through q).
+
+Only the selected heads are computed: the q/k/v projections use the H selected heads' rows of the H'-head
+weight matrices. A batch that mixes tasks is split per task (``per_task``) and reassembled, so every
+utterance gets exactly what it would alone with its task, and each group still computes H heads.
+
+The task of each utterance is set on the module before the forward (``set_task_id``), because ESPnet's
+layers call self-attention as ``self_attn(q, k, v, mask)``; a task id of shape (1,) serves every row (beam
+search decodes one utterance with many hypotheses).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from espnet_ext.errors import ConfigError, InputError
+
+STRATEGIES = ("subset", "group")
+
+
+class TaskConditioned(nn.Module):
+    """A module whose forward depends on the task id of each utterance, set by ``set_task_id``."""
+
+    num_tasks: int
+    task_id: torch.Tensor | None = None
+    task_kind = "model"  # names the refusing module in errors
+
+    def task_ids_for(self, batch: int, device: torch.device) -> torch.Tensor:
+        """The task id per row of a batch of ``batch`` rows -> LongTensor (batch,) on ``device``."""
+        if self.task_id is None:
+            raise InputError(f"{type(self).__name__} needs a task id; none was set", key="task_id")
+        task_id = self.task_id.to(device)
+        if task_id.numel() == 1:
+            return task_id.reshape(1).expand(batch)
+        if task_id.numel() != batch:
+            raise InputError(f"{task_id.numel()} task ids for a batch of {batch}", key="task_id")
+        return task_id
+
+
+def check_task_ids(task_id: torch.Tensor, num_tasks: int, what: str = "model") -> torch.Tensor:
+    """Task ids (B,) or (B, 1) of integers in [0, num_tasks) -> LongTensor (B,); InputError otherwise."""
+    task_id = torch.as_tensor(task_id).reshape(-1).long()
+    unknown = task_id[(task_id < 0) | (task_id >= num_tasks)]
+    if unknown.numel():
+        raise InputError(
+            f"task id {int(unknown[0])} unknown to this {what} (it knows 0..{num_tasks - 1})",
+            key="task_id",
+        )
+    return task_id
+
+
+def set_task_id(model: nn.Module, task_id: torch.Tensor | None) -> int:
+    """Give every task-conditioned submodule of ``model`` the task ids; returns how many modules got them."""
+    conditioned = [m for m in model.modules() if isinstance(m, TaskConditioned)]
+    for module in conditioned:
+        module.task_id = (
+            None if task_id is None else check_task_ids(task_id, module.num_tasks, module.task_kind)
+        )
+    return len(conditioned)
+
+
+def per_task(task_id: torch.Tensor, fn: Callable, *tensors: torch.Tensor | None) -> torch.Tensor:
+    """``fn(t, *rows_of_tensors)`` per task t of ``task_id`` (B,), reassembled in batch order.
+
+    ``tensors`` have the batch first (None passes through); ``fn`` returns (b, ...) for its b rows.
+    """
+    tasks = torch.unique(task_id)
+    if tasks.numel() == 1:
+        return fn(int(tasks[0]), *tensors)
+    outputs, order = [], []
+    for t in tasks.tolist():
+        rows = (task_id == t).nonzero().squeeze(1)
+        order.append(rows)
+        outputs.append(fn(t, *(None if x is None else x.index_select(0, rows) for x in tensors)))
+    return torch.cat(outputs).index_select(0, torch.argsort(torch.cat(order)))
+
+
+def gumbel_posterior(logits: torch.Tensor, temperature: float, noise: torch.Tensor | None = None):
+    """Eq. (4): q_φ(z=1) = σ((φ + ε(1) - ε(0))/τ); ``logits`` φ (..., H'), ``noise`` ε (2, ..., H') or None.
+
+    None gives the noise-free posterior σ(φ/τ) (inference).
+    """
+    if noise is None:
+        return torch.sigmoid(logits / temperature)
+    return torch.sigmoid((logits + noise[1] - noise[0]) / temperature)
+
+
+def sample_gumbel(shape, like: torch.Tensor) -> torch.Tensor:
+    """Standard Gumbel noise ε = -log(-log u), u ~ U(0, 1), of ``shape`` on ``like``'s device/dtype."""
+    u = torch.rand(shape, device=like.device, dtype=like.dtype)
+    tiny = torch.finfo(like.dtype).tiny
+    return -torch.log(-torch.log(u.clamp(min=tiny, max=1.0 - 1e-7)))
+
+
+def bernoulli_kl(posterior: torch.Tensor, prior: float) -> torch.Tensor:
+    """KL(B(q) || B(p)) elementwise = q log(q/p) + (1-q) log((1-q)/(1-p)); ``posterior`` q in (0, 1)."""
+    q = posterior.clamp(1e-12, 1.0 - 1e-12)
+    return q * torch.log(q / prior) + (1.0 - q) * torch.log((1.0 - q) / (1.0 - prior))
+
+
+def subset_mask(posterior: torch.Tensor, n_select: int) -> torch.Tensor:
+    """Eq. (5): 1 for the ``n_select`` highest posteriors of each row of ``posterior`` (..., H')."""
+    top = posterior.topk(n_select, dim=-1).indices
+    return torch.zeros_like(posterior).scatter(-1, top, 1.0)
+
+
+def group_mask(posterior: torch.Tensor, n_select: int) -> torch.Tensor:
+    """Eq. (6): H' heads in ``n_select`` contiguous groups; 1 for the argmax of each group (..., H')."""
+    grouped = posterior.unflatten(-1, (n_select, -1))  # (..., H, r)
+    best = grouped.argmax(dim=-1, keepdim=True)
+    return torch.zeros_like(grouped).scatter(-1, best, 1.0).flatten(-2)
+
+
+_MASKS = {"subset": subset_mask, "group": group_mask}
+
+
+def check_selection_config(n_head: int, head_candidates: int, strategy: str, temperature: float):
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"'{strategy}' is not one of {STRATEGIES}", key="selection_strategy")
+    if head_candidates < n_head:
+        raise ConfigError(
+            f"{head_candidates} candidates cannot give {n_head} heads", key="head_candidates"
+        )
+    if strategy == "group" and head_candidates % n_head:
+        raise ConfigError(
+            f"the group strategy needs a multiple of {n_head} heads, got {head_candidates}",
+            key="head_candidates",
+        )
+    if not temperature > 0:
+        raise ConfigError(
+            f"the temperature must be > 0, got {temperature}", key="gumbel_temperature"
+        )
+
+
+class HeadSelectionAttention(TaskConditioned):
+    """Self-attention with ``head_candidates`` (H') heads of width ``n_feat``/``n_head``, H per task.
+
+    Drop-in for ESPnet's ``MultiHeadedAttention`` (same ``forward(query, key, value, mask)``, same mask
+    convention, same parameter names); with H' = H it computes ESPnet's attention exactly.
+    ``selection_kl`` holds the eq. (3) KL of the last training forward (None otherwise).
+    """
+
+    task_kind = "head-selection layer"
+
+    def __init__(
+        self,
+        n_head: int,
+        n_feat: int,
+        dropout_rate: float,
+        num_tasks: int,
+        head_candidates: int,
+        strategy: str = "group",
+        temperature: float = 1.0,
+    ):
+        super().__init__()
+        check_selection_config(n_head, head_candidates, strategy, temperature)
+        if num_tasks < 1:
+            raise ConfigError(f"needs at least one task, got {num_tasks}", key="num_tasks")
+        self.h, self.d_k = n_head, n_feat // n_head
+        self.head_candidates, self.num_tasks = head_candidates, num_tasks
+        self.strategy, self.temperature = strategy, temperature
+        width = head_candidates * self.d_k
+        self.linear_q = nn.Linear(n_feat, width)
+        self.linear_k = nn.Linear(n_feat, width)
+        self.linear_v = nn.Linear(n_feat, width)
+        self.linear_out = nn.Linear(n_head * self.d_k, n_feat)
+        self.dropout = nn.Dropout(p=dropout_rate)
+        self.selection_logits = nn.Parameter(torch.zeros(num_tasks, head_candidates))
+        self.prior = n_head / head_candidates
+        self.selection_kl: torch.Tensor | None = None
+
+    def selection(self, task: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Selected heads of ``task``: ascending head indices (H,) and their scales (H,)."""
+        logits = self.selection_logits[task]
+        noise = sample_gumbel((2, *logits.shape), logits) if self.training else None
+        posterior = gumbel_posterior(logits, self.temperature, noise)
+        hard = _MASKS[self.strategy](posterior, self.h)
+        heads = hard.nonzero().squeeze(1)
+        scale = (hard + posterior - posterior.detach()) if self.training else hard
+        return heads, scale.index_select(0, heads)
+
+    def head_rows(self, heads: torch.Tensor) -> torch.Tensor:
+        """Rows of the H'-head projection weights that belong to ``heads`` (H,) -> (H * d_k,)."""
+        offsets = torch.arange(self.d_k, device=heads.device)
+        return (heads.unsqueeze(1) * self.d_k + offsets).reshape(-1)
+
+    def project(self, linear: nn.Linear, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """The selected heads of ``x`` (b, T, d) -> (b, H, T, d_k), one matmul of H heads' width."""
+        y = F.linear(x, linear.weight.index_select(0, rows), linear.bias.index_select(0, rows))
+        return y.unflatten(-1, (self.h, self.d_k)).transpose(1, 2)
+
+    def attend(self, task: int, query, key, value, mask) -> torch.Tensor:
+        """ESPnet's scaled dot-product attention over ``task``'s heads -> (b, T1, d)."""
+        heads, scale = self.selection(task)
+        rows = self.head_rows(heads)
+        q, k, v = (self.project(lin, x, rows) for lin, x in zip(self.qkv, (query, key, value)))
+        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.d_k)
+        if mask is not None:
+            blocked = mask.unsqueeze(1).eq(0)  # (b, 1, 1|T1, T2)
+            scores = scores.masked_fill(blocked, torch.finfo(scores.dtype).min)
+            weights = torch.softmax(scores, dim=-1).masked_fill(blocked, 0.0)
+        else:
+            weights = torch.softmax(scores, dim=-1)
+        x = torch.matmul(self.dropout(weights), v) * scale.view(1, -1, 1, 1)
+        return self.linear_out(x.transpose(1, 2).flatten(2))
+
+    @property
+    def qkv(self) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
+        return self.linear_q, self.linear_k, self.linear_v
+
+    def kl(self, task_id: torch.Tensor) -> torch.Tensor:
+        """Eq. (3) KL summed over heads, averaged over the utterances with tasks ``task_id`` (B,).
+
+        With H' = H every head is used whatever φ says (prior 1): there is no selection to regularise.
+        """
+        if self.head_candidates == self.h:
+            return self.selection_logits.new_zeros(())
+        posterior = torch.sigmoid(self.selection_logits.index_select(0, task_id))
+        return bernoulli_kl(posterior, self.prior).sum(-1).mean()
+
+    def forward(self, query, key, value, mask, expand_kv: bool = False) -> torch.Tensor:
+        if expand_kv:
+            raise ConfigError("head selection does not support expand_kv decoding", key="expand_kv")
+        task_id = self.task_ids_for(query.size(0), query.device)
+        if mask is not None:
+            mask = mask.expand(query.size(0), *mask.shape[1:])  # a (1, T1, T2) mask serves all rows
+        self.selection_kl = self.kl(task_id) if self.training else None
+        return per_task(task_id, self.attend, query, key, value, mask)

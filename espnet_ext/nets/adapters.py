@@ -1,0 +1,145 @@
+"""Per-task residual adapters (Bapna & Firat, 2019), the baseline of the head-selection paper (§4).
+
+After every encoder and decoder layer, the utterance's task (a language direction or a domain) adds
+
+    x + W_up ReLU(W_down LayerNorm(x)),   W_down: d -> ``adapter_dim`` (256 in the paper), W_up back to d.
+
+W_up starts at zero, so a freshly added adapter is the identity and the model starts as the shared one.
+The adapter model is initialised from a trained shared model (``load_shared_model`` here, or ESPnet's
+``init_param``, which also loads partially) and trained with the shared parameters frozen
+(``freeze_all_but_adapters``; the models of ``espnet_ext.nets.task_models`` do it with
+``train_adapters_only: true``). An adapter model has one adapter per trained task: a task id it was not
+trained on (a zero-shot direction) is refused, not silently served by another task's adapter.
+
+The adapters run as forward hooks of ESPnet's layers, so the shared model's state-dict keys are kept and
+the adapters live under ``encoder.adapters`` / ``decoder.adapters``. With the incremental decoding cache,
+a decoder layer returns the cached (already adapted) positions followed by the new one; only the new one
+passes the adapter.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+
+import torch
+from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
+from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
+from torch import nn
+
+from espnet_ext.attention.head_selection import TaskConditioned, per_task
+from espnet_ext.errors import ConfigError
+from espnet_ext.nets.cnn_transformer_encoder import CNNTransformerEncoder
+
+ADAPTER_KEY = "adapters."
+
+
+class BottleneckAdapter(nn.Module):
+    """x + W_up ReLU(W_down LayerNorm(x)) on (..., d)."""
+
+    def __init__(self, size: int, adapter_dim: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(size)
+        self.down = nn.Linear(size, adapter_dim)
+        self.up = nn.Linear(adapter_dim, size)
+        nn.init.zeros_(self.up.weight)
+        nn.init.zeros_(self.up.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.up(torch.relu(self.down(self.norm(x))))
+
+
+class TaskAdapters(TaskConditioned):
+    """One ``BottleneckAdapter`` per task; each utterance of (B, T, d) passes its task's adapter."""
+
+    task_kind = "adapter model (one adapter per trained task; zero-shot directions have none)"
+
+    def __init__(self, num_tasks: int, size: int, adapter_dim: int):
+        super().__init__()
+        if num_tasks < 1 or adapter_dim < 1:
+            raise ConfigError(
+                f"needs num_tasks >= 1 and adapter_dim >= 1, got {num_tasks}, {adapter_dim}",
+                key="num_tasks" if num_tasks < 1 else "adapter_dim",
+            )
+        self.num_tasks = num_tasks
+        self.per_task = nn.ModuleList(
+            BottleneckAdapter(size, adapter_dim) for _ in range(num_tasks)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return per_task(
+            self.task_ids_for(x.size(0), x.device), lambda t, rows: self.per_task[t](rows), x
+        )
+
+
+def _adapt_output(adapters: TaskAdapters, module, args, kwargs, output):
+    x, *rest = output
+    if kwargs.get("cache") is not None:  # cached positions were adapted at their own step
+        x = torch.cat([x[:, :-1], adapters(x[:, -1:])], dim=1)
+    else:
+        x = adapters(x)
+    return (x, *rest)
+
+
+def attach_adapters(layers, num_tasks: int, size: int, adapter_dim: int) -> nn.ModuleList:
+    """Per-task adapters after each of ``layers`` (ESPnet encoder/decoder layers) -> the adapters."""
+    adapters = nn.ModuleList(TaskAdapters(num_tasks, size, adapter_dim) for _ in layers)
+    for layer, adapter in zip(layers, adapters):
+        layer.register_forward_hook(
+            functools.partial(_adapt_output, adapter), with_kwargs=True, always_call=False
+        )
+    return adapters
+
+
+class AdapterTransformerEncoder(TransformerEncoder):
+    def __init__(self, input_size: int, num_tasks: int = 1, adapter_dim: int = 256, **kwargs):
+        super().__init__(input_size, **kwargs)
+        self.adapters = attach_adapters(self.encoders, num_tasks, self.output_size(), adapter_dim)
+
+
+class AdapterCNNTransformerEncoder(CNNTransformerEncoder):
+    def __init__(self, input_size: int, num_tasks: int = 1, adapter_dim: int = 256, **kwargs):
+        super().__init__(input_size, **kwargs)
+        self.adapters = attach_adapters(self.encoders, num_tasks, self.output_size(), adapter_dim)
+
+
+class AdapterTransformerDecoder(TransformerDecoder):
+    def __init__(
+        self,
+        vocab_size: int,
+        encoder_output_size: int,
+        num_tasks: int = 1,
+        adapter_dim: int = 256,
+        **kwargs,
+    ):
+        super().__init__(vocab_size, encoder_output_size, **kwargs)
+        # ESPnet's decoder works at the encoder's output size
+        self.adapters = attach_adapters(self.decoders, num_tasks, encoder_output_size, adapter_dim)
+
+
+def is_adapter_parameter(name: str) -> bool:
+    return name.startswith(ADAPTER_KEY) or f".{ADAPTER_KEY}" in name
+
+
+def freeze_all_but_adapters(model: nn.Module) -> int:
+    """Stop gradients to every parameter but the adapters'; returns the number of trainable ones."""
+    trainable = 0
+    for name, param in model.named_parameters():
+        param.requires_grad_(is_adapter_parameter(name))
+        trainable += param.numel() if param.requires_grad else 0
+    if trainable == 0:
+        raise ConfigError("the model has no adapters to train", key="train_adapters_only")
+    return trainable
+
+
+def load_shared_model(model: nn.Module, shared_state: Mapping[str, torch.Tensor]) -> None:
+    """Load a trained shared model's state dict into an adapter model: all but the adapters must match."""
+    result = model.load_state_dict(shared_state, strict=False)
+    missing = [k for k in result.missing_keys if not is_adapter_parameter(k)]
+    if missing or result.unexpected_keys:
+        key = (missing or result.unexpected_keys)[0]
+        raise ConfigError(
+            f"the shared model does not match the adapter model ({len(missing)} missing, "
+            f"{len(result.unexpected_keys)} unexpected parameters)",
+            key=key,
+        )

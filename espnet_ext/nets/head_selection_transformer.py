@@ -1,0 +1,105 @@
+"""ESPnet Transformer encoders/decoders whose self-attention selects H of H' heads per task.
+
+Each class is the ESPnet (or our CNN-preprocessed) module plus ``num_tasks``, ``head_candidates`` (H'),
+``selection_strategy`` ("group" or "subset") and ``gumbel_temperature`` (τ); H is ``attention_heads``.
+After ``super().__init__`` every layer's ``self_attn`` becomes a ``HeadSelectionAttention`` of the same
+width and dropout. Source attention of the decoder stays shared (the paper selects in self-attention
+only). Selection in the encoder, the decoder or both (Table 6) is the choice of encoder/decoder class.
+
+The task ids reach the layers through ``set_task_id`` (``espnet_ext.attention.head_selection``); the
+models of ``espnet_ext.nets.task_models`` call it from their ``forward``.
+"""
+
+from __future__ import annotations
+
+from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
+from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
+from torch import nn
+
+from espnet_ext.attention.head_selection import HeadSelectionAttention, check_selection_config
+from espnet_ext.nets.cnn_transformer_encoder import CNNTransformerEncoder
+
+
+def select_self_attention_heads(
+    layers, num_tasks: int, head_candidates: int, strategy: str, temperature: float
+) -> None:
+    """Replace ``self_attn`` of every layer by head selection over ``head_candidates`` heads."""
+    for layer in layers:
+        shared = layer.self_attn
+        layer.self_attn = HeadSelectionAttention(
+            shared.h,
+            shared.h * shared.d_k,
+            shared.dropout_rate,
+            num_tasks,
+            head_candidates,
+            strategy,
+            temperature,
+        )
+
+
+def _selection_options(kwargs: dict, num_tasks, head_candidates, strategy, temperature) -> tuple:
+    # fail on a bad config before ESPnet builds anything
+    check_selection_config(kwargs.get("attention_heads", 4), head_candidates, strategy, temperature)
+    return num_tasks, head_candidates, strategy, temperature
+
+
+class HeadSelectionTransformerEncoder(TransformerEncoder):
+    def __init__(
+        self,
+        input_size: int,
+        num_tasks: int = 1,
+        head_candidates: int = 8,
+        selection_strategy: str = "group",
+        gumbel_temperature: float = 1.0,
+        **kwargs,
+    ):
+        options = _selection_options(
+            kwargs, num_tasks, head_candidates, selection_strategy, gumbel_temperature
+        )
+        super().__init__(input_size, **kwargs)
+        select_self_attention_heads(self.encoders, *options)
+
+
+class HeadSelectionCNNTransformerEncoder(CNNTransformerEncoder):
+    def __init__(
+        self,
+        input_size: int,
+        num_tasks: int = 1,
+        head_candidates: int = 8,
+        selection_strategy: str = "group",
+        gumbel_temperature: float = 1.0,
+        **kwargs,
+    ):
+        options = _selection_options(
+            kwargs, num_tasks, head_candidates, selection_strategy, gumbel_temperature
+        )
+        super().__init__(input_size, **kwargs)
+        select_self_attention_heads(self.encoders, *options)
+
+
+class HeadSelectionTransformerDecoder(TransformerDecoder):
+    def __init__(
+        self,
+        vocab_size: int,
+        encoder_output_size: int,
+        num_tasks: int = 1,
+        head_candidates: int = 8,
+        selection_strategy: str = "group",
+        gumbel_temperature: float = 1.0,
+        **kwargs,
+    ):
+        options = _selection_options(
+            kwargs, num_tasks, head_candidates, selection_strategy, gumbel_temperature
+        )
+        super().__init__(vocab_size, encoder_output_size, **kwargs)
+        select_self_attention_heads(self.decoders, *options)
+
+
+def selection_kl(model: nn.Module):
+    """Sum of the eq. (3) KL terms of the last training forward over all layers of ``model`` (or None)."""
+    terms = [
+        m.selection_kl
+        for m in model.modules()
+        if isinstance(m, HeadSelectionAttention) and m.selection_kl is not None
+    ]
+    return sum(terms) if terms else None

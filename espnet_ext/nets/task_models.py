@@ -1,0 +1,92 @@
+"""ESPnet2 ASR/ST/MT models that feed each utterance's task id to head selection and adapters.
+
+ESPnet's encoders see only ``(xs_pad, ilens)`` and its decoders only tokens and memory, so the task id
+does not travel through their calls: the model's ``forward`` receives it as an extra data name and sets it
+on every task-conditioned module (``set_task_id``) before running ESPnet's own forward. Data names:
+
+  ``task_id``          one id per utterance (LongTensor (B,) or (B, 1)), for encoder and decoder;
+  ``encoder_task_id``  / ``decoder_task_id``  override it per side, e.g. the source language for the
+                       encoder and the target language for the decoder, which is how head selection serves
+                       zero-shot directions (each side's language was seen in training).
+
+A recipe passes them as ESPnet2 data files (``--train_data_path_and_name_and_type tags,task_id,...`` with
+``--allow_variable_data_keys true``, since ESPnet's tasks do not list them). Decoding outside ``forward``
+(ESPnet's ``Speech2Text`` / ``Text2Text``) calls ``model.set_task_id(...)`` once per utterance first.
+
+Options (``model_conf``): ``selection_kl_weight`` w of the eq. (3) KL added to the loss (reported as
+``selection_kl`` in the stats); ``train_adapters_only`` freezes everything but the adapters.
+"""
+
+from __future__ import annotations
+
+from espnet2.asr.espnet_model import ESPnetASRModel
+from espnet2.mt.espnet_model import ESPnetMTModel
+from espnet2.st.espnet_model import ESPnetSTModel
+
+from espnet_ext.attention.head_selection import TaskConditioned, set_task_id
+from espnet_ext.errors import InputError
+from espnet_ext.nets.adapters import freeze_all_but_adapters
+from espnet_ext.nets.head_selection_transformer import selection_kl
+
+TASK_KEYS = ("task_id", "encoder_task_id", "decoder_task_id")
+
+
+class TaskConditionedModel:
+    """Mixin before an ESPnet2 model class: task ids in, eq. (3) KL added to the loss."""
+
+    def __init__(
+        self,
+        *args,
+        selection_kl_weight: float = 1.0,
+        train_adapters_only: bool = False,
+        **kwargs,
+    ):
+        super().__init__(*args, **kwargs)
+        self.selection_kl_weight = selection_kl_weight
+        if train_adapters_only:
+            freeze_all_but_adapters(self)
+
+    def set_task_id(self, task_id=None, encoder_task_id=None, decoder_task_id=None) -> None:
+        """Task ids per utterance for the encoder and the decoder (a side's own id wins)."""
+        sides = {"encoder": encoder_task_id, "decoder": decoder_task_id}
+        for side, own in sides.items():
+            ids = own if own is not None else task_id
+            module = getattr(self, side, None)
+            if module is None:
+                continue
+            if ids is None:
+                if any(isinstance(m, TaskConditioned) for m in module.modules()):
+                    raise InputError(f"the {side} needs a task id per utterance", key="task_id")
+                continue
+            set_task_id(module, ids)
+
+    def forward(self, *args, **kwargs):
+        ids = {key: kwargs.pop(key, None) for key in TASK_KEYS}
+        for key in TASK_KEYS:
+            kwargs.pop(f"{key}_lengths", None)
+        self.set_task_id(**ids)
+        loss, stats, weight = super().forward(*args, **kwargs)
+        kl = selection_kl(self)
+        if kl is not None:
+            loss = loss + self.selection_kl_weight * kl
+            stats["selection_kl"] = kl.detach()
+            stats["loss"] = loss.detach()
+        return loss, stats, weight
+
+    def collect_feats(self, *args, **kwargs):
+        for key in TASK_KEYS:
+            kwargs.pop(key, None)
+            kwargs.pop(f"{key}_lengths", None)
+        return super().collect_feats(*args, **kwargs)
+
+
+class TaskConditionedASRModel(TaskConditionedModel, ESPnetASRModel):
+    pass
+
+
+class TaskConditionedSTModel(TaskConditionedModel, ESPnetSTModel):
+    pass
+
+
+class TaskConditionedMTModel(TaskConditionedModel, ESPnetMTModel):
+    pass

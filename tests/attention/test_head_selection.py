@@ -1,0 +1,211 @@
+"""Head selection against eqs. (3)-(7) worked by hand and against ESPnet's MultiHeadedAttention."""
+
+import math
+
+import pytest
+import torch
+from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
+from espnet.nets.pytorch_backend.transformer.mask import subsequent_mask
+
+from espnet_ext.attention import head_selection
+from espnet_ext.attention.head_selection import (
+    HeadSelectionAttention,
+    bernoulli_kl,
+    group_mask,
+    gumbel_posterior,
+    set_task_id,
+    subset_mask,
+)
+from espnet_ext.errors import ConfigError, InputError
+
+H, DIM = 2, 8  # 2 heads of width 4
+
+
+def padding_mask(lengths):
+    return (torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]).unsqueeze(1)
+
+
+def layer(candidates=4, tasks=3, strategy="group", dropout=0.0, seed=0):
+    torch.manual_seed(seed)
+    return HeadSelectionAttention(H, DIM, dropout, tasks, candidates, strategy)
+
+
+def run(attn, x, task_id, mask=None):
+    set_task_id(attn, torch.tensor(task_id))
+    return attn(x, x, x, mask)
+
+
+def test_gumbel_posterior_is_eq4_by_hand():
+    # φ(0) = 0, φ(1) = (0, ln 3); ε(1) = (0.2, 0), ε(0) = (0, 0.1); τ = 0.5
+    logits = torch.tensor([0.0, math.log(3.0)])
+    noise = torch.tensor([[0.0, 0.1], [0.2, 0.0]])
+    expected = [
+        math.exp(0.2 / 0.5) / (math.exp(0.0) + math.exp(0.2 / 0.5)),
+        math.exp(math.log(3.0) / 0.5) / (math.exp(0.1 / 0.5) + math.exp(math.log(3.0) / 0.5)),
+    ]
+    got = gumbel_posterior(logits, 0.5, noise)
+    assert got.tolist() == pytest.approx(expected, rel=1e-6)
+    # no noise (inference): σ(φ/τ); ln 3 / 1 -> 3 / 4
+    assert gumbel_posterior(logits, 1.0).tolist() == pytest.approx([0.5, 0.75])
+
+
+def test_kl_to_prior_by_hand():
+    # q = 1/2, p = H/H' = 1/4: 1/2 ln 2 + 1/2 ln(2/3)
+    expected = 0.5 * math.log(2.0) + 0.5 * math.log(0.5 / 0.75)
+    assert float(bernoulli_kl(torch.tensor(0.5), 0.25)) == pytest.approx(expected)
+    assert float(bernoulli_kl(torch.tensor(0.25), 0.25)) == pytest.approx(0.0, abs=1e-7)
+    attn = layer(candidates=4)  # logits 0 -> q = 1/2 for all 4 heads, prior 2/4
+    assert float(attn.kl(torch.tensor([0, 1])).detach()) == pytest.approx(0.0, abs=1e-6)
+    with torch.no_grad():
+        attn.selection_logits[1] = math.log(3.0)  # q = 3/4 against p = 1/2
+    per_head = 0.75 * math.log(1.5) + 0.25 * math.log(0.5)
+    # utterances of tasks 0 and 1: mean of 0 and 4 heads' KL
+    assert float(attn.kl(torch.tensor([0, 1])).detach()) == pytest.approx(2 * per_head, rel=1e-5)
+
+
+def test_subset_and_group_masks_by_hand():
+    q = torch.tensor([[0.9, 0.8, 0.1, 0.2], [0.1, 0.9, 0.5, 0.7]])
+    assert subset_mask(q, 2).tolist() == [[1, 1, 0, 0], [0, 1, 0, 1]]
+    assert group_mask(q, 2).tolist() == [[1, 0, 0, 1], [0, 1, 0, 1]]
+    torch.manual_seed(0)
+    q = torch.rand(5, 12)
+    for n in (1, 2, 3, 4, 6):
+        assert subset_mask(q, n).sum(-1).tolist() == [n] * 5
+        grouped = group_mask(q, n).view(5, n, -1)
+        assert grouped.sum(-1).eq(1).all()  # one head in every group
+
+
+def espnet_from_heads(attn, heads):
+    """ESPnet's H-head attention holding exactly the given candidate heads, in that order."""
+    ref = MultiHeadedAttention(H, DIM, 0.0)
+    rows = attn.head_rows(torch.tensor(heads))
+    with torch.no_grad():
+        for name in ("linear_q", "linear_k", "linear_v"):
+            getattr(ref, name).weight.copy_(getattr(attn, name).weight[rows])
+            getattr(ref, name).bias.copy_(getattr(attn, name).bias[rows])
+        ref.linear_out.load_state_dict(attn.linear_out.state_dict())
+    return ref.eval()
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_all_heads_equal_espnet_attention(training):
+    attn = layer(candidates=H, tasks=2)
+    ref = MultiHeadedAttention(H, DIM, 0.0)
+    missing = ref.load_state_dict(attn.state_dict(), strict=False)
+    assert missing.unexpected_keys == ["selection_logits"] and not missing.missing_keys
+    attn.train(training)
+    ref.eval()
+    torch.manual_seed(1)
+    x = torch.randn(3, 5, DIM)
+    mask = padding_mask([5, 3, 1])
+    torch.testing.assert_close(run(attn, x, [0, 1, 1], mask), ref(x, x, x, mask))
+    causal = subsequent_mask(5).unsqueeze(0)
+    torch.testing.assert_close(run(attn, x, [1, 0, 1], causal), ref(x, x, x, causal))
+    if training:  # nothing to select: no KL (the prior p(z=1) = H/H' = 1 would make it infinite)
+        assert float(attn.selection_kl) == 0.0
+
+
+@pytest.mark.parametrize(
+    "strategy, logits, heads",
+    [
+        (
+            "group",
+            [0.0, 2.0, 1.0, -1.0],
+            [1, 2],
+        ),  # group {0,1} -> 1 in slot 0, {2,3} -> 2 in slot 1
+        ("group", [3.0, 0.0, -1.0, 1.0], [0, 3]),
+        ("subset", [2.0, -1.0, 0.0, 3.0], [0, 3]),  # top-2 are heads 3 and 0, concatenated as 0, 3
+    ],
+)
+def test_selected_heads_fill_slots_in_head_order(strategy, logits, heads):
+    attn = layer(candidates=4, strategy=strategy).eval()
+    with torch.no_grad():
+        attn.selection_logits[2] = torch.tensor(logits)
+    x = torch.randn(2, 4, DIM)
+    mask = padding_mask([4, 2])
+    torch.testing.assert_close(
+        run(attn, x, [2, 2], mask), espnet_from_heads(attn, heads)(x, x, x, mask)
+    )
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_mixed_batch_equals_each_utterance_alone(training):
+    attn = layer(candidates=6, tasks=3, strategy="subset").train(training)
+    with torch.no_grad():
+        attn.selection_logits.normal_()
+        if training:  # logits 20 apart: a Gumbel draw flips two heads with probability ~e^-20
+            for row in attn.selection_logits:
+                row.copy_(20.0 * (torch.randperm(6) - 2.5))
+            attn.temperature = 10.0  # keeps σ((φ + ε(1) - ε(0))/τ) of distinct heads distinct
+    x = torch.randn(4, 5, DIM)
+    lengths, tasks = [5, 2, 4, 3], [2, 0, 2, 1]
+    mixed = run(attn, x, tasks, padding_mask(lengths))
+    for i, (length, task) in enumerate(zip(lengths, tasks)):
+        alone = run(attn, x[i : i + 1, :length], [task])
+        torch.testing.assert_close(mixed[i, :length], alone[0])
+
+
+def test_inference_is_deterministic_and_follows_the_logits():
+    attn = layer(candidates=4, strategy="subset").eval()
+    with torch.no_grad():
+        attn.selection_logits[0] = torch.tensor([0.5, -2.0, 3.0, 0.0])
+    heads, scale = attn.selection(0)
+    assert heads.tolist() == [0, 2] and scale.tolist() == [1.0, 1.0]
+    x = torch.randn(2, 3, DIM)
+    assert torch.equal(run(attn, x, [0, 0]), run(attn, x, [0, 0]))
+    assert attn.selection_kl is None
+
+
+def test_training_samples_and_straight_through_gradient_reaches_the_logits():
+    attn = layer(candidates=4, tasks=3).train()
+    x = torch.randn(2, 3, DIM)
+    out = run(attn, x, [1, 1])
+    (out.sum() + attn.selection_kl).backward()
+    grad = attn.selection_logits.grad
+    assert grad[1].abs().sum() > 0
+    assert grad[0].eq(0).all() and grad[2].eq(0).all()  # tasks not in the batch
+    # Gumbel noise makes selections vary between training forwards
+    torch.manual_seed(3)
+    picks = {tuple(attn.selection(1)[0].tolist()) for _ in range(50)}
+    assert len(picks) > 1
+
+
+def test_only_selected_heads_are_projected(monkeypatch):
+    attn = layer(candidates=8, tasks=2).train()
+    widths = []
+    real_linear = torch.nn.functional.linear
+
+    def recording_linear(x, weight, bias=None):
+        widths.append(weight.shape[0])
+        return real_linear(x, weight, bias)
+
+    monkeypatch.setattr(head_selection.F, "linear", recording_linear)
+    x = torch.randn(2, 3, DIM)
+    set_task_id(attn, torch.tensor([1, 1]))
+    heads, _ = attn.selection(1)
+    torch.manual_seed(5)
+    out = attn(x, x, x, None)
+    # q, k, v of H heads' width (not the 8 candidates' 32), then the output projection
+    assert widths == [H * attn.d_k] * 3 + [DIM]
+    out.sum().backward()
+    torch.manual_seed(5)
+    heads, _ = attn.selection(1)  # the same draw as in the forward
+    unselected = torch.ones(8, dtype=torch.bool)
+    unselected[heads] = False
+    for lin in attn.qkv:
+        per_head = lin.weight.grad.view(8, attn.d_k, DIM)
+        assert per_head[unselected].eq(0).all()
+        assert per_head[~unselected].abs().sum() > 0
+
+
+def test_parameter_count_and_bad_input():
+    attn = layer(candidates=6, tasks=5, strategy="subset")
+    assert attn.selection_logits.numel() == 5 * 6
+    with pytest.raises(ConfigError, match="head_candidates"):
+        layer(candidates=5, strategy="group")
+    with pytest.raises(ConfigError, match="selection_strategy"):
+        layer(strategy="random")
+    with pytest.raises(InputError, match="task_id.*task id 5 unknown"):
+        set_task_id(attn.eval(), torch.tensor([0, 5]))
+    with pytest.raises(InputError, match="task_id"):
+        HeadSelectionAttention(H, DIM, 0.0, 2, 4)(torch.randn(1, 2, DIM), *[None] * 3)

@@ -1,0 +1,165 @@
+"""Per-task adapters: identity at start, per-utterance routing, frozen shared model, zero-shot refusal."""
+
+import pytest
+import torch
+from espnet2.asr.ctc import CTC
+from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
+from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
+
+from espnet_ext.attention.head_selection import set_task_id
+from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.nets.adapters import (
+    AdapterTransformerDecoder,
+    AdapterTransformerEncoder,
+    BottleneckAdapter,
+    load_shared_model,
+)
+from espnet_ext.nets.task_models import TaskConditionedASRModel
+
+FEATS, VOCAB = 5, 7
+ENC = dict(output_size=8, attention_heads=2, linear_units=16, num_blocks=2, input_layer="linear")
+DEC = dict(attention_heads=2, linear_units=16, num_blocks=2)
+
+
+def nonzero_adapters(module, seed=0):
+    torch.manual_seed(seed)
+    for adapter in module.modules():
+        if isinstance(adapter, BottleneckAdapter):
+            torch.nn.init.normal_(adapter.up.weight)
+    return module
+
+
+def test_adapter_is_the_bottleneck_formula_and_starts_as_identity():
+    adapter = BottleneckAdapter(4, 3)
+    x = torch.randn(2, 5, 4)
+    torch.testing.assert_close(adapter(x), x)
+    torch.nn.init.normal_(adapter.up.weight)
+    norm = (x - x.mean(-1, keepdim=True)) / torch.sqrt(
+        x.var(-1, unbiased=False, keepdim=True) + 1e-5
+    )
+    hidden = torch.clamp(norm @ adapter.down.weight.T + adapter.down.bias, min=0)
+    torch.testing.assert_close(adapter(x), x + hidden @ adapter.up.weight.T + adapter.up.bias)
+    assert (
+        AdapterTransformerEncoder(FEATS, num_tasks=2, **ENC)
+        .adapters[0]
+        .per_task[1]
+        .down.out_features
+        == 256
+    )
+
+
+def test_fresh_adapter_model_loaded_from_the_shared_one_computes_it():
+    torch.manual_seed(0)
+    shared = TransformerEncoder(FEATS, **ENC).eval()
+    ours = AdapterTransformerEncoder(FEATS, num_tasks=3, adapter_dim=4, **ENC).eval()
+    load_shared_model(ours, shared.state_dict())
+    x, lengths = torch.randn(2, 6, FEATS), torch.tensor([6, 4])
+    set_task_id(ours, torch.tensor([2, 0]))
+    torch.testing.assert_close(ours(x, lengths)[0], shared(x, lengths)[0])
+    with pytest.raises(ConfigError, match="key 'embed"):
+        load_shared_model(ours, {k: v for k, v in shared.state_dict().items() if "embed" not in k})
+
+
+def test_mixed_batch_equals_each_utterance_alone():
+    enc = nonzero_adapters(
+        AdapterTransformerEncoder(FEATS, num_tasks=3, adapter_dim=4, **ENC)
+    ).eval()
+    x, lengths, tasks = torch.randn(3, 6, FEATS), [6, 3, 5], [2, 0, 2]
+    set_task_id(enc, torch.tensor(tasks))
+    mixed = enc(x, torch.tensor(lengths))[0]
+    for i, (n, t) in enumerate(zip(lengths, tasks)):
+        set_task_id(enc, torch.tensor([t]))
+        torch.testing.assert_close(mixed[i, :n], enc(x[i : i + 1, :n], torch.tensor([n]))[0][0])
+    set_task_id(enc, torch.tensor([1, 0, 2]))
+    assert not torch.allclose(enc(x, torch.tensor(lengths))[0][0], mixed[0])  # tasks differ
+
+
+def test_incremental_decoding_adapts_each_position_once():
+    dec = nonzero_adapters(AdapterTransformerDecoder(VOCAB, 8, num_tasks=2, adapter_dim=4, **DEC))
+    dec.eval()
+    memory, ys = torch.randn(1, 5, 8), torch.randint(0, VOCAB, (1, 4))
+    set_task_id(dec, torch.tensor([1]))
+    full = dec(memory, torch.tensor([5]), ys, torch.tensor([4]))[0].log_softmax(-1)
+    state = None
+    for step in range(1, 5):
+        logp, state = dec.score(ys[0, :step], state, memory[0])
+        torch.testing.assert_close(logp, full[0, step - 1], atol=1e-5, rtol=1e-5)
+
+
+def adapter_asr_model():
+    torch.manual_seed(0)
+    tokens = ["<blank>", "<unk>", "a", "b", "c", "d", "<sos/eos>"]
+    return TaskConditionedASRModel(
+        vocab_size=VOCAB,
+        token_list=tokens,
+        frontend=None,
+        specaug=None,
+        normalize=None,
+        preencoder=None,
+        encoder=AdapterTransformerEncoder(FEATS, num_tasks=3, adapter_dim=4, **ENC),
+        postencoder=None,
+        decoder=AdapterTransformerDecoder(VOCAB, 8, num_tasks=3, adapter_dim=4, **DEC),
+        ctc=CTC(VOCAB, 8),
+        joint_network=None,
+        report_cer=False,
+        report_wer=False,
+        train_adapters_only=True,
+    )
+
+
+def test_frozen_shared_model_gets_no_gradient_and_does_not_change():
+    model = adapter_asr_model()
+    shared = TransformerEncoder(FEATS, **ENC)
+    load_shared_model(model.encoder, shared.state_dict())
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.1)
+    batch = dict(
+        speech=torch.randn(2, 6, FEATS),
+        speech_lengths=torch.tensor([6, 5]),
+        text=torch.tensor([[2, 3, 4], [5, 2, -1]]),
+        text_lengths=torch.tensor([3, 2]),
+        task_id=torch.tensor([0, 2]),
+    )
+    model(**batch)[0].backward()
+    optimizer.step()
+    after = model.state_dict()
+    adapters = [k for k in after if ".adapters." in k]
+    shared_keys = [k for k in after if ".adapters." not in k]
+    assert adapters and shared_keys
+    for name, param in model.named_parameters():
+        if ".adapters." not in name:
+            assert param.grad is None and not param.requires_grad, name
+    assert all(torch.equal(before[k], after[k]) for k in shared_keys)
+    changed = [k for k in adapters if not torch.equal(before[k], after[k])]
+    assert any(".per_task.0." in k for k in changed) and any(".per_task.2." in k for k in changed)
+    assert not any(".per_task.1." in k for k in changed)  # task 1 was not in the batch
+
+
+def test_zero_shot_direction_is_refused():
+    model = adapter_asr_model()
+    batch = dict(
+        speech=torch.randn(1, 6, FEATS),
+        speech_lengths=torch.tensor([6]),
+        text=torch.tensor([[2, 3]]),
+        text_lengths=torch.tensor([2]),
+    )
+    with pytest.raises(InputError, match="key 'task_id'.*task id 3 unknown.*zero-shot"):
+        model(**batch, task_id=torch.tensor([3]))
+    with pytest.raises(ConfigError, match="adapter_dim"):
+        AdapterTransformerEncoder(FEATS, num_tasks=2, adapter_dim=0, **ENC)
+    # a model without adapters has nothing to train
+    with pytest.raises(ConfigError, match="train_adapters_only"):
+        TaskConditionedASRModel(
+            vocab_size=VOCAB,
+            token_list=["<blank>", "<unk>", "a", "b", "c", "d", "<sos/eos>"],
+            frontend=None,
+            specaug=None,
+            normalize=None,
+            preencoder=None,
+            encoder=TransformerEncoder(FEATS, **ENC),
+            postencoder=None,
+            decoder=TransformerDecoder(VOCAB, 8, **DEC),
+            ctc=CTC(VOCAB, 8),
+            joint_network=None,
+            train_adapters_only=True,
+        )

@@ -1,0 +1,255 @@
+"""Head-selection encoders/decoders against ESPnet's, and the ASR model that feeds them task ids."""
+
+import math
+
+import pytest
+import torch
+import yaml
+from espnet2.asr.ctc import CTC
+from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
+from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
+
+from espnet_ext.attention.head_selection import HeadSelectionAttention, set_task_id
+from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.nets.head_selection_transformer import (
+    HeadSelectionTransformerDecoder,
+    HeadSelectionTransformerEncoder,
+)
+from espnet_ext.nets.task_models import (
+    TaskConditionedASRModel,
+    TaskConditionedMTModel,
+    TaskConditionedSTModel,
+)
+from espnet_ext.registry import build_model
+
+FEATS, VOCAB = 5, 7
+SMALL = dict(output_size=8, attention_heads=2, linear_units=16, dropout_rate=0.0)
+ENC = dict(SMALL, num_blocks=3, input_layer="linear")
+DEC = dict(
+    attention_heads=2,
+    linear_units=16,
+    num_blocks=2,
+    dropout_rate=0.0,
+    self_attention_dropout_rate=0.0,
+)
+
+
+def encoder(seed=0, **options):
+    torch.manual_seed(seed)
+    return HeadSelectionTransformerEncoder(FEATS, **ENC, **options)
+
+
+def decoder(seed=0, **options):
+    torch.manual_seed(seed)
+    return HeadSelectionTransformerDecoder(VOCAB, 8, **DEC, **options)
+
+
+def logits_of(module):
+    return [m.selection_logits for m in module.modules() if isinstance(m, HeadSelectionAttention)]
+
+
+def test_extra_parameters_are_tasks_x_candidates_x_layers():
+    enc = encoder(num_tasks=3, head_candidates=8)
+    assert sum(p.numel() for p in logits_of(enc)) == 3 * 8 * 3
+    dec = decoder(num_tasks=5, head_candidates=4, selection_strategy="subset")
+    assert sum(p.numel() for p in logits_of(dec)) == 5 * 4 * 2
+    # with H' = H the model is ESPnet's plus the T x H' x L logits, nothing else
+    same = encoder(num_tasks=3, head_candidates=2)
+    plain = TransformerEncoder(FEATS, **ENC)
+    extra = sum(p.numel() for p in same.parameters()) - sum(p.numel() for p in plain.parameters())
+    assert extra == 3 * 2 * 3
+
+
+def test_all_heads_equal_espnet_encoder_and_decoder():
+    enc = encoder(num_tasks=2, head_candidates=2).eval()
+    plain = TransformerEncoder(FEATS, **ENC).eval()
+    assert plain.load_state_dict(enc.state_dict(), strict=False).unexpected_keys
+    x, lengths = torch.randn(2, 6, FEATS), torch.tensor([6, 4])
+    set_task_id(enc, torch.tensor([1, 0]))
+    ours, ref = enc(x, lengths)[0], plain(x, lengths)[0]
+    torch.testing.assert_close(ours[1, :4], ref[1, :4])
+    torch.testing.assert_close(ours[0], ref[0])
+
+    dec = decoder(num_tasks=2, head_candidates=2).eval()
+    plain_dec = TransformerDecoder(VOCAB, 8, **DEC).eval()
+    plain_dec.load_state_dict(dec.state_dict(), strict=False)
+    ys, ylens = torch.randint(0, VOCAB, (2, 4)), torch.tensor([4, 3])
+    set_task_id(dec, torch.tensor([0, 1]))
+    torch.testing.assert_close(
+        dec(ref, lengths, ys, ylens)[0], plain_dec(ref, lengths, ys, ylens)[0]
+    )
+
+
+def test_mixed_batch_encoder_equals_each_utterance_alone():
+    enc = encoder(num_tasks=3, head_candidates=6).eval()
+    for p in logits_of(enc):
+        torch.nn.init.normal_(p)
+    x, lengths, tasks = torch.randn(3, 6, FEATS), [6, 3, 5], [2, 0, 1]
+    set_task_id(enc, torch.tensor(tasks))
+    mixed = enc(x, torch.tensor(lengths))[0]
+    for i, (n, t) in enumerate(zip(lengths, tasks)):
+        set_task_id(enc, torch.tensor([t]))
+        torch.testing.assert_close(mixed[i, :n], enc(x[i : i + 1, :n], torch.tensor([n]))[0][0])
+
+
+def test_incremental_decoding_matches_the_full_forward():
+    dec = decoder(num_tasks=2, head_candidates=4, selection_strategy="subset").eval()
+    for p in logits_of(dec):
+        torch.nn.init.normal_(p)
+    memory, ys = torch.randn(1, 5, 8), torch.randint(0, VOCAB, (1, 4))
+    set_task_id(dec, torch.tensor([1]))  # one id serves every hypothesis
+    full = dec(memory, torch.tensor([5]), ys, torch.tensor([4]))[0].log_softmax(-1)
+    state = None
+    for step in range(1, 5):
+        logp, state = dec.score(ys[0, :step], state, memory[0])
+        torch.testing.assert_close(logp, full[0, step - 1], atol=1e-5, rtol=1e-5)
+
+
+def test_bad_configuration_is_refused_before_building():
+    with pytest.raises(ConfigError, match="head_candidates"):
+        encoder(num_tasks=2, head_candidates=5)  # 5 is no multiple of H = 2
+    with pytest.raises(ConfigError, match="selection_strategy"):
+        decoder(selection_strategy="all")
+
+
+def asr_model(**options):
+    torch.manual_seed(0)
+    tokens = ["<blank>", "<unk>", "a", "b", "c", "d", "<sos/eos>"]
+    return TaskConditionedASRModel(
+        vocab_size=VOCAB,
+        token_list=tokens,
+        frontend=None,
+        specaug=None,
+        normalize=None,
+        preencoder=None,
+        encoder=encoder(num_tasks=2, head_candidates=4),
+        postencoder=None,
+        decoder=decoder(num_tasks=3, head_candidates=4, selection_strategy="subset"),
+        ctc=CTC(VOCAB, 8),
+        joint_network=None,
+        report_cer=False,
+        report_wer=False,
+        **options,
+    )
+
+
+def test_asr_model_routes_task_ids_and_adds_the_kl():
+    model = asr_model(selection_kl_weight=0.5)
+    batch = dict(
+        speech=torch.randn(2, 6, FEATS),
+        speech_lengths=torch.tensor([6, 5]),
+        text=torch.tensor([[2, 3, 4], [5, 2, -1]]),
+        text_lengths=torch.tensor([3, 2]),
+    )
+    with torch.no_grad():
+        for p in logits_of(model.encoder):
+            p[1] = math.log(3.0)  # q = 3/4 against the prior 2/4
+    per_head = 0.75 * math.log(1.5) + 0.25 * math.log(0.5)
+    # source language for the encoder, target language for the decoder (an unseen pair is fine)
+    ids = dict(encoder_task_id=torch.tensor([[1], [0]]), decoder_task_id=torch.tensor([2, 2]))
+    torch.manual_seed(1)
+    loss, stats, _ = model(**batch, **ids)
+    # 3 layers x 4 heads for the task-1 utterance, 0 for the task-0 one and the decoder: mean 6 heads
+    assert float(stats["selection_kl"]) == pytest.approx(6 * per_head, rel=1e-5)
+    model.selection_kl_weight = 0.0
+    torch.manual_seed(1)  # the same Gumbel draws
+    without_kl = model(**batch, **ids)[0]
+    assert float((loss - without_kl).detach()) == pytest.approx(0.5 * 6 * per_head, rel=1e-4)
+    loss.backward()
+    enc_grads = [p.grad for p in logits_of(model.encoder)]
+    dec_grads = [p.grad for p in logits_of(model.decoder)]
+    assert all(g[:2].abs().sum() > 0 for g in enc_grads)
+    assert all(g[2].abs().sum() > 0 and g[:2].eq(0).all() for g in dec_grads)
+    with pytest.raises(InputError, match="task_id"):
+        model(**batch)
+    with pytest.raises(InputError, match="task id 2 unknown"):
+        model(**batch, task_id=torch.tensor([0, 2]))  # the encoder knows tasks 0 and 1 only
+
+
+def test_asr_and_mt_tasks_build_task_conditioned_models(tmp_path):
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("\n".join(["<blank>", "<unk>", "a", "b", "c", "d", "<sos/eos>"]) + "\n")
+    selection = {"num_tasks": 2, "head_candidates": 4, "selection_strategy": "group"}
+    config = {
+        "model": "task_conditioned",
+        "model_conf": {"ctc_weight": 0.3, "selection_kl_weight": 0.1},
+        "frontend": None,
+        "encoder": "head_selection_transformer",
+        "encoder_conf": dict(ENC, **selection),
+        "decoder": "transformer",  # selection in the encoder only (Table 6)
+        "decoder_conf": {k: v for k, v in DEC.items() if k != "self_attention_dropout_rate"},
+    }
+    path = tmp_path / "asr.yaml"
+    path.write_text(yaml.safe_dump(config))
+    common = ["--config", str(path), "--token_list", str(tokens), "--token_type", "char"]
+    model = build_model("asr", common + ["--input_size", str(FEATS)])
+    assert isinstance(model, TaskConditionedASRModel)
+    assert len(logits_of(model)) == 3
+    loss, stats, _ = model(
+        speech=torch.randn(2, 6, FEATS),
+        speech_lengths=torch.tensor([6, 5]),
+        text=torch.tensor([[2, 3], [4, -1]]),
+        text_lengths=torch.tensor([2, 1]),
+        task_id=torch.tensor([[1], [0]]),
+        task_id_lengths=torch.tensor([1, 1]),  # as ESPnet's loader delivers an int data name
+    )
+    assert torch.isfinite(loss) and "selection_kl" in stats
+
+    config.update(
+        frontend="embed",
+        frontend_conf={"embed_dim": 8, "positional_dropout_rate": 0.0},
+        encoder_conf=dict(ENC, input_layer=None, **selection),
+        decoder="head_selection_transformer",
+        decoder_conf=dict(DEC, **selection),
+        model_conf={"selection_kl_weight": 0.1},
+    )
+    path.write_text(yaml.safe_dump(config))
+    mt_args = common + ["--src_token_list", str(tokens), "--src_token_type", "char"]
+    model = build_model("mt", mt_args)
+    assert isinstance(model, TaskConditionedMTModel) and len(logits_of(model)) == 5
+    loss, _, _ = model(
+        text=torch.tensor([[2, 3, 4]]),
+        text_lengths=torch.tensor([3]),
+        src_text=torch.tensor([[5, 4, 3, 2]]),
+        src_text_lengths=torch.tensor([4]),
+        task_id=torch.tensor([1]),
+    )
+    loss.backward()
+    assert all(p.grad[1].abs().sum() > 0 for p in logits_of(model))
+
+
+def test_st_model_selects_heads_per_target_language():
+    torch.manual_seed(0)
+    tokens = ["<blank>", "<unk>", "a", "b", "c", "d", "<sos/eos>"]
+    model = TaskConditionedSTModel(
+        vocab_size=VOCAB,
+        token_list=tokens,
+        frontend=None,
+        specaug=None,
+        normalize=None,
+        preencoder=None,
+        encoder=encoder(num_tasks=2, head_candidates=4),
+        hier_encoder=None,
+        md_encoder=None,
+        extra_mt_encoder=None,
+        postencoder=None,
+        decoder=decoder(num_tasks=2, head_candidates=4),
+        extra_asr_decoder=None,
+        extra_mt_decoder=None,
+        ctc=None,
+        st_ctc=None,
+        st_joint_network=None,
+        src_vocab_size=VOCAB,
+        src_token_list=tokens,
+        report_bleu=False,
+    )
+    loss, stats, _ = model(
+        speech=torch.randn(2, 6, FEATS),
+        speech_lengths=torch.tensor([6, 5]),
+        text=torch.tensor([[2, 3], [4, -1]]),
+        text_lengths=torch.tensor([2, 1]),
+        task_id=torch.tensor([1, 1]),
+    )
+    loss.backward()
+    assert "selection_kl" in stats
+    assert all(p.grad[1].abs().sum() > 0 and p.grad[0].eq(0).all() for p in logits_of(model))
