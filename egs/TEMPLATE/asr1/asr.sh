@@ -177,32 +177,24 @@ asr_train() {
 }
 
 decode() {
-    local dset dir n lm_opts=()
+    local dset lm_opts=()
     ${use_lm} && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
+    require_files "${asr_exp}/${inference_model}"
     for dset in ${test_sets}; do
-        dir="${asr_exp}/${inference_tag}/${dset}"
-        require_files "${feats_dir}/${dset}/feats.scp" "${asr_exp}/${inference_model}"
-        n=$(split_keys "${feats_dir}/${dset}/feats.scp" "${dir}/logdir" "${inference_nj}")
+        local dir="${asr_exp}/${inference_tag}/${dset}"
         # shellcheck disable=SC2086
-        ${decode_cmd} JOB=1:"${n}" "${dir}/logdir/asr_inference.JOB.log" \
-            python -m espnet_ext.bin.asr_inference --batch_size 1 --ngpu 0 --config "${inference_config}" \
-                --data_path_and_name_and_type "${feats_dir}/${dset}/feats.scp,speech,kaldi_ark" \
-                --key_file "${dir}/logdir/keys.JOB.scp" --asr_train_config "${asr_exp}/config.yaml" \
-                --asr_model_file "${asr_exp}/${inference_model}" "${lm_opts[@]}" \
-                --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
-        for i in $(seq "${n}"); do cat "${dir}/logdir/output.${i}/1best_recog/text"; done \
-            | sort -k1,1 > "${dir}/text.tmp"
-        mv "${dir}/text.tmp" "${dir}/text"
+        decode_set "${dir}" "${feats_dir}/${dset}/feats.scp" espnet_ext.bin.asr_inference \
+            output.JOB/1best_recog/text -- --batch_size 1 --ngpu 0 --config "${inference_config}" \
+            --data_path_and_name_and_type "${feats_dir}/${dset}/feats.scp,speech,kaldi_ark" \
+            --asr_train_config "${asr_exp}/config.yaml" --asr_model_file "${asr_exp}/${inference_model}" \
+            "${lm_opts[@]}" --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
     done
 }
 
 score() {
-    local dset dir
+    local dset
     for dset in ${test_sets}; do
-        dir="${asr_exp}/${inference_tag}/${dset}"
-        ${train_cmd} "${dir}/score_wer/score.log" \
-            utils/score_wer.py --ref "${feats_dir}/${dset}/text" --hyp "${dir}/text" --out_dir "${dir}/score_wer" || return 1
-        log "${dset}: $(head -n 1 "${dir}/score_wer/result.txt")"
+        score_set score_wer "${feats_dir}/${dset}/text" "${asr_exp}/${inference_tag}/${dset}" 3,4 || return 1
     done
 }
 

@@ -200,33 +200,24 @@ mt_train() {
 }
 
 decode() {
-    local dset dir n lm_opts=()
+    local dset lm_opts=()
     ${use_lm} && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
+    require_files "${mt_exp}/${inference_model}"
     for dset in ${test_sets}; do
-        dir="${mt_exp}/${inference_tag}/${dset}"
-        require_files "${raw_dir}/${dset}/${src_text}" "${mt_exp}/${inference_model}"
-        n=$(split_keys "${raw_dir}/${dset}/${src_text}" "${dir}/logdir" "${inference_nj}")
+        local dir="${mt_exp}/${inference_tag}/${dset}"
         # shellcheck disable=SC2086
-        ${decode_cmd} JOB=1:"${n}" "${dir}/logdir/mt_inference.JOB.log" \
-            python -m espnet_ext.bin.mt_inference --batch_size 1 --ngpu 0 --config "${inference_config}" \
-                --data_path_and_name_and_type "${raw_dir}/${dset}/${src_text},src_text,text" \
-                --key_file "${dir}/logdir/keys.JOB.scp" --mt_train_config "${mt_exp}/config.yaml" \
-                --mt_model_file "${mt_exp}/${inference_model}" "${lm_opts[@]}" \
-                --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
-        for i in $(seq "${n}"); do cat "${dir}/logdir/output.${i}/1best_recog/text"; done \
-            | sort -k1,1 > "${dir}/text.tmp"
-        mv "${dir}/text.tmp" "${dir}/text"
+        decode_set "${dir}" "${raw_dir}/${dset}/${src_text}" espnet_ext.bin.mt_inference \
+            output.JOB/1best_recog/text -- --batch_size 1 --ngpu 0 --config "${inference_config}" \
+            --data_path_and_name_and_type "${raw_dir}/${dset}/${src_text},src_text,text" \
+            --mt_train_config "${mt_exp}/config.yaml" --mt_model_file "${mt_exp}/${inference_model}" \
+            "${lm_opts[@]}" --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
     done
 }
 
 score() {
-    local dset dir
+    local dset
     for dset in ${test_sets}; do
-        dir="${mt_exp}/${inference_tag}/${dset}"
-        ${train_cmd} "${dir}/score_bleu/score.log" \
-            utils/score_bleu.py --ref "${raw_dir}/${dset}/${tgt_text}" --hyp "${dir}/text" --out_dir "${dir}/score_bleu" \
-            || return 1
-        log "${dset}: $(sed -n 3,4p "${dir}/score_bleu/result.txt" | tr '\n' ' ')"
+        score_set score_bleu "${raw_dir}/${dset}/${tgt_text}" "${mt_exp}/${inference_tag}/${dset}" 3,4 || return 1
     done
 }
 
