@@ -95,8 +95,9 @@ fi
 src_token_list="${src_token_dir}/tokens.txt"
 tgt_token_list="${tgt_token_dir}/tokens.txt"
 variant_opts=(--config "${mt_config}" --variant "${attention_variant}" --task mt ${relax_gamma:+--gamma "${relax_gamma}"})
-mt_args="$(python -m espnet_ext.attention.variants "${variant_opts[@]}") ${mt_args}" || die "bad attention variant"
-mt_tag=${mt_tag:-$(basename "${mt_config}" .yaml)$(python -m espnet_ext.attention.variants "${variant_opts[@]}" --print tag)}
+variant=$(python -m espnet_ext.attention.variants "${variant_opts[@]}") || die "bad attention variant"
+mt_args="$(sed -n 2p <<< "${variant}") ${mt_args}"
+mt_tag=${mt_tag:-$(basename "${mt_config}" .yaml)$(sed -n 1p <<< "${variant}")}
 mt_exp="${expdir}/mt_${mt_tag}"
 if ${print_exp}; then echo "${mt_exp}"; exit 0; fi
 mt_stats_dir="${expdir}/mt_stats_$(basename "${src_token_dir}")_$(basename "${tgt_token_dir}")"
