@@ -100,6 +100,17 @@ collect_stats() {
         > "${logdir}/aggregate.log" 2>&1 || { log "aggregation failed: see ${logdir}/aggregate.log"; return 1; }
 }
 
+# make_token_list TYPE NBPE OUT_DIR "EXTRA OPTIONS" TEXT... : one SentencePiece model (${bpemode}, NBPE units)
+# or character list of the TEXT files, OUT_DIR/tokens.txt (+ bpe.model)
+make_token_list() {
+    local type=$1 nbpe=$2 out=$3 opts=$4
+    shift 4
+    # shellcheck disable=SC2086
+    ${train_cmd} "${out}/log/token_list.log" \
+        python -m espnet_ext.text.token_list --token_type "${type}" --model_type "${bpemode}" \
+            --vocab_size "${nbpe}" --text "$@" --out_dir "${out}" ${opts}
+}
+
 # add_token_dim STATS_DIR TOKEN_LIST TOKEN_TYPE [NAME] : ESPnet's <name>_shape -> <name>_shape.<token_type>
 # (the shape files get the vocabulary size as second dimension, which the batch sampler expects).
 add_token_dim() {

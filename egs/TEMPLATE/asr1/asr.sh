@@ -61,6 +61,7 @@ results_md=""           # the summary of every model in ${expdir} (default ${exp
 results_md=${results_md:-${expdir}/RESULTS.md}
 . ./cmd.sh
 . utils/pipeline.sh
+. utils/speech_stages.sh
 
 [ -n "${asr_config}" ] || die "--asr_config is required"
 [ -n "${inference_config}" ] || die "--inference_config is required"
@@ -94,39 +95,6 @@ valid_dir="${feats_dir}/${valid_set}_filtered"
 tokenizer_opts=(--token_type "${token_type}" --token_list "${token_list}" --non_linguistic_symbols none
                 --cleaner none --g2p none)
 [ "${token_type}" = bpe ] && tokenizer_opts+=(--bpemodel "${bpemodel}")
-
-prepare_data() {
-    local dset
-    # shellcheck disable=SC2086
-    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
-    for dset in ${train_set} ${valid_set} ${test_sets}; do
-        ${train_cmd} "data/log/validate_${dset}.log" \
-            python -m espnet_ext.data.datadir validate "data/${dset}" --check_audio || return 1
-    done
-}
-
-extract_features() {
-    local dset out
-    for dset in ${train_set} ${valid_set} ${test_sets}; do
-        out="${feats_dir}/${dset}"
-        # shellcheck disable=SC2086
-        ${train_cmd} JOB=1:"${nj}" "${out}/log/fbank.JOB.log" \
-            python -m espnet_ext.features.fbank compute --data_dir "data/${dset}" --out_dir "${out}" \
-                --nj "${nj}" --job JOB ${fbank_conf} || return 1
-        ${train_cmd} "${out}/log/merge.log" \
-            python -m espnet_ext.features.fbank merge --data_dir "data/${dset}" --out_dir "${out}" --nj "${nj}" || return 1
-    done
-}
-
-filter_data() {
-    local dset
-    for dset in ${train_set} ${valid_set}; do
-        rm -rf "${feats_dir}/${dset}_filtered"
-        ${train_cmd} "${feats_dir}/log/filter_${dset}.log" \
-            python -m espnet_ext.data.filter "${feats_dir}/${dset}" "${feats_dir}/${dset}_filtered" \
-                --min_frames "${min_frames}" --max_frames "${max_frames}" --max_text_chars "${max_text_chars}" || return 1
-    done
-}
 
 make_tokens() {
     # shellcheck disable=SC2086
@@ -207,9 +175,9 @@ write_results() {
         --title "${results_title}" --notes "${notes}" --out "${results_md}" --command "${command_line}"
 }
 
-run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
+run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_speech_data
 run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.scp" "data/${valid_set}/text" ${fbank_conf})" extract_features
-run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/feats.scp" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_data
+run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/feats.scp" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_speech_data
 run_stage 4 "token list" "${token_dir}" "$(fingerprint "${train_dir}/text" "${nbpe}" "${bpemode}" ${bpe_opts})" make_tokens
 if ${use_lm}; then
     [ -n "${lm_config}" ] || die "--use_lm true needs --lm_config"

@@ -140,23 +140,13 @@ filter_data() {
     done
 }
 
-# token_list TYPE NBPE OUT_DIR "EXTRA OPTIONS" TEXT... : one SentencePiece model / character list
-token_list() {
-    local type=$1 nbpe=$2 out=$3 opts=$4
-    shift 4
-    # shellcheck disable=SC2086
-    ${train_cmd} "${out}/log/token_list.log" \
-        python -m espnet_ext.text.token_list --token_type "${type}" --model_type "${bpemode}" \
-            --vocab_size "${nbpe}" --text "$@" --out_dir "${out}" ${opts}
-}
-
 make_tokens() {
     if ${token_joint}; then
-        token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${src_bpe_opts}" \
+        make_token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${src_bpe_opts}" \
             "${train_dir}/${src_text}" "${train_dir}/${tgt_text}"
     else
-        token_list "${src_token_type}" "${src_nbpe}" "${src_token_dir}" "${src_bpe_opts}" "${train_dir}/${src_text}" &&
-        token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${tgt_bpe_opts}" "${train_dir}/${tgt_text}"
+        make_token_list "${src_token_type}" "${src_nbpe}" "${src_token_dir}" "${src_bpe_opts}" "${train_dir}/${src_text}" &&
+        make_token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${tgt_bpe_opts}" "${train_dir}/${tgt_text}"
     fi
 }
 
