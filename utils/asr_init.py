@@ -2,7 +2,7 @@
 """Checked ESPnet ``--init_param`` options that start an ST model from a trained ASR model.
 
     utils/asr_init.py --asr_model exp/asr_x/valid.acc.ave.pth -- <the st_train options>
-    -> --init_param exp/asr_x/valid.acc.ave.pth:encoder:encoder [... :normalize:normalize] [:frontend:...]
+    -> --init_param exp/asr_x/valid.acc.ave.pth:normalize:normalize exp/asr_x/valid.acc.ave.pth:encoder:encoder
 
 ESPnet's ``--init_param FILE:SRC:DST`` updates the module's state dict with the checkpoint's matching keys and
 leaves keys the checkpoint lacks at their random initialisation, so an ASR model of another architecture
@@ -15,6 +15,7 @@ names the checkpoint file and the mismatching keys. The decoder starts from scra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -84,11 +85,15 @@ def main(argv: list[str] | None = None) -> None:
         if not args.asr_model.is_file():
             raise InputError("no such ASR model file", path=args.asr_model)
         asr_state = torch.load(args.asr_model, map_location="cpu", weights_only=True)
-        st_state = build_model("st", st_options).state_dict()
+        with contextlib.redirect_stdout(
+            sys.stderr
+        ):  # ESPnet's import notices; stdout is the answer
+            st_state = build_model("st", st_options).state_dict()
         modules = check_init(asr_state, st_state, args.asr_model)
     except InputError as e:
         raise SystemExit(f"error: {e}") from None
-    print(" ".join(f"--init_param {args.asr_model}:{m}:{m}" for m in modules))
+    # One --init_param with every value: ESPnet's option takes nargs="*", a repeated one replaces the last.
+    print("--init_param", " ".join(f"{args.asr_model}:{m}:{m}" for m in modules))
 
 
 if __name__ == "__main__":

@@ -152,6 +152,9 @@ def test_asr_init_loads_encoder_and_normalisation(st_runs):
     config = yaml.safe_load((recipe / "exp" / "st_tiny_st_asrinit" / "config.yaml").read_text())
     model = recipe / "asr_same.pth"
     assert config["init_param"] == [f"{model}:normalize:normalize", f"{model}:encoder:encoder"]
+    train_log = (recipe / "exp" / "st_tiny_st_asrinit" / "train.log").read_text()
+    assert f"Loading pretrained params from {model}:normalize:normalize" in train_log
+    assert f"Loading pretrained params from {model}:encoder:encoder" in train_log
     assert (recipe / "exp" / "st_tiny_st_asrinit" / "valid.acc.best.pth").exists()
 
 
