@@ -137,11 +137,11 @@ st_stats() {
 
 st_train() {
     mkdir -p "${st_exp}"
-    local options init=""
-    # shellcheck disable=SC2046,SC2206
+    local options extra init=""
+    read -ra extra <<< "$(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") ${st_args}"
     options=("${tokenizer_opts[@]}" --config "${st_config}" --input_size "$(cat "${train_dir}/feats_dim")"
              --normalize global_mvn --normalize_conf "stats_file=${st_stats_dir}/train/feats_stats.npz"
-             $(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") ${st_args})
+             "${extra[@]}")
     if [ -n "${asr_init}" ]; then
         init=$(python utils/asr_init.py --asr_model "${asr_init}" -- "${options[@]}" 2> "${st_exp}/asr_init.log") \
             || { log "$(tail -n 1 "${st_exp}/asr_init.log")"; return 1; }
