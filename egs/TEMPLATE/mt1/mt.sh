@@ -81,19 +81,7 @@ train_dir="${raw_dir}/${train_set}_filtered"
 valid_dir="${raw_dir}/${valid_set}_filtered"
 src_text=text.${src_lang}
 tgt_text=text.${tgt_lang}
-token_name() {  # token_name TYPE NBPE LANG -> dir name under data/token_list
-    if [ "$1" = bpe ]; then echo "bpe_${bpemode}$2_$3"; else echo "char_$3"; fi
-}
-if ${token_joint}; then
-    [ "${src_token_type}" = "${tgt_token_type}" ] || die "--token_joint true needs one token type for both sides"
-    src_token_dir="data/token_list/$(token_name "${tgt_token_type}" "${tgt_nbpe}" "${src_lang}${tgt_lang}")"
-    tgt_token_dir=${src_token_dir}
-else
-    src_token_dir="data/token_list/$(token_name "${src_token_type}" "${src_nbpe}" "${src_lang}")"
-    tgt_token_dir="data/token_list/$(token_name "${tgt_token_type}" "${tgt_nbpe}" "${tgt_lang}")"
-fi
-src_token_list="${src_token_dir}/tokens.txt"
-tgt_token_list="${tgt_token_dir}/tokens.txt"
+. utils/translation_tokens.sh
 variant_opts=(--config "${mt_config}" --variant "${attention_variant}" --task mt ${relax_gamma:+--gamma "${relax_gamma}"})
 variant=$(python -m espnet_ext.attention.variants "${variant_opts[@]}") || die "bad attention variant"
 mt_args="$(sed -n 2p <<< "${variant}") ${mt_args}"
@@ -109,12 +97,6 @@ if [ -z "${inference_tag}" ]; then
     ${matched_inference} && inference_tag+="_matched"
 fi
 ${matched_inference} && inference_args+=" --matched_inference true"
-
-tokenizer_opts=(--token_type "${tgt_token_type}" --token_list "${tgt_token_list}"
-                --src_token_type "${src_token_type}" --src_token_list "${src_token_list}"
-                --non_linguistic_symbols none --cleaner none --g2p none)
-[ "${tgt_token_type}" = bpe ] && tokenizer_opts+=(--bpemodel "${tgt_token_dir}/bpe.model")
-[ "${src_token_type}" = bpe ] && tokenizer_opts+=(--src_bpemodel "${src_token_dir}/bpe.model")
 
 prepare_data() {
     local dset
@@ -138,16 +120,6 @@ filter_data() {
                 ${max_length_ratio:+--max_length_ratio "${max_length_ratio}"} || return 1
         log "${dset}: $(grep "^filter:" "${raw_dir}/log/filter_${dset}.log")"
     done
-}
-
-make_tokens() {
-    if ${token_joint}; then
-        make_token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${src_bpe_opts}" \
-            "${train_dir}/${src_text}" "${train_dir}/${tgt_text}"
-    else
-        make_token_list "${src_token_type}" "${src_nbpe}" "${src_token_dir}" "${src_bpe_opts}" "${train_dir}/${src_text}" &&
-        make_token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${tgt_bpe_opts}" "${train_dir}/${tgt_text}"
-    fi
 }
 
 # mt.sh stages 4-6 are lm.sh stages 1+3, 4 and 5 on the target language (lm.sh stage 2, the token list, is
@@ -228,7 +200,7 @@ run_stage 2 "filtering" "${dumpdir}" "$(fingerprint "${raw_dir}/${train_set}/${s
 # Each fingerprint is taken when its stage comes, i.e. of the files the stages before it wrote.
 tokens_fp="$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${token_joint}" "${src_token_type}" \
     "${tgt_token_type}" "${src_nbpe}" "${tgt_nbpe}" "${bpemode}" "${src_bpe_opts}" "${tgt_bpe_opts}")"
-run_stage 3 "token lists" "${tgt_token_dir}" "${tokens_fp}" make_tokens
+run_stage 3 "token lists" "${tgt_token_dir}" "${tokens_fp}" make_translation_tokens
 if ${use_lm}; then
     [ -n "${lm_config}" ] || die "--use_lm true needs --lm_config"
     lm_fp="$(fingerprint "${train_dir}/${tgt_text}" ${lm_train_text} "${tgt_token_list}" "${lm_config}" "${lm_args}")"

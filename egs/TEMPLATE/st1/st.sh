@@ -85,39 +85,12 @@ train_dir="${feats_dir}/${train_set}_filtered"
 valid_dir="${feats_dir}/${valid_set}_filtered"
 src_text=text.${src_lang}
 tgt_text=text.${tgt_lang}
-token_name() {  # token_name TYPE NBPE LANG -> dir name under data/token_list
-    if [ "$1" = bpe ]; then echo "bpe_${bpemode}$2_$3"; else echo "char_$3"; fi
-}
-if ${token_joint}; then
-    [ "${src_token_type}" = "${tgt_token_type}" ] || die "--token_joint true needs one token type for both sides"
-    src_token_dir="data/token_list/$(token_name "${tgt_token_type}" "${tgt_nbpe}" "${src_lang}${tgt_lang}")"
-    tgt_token_dir=${src_token_dir}
-else
-    src_token_dir="data/token_list/$(token_name "${src_token_type}" "${src_nbpe}" "${src_lang}")"
-    tgt_token_dir="data/token_list/$(token_name "${tgt_token_type}" "${tgt_nbpe}" "${tgt_lang}")"
-fi
-src_token_list="${src_token_dir}/tokens.txt"
-tgt_token_list="${tgt_token_dir}/tokens.txt"
+. utils/translation_tokens.sh
 st_tag=${st_tag:-$(basename "${st_config}" .yaml)$([ -z "${asr_init}" ] || echo _asrinit)}
 st_exp="${expdir}/st_${st_tag}"
 st_stats_dir="${expdir}/st_stats_$(basename "${src_token_dir}")_$(basename "${tgt_token_dir}")"
 inference_tag=${inference_tag:-decode_$(basename "${inference_config}" .yaml)}
 
-tokenizer_opts=(--token_type "${tgt_token_type}" --token_list "${tgt_token_list}"
-                --src_token_type "${src_token_type}" --src_token_list "${src_token_list}"
-                --non_linguistic_symbols none --cleaner none --g2p none)
-[ "${tgt_token_type}" = bpe ] && tokenizer_opts+=(--bpemodel "${tgt_token_dir}/bpe.model")
-[ "${src_token_type}" = bpe ] && tokenizer_opts+=(--src_bpemodel "${src_token_dir}/bpe.model")
-
-make_tokens() {
-    if ${token_joint}; then
-        make_token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${src_bpe_opts}" \
-            "${train_dir}/${src_text}" "${train_dir}/${tgt_text}"
-    else
-        make_token_list "${src_token_type}" "${src_nbpe}" "${src_token_dir}" "${src_bpe_opts}" "${train_dir}/${src_text}" &&
-        make_token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${tgt_bpe_opts}" "${train_dir}/${tgt_text}"
-    fi
-}
 
 data_opts() {  # data_opts train|valid DIR : speech, translation (text) and transcript (src_text)
     echo "--$1_data_path_and_name_and_type $2/feats.scp,speech,kaldi_ark" \
@@ -194,7 +167,7 @@ run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.
 run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/feats.scp" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_speech_data --text_names "${src_text},${tgt_text}"
 tokens_fp="$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${token_joint}" "${src_token_type}" \
     "${tgt_token_type}" "${src_nbpe}" "${tgt_nbpe}" "${bpemode}" "${src_bpe_opts}" "${tgt_bpe_opts}")"
-run_stage 4 "token lists" "${tgt_token_dir}" "${tokens_fp}" make_tokens
+run_stage 4 "token lists" "${tgt_token_dir}" "${tokens_fp}" make_translation_tokens
 run_stage 5 "ST statistics" "${st_stats_dir}" "$(fingerprint "${train_dir}/feats.scp" "${valid_dir}/feats.scp" "${src_token_list}" "${tgt_token_list}" "${st_config}")" st_stats
 run_stage 6 "ST training" "${st_exp}" "$(fingerprint "${st_stats_dir}/train/feats_stats.npz" "${src_token_list}" "${tgt_token_list}" "${st_config}" "${st_args}" "${asr_init}")" st_train
 run_stage 7 "decoding" "${st_exp}/${inference_tag}" "$(fingerprint "${st_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}")" decode
