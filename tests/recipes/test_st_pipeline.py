@@ -136,7 +136,7 @@ def test_all_stages_translate_and_score_bleu_with_signature(st_runs):
     refs = (recipe / "data" / "test" / "text.de").read_text().splitlines()
     assert [h.split()[0] for h in hyps] == [r.split()[0] for r in refs]
     result = (decode / "score_bleu" / "result.txt").read_text()
-    assert "nrefs:1" in result and "sacrebleu" in result.lower(), result
+    assert "signature: nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in result, result
     results_md = (recipe / "exp" / "RESULTS.md").read_text()
     assert "ST results" in results_md and "BLEU" in results_md and "st_tiny_st" in results_md
     # the source side (transcript) is the ST model's src_text, the target side its text
