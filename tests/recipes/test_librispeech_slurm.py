@@ -7,6 +7,16 @@ from recipe_fixture import TINY_ARGS, run, tiny_librispeech_recipe
 
 pytestmark = pytest.mark.slurm
 
+# The backend is what is tested here, not the model: a smaller corpus and one epoch (the local run in
+# test_librispeech_recipe.py covers the full tiny setup).
+SLURM_ARGS = [
+    *TINY_ARGS[: TINY_ARGS.index("--local_data_opts")],
+    "--local_data_opts",
+    "--mini_splits train=20,dev=4,test=4 --mini_lm_sentences 50 --mini_lm_wide_sentences 20",
+    "--asr_args",
+    "--max_epoch 1",
+]
+
 
 @pytest.fixture(scope="module")
 def recipe(tmp_path_factory):
@@ -14,7 +24,7 @@ def recipe(tmp_path_factory):
 
 
 def test_recipe_runs_through_sbatch(slurm_cluster, recipe):
-    out = run(recipe, TINY_ARGS + ["--cmd_backend", "slurm", "--stop_stage", "11"])
+    out = run(recipe, SLURM_ARGS + ["--cmd_backend", "slurm", "--stop_stage", "11"])
     assert out.returncode == 0, out.stderr[-4000:]
     # fbank ran as a 2-task array job; every task's log carries Slurm's job id and a clean footer.
     logs = sorted((recipe / "dump" / "fbank" / "train" / "log").glob("fbank.*.log"))
@@ -38,7 +48,7 @@ def test_failed_slurm_job_stops_the_stage_with_its_log(slurm_cluster, recipe, tm
     (tmp_path / "not_a_corpus").mkdir()
     out = run(
         recipe,
-        TINY_ARGS + ["--cmd_backend", "slurm", "--stop_stage", "1", "--dumpdir", "dump_bad"],
+        SLURM_ARGS + ["--cmd_backend", "slurm", "--stop_stage", "1", "--dumpdir", "dump_bad"],
         env={"LIBRISPEECH": str(tmp_path / "not_a_corpus")},
     )
     assert out.returncode != 0
@@ -49,7 +59,7 @@ def test_failed_slurm_job_stops_the_stage_with_its_log(slurm_cluster, recipe, tm
 def test_gpu_request_is_refused_at_submit_time(slurm_cluster, recipe):
     out = run(
         recipe,
-        TINY_ARGS
+        SLURM_ARGS
         + [
             "--cmd_backend",
             "slurm",
@@ -75,7 +85,7 @@ def test_preempted_training_job_is_requeued_and_resumes(slurm_cluster, recipe):
     import time
 
     exp = recipe / "exp" / "asr_preempt"
-    args = TINY_ARGS + [
+    args = SLURM_ARGS + [
         "--cmd_backend",
         "slurm",
         "--stage",
