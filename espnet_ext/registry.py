@@ -27,6 +27,12 @@ _RELAXED_DECODER = (
     _RELAXED + "RelaxedTransformerDecoder",
 )
 
+_MULTIFORMER = "espnet_ext.nets.multiformer_encoder:"
+_MULTIFORMER_ENCODERS = [
+    ("encoder_choices", "s2t_transformer", _MULTIFORMER + "S2TTransformerEncoder"),
+    ("encoder_choices", "multiformer", _MULTIFORMER + "MultiformerEncoder"),
+]
+
 REGISTRY: dict[str, list[tuple[str, str, str]]] = {
     "espnet2.tasks.asr": [
         (
@@ -35,6 +41,7 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
             "espnet_ext.nets.cnn_transformer_encoder:CNNTransformerEncoder",
         ),
         *_RELAXED_ENCODERS,
+        *_MULTIFORMER_ENCODERS,
         _RELAXED_DECODER,
     ],
     "espnet2.tasks.st": [
@@ -44,6 +51,7 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
             "espnet_ext.nets.cnn_transformer_encoder:CNNTransformerEncoder",
         ),
         *_RELAXED_ENCODERS,
+        *_MULTIFORMER_ENCODERS,
         _RELAXED_DECODER,
     ],
     "espnet2.tasks.mt": [

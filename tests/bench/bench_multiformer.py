@@ -1,0 +1,267 @@
+#!/usr/bin/env python
+"""Cost of the Multiformer head kinds against sequence length, side by side in one process.
+
+    python tests/bench/bench_multiformer.py [--quick] [--device cpu|cuda] [--out_dir DIR]
+
+For T = 512, 1024, 2048, 4096 frames, one encoder (s2t_transformer_s layer sizes: d 256, FFN 2048, 4 heads,
+dropout 0.1, training mode; 2 layers on the frames directly, no front end) per head kind -- 4 x Full,
+4 x Local(64), 4 x Conv(5, 2), 4 x Fast -- runs forward + backward on one utterance. Time: the variants
+are interleaved round-robin and the fastest round is kept. Peak memory: every tensor the step allocates
+(activations, saved tensors, gradients; parameters excluded), tracked through PyTorch's dispatcher, so
+it is the same number on CPU and CUDA and independent of the allocator's caching.
+Also a single 4 x Full MHMA layer against ESPnet's MultiHeadedAttention (the same weights) at T = 1024.
+
+Goals: at T=4096 Local >= 8x less peak memory and >= 4x faster than Full; Conv(5,2) >= 3x faster than
+Full at T=2048; Fast and Local grow linearly (time and memory ~ T^k, k <= 1.2 fitted over all T: 1 is
+linear, 2 quadratic; Full's k is printed for reference); the Full MHMA layer <= 1.05x ESPnet's attention
+(one layer, T = 1024, 4x the rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from espnet_ext.attention.multi_attention import MultiHeadMultiAttention
+from espnet_ext.nets.multiformer_encoder import MultiformerEncoder
+
+KINDS = {
+    "Full": "4 x Full",
+    "Local(64)": "4 x Local(64)",
+    "Conv(5,2)": "4 x Conv(5, 2)",
+    "Fast": "4 x Fast",
+}
+
+
+class PeakMemory(TorchDispatchMode):
+    """Peak bytes of the tensors allocated while active (storages counted once, until freed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.live: dict[int, tuple[StorageWeakRef, int]] = {}
+        self.peak = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for tensor in tree_flatten(out)[0]:
+            if isinstance(tensor, torch.Tensor):
+                storage = tensor.untyped_storage()
+                ref = StorageWeakRef(storage)
+                self.live.setdefault(ref.cdata, (ref, storage.nbytes()))
+        self.live = {k: v for k, v in self.live.items() if not v[0].expired()}
+        self.peak = max(self.peak, sum(n for _, n in self.live.values()))
+        return out
+
+
+def build(heads: str, size: int, ffn: int, layers: int, window: int, device) -> MultiformerEncoder:
+    torch.manual_seed(0)
+    return MultiformerEncoder(
+        size,
+        layers=[f"{layers} x ({heads.replace('Local(64)', f'Local({window})')})"],
+        output_size=size,
+        attention_heads=4,
+        linear_units=ffn,
+        input_layer=None,
+        dropout_rate=0.1,
+        attention_dropout_rate=0.1,
+        use_flash_attn=False,
+    ).to(device)
+
+
+class NoAttention(torch.nn.Module):
+    """Stands in for self-attention (returns its input) to measure what the rest of the encoder costs."""
+
+    def forward(self, query, key, value, mask, expand_kv=False):
+        return query
+
+
+def without_attention(model: MultiformerEncoder) -> MultiformerEncoder:
+    for layer in model.encoders:
+        layer.self_attn = NoAttention()
+    return model
+
+
+def step(model, xs, lengths):
+    out, _, _ = model(xs, lengths)
+    out.sum().backward()
+    model.zero_grad(set_to_none=True)
+
+
+def timed(fn, device) -> float:
+    start = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def measure(models: dict, length: int, size: int, rounds: int, device):
+    xs = torch.randn(1, length, size, device=device)
+    lengths = torch.tensor([length], device=device)
+    best = {name: float("inf") for name in models}
+    for r in range(rounds + 1):  # round 0 warms up
+        for name, model in models.items():
+            elapsed = timed(lambda m=model: step(m, xs, lengths), device)
+            if r:
+                best[name] = min(best[name], elapsed)
+    peak = {}
+    for name, model in models.items():
+        with PeakMemory() as memory:
+            step(model, xs, lengths)
+        peak[name] = memory.peak
+    return best, peak
+
+
+def layer_against_espnet(size: int, length: int, rounds: int, device) -> tuple[float, float]:
+    torch.manual_seed(0)
+    espnet = MultiHeadedAttention(4, size, 0.1).to(device).train()
+    mhma = MultiHeadMultiAttention.from_attention(MultiHeadedAttention(4, size, 0.1), ["4 x Full"])
+    mhma.load_state_dict(espnet.state_dict())
+    mhma.to(device).train()
+    x = torch.randn(1, length, size, device=device, requires_grad=True)
+
+    def run(module):
+        module(x, x, x, None).sum().backward()
+
+    best = {"espnet": float("inf"), "mhma": float("inf")}
+    for r in range(rounds + 1):
+        for name, module in (("espnet", espnet), ("mhma", mhma)):
+            elapsed = timed(lambda m=module: run(m), device)
+            if r:
+                best[name] = min(best[name], elapsed)
+    return best["espnet"], best["mhma"]
+
+
+def plot(lengths, times, peaks, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for name in KINDS:
+        axes[0].plot(lengths, [times[t][name] * 1e3 for t in lengths], marker="o", label=name)
+        axes[1].plot(lengths, [peaks[t][name] / 2**20 for t in lengths], marker="o", label=name)
+    for ax, label in zip(axes, ("forward + backward (ms)", "peak tensor memory (MiB)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("T (frames)")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.suptitle("Multiformer encoder (2 layers, d 256, 4 heads) by head kind")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def goals(lengths, times, peaks, layer_ratio) -> list[tuple[str, str, bool]]:
+    big = lengths[-1]
+    conv_t = 2048 if 2048 in lengths else lengths[-2]
+    ratios = [
+        (
+            f"Local memory saving at T={big} (>= 8x)",
+            peaks[big]["Full"] / peaks[big]["Local(64)"],
+            8,
+        ),
+        (f"Local speed-up at T={big} (>= 4x)", times[big]["Full"] / times[big]["Local(64)"], 4),
+        (
+            f"Conv(5,2) speed-up at T={conv_t} (>= 3x)",
+            times[conv_t]["Full"] / times[conv_t]["Conv(5,2)"],
+            3,
+        ),
+    ]
+    checked = [(name, f"{value:.2f}x", value >= target) for name, value, target in ratios]
+    for kind in ("Fast", "Local(64)", "Full"):
+        for what, table in (("time", times), ("memory", peaks)):
+            k = growth_exponent(lengths, [table[t][kind] for t in lengths])
+            name = f"{kind} {what} ~ T^k over T={lengths[0]}..{big}"
+            if kind == "Full":
+                checked.append((f"{name} (reference)", f"k = {k:.2f}", True))
+            else:
+                checked.append((f"{name} (linear: k <= 1.2)", f"k = {k:.2f}", k <= 1.2))
+    checked.append(
+        (
+            "Full MHMA layer / ESPnet attention (<= 1.05x)",
+            f"{layer_ratio:.3f}x",
+            layer_ratio <= 1.05,
+        )
+    )
+    return checked
+
+
+def growth_exponent(lengths, values) -> float:
+    """Least-squares k of values ~ c·T^k (1 = linear, 2 = quadratic), on log-log axes."""
+    x = torch.log(torch.tensor(lengths, dtype=torch.float64))
+    y = torch.log(torch.tensor(values, dtype=torch.float64))
+    x = x - x.mean()
+    return float((x * (y - y.mean())).sum() / (x * x).sum())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke run)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--out_dir", type=Path, default=None, help="where the PNG goes")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    if args.quick:
+        lengths, size, ffn, layers, window, rounds = [64, 128, 256], 32, 64, 1, 8, 1
+    else:
+        lengths, size, ffn, layers, window, rounds = [512, 1024, 2048, 4096], 256, 2048, 2, 64, 3
+    rounds = args.rounds or rounds
+    models = {
+        name: build(heads, size, ffn, layers, window, device).train()
+        for name, heads in KINDS.items()
+    }
+    times, peaks = {}, {}
+    for length in lengths:
+        times[length], peaks[length] = measure(models, length, size, rounds, device)
+    floor_t, floor_peak = measure(
+        {"floor": without_attention(build("4 x Full", size, ffn, layers, window, device)).train()},
+        lengths[-1], size, rounds, device,
+    )  # fmt: skip
+    espnet_t, mhma_t = layer_against_espnet(
+        size, 1024 if not args.quick else 128, 4 * rounds, device
+    )
+
+    print(
+        f"encoder: {layers} layers, d {size}, FFN {ffn}, 4 heads, batch 1, training mode, {device}, "
+        f"{torch.get_num_threads()} threads, best of {rounds} interleaved rounds"
+    )
+    print("| T | " + " | ".join(f"{k} ms | {k} MiB" for k in KINDS) + " |")
+    print("|---:|" + "---:|---:|" * len(KINDS))
+    for t in lengths:
+        cells = " | ".join(f"{times[t][k] * 1e3:.1f} | {peaks[t][k] / 2**20:.1f}" for k in KINDS)
+        print(f"| {t} | {cells} |")
+    print(f"Full MHMA layer {mhma_t * 1e3:.2f} ms, ESPnet attention {espnet_t * 1e3:.2f} ms")
+    big = lengths[-1]
+    print(
+        f"floor: the encoder without attention at T={big}: {floor_t['floor'] * 1e3:.1f} ms, "
+        f"{floor_peak['floor'] / 2**20:.1f} MiB (bounds any saving: "
+        f"{times[big]['Full'] / floor_t['floor']:.1f}x time, "
+        f"{peaks[big]['Full'] / floor_peak['floor']:.1f}x memory)"
+    )
+    failed = False
+    print("| goal | measured | met |")
+    print("|---|---:|---|")
+    for name, value, ok in goals(lengths, times, peaks, mhma_t / espnet_t):
+        print(f"| {name} | {value} | {'yes' if ok else 'NO'} |")
+        failed |= not ok
+    if args.out_dir:
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        plot(lengths, times, peaks, args.out_dir / "multiformer_bench.png")
+        print(f"plot: {args.out_dir / 'multiformer_bench.png'}")
+    return 1 if failed and not args.quick else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

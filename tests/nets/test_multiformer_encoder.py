@@ -1,0 +1,220 @@
+"""Multiformer encoder and the S2T conv1d front end: ESPnet parity, lengths by hand, configs refused."""
+
+import pytest
+import torch
+from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
+
+from espnet_ext.errors import ConfigError
+from espnet_ext.nets.multiformer_encoder import (
+    MultiformerEncoder,
+    S2TTransformerEncoder,
+    parse_blocks,
+)
+from espnet_ext.nets.relaxed_transformer import RelaxedTransformerEncoder
+from espnet_ext.nets.s2t_conv1d_subsampler import S2TConv1dSubsampler
+
+TINY = dict(output_size=32, attention_heads=4, linear_units=64, use_flash_attn=False)
+
+
+def batch(lengths=(40, 31, 12), feats=20, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor(lengths)
+    xs = torch.randn(len(lengths), int(lengths.max()), feats, generator=g)
+    xs = xs * (torch.arange(xs.size(1))[None, :, None] < lengths[:, None, None])  # zero padding
+    return xs, lengths
+
+
+# ------------------------------------------------------------------------------ S2T front end
+
+
+@pytest.mark.parametrize("frames,expected", [(100, 25), (7, 2), (1, 1), (9, 3)])
+def test_s2t_subsampler_lengths_by_hand(frames, expected):
+    # Conv1d(k=5, s=2, p=2) keeps ⌊(T - 1)/2⌋ + 1 frames, twice.
+    sub = S2TConv1dSubsampler(20, 32, 0.0, channels=16)
+    out, lengths = sub(torch.randn(1, frames, 20), torch.tensor([frames]))
+    assert out.shape == (1, expected, 32) and lengths.tolist() == [expected]
+
+
+def test_s2t_subsampler_is_fairseqs_conv_glu_stack():
+    sub = S2TConv1dSubsampler(20, 32, 0.0, channels=16).eval()
+    # fairseq s2t_transformer_s: Conv1d(80, 1024, 5) and Conv1d(512, 2·256, 5), each with a bias.
+    assert [tuple(c.weight.shape) for c in sub.convs] == [(16, 20, 5), (64, 8, 5)]
+    x = torch.randn(1, 9, 20)
+    h = torch.nn.functional.conv1d(x.transpose(1, 2), sub.convs[0].weight, sub.convs[0].bias, 2, 2)
+    h = h[:, :8] * torch.sigmoid(h[:, 8:])  # GLU: first half gated by the second
+    h = torch.nn.functional.conv1d(h, sub.convs[1].weight, sub.convs[1].bias, 2, 2)
+    h = h[:, :32] * torch.sigmoid(h[:, 32:])
+    expected = h.transpose(1, 2) * 32**0.5 + sub.pos_enc.pe[:, : h.size(-1)]
+    torch.testing.assert_close(sub(x, torch.tensor([9]))[0], expected)
+
+
+def test_s2t_subsampler_output_does_not_depend_on_batch_padding():
+    sub = S2TConv1dSubsampler(20, 32, 0.0, channels=16).eval()
+    xs, lengths = batch()
+    out, out_lengths = sub(xs, lengths)
+    n = int(out_lengths[2])
+    alone, _ = sub(xs[2:, :12], lengths[2:])
+    torch.testing.assert_close(out[2, :n], alone[0])
+
+
+def test_no_downsampling_keeps_every_frame():
+    enc = S2TTransformerEncoder(20, conv_channels=16, conv_strides=[1, 1], num_blocks=1, **TINY)
+    out, lengths, _ = enc(*batch())
+    assert out.size(1) == 40 and lengths.tolist() == [40, 31, 12]
+
+
+def test_bad_front_end_options_are_refused():
+    with pytest.raises(ConfigError, match="same"):
+        S2TTransformerEncoder(20, conv_kernel_sizes=[5], conv_strides=[2, 2], **TINY)
+    with pytest.raises(ConfigError, match="> 0"):
+        S2TTransformerEncoder(20, conv_strides=[2, 0], **TINY)
+
+
+# ---------------------------------------------------------------------------------- Encoder
+
+
+def test_all_full_multiformer_is_espnets_transformer_encoder():
+    torch.manual_seed(0)
+    espnet = TransformerEncoder(20, input_layer="linear", num_blocks=2, **TINY).eval()
+    ours = MultiformerEncoder(20, layers=["2 x (4 x Full)"], input_layer="linear", **TINY).eval()
+    assert set(ours.state_dict()) == set(espnet.state_dict())
+    ours.load_state_dict(espnet.state_dict())
+    xs, lengths = batch()
+    expected, expected_lengths, _ = espnet(xs, lengths)
+    got, got_lengths, _ = ours(xs, lengths)
+    assert torch.equal(got, expected) and torch.equal(got_lengths, expected_lengths)
+
+
+def test_mixed_layers_run_forward_and_backward_with_padding():
+    enc = MultiformerEncoder(
+        20,
+        layers=[
+            {"layers": 1, "heads": ["4 x Conv(5, 2)"]},
+            {"layers": 1, "heads": ["2 x Local(4)", "1 x Fast", "1 x Full"]},
+            "1 x (2 x Full, 2 x Conv(7, 3))",
+        ],
+        conv_channels=16,
+        **TINY,
+    )
+    assert [str(layer.self_attn.heads[0]) for layer in enc.encoders] == [
+        "Conv(5, 2)",
+        "Local(4)",
+        "Full",
+    ]
+    xs, lengths = batch()
+    out, out_lengths, _ = enc(xs, lengths)
+    assert out.shape == (3, 10, 32) and out_lengths.tolist() == [10, 8, 3]
+    out.sum().backward()
+    conv = enc.encoders[0].self_attn.conv_k["0"]
+    assert conv.weight.grad is not None and conv.weight.grad.abs().sum() > 0
+
+
+def test_relaxed_full_heads_through_attention_sites_equal_the_relaxed_encoder():
+    sites = {"self_attn": {"gamma": 0.2}}
+    torch.manual_seed(0)
+    relaxed = RelaxedTransformerEncoder(
+        20,
+        input_layer="linear",
+        num_blocks=2,
+        dropout_rate=0.0,
+        positional_dropout_rate=0.0,
+        attention_sites=sites,
+        **TINY,
+    )
+    ours = MultiformerEncoder(
+        20,
+        layers=["2 x (4 x Full)"],
+        input_layer="linear",
+        dropout_rate=0.0,
+        positional_dropout_rate=0.0,
+        attention_sites=sites,
+        **TINY,
+    )
+    ours.load_state_dict(relaxed.state_dict())
+    ours.train(), relaxed.train()
+    xs, lengths = batch()
+    torch.testing.assert_close(ours(xs, lengths)[0], relaxed(xs, lengths)[0], atol=1e-5, rtol=1e-5)
+    ours.eval()
+    plain = MultiformerEncoder(20, layers=["2 x (4 x Full)"], input_layer="linear", **TINY).eval()
+    plain.load_state_dict(relaxed.state_dict())
+    assert torch.equal(ours(xs, lengths)[0], plain(xs, lengths)[0])  # training only by default
+
+
+@pytest.mark.parametrize(
+    "kwargs,key,message",
+    [
+        (dict(layers=["2 x (3 x Full)"]), r"encoder_conf.layers\[0\].heads", "gives 3 heads"),
+        (
+            dict(layers=["2 x (4 x Sparse)"]),
+            r"encoder_conf.layers\[0\].heads\[0\]",
+            "unknown attention kind",
+        ),
+        (
+            dict(layers=["2 x (4 x Local(0))"]),
+            r"encoder_conf.layers\[0\].heads\[0\]",
+            "must be > 0",
+        ),
+        (
+            dict(layers=["2 x (4 x Conv(5, 0))"]),
+            r"encoder_conf.layers\[0\].heads\[0\]",
+            "must be > 0",
+        ),
+        (
+            dict(layers=[{"layers": 0, "heads": ["4 x Full"]}]),
+            r"encoder_conf.layers\[0\].layers",
+            "> 0",
+        ),
+        (
+            dict(layers=[{"layer": 2, "heads": ["4 x Full"]}]),
+            r"encoder_conf.layers\[0\]",
+            "exactly",
+        ),
+        (dict(layers=["2 x (4 x Full)"], num_blocks=3), "encoder_conf.num_blocks", "differs"),
+        (
+            dict(layers=["1 x (3 x Full)"], attention_heads=3),
+            "encoder_conf.attention_heads",
+            "divisible",
+        ),
+        (
+            dict(layers=["1 x (4 x Local(8))"], attention_sites={"self_attn": {"gamma": 0.1}}),
+            "encoder_conf.attention_sites.self_attn",
+            "no layer has one",
+        ),
+    ],
+)
+def test_bad_configs_are_refused_at_build_time_naming_the_key(kwargs, key, message):
+    options = {**TINY, **kwargs}
+    with pytest.raises(ConfigError, match=message) as error:
+        MultiformerEncoder(20, conv_channels=16, **options)
+    assert __import__("re").search(key, str(error.value))
+
+
+def test_block_strings_and_mappings_parse_alike():
+    a = parse_blocks(["6 x (2 x Local(64), 2 x Conv(5, 2))"], 4)
+    b = parse_blocks([{"layers": 6, "heads": ["2 x Local(64)", "2 x Conv(5,2)"]}], 4)
+    assert a == b and len(a) == 6
+
+
+def test_registered_in_espnets_asr_and_st_tasks():
+    import espnet2.tasks.asr
+    import espnet2.tasks.st
+
+    import espnet_ext  # noqa: F401  (registration on import)
+
+    for task in (espnet2.tasks.asr, espnet2.tasks.st):
+        assert task.encoder_choices.get_class("multiformer") is MultiformerEncoder
+        assert task.encoder_choices.get_class("s2t_transformer") is S2TTransformerEncoder
+
+
+def test_an_utterance_compressed_to_zero_frames_is_refused_naming_length_and_layer():
+    # ESPnet's masks never hold an empty utterance and padding ⌊κ/2⌋ keeps ⌈n/χ⌉ >= 1 frames of n >= 1,
+    # so only a hand-made mask reaches this: the layer still refuses it rather than attend to nothing.
+    enc = MultiformerEncoder(
+        20, layers=["1 x (4 x Full)", "1 x (4 x Conv(5, 2))"], input_layer="linear", **TINY
+    )
+    x = torch.randn(2, 9, 32)
+    mask = torch.tensor([[True] * 9, [False] * 9]).unsqueeze(1)
+    with pytest.raises(
+        ConfigError, match=r"encoder layer 1\) \(Conv\(5, 2\)\).*utterance of 0 frames"
+    ):
+        enc.encoders[1].self_attn(x, x, x, mask)
