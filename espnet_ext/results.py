@@ -283,6 +283,7 @@ def scan_tables(
 SCANS = {
     "asr": ("score_wer", [("wer", "WER [%]"), ("cer", "CER [%]")]),
     "mt": ("score_bleu", [("bleu", "BLEU"), ("exact_match", "Exact match [%]")]),
+    "st": ("score_bleu", [("bleu", "BLEU"), ("exact_match", "Exact match [%]")]),
     "ocr": (
         "score_acc",
         [("seq_acc", "Sequence accuracy [%]"), ("char_acc", "Character accuracy [%]")],

@@ -4,6 +4,12 @@
 # A stage runs when stage <= N <= stop_stage. It is skipped when its completion marker holds the same
 # fingerprint (options + input files), so reruns are cheap and a changed config or input redoes the work.
 # The marker is written only after the stage function returned 0; a failure removes it and exits.
+#
+# Evaluation (every pipeline's decoding and scoring stages):
+#   decode_set DIR KEYS MODULE HYP -- ARGS...   sharded decoding of one test set into DIR/text
+#   merge_shards DIR PATTERN OUT                 per-job outputs of the last decode_set -> OUT, atomically
+#   score_set SCORER REF DIR LINES [ARGS...]    utils/SCORER.py on DIR/text -> DIR/SCORER/result.txt
+# They need ${decode_cmd}, ${train_cmd} (cmd.sh) and ${inference_nj}.
 
 log() {
     local fname=${BASH_SOURCE[1]##*/}
@@ -94,6 +100,17 @@ collect_stats() {
         > "${logdir}/aggregate.log" 2>&1 || { log "aggregation failed: see ${logdir}/aggregate.log"; return 1; }
 }
 
+# make_token_list TYPE NBPE OUT_DIR "EXTRA OPTIONS" TEXT... : one SentencePiece model (${bpemode}, NBPE units)
+# or character list of the TEXT files, OUT_DIR/tokens.txt (+ bpe.model)
+make_token_list() {
+    local type=$1 nbpe=$2 out=$3 opts=$4
+    shift 4
+    # shellcheck disable=SC2086
+    ${train_cmd} "${out}/log/token_list.log" \
+        python -m espnet_ext.text.token_list --token_type "${type}" --model_type "${bpemode}" \
+            --vocab_size "${nbpe}" --text "$@" --out_dir "${out}" ${opts}
+}
+
 # add_token_dim STATS_DIR TOKEN_LIST TOKEN_TYPE [NAME] : ESPnet's <name>_shape -> <name>_shape.<token_type>
 # (the shape files get the vocabulary size as second dimension, which the batch sampler expects).
 add_token_dim() {
@@ -139,3 +156,54 @@ corpus_settings() (
         printf '%s=%s\n' "${name}" "${!name:-}"
     done
 )
+
+# decode_set DIR KEYS MODULE HYP -- ARGS... : ESPnet's sharded decoding of one test set.
+# KEYS (any Kaldi file of the set: its first column) is split over n = min(${inference_nj}, lines) jobs of
+# ${decode_cmd} (logs DIR/logdir/<module>.JOB.log), each running
+#   python -m MODULE ARGS... --key_file DIR/logdir/keys.JOB.scp
+# where ARGS name each job's output with JOB (e.g. --output_dir DIR/logdir/output.JOB). The job hypotheses
+# DIR/logdir/HYP (JOB replaced by 1..n) are merged, sorted by key, into DIR/text, which appears only once every
+# job succeeded and every key was decoded. Sets ${decode_jobs}=n for further merge_shards calls.
+decode_set() {
+    local dir=$1 keys=$2 module=$3 hyp=$4
+    shift 4
+    [ "$1" = "--" ] && shift
+    require_files "${keys}"
+    rm -f "${dir}/text"
+    decode_jobs=$(split_keys "${keys}" "${dir}/logdir" "${inference_nj}")
+    ${decode_cmd} JOB=1:"${decode_jobs}" "${dir}/logdir/${module##*.}.JOB.log" \
+        python -m "${module}" "$@" --key_file "${dir}/logdir/keys.JOB.scp" || return 1
+    merge_shards "${dir}" "${hyp}" "${dir}/text" || return 1
+    local want got
+    want=$(wc -l < "${keys}")
+    got=$(wc -l < "${dir}/text")
+    if [ "${want}" != "${got}" ]; then
+        log "${dir}/text has ${got} hypotheses for the ${want} keys of ${keys}; see ${dir}/logdir"
+        rm -f "${dir}/text"
+        return 1
+    fi
+}
+
+# merge_shards DIR PATTERN OUT : concatenate DIR/logdir/PATTERN for JOB=1..${decode_jobs}, sorted by the first
+# column, into OUT (written to OUT.tmp and renamed, so OUT never holds a partial merge). A missing shard fails.
+merge_shards() {
+    local dir=$1 pattern=$2 out=$3 i files=()
+    for i in $(seq "${decode_jobs}"); do
+        files+=("${dir}/logdir/${pattern//JOB/${i}}")
+    done
+    require_files "${files[@]}"
+    cat "${files[@]}" | sort -k1,1 > "${out}.tmp" || return 1
+    mv "${out}.tmp" "${out}"
+}
+
+# score_set SCORER REF DIR LINES [ARGS...] : utils/SCORER.py --ref REF --hyp DIR/text --out_dir DIR/SCORER ARGS
+# (a ${train_cmd} job, log DIR/SCORER/score.log); logs the lines LINES (sed range, e.g. 1 or 3,4) of its
+# result.txt.
+score_set() {
+    local scorer=$1 ref=$2 dir=$3 lines=$4
+    shift 4
+    require_files "${ref}" "${dir}/text"
+    ${train_cmd} "${dir}/${scorer}/score.log" \
+        "utils/${scorer}.py" --ref "${ref}" --hyp "${dir}/text" --out_dir "${dir}/${scorer}" "$@" || return 1
+    log "$(basename "${dir}"): $(sed -n "${lines}p" "${dir}/${scorer}/result.txt" | tr '\n' ' ')"
+}

@@ -1,7 +1,10 @@
 """The paper's attention variants as ESPnet2 command-line overrides of any Transformer config.
 
     python -m espnet_ext.attention.variants --config conf/train_asr.yaml --variant relaxed_cross [--gamma 0.25]
-    -> --decoder relaxed_transformer --decoder_conf attention_sites.src_attn.gamma=0.25
+    -> _relaxed_cross_g0.25                                                     (experiment-name suffix)
+       --decoder relaxed_transformer --decoder_conf attention_sites.src_attn.gamma=0.25    (training options)
+
+(two lines; both empty for the baseline), so a pipeline gets both from one call.
 
 ESPnet2 merges ``--<x>_conf key.sub=value`` into the config's dict, so one training config serves every
 variant and an experiment differs from the baseline by exactly the printed options. The encoder/decoder are
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -41,15 +45,20 @@ RELAXED_NAMES = {
 }
 
 
-def variant_args(
+class Variant(NamedTuple):
+    options: list[str]  # ESPnet2 training options, [] for the baseline
+    tag: str  # experiment-name suffix: '' (baseline), '_smooth_focus', '_relaxed_self_g0.01'
+
+
+def resolve_variant(
     config: dict, variant: str, gamma: float | None = None, task: str = "asr"
-) -> list[str]:
-    """ESPnet2 training options turning ``config`` into ``variant``."""
+) -> Variant:
+    """The ESPnet2 training options turning ``config`` into ``variant``, and the variant's tag."""
     if variant not in VARIANTS:
         raise ConfigError(f"unknown attention variant '{variant}' (known: {', '.join(VARIANTS)})")
     spec = VARIANTS[variant]
     if spec is None:
-        return []
+        return Variant([], "")
     module, site, option = spec
     name = config.get(module, "")
     relaxed = RELAXED_NAMES[module].get(name, name if name.startswith("relaxed_") else None)
@@ -57,27 +66,28 @@ def variant_args(
         raise ConfigError(
             f"the {variant} variant needs a Transformer {module}, the config has '{name}'"
         )
+    tag = f"_{variant}"
     if option == "gamma":
         if gamma is None:
             gamma = PAPER_GAMMA[task][variant]
         value = str(check_gamma(gamma, f"--gamma of {variant}"))
+        tag += f"_g{value}"
     else:
         value = "true"
-    return [f"--{module}", relaxed, f"--{module}_conf", f"attention_sites.{site}.{option}={value}"]
+    options = [
+        f"--{module}",
+        relaxed,
+        f"--{module}_conf",
+        f"attention_sites.{site}.{option}={value}",
+    ]
+    return Variant(options, tag)
 
 
-def variant_tag(options: list[str]) -> str:
-    """Experiment-name suffix of a variant's options: '' (baseline), '_smooth_focus', '_relaxed_self_g0.01'."""
-    if not options:
-        return ""
-    site_option, value = options[-1].split("=", 1)
-    module, site = options[0].lstrip("-"), site_option.split(".")[1]
-    name = next(
-        v
-        for v, spec in VARIANTS.items()
-        if spec and spec[:2] == (module, site) and spec[2] in site_option
-    )
-    return f"_{name}" + (f"_g{value}" if site_option.endswith(".gamma") else "")
+def variant_args(
+    config: dict, variant: str, gamma: float | None = None, task: str = "asr"
+) -> list[str]:
+    """ESPnet2 training options turning ``config`` into ``variant``."""
+    return resolve_variant(config, variant, gamma, task).options
 
 
 def main(argv=None) -> None:
@@ -90,24 +100,18 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--task", choices=sorted(PAPER_GAMMA), default="asr", help="whose paper γ to default to"
     )
-    parser.add_argument(
-        "--print",
-        choices=("args", "tag"),
-        default="args",
-        dest="what",
-        help="the training options, or the experiment-name suffix ('_relaxed_cross_g0.25')",
-    )
     args = parser.parse_args(argv)
     path = Path(args.config)
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as e:
-        raise SystemExit(f"error: {path}: {e}")
+        raise SystemExit(f"error: {path}: {e}") from None
     try:
-        options = variant_args(config, args.variant, args.gamma, args.task)
-        print(variant_tag(options) if args.what == "tag" else " ".join(options))
+        options, tag = resolve_variant(config, args.variant, args.gamma, args.task)
+        print(tag)
+        print(" ".join(options))
     except ConfigError as e:
-        raise SystemExit(f"error: {path}: {e}")
+        raise SystemExit(f"error: {path}: {e}") from None
 
 
 if __name__ == "__main__":

@@ -59,12 +59,17 @@ def test_command_line_prints_the_options(tmp_path, capsys):
     config = tmp_path / "c.yaml"
     config.write_text("encoder: transformer\ndecoder: transformer\n")
     main(["--config", str(config), "--variant", "relaxed_self", "--gamma", "0.01"])
-    assert capsys.readouterr().out.split() == [
+    tag, options = capsys.readouterr().out.split("\n")[:2]
+    assert tag == "_relaxed_self_g0.01"
+    assert options.split() == [
         "--encoder",
         "relaxed_transformer",
         "--encoder_conf",
         "attention_sites.self_attn.gamma=0.01",
     ]
+    config.write_text("encoder: transformer\n")
+    main(["--config", str(config), "--variant", "baseline"])
+    assert capsys.readouterr().out == "\n\n"  # both lines empty: read by the pipelines as two lines
 
 
 def test_matched_inference_option_is_popped_and_parsed():
@@ -111,9 +116,10 @@ def test_matched_inference_switches_the_built_model():
 
 
 def test_experiment_tags_name_the_variant_and_gamma(tmp_path, capsys):
-    from espnet_ext.attention.variants import variant_tag
+    from espnet_ext.attention.variants import resolve_variant
 
-    assert variant_tag(variant_args(CONFIG, "baseline")) == ""
-    assert variant_tag(variant_args(CONFIG, "smooth_focus")) == "_smooth_focus"
-    assert variant_tag(variant_args(CONFIG, "relaxed_cross", gamma=0.15)) == "_relaxed_cross_g0.15"
-    assert variant_tag(variant_args(CONFIG, "relaxed_self")) == "_relaxed_self_g0.01"
+    assert resolve_variant(CONFIG, "baseline").tag == ""
+    assert resolve_variant(CONFIG, "smooth_focus").tag == "_smooth_focus"
+    assert resolve_variant(CONFIG, "relaxed_cross", gamma=0.15).tag == "_relaxed_cross_g0.15"
+    assert resolve_variant(CONFIG, "relaxed_self").tag == "_relaxed_self_g0.01"
+    assert resolve_variant(CONFIG, "relaxed_self", task="mt").tag == "_relaxed_self_g0.05"

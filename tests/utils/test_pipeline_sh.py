@@ -69,3 +69,86 @@ def test_a_failed_stage_leaves_no_marker_and_stops(tmp_path):
         "ran 1 name=default",
         "ran 2 name=default",
     ]
+
+
+FAKE_DECODER = '''"""Upper-cases the keyed lines of --data into --out/hyp; fails on --fail_key."""
+import argparse, pathlib
+p = argparse.ArgumentParser()
+p.add_argument("--data"); p.add_argument("--out"); p.add_argument("--key_file"); p.add_argument("--fail_key")
+a = p.parse_args()
+keys = [line.split()[0] for line in open(a.key_file)]
+if a.fail_key in keys:
+    raise SystemExit("cannot decode " + a.fail_key)
+text = dict(line.rstrip("\\n").split(" ", 1) for line in open(a.data))
+out = pathlib.Path(a.out)
+out.mkdir(parents=True)
+(out / "hyp").write_text("".join(k + " " + text[k].upper() + "\\n" for k in keys))
+'''
+
+DECODE_SCRIPT = """#!/usr/bin/env bash
+set -euo pipefail
+stage=1
+stop_stage=100
+inference_nj=3
+fail_key=none
+. "{root}/utils/parse_options.sh"
+. "{root}/egs/TEMPLATE/asr1/cmd.sh"
+. "{root}/utils/pipeline.sh"
+decode() {{
+    decode_set exp/test data/test/text fake_decoder output.JOB/hyp -- --data data/test/text \\
+        --out exp/test/logdir/output.JOB --fail_key "${{fail_key}}" || return 1
+    echo "jobs=${{decode_jobs}}" > exp/jobs.txt
+}}
+score() {{ score_set score_wer data/test/ref exp/test 3; }}
+run_stage 1 decoding exp "$(fingerprint "${{fail_key}}")" decode
+run_stage 2 scoring exp "$(fingerprint exp/test/text)" score
+"""
+
+
+def make_decoding(tmp_path, n_utts):
+    (tmp_path / "fake_decoder.py").write_text(FAKE_DECODER)
+    (tmp_path / "utils").symlink_to(ROOT / "utils")
+    data = tmp_path / "data" / "test"
+    data.mkdir(parents=True)
+    ids = [f"utt{i:02d}" for i in range(n_utts)]
+    # keys out of order: the merged text must come back sorted by key
+    (data / "text").write_text("".join(f"{k} word {k[-1]}\n" for k in reversed(ids)))
+    (data / "ref").write_text("".join(f"{k} WORD {k[-1]}\n" for k in ids[:-1]) + f"{ids[-1]} X 9\n")
+    script = tmp_path / "decode.sh"
+    script.write_text(DECODE_SCRIPT.format(root=ROOT))
+    script.chmod(0o755)
+    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{ROOT}"}
+    return lambda *args: subprocess.run(
+        ["./decode.sh", *args], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
+
+
+def test_sharded_decoding_merges_sorted_and_scores(tmp_path):
+    run = make_decoding(tmp_path, 5)
+    done = run()
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "exp/jobs.txt").read_text() == "jobs=3\n"
+    assert sorted((tmp_path / "exp/test/logdir").glob("keys.*.scp")) == [
+        tmp_path / f"exp/test/logdir/keys.{i}.scp" for i in (1, 2, 3)
+    ]
+    text = (tmp_path / "exp/test/text").read_text().splitlines()
+    assert text == [f"utt{i:02d} WORD {i}" for i in range(5)]
+    # 10 reference words, the last utterance has 2 substitutions -> WER 20 %
+    result = (tmp_path / "exp/test/score_wer/result.txt").read_text()
+    assert result.splitlines()[2].startswith("%WER 20.00 [ 2 / 10"), result
+    assert "test: %WER 20.00" in done.stderr
+
+
+def test_fewer_keys_than_jobs_gives_no_empty_job(tmp_path):
+    run = make_decoding(tmp_path, 2)
+    assert run().returncode == 0
+    assert (tmp_path / "exp/jobs.txt").read_text() == "jobs=2\n"
+
+
+def test_a_failed_job_leaves_no_merged_text(tmp_path):
+    run = make_decoding(tmp_path, 5)
+    failed = run("--fail_key", "utt03")
+    assert failed.returncode != 0
+    assert not (tmp_path / "exp/test/text").exists()
+    assert not (tmp_path / "exp/.stages/stage1.done").exists()
+    assert "decoding" in failed.stderr and "failed" in failed.stderr

@@ -61,6 +61,7 @@ results_md=""           # the summary of every model in ${expdir} (default ${exp
 results_md=${results_md:-${expdir}/RESULTS.md}
 . ./cmd.sh
 . utils/pipeline.sh
+. utils/speech_stages.sh
 
 [ -n "${asr_config}" ] || die "--asr_config is required"
 [ -n "${inference_config}" ] || die "--inference_config is required"
@@ -75,8 +76,9 @@ token_dir="data/token_list/${token_type}"
 token_list="${token_dir}/tokens.txt"
 bpemodel="${token_dir}/bpe.model"
 variant_opts=(--config "${asr_config}" --variant "${attention_variant}" --task asr ${relax_gamma:+--gamma "${relax_gamma}"})
-asr_args="$(python -m espnet_ext.attention.variants "${variant_opts[@]}") ${asr_args}" || die "bad attention variant"
-asr_tag=${asr_tag:-$(basename "${asr_config}" .yaml)$(python -m espnet_ext.attention.variants "${variant_opts[@]}" --print tag)}
+variant=$(python -m espnet_ext.attention.variants "${variant_opts[@]}") || die "bad attention variant"
+asr_args="$(sed -n 2p <<< "${variant}") ${asr_args}"
+asr_tag=${asr_tag:-$(basename "${asr_config}" .yaml)$(sed -n 1p <<< "${variant}")}
 asr_exp="${expdir}/asr_${asr_tag}"
 asr_stats_dir="${expdir}/asr_stats_${token_type}"
 lm_tag=${lm_tag:-$(basename "${lm_config:-lm}" .yaml)}
@@ -93,39 +95,6 @@ valid_dir="${feats_dir}/${valid_set}_filtered"
 tokenizer_opts=(--token_type "${token_type}" --token_list "${token_list}" --non_linguistic_symbols none
                 --cleaner none --g2p none)
 [ "${token_type}" = bpe ] && tokenizer_opts+=(--bpemodel "${bpemodel}")
-
-prepare_data() {
-    local dset
-    # shellcheck disable=SC2086
-    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
-    for dset in ${train_set} ${valid_set} ${test_sets}; do
-        ${train_cmd} "data/log/validate_${dset}.log" \
-            python -m espnet_ext.data.datadir validate "data/${dset}" --check_audio || return 1
-    done
-}
-
-extract_features() {
-    local dset out
-    for dset in ${train_set} ${valid_set} ${test_sets}; do
-        out="${feats_dir}/${dset}"
-        # shellcheck disable=SC2086
-        ${train_cmd} JOB=1:"${nj}" "${out}/log/fbank.JOB.log" \
-            python -m espnet_ext.features.fbank compute --data_dir "data/${dset}" --out_dir "${out}" \
-                --nj "${nj}" --job JOB ${fbank_conf} || return 1
-        ${train_cmd} "${out}/log/merge.log" \
-            python -m espnet_ext.features.fbank merge --data_dir "data/${dset}" --out_dir "${out}" --nj "${nj}" || return 1
-    done
-}
-
-filter_data() {
-    local dset
-    for dset in ${train_set} ${valid_set}; do
-        rm -rf "${feats_dir}/${dset}_filtered"
-        ${train_cmd} "${feats_dir}/log/filter_${dset}.log" \
-            python -m espnet_ext.data.filter "${feats_dir}/${dset}" "${feats_dir}/${dset}_filtered" \
-                --min_frames "${min_frames}" --max_frames "${max_frames}" --max_text_chars "${max_text_chars}" || return 1
-    done
-}
 
 make_tokens() {
     # shellcheck disable=SC2086
@@ -177,32 +146,24 @@ asr_train() {
 }
 
 decode() {
-    local dset dir n lm_opts=()
+    local dset lm_opts=()
     ${use_lm} && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
+    require_files "${asr_exp}/${inference_model}"
     for dset in ${test_sets}; do
-        dir="${asr_exp}/${inference_tag}/${dset}"
-        require_files "${feats_dir}/${dset}/feats.scp" "${asr_exp}/${inference_model}"
-        n=$(split_keys "${feats_dir}/${dset}/feats.scp" "${dir}/logdir" "${inference_nj}")
+        local dir="${asr_exp}/${inference_tag}/${dset}"
         # shellcheck disable=SC2086
-        ${decode_cmd} JOB=1:"${n}" "${dir}/logdir/asr_inference.JOB.log" \
-            python -m espnet_ext.bin.asr_inference --batch_size 1 --ngpu 0 --config "${inference_config}" \
-                --data_path_and_name_and_type "${feats_dir}/${dset}/feats.scp,speech,kaldi_ark" \
-                --key_file "${dir}/logdir/keys.JOB.scp" --asr_train_config "${asr_exp}/config.yaml" \
-                --asr_model_file "${asr_exp}/${inference_model}" "${lm_opts[@]}" \
-                --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
-        for i in $(seq "${n}"); do cat "${dir}/logdir/output.${i}/1best_recog/text"; done \
-            | sort -k1,1 > "${dir}/text.tmp"
-        mv "${dir}/text.tmp" "${dir}/text"
+        decode_set "${dir}" "${feats_dir}/${dset}/feats.scp" espnet_ext.bin.asr_inference \
+            output.JOB/1best_recog/text -- --batch_size 1 --ngpu 0 --config "${inference_config}" \
+            --data_path_and_name_and_type "${feats_dir}/${dset}/feats.scp,speech,kaldi_ark" \
+            --asr_train_config "${asr_exp}/config.yaml" --asr_model_file "${asr_exp}/${inference_model}" \
+            "${lm_opts[@]}" --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
     done
 }
 
 score() {
-    local dset dir
+    local dset
     for dset in ${test_sets}; do
-        dir="${asr_exp}/${inference_tag}/${dset}"
-        ${train_cmd} "${dir}/score_wer/score.log" \
-            utils/score_wer.py --ref "${feats_dir}/${dset}/text" --hyp "${dir}/text" --out_dir "${dir}/score_wer" || return 1
-        log "${dset}: $(head -n 1 "${dir}/score_wer/result.txt")"
+        score_set score_wer "${feats_dir}/${dset}/text" "${asr_exp}/${inference_tag}/${dset}" 3,4 || return 1
     done
 }
 
@@ -214,9 +175,9 @@ write_results() {
         --title "${results_title}" --notes "${notes}" --out "${results_md}" --command "${command_line}"
 }
 
-run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
+run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_speech_data
 run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.scp" "data/${valid_set}/text" ${fbank_conf})" extract_features
-run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/feats.scp" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_data
+run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/feats.scp" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_speech_data
 run_stage 4 "token list" "${token_dir}" "$(fingerprint "${train_dir}/text" "${nbpe}" "${bpemode}" ${bpe_opts})" make_tokens
 if ${use_lm}; then
     [ -n "${lm_config}" ] || die "--use_lm true needs --lm_config"

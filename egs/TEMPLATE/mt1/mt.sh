@@ -95,8 +95,9 @@ fi
 src_token_list="${src_token_dir}/tokens.txt"
 tgt_token_list="${tgt_token_dir}/tokens.txt"
 variant_opts=(--config "${mt_config}" --variant "${attention_variant}" --task mt ${relax_gamma:+--gamma "${relax_gamma}"})
-mt_args="$(python -m espnet_ext.attention.variants "${variant_opts[@]}") ${mt_args}" || die "bad attention variant"
-mt_tag=${mt_tag:-$(basename "${mt_config}" .yaml)$(python -m espnet_ext.attention.variants "${variant_opts[@]}" --print tag)}
+variant=$(python -m espnet_ext.attention.variants "${variant_opts[@]}") || die "bad attention variant"
+mt_args="$(sed -n 2p <<< "${variant}") ${mt_args}"
+mt_tag=${mt_tag:-$(basename "${mt_config}" .yaml)$(sed -n 1p <<< "${variant}")}
 mt_exp="${expdir}/mt_${mt_tag}"
 if ${print_exp}; then echo "${mt_exp}"; exit 0; fi
 mt_stats_dir="${expdir}/mt_stats_$(basename "${src_token_dir}")_$(basename "${tgt_token_dir}")"
@@ -139,23 +140,13 @@ filter_data() {
     done
 }
 
-# token_list TYPE NBPE OUT_DIR "EXTRA OPTIONS" TEXT... : one SentencePiece model / character list
-token_list() {
-    local type=$1 nbpe=$2 out=$3 opts=$4
-    shift 4
-    # shellcheck disable=SC2086
-    ${train_cmd} "${out}/log/token_list.log" \
-        python -m espnet_ext.text.token_list --token_type "${type}" --model_type "${bpemode}" \
-            --vocab_size "${nbpe}" --text "$@" --out_dir "${out}" ${opts}
-}
-
 make_tokens() {
     if ${token_joint}; then
-        token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${src_bpe_opts}" \
+        make_token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${src_bpe_opts}" \
             "${train_dir}/${src_text}" "${train_dir}/${tgt_text}"
     else
-        token_list "${src_token_type}" "${src_nbpe}" "${src_token_dir}" "${src_bpe_opts}" "${train_dir}/${src_text}" &&
-        token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${tgt_bpe_opts}" "${train_dir}/${tgt_text}"
+        make_token_list "${src_token_type}" "${src_nbpe}" "${src_token_dir}" "${src_bpe_opts}" "${train_dir}/${src_text}" &&
+        make_token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${tgt_bpe_opts}" "${train_dir}/${tgt_text}"
     fi
 }
 
@@ -200,33 +191,24 @@ mt_train() {
 }
 
 decode() {
-    local dset dir n lm_opts=()
+    local dset lm_opts=()
     ${use_lm} && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
+    require_files "${mt_exp}/${inference_model}"
     for dset in ${test_sets}; do
-        dir="${mt_exp}/${inference_tag}/${dset}"
-        require_files "${raw_dir}/${dset}/${src_text}" "${mt_exp}/${inference_model}"
-        n=$(split_keys "${raw_dir}/${dset}/${src_text}" "${dir}/logdir" "${inference_nj}")
+        local dir="${mt_exp}/${inference_tag}/${dset}"
         # shellcheck disable=SC2086
-        ${decode_cmd} JOB=1:"${n}" "${dir}/logdir/mt_inference.JOB.log" \
-            python -m espnet_ext.bin.mt_inference --batch_size 1 --ngpu 0 --config "${inference_config}" \
-                --data_path_and_name_and_type "${raw_dir}/${dset}/${src_text},src_text,text" \
-                --key_file "${dir}/logdir/keys.JOB.scp" --mt_train_config "${mt_exp}/config.yaml" \
-                --mt_model_file "${mt_exp}/${inference_model}" "${lm_opts[@]}" \
-                --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
-        for i in $(seq "${n}"); do cat "${dir}/logdir/output.${i}/1best_recog/text"; done \
-            | sort -k1,1 > "${dir}/text.tmp"
-        mv "${dir}/text.tmp" "${dir}/text"
+        decode_set "${dir}" "${raw_dir}/${dset}/${src_text}" espnet_ext.bin.mt_inference \
+            output.JOB/1best_recog/text -- --batch_size 1 --ngpu 0 --config "${inference_config}" \
+            --data_path_and_name_and_type "${raw_dir}/${dset}/${src_text},src_text,text" \
+            --mt_train_config "${mt_exp}/config.yaml" --mt_model_file "${mt_exp}/${inference_model}" \
+            "${lm_opts[@]}" --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
     done
 }
 
 score() {
-    local dset dir
+    local dset
     for dset in ${test_sets}; do
-        dir="${mt_exp}/${inference_tag}/${dset}"
-        ${train_cmd} "${dir}/score_bleu/score.log" \
-            utils/score_bleu.py --ref "${raw_dir}/${dset}/${tgt_text}" --hyp "${dir}/text" --out_dir "${dir}/score_bleu" \
-            || return 1
-        log "${dset}: $(sed -n 3,4p "${dir}/score_bleu/result.txt" | tr '\n' ' ')"
+        score_set score_bleu "${raw_dir}/${dset}/${tgt_text}" "${mt_exp}/${inference_tag}/${dset}" 3,4 || return 1
     done
 }
 

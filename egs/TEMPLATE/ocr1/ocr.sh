@@ -87,28 +87,23 @@ ocr_train() {
 }
 
 decode() {
-    local dset dir n extra
+    local dset dir extra i
+    require_files "${ocr_exp}/${inference_model}"
     for dset in ${test_sets}; do
         dir="${ocr_exp}/${inference_tag}/${dset}"
-        require_files "data/${dset}/image.scp" "${ocr_exp}/${inference_model}"
-        n=$(split_keys "data/${dset}/image.scp" "${dir}/logdir" "${inference_nj}")
         extra=""
         python -c "import sys, yaml; sys.exit(0 if 'attention' in yaml.safe_load(open('${ocr_exp}/config.yaml'))['model'] else 1)" \
             && extra="--entropy_file ${dir}/logdir/entropy.JOB --plot_dir ${dir}/plots.JOB --num_plots ${num_plots}"
-        # shellcheck disable=SC2086
-        ${decode_cmd} JOB=1:"${n}" "${dir}/logdir/ocr_inference.JOB.log" \
-            python -m espnet_ext.bin.ocr_inference --train_config "${ocr_exp}/config.yaml" \
-                --model_file "${ocr_exp}/${inference_model}" --key_file "${dir}/logdir/keys.JOB.scp" \
-                --data_path_and_name_and_type "data/${dset}/image.scp,image,image" \
-                --output_file "${dir}/logdir/text.JOB" ${extra} ${inference_args} || return 1
-        for i in $(seq "${n}"); do cat "${dir}/logdir/text.${i}"; done | sort -k1,1 > "${dir}/text.tmp"
-        mv "${dir}/text.tmp" "${dir}/text"
         rm -f "${dir}/entropy"
+        # shellcheck disable=SC2086
+        decode_set "${dir}" "data/${dset}/image.scp" espnet_ext.bin.ocr_inference text.JOB -- \
+            --train_config "${ocr_exp}/config.yaml" --model_file "${ocr_exp}/${inference_model}" \
+            --data_path_and_name_and_type "data/${dset}/image.scp,image,image" \
+            --output_file "${dir}/logdir/text.JOB" ${extra} ${inference_args} || return 1
         if [ -n "${extra}" ]; then
-            for i in $(seq "${n}"); do cat "${dir}/logdir/entropy.${i}"; done | sort -k1,1 > "${dir}/entropy.tmp"
-            mv "${dir}/entropy.tmp" "${dir}/entropy"
+            merge_shards "${dir}" entropy.JOB "${dir}/entropy" || return 1
             rm -rf "${dir}/plots" && mkdir "${dir}/plots"
-            for i in $(seq "${n}"); do
+            for i in $(seq "${decode_jobs}"); do
                 [ -d "${dir}/plots.${i}" ] && mv "${dir}/plots.${i}"/*.png "${dir}/plots/" && rmdir "${dir}/plots.${i}"
             done
         fi
@@ -119,9 +114,9 @@ score() {
     local dset dir
     for dset in ${test_sets}; do
         dir="${ocr_exp}/${inference_tag}/${dset}"
-        ${train_cmd} "${dir}/score_acc/score.log" utils/score_acc.py --ref "data/${dset}/text" --hyp "${dir}/text" \
-            $([ -f "${dir}/entropy" ] && echo --entropy "${dir}/entropy") --out_dir "${dir}/score_acc" || return 1
-        log "${dset}: $(head -n 1 "${dir}/score_acc/result.txt")"
+        # shellcheck disable=SC2046
+        score_set score_acc "data/${dset}/text" "${dir}" 1 $([ -f "${dir}/entropy" ] && echo --entropy "${dir}/entropy") \
+            || return 1
     done
 }
 

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# Speech translation pipeline on ESPnet2's ST task, shared by every egs/<corpus>/st1 recipe.
+# The recipe's run.sh sets options and calls this script; local/data.sh prepares Kaldi data dirs
+# data/<set>/ with wav.scp (or wav.scp + segments), utt2spk and, all with the same ids,
+#   text.<tgt_lang>  the translation (ST output)    text.<src_lang>  the transcript (ESPnet's src_text)
+#   text             the transcript again (optional; ESPnet's st.sh keeps Kaldi's name for the source side).
+# ESPnet's st.sh names them text.<case>.<lang>; we drop the case part (set it in --src_lang/--tgt_lang if needed).
+# Stages (ESPnet's st.sh order, without speed perturbation and LM):
+#    1 data preparation (local/data.sh) + data-dir validation (audio decoded)  (utils/speech_stages.sh)
+#    2 80-dim fbank features (kaldiio ark/scp, nj parallel jobs)                (utils/speech_stages.sh)
+#    3 filtering of the training/validation sets by frames and source/target length (removed ids listed)
+#    4 token lists: SentencePiece (or characters) for target and source, or one joint model (--token_joint)
+#    5 ST statistics           6 ST training (--asr_init: encoder from an ASR model)
+#    7 decoding (st_inference) 8 scoring (BLEU, sacrebleu with its signature)   9 RESULTS.md
+# Options a recipe sets (run.sh, through utils/parse_options.sh): --src_lang --tgt_lang, --train_set
+# --valid_set --test_sets, --st_config --inference_config (required), --asr_init, --token_joint
+# --src_token_type --tgt_token_type --src_nbpe --tgt_nbpe --bpemode, --min_frames --max_frames --max_text_chars,
+# --nj --inference_nj --ngpu --num_nodes --train_num_threads --cmd_backend, --st_args --inference_args
+# --st_tag --inference_tag --inference_model, --results_title --results_md; the list below is complete.
+# --asr_init FILE starts the ST encoder (and frontend/normalisation, when present) from the ASR model FILE
+# (e.g. ../asr1/exp/asr_x/valid.acc.ave.pth, trained on the same features); utils/asr_init.py refuses a
+# model of another architecture, naming the file and the keys. The decoder starts from scratch.
+set -euo pipefail
+command_line="$0$(printf " %q" "$@")"
+
+stage=1
+stop_stage=100
+skip_data_prep=false    # skip stages 1-4
+skip_train=false        # skip stages 5-6
+skip_eval=false         # skip stages 7-9
+nj=2                    # parallel jobs for features / statistics
+inference_nj=2          # parallel decoding jobs
+ngpu=0                  # GPUs per node for training (0: CPU)
+train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
+num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
+cmd_backend=local       # local or slurm (see cmd.sh)
+dumpdir=dump
+expdir=exp
+local_data_opts=""      # options for local/data.sh
+train_set=train
+valid_set=dev
+test_sets="test"
+src_lang=en
+tgt_lang=de
+fbank_conf=""           # options for espnet_ext.features.fbank (e.g. --n_mels 80)
+min_frames=10           # filtering: utterances outside [min_frames, max_frames] are dropped from training
+max_frames=3000
+max_text_chars=1000     # filtering: longer transcripts or translations are dropped from training
+token_joint=false       # true: one SentencePiece model on source + target text (size --tgt_nbpe)
+src_token_type=bpe      # bpe (SentencePiece) or char
+tgt_token_type=bpe
+src_nbpe=100
+tgt_nbpe=100
+bpemode=unigram
+src_bpe_opts=""         # extra options for espnet_ext.text.token_list (source / joint model)
+tgt_bpe_opts=""         # extra options for espnet_ext.text.token_list (target model)
+st_config=""
+st_args=""              # extra arguments for st_train
+st_tag=""
+asr_init=""             # ASR model file whose encoder (+ frontend/normalize) starts the ST model
+inference_config=""
+inference_args=""
+inference_tag=""
+inference_model=valid.acc.ave.pth
+results_title="ST results"
+results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
+
+. ./path.sh
+. utils/parse_options.sh
+results_md=${results_md:-${expdir}/RESULTS.md}
+. ./cmd.sh
+. utils/pipeline.sh
+. utils/speech_stages.sh
+
+[ -n "${st_config}" ] || die "--st_config is required"
+[ -n "${inference_config}" ] || die "--inference_config is required"
+[ -z "${asr_init}" ] || [ -f "${asr_init}" ] || die "--asr_init ${asr_init}: no such file"
+skip_stages=""
+${skip_data_prep} && skip_stages+=" 1 2 3 4"
+${skip_train} && skip_stages+=" 5 6"
+${skip_eval} && skip_stages+=" 7 8 9"
+
+feats_dir="${dumpdir}/fbank"
+train_dir="${feats_dir}/${train_set}_filtered"
+valid_dir="${feats_dir}/${valid_set}_filtered"
+src_text=text.${src_lang}
+tgt_text=text.${tgt_lang}
+token_name() {  # token_name TYPE NBPE LANG -> dir name under data/token_list
+    if [ "$1" = bpe ]; then echo "bpe_${bpemode}$2_$3"; else echo "char_$3"; fi
+}
+if ${token_joint}; then
+    [ "${src_token_type}" = "${tgt_token_type}" ] || die "--token_joint true needs one token type for both sides"
+    src_token_dir="data/token_list/$(token_name "${tgt_token_type}" "${tgt_nbpe}" "${src_lang}${tgt_lang}")"
+    tgt_token_dir=${src_token_dir}
+else
+    src_token_dir="data/token_list/$(token_name "${src_token_type}" "${src_nbpe}" "${src_lang}")"
+    tgt_token_dir="data/token_list/$(token_name "${tgt_token_type}" "${tgt_nbpe}" "${tgt_lang}")"
+fi
+src_token_list="${src_token_dir}/tokens.txt"
+tgt_token_list="${tgt_token_dir}/tokens.txt"
+st_tag=${st_tag:-$(basename "${st_config}" .yaml)$([ -z "${asr_init}" ] || echo _asrinit)}
+st_exp="${expdir}/st_${st_tag}"
+st_stats_dir="${expdir}/st_stats_$(basename "${src_token_dir}")_$(basename "${tgt_token_dir}")"
+inference_tag=${inference_tag:-decode_$(basename "${inference_config}" .yaml)}
+
+tokenizer_opts=(--token_type "${tgt_token_type}" --token_list "${tgt_token_list}"
+                --src_token_type "${src_token_type}" --src_token_list "${src_token_list}"
+                --non_linguistic_symbols none --cleaner none --g2p none)
+[ "${tgt_token_type}" = bpe ] && tokenizer_opts+=(--bpemodel "${tgt_token_dir}/bpe.model")
+[ "${src_token_type}" = bpe ] && tokenizer_opts+=(--src_bpemodel "${src_token_dir}/bpe.model")
+
+make_tokens() {
+    if ${token_joint}; then
+        make_token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${src_bpe_opts}" \
+            "${train_dir}/${src_text}" "${train_dir}/${tgt_text}"
+    else
+        make_token_list "${src_token_type}" "${src_nbpe}" "${src_token_dir}" "${src_bpe_opts}" "${train_dir}/${src_text}" &&
+        make_token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${tgt_bpe_opts}" "${train_dir}/${tgt_text}"
+    fi
+}
+
+data_opts() {  # data_opts train|valid DIR : speech, translation (text) and transcript (src_text)
+    echo "--$1_data_path_and_name_and_type $2/feats.scp,speech,kaldi_ark" \
+        "--$1_data_path_and_name_and_type $2/${tgt_text},text,text" \
+        "--$1_data_path_and_name_and_type $2/${src_text},src_text,text"
+}
+
+st_stats() {
+    require_files "${train_dir}/feats.scp" "${valid_dir}/feats.scp" "${src_token_list}" "${tgt_token_list}"
+    # shellcheck disable=SC2046
+    collect_stats espnet_ext.bin.st_train "${st_stats_dir}" "${nj}" "${train_dir}/feats.scp" "${valid_dir}/feats.scp" \
+        "${tokenizer_opts[@]}" --config "${st_config}" --input_size "$(cat "${train_dir}/feats_dim")" \
+        $(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") || return 1
+    add_token_dim "${st_stats_dir}" "${tgt_token_list}" "${tgt_token_type}" text
+    add_token_dim "${st_stats_dir}" "${src_token_list}" "${src_token_type}" src_text
+}
+
+st_train() {
+    mkdir -p "${st_exp}"
+    local options init=""
+    # shellcheck disable=SC2046,SC2206
+    options=("${tokenizer_opts[@]}" --config "${st_config}" --input_size "$(cat "${train_dir}/feats_dim")"
+             --normalize global_mvn --normalize_conf "stats_file=${st_stats_dir}/train/feats_stats.npz"
+             $(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") ${st_args})
+    if [ -n "${asr_init}" ]; then
+        init=$(python utils/asr_init.py --asr_model "${asr_init}" -- "${options[@]}" 2> "${st_exp}/asr_init.log") \
+            || { log "$(tail -n 1 "${st_exp}/asr_init.log")"; return 1; }
+        log "initialising from the ASR model: ${init}"
+    fi
+    # shellcheck disable=SC2086
+    train_model "${st_exp}/train.log" -- python -m espnet_ext.bin.st_train --use_preprocessor true \
+        "${options[@]}" --output_dir "${st_exp}" ${init} \
+        --train_shape_file "${st_stats_dir}/train/speech_shape" \
+        --train_shape_file "${st_stats_dir}/train/text_shape.${tgt_token_type}" \
+        --train_shape_file "${st_stats_dir}/train/src_text_shape.${src_token_type}" \
+        --valid_shape_file "${st_stats_dir}/valid/speech_shape" \
+        --valid_shape_file "${st_stats_dir}/valid/text_shape.${tgt_token_type}" \
+        --valid_shape_file "${st_stats_dir}/valid/src_text_shape.${src_token_type}" \
+        --fold_length 800 --fold_length 150 --fold_length 150
+}
+
+decode() {
+    local dset
+    require_files "${st_exp}/${inference_model}"
+    for dset in ${test_sets}; do
+        local dir="${st_exp}/${inference_tag}/${dset}"
+        # shellcheck disable=SC2086
+        decode_set "${dir}" "${feats_dir}/${dset}/feats.scp" espnet_ext.bin.st_inference \
+            output.JOB/1best_recog/text -- --batch_size 1 --ngpu 0 --config "${inference_config}" \
+            --data_path_and_name_and_type "${feats_dir}/${dset}/feats.scp,speech,kaldi_ark" \
+            --st_train_config "${st_exp}/config.yaml" --st_model_file "${st_exp}/${inference_model}" \
+            --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
+    done
+}
+
+score() {
+    local dset
+    for dset in ${test_sets}; do
+        score_set score_bleu "${feats_dir}/${dset}/${tgt_text}" "${st_exp}/${inference_tag}/${dset}" 3,4 || return 1
+    done
+}
+
+write_results() {
+    local notes
+    notes="Configs: \`${st_config}\`, \`${inference_config}\`$([ -z "${asr_init}" ] || echo ", encoder from \`${asr_init}\`")."
+    notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < 9 ? stop_stage : 9))):"
+    notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
+    python -m espnet_ext.results --scan st --exp_dir "${expdir}" --test_sets "${test_sets}" \
+        --title "${results_title}" --notes "${notes}" --out "${results_md}" --command "${command_line}"
+}
+
+run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_speech_data --require "${src_text},${tgt_text}"
+run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.scp" "data/${valid_set}/${tgt_text}" "${fbank_conf}")" extract_features
+run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/feats.scp" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_speech_data --text_names "${src_text},${tgt_text}"
+tokens_fp="$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${token_joint}" "${src_token_type}" \
+    "${tgt_token_type}" "${src_nbpe}" "${tgt_nbpe}" "${bpemode}" "${src_bpe_opts}" "${tgt_bpe_opts}")"
+run_stage 4 "token lists" "${tgt_token_dir}" "${tokens_fp}" make_tokens
+run_stage 5 "ST statistics" "${st_stats_dir}" "$(fingerprint "${train_dir}/feats.scp" "${valid_dir}/feats.scp" "${src_token_list}" "${tgt_token_list}" "${st_config}")" st_stats
+run_stage 6 "ST training" "${st_exp}" "$(fingerprint "${st_stats_dir}/train/feats_stats.npz" "${src_token_list}" "${tgt_token_list}" "${st_config}" "${st_args}" "${asr_init}")" st_train
+run_stage 7 "decoding" "${st_exp}/${inference_tag}" "$(fingerprint "${st_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}")" decode
+run_stage 8 "scoring" "${st_exp}/${inference_tag}" "$(fingerprint "${test_sets}" "${st_exp}/${inference_tag}/"*/text)" score
+run_stage 9 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
+log "Finished: ${st_exp}"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Speech data stages shared by the speech pipelines (asr.sh, st.sh); sourced after utils/pipeline.sh.
+# They read the pipeline's options: ${train_set} ${valid_set} ${test_sets} ${feats_dir} ${nj} ${fbank_conf}
+# ${local_data_opts} ${min_frames} ${max_frames} ${max_text_chars}.
+#   prepare_speech_data [VALIDATE_OPTIONS...]  local/data.sh, then every set validated (audio decoded)
+#   extract_features                           fbank of every set into ${feats_dir}/<set> (all tables copied)
+#   filter_speech_data [FILTER_OPTIONS...]     ${feats_dir}/<train|valid>_filtered, by frames and text length
+
+prepare_speech_data() {
+    local dset
+    # shellcheck disable=SC2086
+    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
+    for dset in ${train_set} ${valid_set} ${test_sets}; do
+        ${train_cmd} "data/log/validate_${dset}.log" \
+            python -m espnet_ext.data.datadir validate "data/${dset}" --check_audio "$@" || return 1
+    done
+}
+
+extract_features() {
+    local dset out
+    for dset in ${train_set} ${valid_set} ${test_sets}; do
+        out="${feats_dir}/${dset}"
+        # shellcheck disable=SC2086
+        ${train_cmd} JOB=1:"${nj}" "${out}/log/fbank.JOB.log" \
+            python -m espnet_ext.features.fbank compute --data_dir "data/${dset}" --out_dir "${out}" \
+                --nj "${nj}" --job JOB ${fbank_conf} || return 1
+        ${train_cmd} "${out}/log/merge.log" \
+            python -m espnet_ext.features.fbank merge --data_dir "data/${dset}" --out_dir "${out}" --nj "${nj}" || return 1
+    done
+}
+
+filter_speech_data() {
+    local dset
+    for dset in ${train_set} ${valid_set}; do
+        rm -rf "${feats_dir}/${dset}_filtered"
+        ${train_cmd} "${feats_dir}/log/filter_${dset}.log" \
+            python -m espnet_ext.data.filter "${feats_dir}/${dset}" "${feats_dir}/${dset}_filtered" \
+                --min_frames "${min_frames}" --max_frames "${max_frames}" --max_text_chars "${max_text_chars}" \
+                "$@" || return 1
+    done
+}
