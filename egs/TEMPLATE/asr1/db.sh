@@ -4,7 +4,7 @@
 LIBRISPEECH=${LIBRISPEECH:-}     # contains LibriSpeech/{train-clean-100,dev-clean,...} (OpenSLR SLR12)
 LIBRISPEECH_LM=${LIBRISPEECH_LM:-}  # librispeech-lm-norm.txt.gz (OpenSLR SLR11)
 LRS3=${LRS3:-}
-MUSTC=${MUSTC:-}
+MUSTC=${MUSTC:-}                 # contains en-de/data/{train,dev,tst-COMMON,tst-HE} or MUSTC_v1.0_en-de.tar.gz (MuST-C v1)
 MTEDX=${MTEDX:-}
 IWSLT14=${IWSLT14:-}     # contains de-en/ (the extracted de-en.tgz of IWSLT 2014; --download true fetches it)
 IWSLT14_LM=${IWSLT14_LM:-}  # extended English LM text, one sentence per line (the paper: MuST-C en-de train.en)

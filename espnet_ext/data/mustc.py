@@ -1,0 +1,283 @@
+"""MuST-C (FBK) as released: Kaldi data dirs with ``segments`` cut from the long talk recordings.
+
+Release layout (``MUSTC_v1.0_en-<tgt>.tar.gz`` unpacks to ``en-<tgt>/``)::
+
+    en-<tgt>/data/<split>/wav/ted_<talk>.wav        16 kHz mono, one whole TED talk
+    en-<tgt>/data/<split>/txt/<split>.yaml          one segment per line:
+        - {duration: 3.500000, offset: 16.080000, rW: 9, uW: 0, speaker_id: spk.767, wav: ted_767.wav}
+    en-<tgt>/data/<split>/txt/<split>.en            English transcript of the segment on the same line
+    en-<tgt>/data/<split>/txt/<split>.<tgt>         its translation, same line
+
+Splits: train, dev, tst-COMMON, tst-HE. ``prepare`` writes ``<out>/<split with _>/`` (``tst-COMMON`` ->
+``tst_COMMON``) holding::
+
+    wav.scp     <talk> <abs path of the talk wav>          (keyed by recording, as Kaldi with segments)
+    segments    <utt> <talk> <start_s> <end_s>             start = offset, end = offset + duration
+    utt2spk     <utt> <talk>    spk2utt                    the talk is the speaker (ESPnet's must_c recipe)
+    text.en     the transcript, text.<tgt> the translation  (as released: true case, punctuation kept)
+    text        = text.en: what asr.sh reads; st.sh reads text.en (source) and text.<tgt> (target)
+
+Ids: talk ``ted_767`` -> ``ted_00767`` (zero-padded, so C order of utterance ids groups talks in the same
+order as the speaker ids), utterance ``ted_00767_<start ms:08d>_<end ms:08d>``; every table is C-sorted.
+
+The corpus cannot be downloaded by a script: FBK hands it out after accepting its licence
+(https://ict.fbk.eu/must-c/). ``check_release`` extracts a tarball put in the root and otherwise explains
+what to fetch.
+
+    python -m espnet_ext.data.mustc check --root DIR --tgt_lang de
+    python -m espnet_ext.data.mustc prepare --root DIR --tgt_lang de --splits train dev tst-COMMON --out data
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import soundfile
+import yaml
+
+from espnet_ext.data.datadir import (
+    atomic_dir,
+    spk2utt_from_utt2spk,
+    validate_data_dir,
+    write_kaldi_map,
+)
+from espnet_ext.errors import InputError
+from espnet_ext.features.fbank import MAX_SEGMENT_OVERSHOOT_S
+from espnet_ext.fileio import read_utf8_lines
+
+PathLike = str | Path
+
+SPLITS = ("train", "dev", "tst-COMMON", "tst-HE")
+LICENCE_URL = "https://ict.fbk.eu/must-c/"
+YAML_KEYS = ("duration", "offset", "wav")  # rW, uW, speaker_id are not needed
+_TED_WAV = re.compile(r"ted_(\d+)\.wav")
+
+
+class Segment(NamedTuple):
+    utt_id: str
+    talk: str
+    wav: Path
+    start: float
+    end: float
+    source: str  # English transcript
+    target: str  # translation
+
+
+def archive_name(tgt_lang: str) -> str:
+    return f"MUSTC_v1.0_en-{tgt_lang}.tar.gz"
+
+
+def data_dir_name(split: str) -> str:
+    return split.replace("-", "_")
+
+
+def talk_id(wav_name: str) -> str:
+    """``ted_767.wav`` -> ``ted_00767``; another name keeps its stem."""
+    match = _TED_WAV.fullmatch(wav_name)
+    return f"ted_{int(match.group(1)):05d}" if match else Path(wav_name).stem
+
+
+def release_dir(root: PathLike, tgt_lang: str) -> Path:
+    """``en-<tgt>/``, given it or the dir holding it; InputError explaining the manual download otherwise."""
+    root = Path(root)
+    pair = f"en-{tgt_lang}"
+    for candidate in (root / pair, root):
+        if (candidate / "data").is_dir() and candidate.name == pair:
+            return candidate
+    raise InputError(
+        f"no MuST-C {pair} release here (expected {root / pair}/data/<split>/{{wav,txt}}); MuST-C is "
+        f"distributed after accepting its licence at {LICENCE_URL}: download {archive_name(tgt_lang)} "
+        f"and put it into {root} (the download stage extracts it) or extract it there yourself",
+        path=root,
+    )
+
+
+def check_release(root: PathLike, tgt_lang: str) -> Path:
+    """The release dir, after extracting ``MUSTC_v1.0_en-<tgt>.tar.gz`` when only the tarball is in ``root``."""
+    root = Path(root)
+    archive = root / archive_name(tgt_lang)
+    if not (root / f"en-{tgt_lang}" / "data").is_dir() and archive.is_file():
+        print(f"extracting {archive}", file=sys.stderr)
+        try:
+            with tarfile.open(archive) as tar:
+                tar.extractall(root, filter="data")
+        except (tarfile.TarError, EOFError, OSError) as e:
+            raise InputError(
+                f"cannot extract: {e}; download it again from {LICENCE_URL}", path=archive
+            ) from e
+    return release_dir(root, tgt_lang)
+
+
+def _read_yaml_line(line: str, path: Path, number: int) -> dict[str, str]:
+    """One ``- {key: value, ...}`` line as strings (BaseLoader: '3.500000' stays exact text)."""
+    try:
+        entries = yaml.load(line, Loader=yaml.BaseLoader)
+    except yaml.YAMLError as e:
+        raise InputError(f"not a YAML segment line: {e.problem}", path=path, line=number) from e
+    if not (isinstance(entries, list) and len(entries) == 1 and isinstance(entries[0], dict)):
+        raise InputError(
+            "expected '- {duration: D, offset: O, ..., wav: ted_N.wav}'", path=path, line=number
+        )
+    entry = entries[0]
+    missing = [key for key in YAML_KEYS if key not in entry]
+    if missing:
+        raise InputError(f"segment without {', '.join(missing)}", path=path, line=number)
+    return entry
+
+
+def _lines(path: Path) -> list[tuple[int, str]]:
+    if not path.is_file():
+        raise InputError("file of the release is missing", path=path)
+    return list(read_utf8_lines(path))
+
+
+def _wav_duration(wav: Path, yaml_path: Path, number: int) -> float:
+    if not wav.is_file():
+        raise InputError(f"talk recording {wav} does not exist", path=yaml_path, line=number)
+    try:
+        info = soundfile.info(str(wav))
+    except Exception as e:  # soundfile raises its own error types
+        raise InputError(f"cannot read {wav}: {e}", path=yaml_path, line=number) from e
+    return info.frames / info.samplerate
+
+
+def read_split(release: Path, split: str, tgt_lang: str) -> list[Segment]:
+    """The segments of one split in C order of ids, each checked against its talk recording."""
+    split_dir = release / "data" / split
+    txt = split_dir / "txt"
+    yaml_path, en_path, tgt_path = (txt / f"{split}.{ext}" for ext in ("yaml", "en", tgt_lang))
+    yaml_lines, en_lines, tgt_lines = _lines(yaml_path), _lines(en_path), _lines(tgt_path)
+    for path, lines in ((en_path, en_lines), (tgt_path, tgt_lines)):
+        if len(lines) != len(yaml_lines):
+            shorter = min(len(lines), len(yaml_lines)) + 1
+            longer = path if len(lines) > len(yaml_lines) else yaml_path
+            raise InputError(
+                f"{path.name} has {len(lines)} lines but {yaml_path.name} has {len(yaml_lines)}: "
+                "the files must be line-aligned",
+                path=longer,
+                line=shorter,
+            )
+    durations: dict[str, float] = {}
+    segments: dict[str, Segment] = {}
+    for (number, line), (_, source), (_, target) in zip(yaml_lines, en_lines, tgt_lines):
+        entry = _read_yaml_line(line, yaml_path, number)
+        try:
+            offset, duration = float(entry["offset"]), float(entry["duration"])
+        except ValueError:
+            raise InputError(
+                f"offset '{entry['offset']}' and duration '{entry['duration']}' must be seconds",
+                path=yaml_path,
+                line=number,
+            ) from None
+        if offset < 0 or duration <= 0:
+            raise InputError(
+                f"offset {offset} must be >= 0 and duration {duration} > 0",
+                path=yaml_path,
+                line=number,
+            )
+        wav = split_dir / "wav" / entry["wav"]
+        if entry["wav"] not in durations:
+            durations[entry["wav"]] = _wav_duration(wav, yaml_path, number)
+        end = offset + duration
+        if end > durations[entry["wav"]] + MAX_SEGMENT_OVERSHOOT_S:
+            raise InputError(
+                f"segment ends at {end:.6f} s, after the end of {wav} ({durations[entry['wav']]:.3f} s)",
+                path=yaml_path,
+                line=number,
+            )
+        for path, text in ((en_path, source), (tgt_path, target)):
+            if not text.strip():
+                raise InputError("empty text for the segment", path=path, line=number)
+        talk = talk_id(entry["wav"])
+        utt_id = f"{talk}_{round(offset * 1000):08d}_{round(end * 1000):08d}"
+        if utt_id in segments:
+            raise InputError(
+                f"segment {utt_id} occurs twice (same talk, offset and duration)",
+                path=yaml_path,
+                line=number,
+            )
+        segments[utt_id] = Segment(
+            utt_id,
+            talk,
+            wav.absolute(),
+            offset,
+            end,
+            " ".join(source.split()),
+            " ".join(target.split()),
+        )
+    if not segments:
+        raise InputError("no segments", path=yaml_path)
+    return [segments[key] for key in sorted(segments)]
+
+
+def prepare(root: PathLike, tgt_lang: str, splits: Sequence[str], out_dir: PathLike) -> list[Path]:
+    """Write one validated data dir per split; every split is read (and checked) before any is written."""
+    release = release_dir(root, tgt_lang)
+    for split in splits:
+        if not (release / "data" / split).is_dir():
+            raise InputError(
+                f"split '{split}' is missing from the release (MuST-C splits: {', '.join(SPLITS)})",
+                path=release / "data" / split,
+            )
+    read = {split: read_split(release, split, tgt_lang) for split in splits}
+    written = []
+    for split, segments in read.items():
+        dst = Path(out_dir) / data_dir_name(split)
+        utt2spk = {s.utt_id: s.talk for s in segments}
+        with atomic_dir(dst) as tmp:
+            write_kaldi_map(tmp / "wav.scp", {s.talk: str(s.wav) for s in segments})
+            write_kaldi_map(
+                tmp / "segments",
+                {s.utt_id: [s.talk, f"{s.start:.6f}", f"{s.end:.6f}"] for s in segments},
+            )
+            write_kaldi_map(tmp / "utt2spk", utt2spk)
+            write_kaldi_map(tmp / "spk2utt", spk2utt_from_utt2spk(utt2spk))
+            write_kaldi_map(tmp / "text", {s.utt_id: s.source for s in segments})
+            write_kaldi_map(tmp / "text.en", {s.utt_id: s.source for s in segments})
+            write_kaldi_map(tmp / f"text.{tgt_lang}", {s.utt_id: s.target for s in segments})
+            validate_data_dir(tmp)
+        print(
+            f"{dst}: {len(segments)} segments of {len(set(utt2spk.values()))} talks",
+            file=sys.stderr,
+        )
+        written.append(dst)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m espnet_ext.data.mustc", description=__doc__.split("\n")[0]
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (
+        ("check", "find the release (extracting its tarball), or explain the manual download"),
+        ("prepare", "write Kaldi data dirs OUT/<split with _>"),
+    ):
+        command = commands.add_parser(name, help=help_text)
+        command.add_argument("--root", required=True, help="the dir holding en-<tgt>/ (or it)")
+        command.add_argument(
+            "--tgt_lang", default="de", help="target language of the pair en-<tgt>"
+        )
+    prep = commands.choices["prepare"]
+    prep.add_argument("--splits", nargs="+", default=list(SPLITS))
+    prep.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "check":
+            print(check_release(args.root, args.tgt_lang))
+        else:
+            prepare(args.root, args.tgt_lang, args.splits, args.out)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
