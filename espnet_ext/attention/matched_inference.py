@@ -8,7 +8,9 @@ default when the option is absent).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 
@@ -51,11 +53,20 @@ def pop_option(argv: Sequence[str]) -> tuple[bool | None, list[str]]:
     return value, rest
 
 
-def apply_on_build(task_cls, matched: bool | None) -> None:
-    """Make ``task_cls.build_model_from_file`` set matched inference on the models it builds."""
+@contextmanager
+def applied_on_build(task_cls, matched: bool | None) -> Iterator[None]:
+    """While active, models built by ``task_cls.build_model_from_file`` get matched inference set.
+
+    ESPnet's builder is wrapped (called unchanged, its result adjusted) and restored on exit, so the task
+    class is left as it was found, also when decoding fails.
+    """
     if matched is None:
+        yield
         return
-    build = task_cls.build_model_from_file
+    name = "build_model_from_file"
+    own = name in vars(task_cls)  # else inherited (AbsTask's): restoring means removing ours
+    original = inspect.getattr_static(task_cls, name)
+    build = getattr(task_cls, name)
 
     def build_with_relaxation(*args, **kwargs):
         model, train_args = build(*args, **kwargs)
@@ -65,4 +76,11 @@ def apply_on_build(task_cls, matched: bool | None) -> None:
             )
         return model, train_args
 
-    task_cls.build_model_from_file = build_with_relaxation
+    setattr(task_cls, name, build_with_relaxation)
+    try:
+        yield
+    finally:
+        if own:
+            setattr(task_cls, name, original)
+        else:
+            delattr(task_cls, name)

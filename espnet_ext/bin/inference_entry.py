@@ -4,18 +4,24 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from espnet_ext.attention import matched_inference
 from espnet_ext.errors import ConfigError
 from espnet_ext.lm_vocabulary import refuse_mismatched_lm
 
 
-def run(espnet_main: Callable[[], None], task_cls, model_config_option: str) -> None:
+def run(
+    espnet_main: Callable[..., None],
+    task_cls,
+    model_config_option: str,
+    argv: Sequence[str] | None = None,
+) -> None:
+    """Take our options off ``argv`` (default: the command line) and call ESPnet's ``main(cmd)`` with the rest."""
     try:
-        matched, sys.argv[1:] = matched_inference.pop_option(sys.argv[1:])
+        matched, rest = matched_inference.pop_option(sys.argv[1:] if argv is None else argv)
     except ConfigError as e:
         sys.exit(f"error: {e}")
-    refuse_mismatched_lm(sys.argv[1:], model_config_option)
-    matched_inference.apply_on_build(task_cls, matched)
-    espnet_main()
+    refuse_mismatched_lm(rest, model_config_option)
+    with matched_inference.applied_on_build(task_cls, matched):
+        espnet_main(rest)

@@ -1,14 +1,16 @@
 """Cutoff augmentation for machine translation (Shen et al., 2020), as used by the relaxed-attention paper (§4.3).
 
-Each training batch is encoded once as is and ``num_augmented`` more times with parts of the *embedded* source
-erased:
-- token cutoff: ``floor(token_rate * length)`` random positions of each sentence set to zero,
-- feature cutoff: ``floor(feature_rate * dim)`` random embedding dimensions of each sentence set to zero.
-The loss is the mean cross entropy over the original and augmented copies plus ``js_weight`` times the
-Jensen-Shannon divergence among their predicted token distributions (a consistency loss):
+The paper's A.3.3 takes everything but the model from Shen et al.'s released fairseq recipe. Its token cutoff
+replaces each token independently, with probability ``token_cutoff_rate`` (0.05), by ``<unk>``, in the
+source *and* in the decoder input (positions keep their positional encoding); ``feature_cutoff_rate`` erases
+random embedding dimensions of an embedded input (``feature_cutoff``, the paper's other cutoff). Each batch is
+run once as is and ``num_augmented`` times masked; the loss, normalised like the reference, is
 
-    L = 1/(N+1) sum_i CE_i + js_weight * JS(p_0, ..., p_N),
-    JS = 1/(N+1) sum_i KL(p_i || m),   m = 1/(N+1) sum_i p_i     (mean over target tokens).
+    L = ( sum_i CE_i + consistency_weight * sum_t KL(m_t || p_0,t) ) / ((N+1) * ntokens),
+    m = softmax(mean_i logits_i),
+
+with CE_i the summed (label-smoothed) cross entropy of copy i, p_0 the unmasked copy's distribution and
+``consistency_weight`` 5 as in the reference: about 2.5 per target token for the divergence with N = 1.
 
 At inference (``eval()``) the model is ESPnet's ``ESPnetMTModel`` unchanged.
 """
@@ -30,19 +32,14 @@ def check_rate(name: str, rate: float) -> float:
     return rate
 
 
-def token_cutoff(feats: torch.Tensor, lengths: torch.Tensor, rate: float) -> torch.Tensor:
-    """Zero ``floor(rate * length)`` random valid positions of each sequence of ``feats`` (B, T, D)."""
+def bernoulli_unk(
+    tokens: torch.Tensor, maskable: torch.Tensor, rate: float, unk_id: int
+) -> torch.Tensor:
+    """Replace each ``maskable`` entry of ``tokens`` (B, T) by ``unk_id`` independently with prob. ``rate``."""
     if rate == 0.0:
-        return feats
-    b, t, _ = feats.shape
-    scores = torch.rand(b, t, device=feats.device).masked_fill(
-        make_pad_mask(lengths, maxlen=t).to(feats.device), 2.0
-    )
-    ranks = scores.argsort(dim=1).argsort(
-        dim=1
-    )  # rank of each position; padded positions rank last
-    cut = ranks < (lengths.to(feats.device) * rate).floor().long()[:, None]
-    return feats.masked_fill(cut[:, :, None], 0.0)
+        return tokens
+    drop = torch.rand(tokens.shape, device=tokens.device) < rate
+    return tokens.masked_fill(drop & maskable, unk_id)
 
 
 def feature_cutoff(feats: torch.Tensor, rate: float) -> torch.Tensor:
@@ -55,14 +52,18 @@ def feature_cutoff(feats: torch.Tensor, rate: float) -> torch.Tensor:
     return feats.masked_fill(cut[:, None, :], 0.0)
 
 
-def js_divergence(logits: list[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
-    """Generalised Jensen-Shannon divergence of the distributions softmax(logits_i), averaged over ``mask``."""
-    log_p = torch.stack([x.log_softmax(dim=-1) for x in logits])  # (N, B, L, V)
-    log_m = torch.logsumexp(log_p, dim=0) - torch.log(
-        torch.tensor(float(len(logits)), device=log_p.device)
-    )
-    kl = (log_p.exp() * (log_p - log_m)).sum(-1).mean(0)  # (B, L): mean over copies of KL(p_i || m)
-    return kl.masked_select(mask).mean()
+def consistency_kl(logits: list[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
+    """Summed over ``mask`` (B, L): KL(m || p_0), m = softmax of the mean logits, p_0 = softmax(logits[0])."""
+    log_m = torch.stack(logits).mean(0).log_softmax(dim=-1)
+    log_p0 = logits[0].log_softmax(dim=-1)
+    kl = (log_m.exp() * (log_m - log_p0)).sum(-1)  # (B, L)
+    return kl.masked_select(mask).sum()
+
+
+def unk_id_of(token_list, name: str) -> int:
+    if "<unk>" not in token_list:
+        raise ConfigError(f"cutoff replaces tokens by <unk>, but {name} has no <unk> entry")
+    return list(token_list).index("<unk>")
 
 
 class CutoffMTModel(ESPnetMTModel):
@@ -72,18 +73,23 @@ class CutoffMTModel(ESPnetMTModel):
         token_cutoff_rate: float = 0.05,
         feature_cutoff_rate: float = 0.0,
         num_augmented: int = 1,
-        js_weight: float = 1.0,
+        consistency_weight: float = 5.0,
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
         self.token_cutoff_rate = check_rate("token_cutoff_rate", token_cutoff_rate)
         self.feature_cutoff_rate = check_rate("feature_cutoff_rate", feature_cutoff_rate)
         if num_augmented < 0:
-            raise ConfigError(f"num_augmented must be >= 0, not {num_augmented}")
-        if js_weight < 0:
-            raise ConfigError(f"js_weight must be >= 0, not {js_weight}")
+            raise ConfigError(f"model_conf.num_augmented must be >= 0, not {num_augmented}")
+        if consistency_weight < 0:
+            raise ConfigError(
+                f"model_conf.consistency_weight must be >= 0, not {consistency_weight}"
+            )
         self.num_augmented = num_augmented
-        self.js_weight = js_weight
+        self.consistency_weight = consistency_weight
+        self.unk_id = unk_id_of(self.token_list, "token_list")
+        src_list = kwargs.get("src_token_list") or (args[2] if len(args) > 2 else None)
+        self.src_unk_id = unk_id_of(src_list, "src_token_list") if src_list else self.unk_id
 
     def _encode_feats(
         self, feats: torch.Tensor, lengths: torch.Tensor
@@ -95,10 +101,28 @@ class CutoffMTModel(ESPnetMTModel):
             out, out_lens = self.postencoder(out, out_lens)
         return out, out_lens
 
-    def augment(self, feats: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        return feature_cutoff(
-            token_cutoff(feats, lengths, self.token_cutoff_rate), self.feature_cutoff_rate
-        )
+    def augmented_source(
+        self, src_text: torch.Tensor, lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Source ids (B, T) with Bernoulli <unk>, then features; embedded ones get feature cutoff."""
+        valid = ~make_pad_mask(lengths, maxlen=src_text.size(1)).to(src_text.device)
+        masked = bernoulli_unk(src_text, valid, self.token_cutoff_rate, self.src_unk_id)
+        feats, feats_lengths = self._extract_feats(masked, lengths)
+        if feats.dim() == 3:
+            feats = feature_cutoff(feats, self.feature_cutoff_rate)
+        return feats, feats_lengths
+
+    def augment_target(self, ys_in: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Decoder input (B, L) = <sos> + target: every target token may become <unk>, <sos> stays."""
+        maskable = ~make_pad_mask(lengths + 1, maxlen=ys_in.size(1)).to(ys_in.device)
+        maskable[:, 0] = False
+        return bernoulli_unk(ys_in, maskable, self.token_cutoff_rate, self.unk_id)
+
+    def summed_ce(self, logits: torch.Tensor, ys_out: torch.Tensor) -> torch.Tensor:
+        """ESPnet's label-smoothed CE as a sum over target tokens (undo its batch/token normalisation)."""
+        ntokens = (ys_out != self.ignore_id).sum()
+        denom = ntokens if self.criterion_mt.normalize_length else ys_out.size(0)
+        return self.criterion_mt(logits, ys_out) * denom
 
     def forward(self, text, text_lengths, src_text, src_text_lengths, **kwargs):
         if not self.training or self.num_augmented == 0:
@@ -106,30 +130,30 @@ class CutoffMTModel(ESPnetMTModel):
         batch_size = src_text.shape[0]
         copies = self.num_augmented + 1
         text = text[:, : text_lengths.max()]
-        feats, feats_lengths = self._extract_feats(
-            src_text[:, : src_text_lengths.max()], src_text_lengths
-        )
+        src_text = src_text[:, : src_text_lengths.max()]
+        feats, feats_lengths = self._extract_feats(src_text, src_text_lengths)
+        ys_in, ys_out = add_sos_eos(text, self.sos, self.eos, self.ignore_id)
+        augmented = range(self.num_augmented)
         # All copies in one batch: one encoder and one decoder pass.
         feats = torch.cat(
-            [feats] + [self.augment(feats, feats_lengths) for _ in range(self.num_augmented)]
+            [feats] + [self.augmented_source(src_text, src_text_lengths)[0] for _ in augmented]
         )
+        ys_in = torch.cat([ys_in] + [self.augment_target(ys_in, text_lengths) for _ in augmented])
         encoder_out, encoder_out_lens = self._encode_feats(feats, feats_lengths.repeat(copies))
-        ys_in, ys_out = add_sos_eos(text, self.sos, self.eos, self.ignore_id)
         decoder_out, _ = self.decoder(
-            encoder_out,
-            encoder_out_lens,
-            ys_in.repeat(copies, 1),
-            (text_lengths + 1).repeat(copies),
+            encoder_out, encoder_out_lens, ys_in, (text_lengths + 1).repeat(copies)
         )
         logits = list(decoder_out.chunk(copies))
-        ce = torch.stack([self.criterion_mt(x, ys_out) for x in logits])
-        js = js_divergence(logits, ys_out != self.ignore_id)
-        loss = ce.mean() + self.js_weight * js
+        target = ys_out != self.ignore_id
+        ntokens = target.sum()
+        ce = torch.stack([self.summed_ce(x, ys_out) for x in logits])
+        kl = consistency_kl(logits, target)
+        loss = (ce.sum() + self.consistency_weight * kl) / (copies * ntokens)
         stats: dict[str, torch.Tensor] = dict(
             loss=loss.detach(),
-            loss_ce=ce[0].detach(),
-            loss_ce_augmented=ce[1:].mean().detach(),
-            loss_js=js.detach(),
+            loss_ce=(ce[0] / ntokens).detach(),
+            loss_ce_augmented=(ce[1:].mean() / ntokens).detach(),
+            loss_kl=(kl / ntokens).detach(),
             acc=th_accuracy(
                 logits[0].reshape(-1, self.vocab_size), ys_out, ignore_label=self.ignore_id
             ),

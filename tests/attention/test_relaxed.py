@@ -95,6 +95,40 @@ def test_gamma_zero_is_espnet_attention_bit_for_bit(training):
     assert list(relaxed.state_dict()) == list(plain.state_dict())
 
 
+@pytest.mark.parametrize("fused", [True, False])
+def test_relaxed_code_path_at_gamma_zero_matches_espnet(fused):
+    """The relaxed path itself (not the gamma=0 dispatch to ESPnet) reproduces ESPnet's attention."""
+    plain = espnet_attention()
+    relaxed = relaxed_copy(plain, gamma=0.0, fused=fused)
+    plain.eval(), relaxed.eval()
+    x, mask = torch.randn(3, 7, DIM), padding_mask([7, 5, 1])
+    q, k, v = relaxed.forward_qkv(x, x, x)
+    if fused:
+        out = relaxed._fused_relaxed(q, k, v, mask)
+    else:
+        scores = q @ k.transpose(-2, -1) / math.sqrt(relaxed.d_k)
+        out = relaxed.forward_attention(v, scores, mask)
+    torch.testing.assert_close(out, plain(x, x, x, mask), rtol=1e-5, atol=1e-6)
+
+
+def test_relaxed_training_keeps_attention_dropout_where_plain_module_has_it():
+    """Flash off in a relaxed module must not lose dropout: the same seed drops the same weights."""
+    plain = espnet_attention(dropout=0.5)
+    plain.use_flash_attn = False
+    relaxed = relaxed_copy(plain, gamma=0.5)
+    relaxed.use_flash_attn = True
+    relaxed.configure(gamma=0.5)  # switches flash off
+    assert not relaxed.use_flash_attn
+    plain.train(), relaxed.train()
+    x, mask = torch.randn(2, 6, DIM), padding_mask([6, 4])
+    torch.manual_seed(3)
+    first = relaxed(x, x, x, mask)
+    torch.manual_seed(4)
+    second = relaxed(x, x, x, mask)
+    assert not torch.allclose(first, second)  # dropout is active in training
+    assert relaxed.dropout.p == 0.5
+
+
 def test_from_attention_shares_parameters_and_consumes_no_randomness():
     plain = espnet_attention()
     state = torch.random.get_rng_state()

@@ -1,13 +1,11 @@
 """The paper's variants as ESPnet2 overrides, and matched inference switched at decoding time."""
 
 import pytest
-import torch
 from espnet2.utils.nested_dict_action import NestedDictAction
 
 from espnet_ext.attention import matched_inference
 from espnet_ext.attention.variants import main, variant_args
 from espnet_ext.errors import ConfigError
-from espnet_ext.nets.relaxed_transformer import RelaxedTransformerDecoder
 
 CONFIG = {
     "encoder": "cnn_transformer",
@@ -81,38 +79,6 @@ def test_matched_inference_option_is_popped_and_parsed():
     assert matched_inference.pop_option(["--a"]) == (None, ["--a"])
     with pytest.raises(ConfigError, match="true or false"):
         matched_inference.pop_option(["--matched_inference", "yes"])
-
-
-def test_matched_inference_switches_the_built_model():
-    def decoder(gamma):
-        sites = {"src_attn": {"gamma": gamma}} if gamma else None
-        return RelaxedTransformerDecoder(
-            5,
-            8,
-            attention_heads=2,
-            linear_units=8,
-            num_blocks=2,
-            use_flash_attn=False,
-            attention_sites=sites,
-        )
-
-    class FakeTask:
-        model = decoder(0.25)
-
-        @classmethod
-        def build_model_from_file(cls, config, model_file, device):
-            return cls.model, {"config": config}
-
-    matched_inference.apply_on_build(FakeTask, True)
-    model, _ = FakeTask.build_model_from_file("c.yaml", "m.pth", "cpu")
-    assert all(layer.src_attn.matched_inference for layer in model.decoders)
-    model.eval()
-    assert model.decoders[0].src_attn.relaxing
-
-    FakeTask.model = decoder(0.0)
-    with pytest.raises(ConfigError, match="no relaxed attention"):
-        FakeTask.build_model_from_file("c.yaml", "m.pth", "cpu")
-    assert matched_inference.set_matched_inference(torch.nn.Linear(2, 2), False) == 0
 
 
 def test_experiment_tags_name_the_variant_and_gamma(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Cutoff augmentation (Shen et al., 2020): masks, the Jensen-Shannon consistency loss, the MT model."""
+"""Cutoff augmentation (Shen et al., 2020): Bernoulli <unk> masking, the reference's KL consistency loss."""
 
 import math
 
@@ -6,27 +6,40 @@ import pytest
 import torch
 
 from espnet_ext.errors import ConfigError
-from espnet_ext.nets.cutoff import check_rate, feature_cutoff, js_divergence, token_cutoff
+from espnet_ext.nets.cutoff import bernoulli_unk, check_rate, consistency_kl, feature_cutoff
 
 
-def test_token_cutoff_erases_floor_rate_times_length_valid_positions():
+def test_bernoulli_unk_masks_each_token_independently_even_in_short_sentences():
     torch.manual_seed(0)
-    feats = torch.randn(3, 10, 4) + 5.0  # no accidental zeros
-    lengths = torch.tensor([10, 7, 3])
-    out = token_cutoff(feats, lengths, 0.3)
-    erased = (out == 0).all(-1)
-    assert erased.sum(1).tolist() == [3, 2, 0]  # floor(0.3 * L)
-    for i, length in enumerate(lengths.tolist()):
-        assert not erased[i, length:].any()  # padding is never chosen
-        kept = ~erased[i]
-        assert torch.equal(out[i][kept], feats[i][kept])
+    tokens = torch.full((4000, 5), 7)  # 5-token sentences: a floor(0.05 * len) rule would mask none
+    maskable = torch.ones_like(tokens, dtype=torch.bool)
+    maskable[:, -1] = False  # padding
+    out = bernoulli_unk(tokens, maskable, 0.05, unk_id=1)
+    assert set(out.unique().tolist()) == {1, 7}
+    assert (out[:, -1] == 7).all()
+    rate = (out[:, :-1] == 1).float().mean().item()
+    assert abs(rate - 0.05) < 0.005  # 16000 Bernoulli(0.05) draws: std 0.0017
+    per_sentence = (out == 1).sum(1)
+    assert per_sentence.max() >= 2 and (per_sentence == 0).any()  # counts vary, not a fixed floor
 
 
-def test_token_cutoff_positions_differ_between_draws():
-    feats = torch.ones(1, 50, 2)
-    a = (token_cutoff(feats, torch.tensor([50]), 0.2) == 0).all(-1)
-    b = (token_cutoff(feats, torch.tensor([50]), 0.2) == 0).all(-1)
-    assert a.sum() == b.sum() == 10 and not torch.equal(a, b)
+def test_consistency_kl_is_kl_of_mean_logit_softmax_to_the_unmasked_copy():
+    # Two copies, vocabulary 2, one target token; worked by hand:
+    # p = softmax(0, 0) = (1/2, 1/2); q-logits (ln 3, 0); mean logits (ln 3 / 2, 0) -> m = (√3, 1)/(√3 + 1)
+    p_logits = torch.tensor([[[0.0, 0.0]]])
+    q_logits = torch.tensor([[[math.log(3.0), 0.0]]])
+    m1 = math.sqrt(3) / (math.sqrt(3) + 1)
+    m2 = 1 / (math.sqrt(3) + 1)
+    expected = m1 * math.log(m1 / 0.5) + m2 * math.log(m2 / 0.5)  # = 0.634 ln 1.268 + 0.366 ln 0.732 = 0.0363
+    mask = torch.tensor([[True]])
+    got = consistency_kl([p_logits, q_logits], mask)
+    assert got.item() == pytest.approx(expected, rel=1e-5)
+    assert expected == pytest.approx(0.036341, abs=1e-5)
+    # Summed (not averaged) over unmasked tokens; padding ignored.
+    two = consistency_kl(
+        [p_logits.repeat(1, 3, 1), q_logits.repeat(1, 3, 1)], torch.tensor([[True, True, False]])
+    )
+    assert two.item() == pytest.approx(2 * expected, rel=1e-5)
 
 
 def test_feature_cutoff_erases_the_same_dimensions_at_every_position():
@@ -45,23 +58,10 @@ def test_rates_of_one_or_more_are_refused():
             check_rate("token_cutoff_rate", bad)
 
 
-def test_js_divergence_matches_the_definition_and_ignores_padding():
-    torch.manual_seed(1)
-    a, b = torch.randn(2, 3, 5), torch.randn(2, 3, 5)
-    mask = torch.tensor([[True, True, False], [True, False, False]])
-    pa, pb = a.softmax(-1), b.softmax(-1)
-    m = (pa + pb) / 2
-    per_token = 0.5 * ((pa * (pa / m).log()).sum(-1) + (pb * (pb / m).log()).sum(-1))
-    expected = per_token[mask].mean()
-    torch.testing.assert_close(js_divergence([a, b], mask), expected)
-    assert js_divergence([a, a.clone()], mask).abs() < 1e-6
-    # Bounded by log(N) for N distributions.
-    assert js_divergence([a * 50, b * 50], mask) <= math.log(2) + 1e-5
-
-
 MT_YAML = """\
 model: cutoff
-model_conf: {token_cutoff_rate: 0.2, feature_cutoff_rate: 0.1, num_augmented: 2, js_weight: 1.0, lsm_weight: 0.1}
+model_conf: {token_cutoff_rate: 0.2, feature_cutoff_rate: 0.1, num_augmented: 2, consistency_weight: 5.0,
+             lsm_weight: 0.1}
 frontend: embed
 frontend_conf: {embed_dim: 16, positional_dropout_rate: 0.0}
 encoder: transformer
@@ -106,15 +106,22 @@ def test_cutoff_model_builds_through_the_mt_task_and_trains(mt_args):
     model.train()
     loss, stats, weight = model(**batch)
     assert torch.isfinite(loss) and int(weight) == 2
-    ce = (stats["loss_ce"] + 2 * stats["loss_ce_augmented"]) / 3
-    torch.testing.assert_close(loss, ce + stats["loss_js"], rtol=1e-5, atol=1e-5)
-    assert stats["loss_js"] > 0  # differently masked copies disagree
+    # Reference normalisation: (sum_i CE_i + 5 * sum_t KL) / (copies * ntokens), ntokens = 5 target tokens
+    # (3 + 2) plus 2 <eos>; the stats are per token.
+    expected = (stats["loss_ce"] + 2 * stats["loss_ce_augmented"] + 5.0 * stats["loss_kl"]) / 3
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-5)
+    assert stats["loss_kl"] > 0  # differently masked copies disagree
+    ys_in = torch.tensor([[5, 2, 3, 4], [5, 4, 2, -1]])
+    torch.manual_seed(0)
+    masked = torch.stack([model.augment_target(ys_in, torch.tensor([3, 2])) for _ in range(200)])
+    assert (masked[:, :, 0] == 5).all() and (masked[:, 1, 3] == -1).all()  # <sos>, padding kept
+    assert (masked[:, :, 1:] == 1).any()  # target tokens do become <unk>
     loss.backward()
     # In eval mode it is ESPnet's MT model: no augmentation, plain cross entropy.
     model.eval()
     with torch.no_grad():
         eval_loss, eval_stats, _ = model(**batch)
-    assert "loss_js" not in eval_stats
+    assert "loss_kl" not in eval_stats
 
 
 def test_rate_of_one_is_refused_when_the_model_is_built(mt_args, tmp_path):

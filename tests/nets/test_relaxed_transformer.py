@@ -62,7 +62,7 @@ def test_asr_task_builds_and_trains_relaxed_sites(tmp_path):
 def test_mt_task_cutoff_model_with_relaxed_self_attention(tmp_path):
     config = {
         "model": "cutoff",
-        "model_conf": {"token_cutoff_rate": 0.1, "num_augmented": 1, "js_weight": 1.0},
+        "model_conf": {"token_cutoff_rate": 0.1, "num_augmented": 1, "consistency_weight": 5.0},
         "frontend": "embed",
         "frontend_conf": {"embed_dim": 16, "positional_dropout_rate": 0.0},
         "encoder": "relaxed_transformer",

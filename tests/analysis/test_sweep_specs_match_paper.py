@@ -1,0 +1,89 @@
+"""Each ablation spec's table rows run what the paper's table defines (A.5 Table 7, A.6 Table 8).
+
+Table 7 (MT): baseline and relaxed self-attention *with matched inference*, no LM, 5 seeds.
+Table 8: ASR column relaxed cross attention with LM; MT column relaxed self-attention with matched
+inference, no LM; "with" rows attention dropout on, "without" rows explicitly off (the full configs have it).
+"""
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from espnet_ext.analysis.sweep import load_sweep
+
+EGS = Path(__file__).resolve().parents[2] / "egs"
+
+
+def row_commands(sweep, analysis_index=0):
+    """label -> list of decoding command lines (one per run of the row) that fill the row's cells."""
+    table = sweep.analyses[analysis_index]
+    (decode,) = table["groups"].values()
+    commands = {}
+    for row in table["rows"]:
+        decode_name = decode + row.get("suffix", "")
+        runs = row["runs"] if "runs" in row else [row["run"]]
+        lines = []
+        for run in runs:
+            matching = [
+                line
+                for line in sweep.invocations(run)
+                if "--inference_tag" in line
+                and line[line.index("--inference_tag") + 1] == decode_name
+            ]
+            assert len(matching) == 1, f"{row['label']}: run {run} never decoded as {decode_name}"
+            lines.append(shlex.join(matching[0]))
+        commands[row["label"]] = lines
+    return commands
+
+
+def attention_dropout(line):
+    rates = re.findall(r"attention_dropout_rate=([0-9.]+)", line)
+    assert len(rates) == 3, f"attention dropout not set explicitly at all three sites: {line}"
+    assert len(set(rates)) == 1
+    return float(rates[0])
+
+
+def test_iwslt14_dropout_is_table8_mt_column():
+    sweep = load_sweep(EGS / "iwslt14/mt1/conf/sweeps/dropout.yaml")
+    commands = row_commands(sweep)
+    assert len(commands) == 4
+    # Table 8's row order: baseline with / without attention dropout, relaxed with / without.
+    for index, (line,) in enumerate(commands.values()):
+        assert "--use_lm true" not in line  # Table 8, MT: no LM
+        relaxed = index >= 2
+        assert ("--attention_variant relaxed_self" in line) == relaxed
+        assert "relaxed_cross" not in line
+        assert ("--matched_inference true" in line) == relaxed
+        assert attention_dropout(line) == (0.1 if index % 2 == 0 else 0.0)
+
+
+def test_librispeech_dropout_is_table8_asr_column():
+    sweep = load_sweep(EGS / "librispeech/asr1/conf/sweeps/dropout.yaml")
+    for index, (line,) in enumerate(row_commands(sweep).values()):
+        assert "--use_lm true" in line
+        assert ("--attention_variant relaxed_cross" in line) == (index >= 2)
+        assert attention_dropout(line) == (0.1 if index % 2 == 0 else 0.0)
+
+
+def test_iwslt14_seeds_is_table7_with_matched_inference():
+    sweep = load_sweep(EGS / "iwslt14/mt1/conf/sweeps/seeds.yaml")
+    commands = row_commands(sweep)
+    assert len(commands) == 2
+    for label, lines in commands.items():
+        assert len(lines) == 5
+        assert sorted(re.search(r"--seed (\d)", x).group(1) for x in lines) == list("12345")
+        relaxed = "elaxed" in label
+        for line in lines:
+            assert "--use_lm true" not in line
+            assert ("--attention_variant relaxed_self" in line) == relaxed
+            assert ("--matched_inference true" in line) == relaxed
+
+
+@pytest.mark.parametrize("recipe", ["iwslt14/mt1", "librispeech/asr1"])
+def test_seeds_rows_are_distinct_seeds_of_one_variant(recipe):
+    sweep = load_sweep(EGS / recipe / "conf/sweeps/seeds.yaml")
+    for lines in row_commands(sweep).values():
+        variants = {re.search(r"--attention_variant (\w+)", x).group(1) for x in lines}
+        assert len(variants) == 1
