@@ -204,6 +204,11 @@ class AttentionRecognizer(AbsESPnetModel):
             previous = self.embed(token.clamp(min=0))
         return logits, alphas, log_alphas, patches
 
+    def reinforce_loss(self, log_p, log_alphas, step_mask):
+        """REINFORCE term of eq. (9) with the moving-average baseline updated on this batch."""
+        baseline = self.baseline.update((log_p.sum() / step_mask.sum()).detach())
+        return reinforce_surrogate(torch.stack(log_alphas, 1), log_p, baseline, step_mask), baseline
+
     def reference_loss(self, patches: list[torch.Tensor], targets, step_mask) -> torch.Tensor:
         """Mean L2 (per pixel) between each step's patch and the reference image of its target token."""
         patch_stack = torch.stack(patches, 1).squeeze(2)  # (B, N, h, w)
@@ -256,16 +261,9 @@ class AttentionRecognizer(AbsESPnetModel):
         )
         log_p = log_p * step_mask
         loss_ce = -log_p.sum() / targets.size(0)
-        loss = loss_ce
-        stats = {}
-        if (
-            self.attention != "soft" and self.training
-        ):  # the choice is learnt from sampled regions only
-            mean_log_p = log_p.sum() / step_mask.sum()
-            baseline = self.baseline.update(mean_log_p.detach())
-            loss_reinforce = reinforce_surrogate(
-                torch.stack(log_alphas, 1), log_p, baseline, step_mask
-            )
+        loss, stats = loss_ce, {}
+        if self.attention != "soft" and self.training:  # the choice is learnt from sampled regions
+            loss_reinforce, baseline = self.reinforce_loss(log_p, log_alphas, step_mask)
             loss = loss + self.lambda_r * loss_reinforce
             stats.update(loss_reinforce=loss_reinforce.detach(), baseline=baseline.detach())
         if self.attention == "sharp" and bool(self.has_reference.any()):

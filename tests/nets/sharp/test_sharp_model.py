@@ -221,3 +221,17 @@ def test_models_are_registered_in_the_image_to_sequence_task(tmp_path):
         and model.context == "chain"
         and len(model.context_module.sharpener.localisers) == 2
     )
+
+
+def test_reinforce_loss_uses_the_batch_mean_log_likelihood_as_first_baseline():
+    model = build(HardAttentionRecognizer)
+    log_p = torch.tensor([[-1.0, -3.0], [-2.0, 0.0]])  # the second image has one valid step
+    mask = torch.tensor([[True, True], [True, False]])
+    log_alpha = [torch.tensor([-0.5, -0.7], requires_grad=True), torch.tensor([-0.2, -0.9])]
+    loss, baseline = model.reinforce_loss(log_p, log_alpha, mask)
+    assert baseline.item() == pytest.approx(-2.0)  # (-1 - 3 - 2) / 3 valid steps
+    loss.backward()
+    # ∂/∂ log α_1 = -(r - b) / B for each image at step 1: r = -1 and -2, b = -2, B = 2.
+    assert torch.allclose(log_alpha[0].grad, torch.tensor([-0.5, 0.0]))
+    _, second = model.reinforce_loss(log_p, log_alpha, mask)
+    assert second.item() == pytest.approx(0.9 * -2.0 + 0.1 * -2.0)
