@@ -5,10 +5,13 @@ PNG bytes) and ``label-%09d`` (UTF-8).
 
 Labels follow the paper's evaluation (as Shi et al., 2017): lower-cased, punctuation removed, 36-class alphabet
 0-9a-z. A sample whose label still has other characters, is empty, or is longer than ``max_length`` (16) is
-skipped and counted per reason -- the benchmark filters its sets the same way -- and the counts are printed;
-an image that cannot be decoded is an error naming the database and key.
+unusable; the counts per reason are printed. Training and validation sets skip it; test sets keep it as an
+error (``--unusable error``): its reference is a label the recogniser cannot produce (the label itself, or
+``UNREADABLE`` for an empty one), so the denominator stays the paper's (3,000 + 647 + 867 + 857 + 1,811 + 645
+= 7,827 images). An image that cannot be decoded is an error naming the database and key.
 
-    python -m espnet_ext.data.scene_text --lmdb /data/evaluation/IIIT5k_3000 --out data/test_iiit5k
+    python -m espnet_ext.data.scene_text --lmdb /data/evaluation/IIIT5k_3000 --out data/test_iiit5k \
+        --unusable error
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from espnet_ext.errors import InputError
 
 ALPHABET = set(string.digits + string.ascii_lowercase)
 MAX_LENGTH = 16
+UNREADABLE = "\u2205"  # reference of an unusable test image with an empty label: never recognised
 _DROP_PUNCTUATION = str.maketrans("", "", string.punctuation)
 
 
@@ -35,9 +39,11 @@ def normalise_label(label: str) -> str:
 
 
 def read_lmdb(
-    path, max_length: int = MAX_LENGTH, skipped: Counter | None = None
+    path, max_length: int = MAX_LENGTH, skipped: Counter | None = None, keep_unusable: bool = False
 ) -> Iterator[tuple[str, np.ndarray, str]]:
-    """(key, grey uint8 image (H, W), normalised label) of every usable sample, in index order."""
+    """(key, grey uint8 image (H, W), normalised label) of every usable sample, in index order; unusable
+    ones are counted in ``skipped`` per reason and, with ``keep_unusable``, yielded with a reference the
+    recogniser cannot produce."""
     import lmdb
     from PIL import Image
 
@@ -72,7 +78,9 @@ def read_lmdb(
                 )
                 if reason:
                     skipped[reason] += 1
-                    continue
+                    if not keep_unusable:
+                        continue
+                    label = label or UNREADABLE
                 try:
                     with Image.open(io.BytesIO(raw_image)) as image:
                         grey = np.asarray(image.convert("L"))
@@ -95,13 +103,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--max_length", type=int, default=MAX_LENGTH)
     parser.add_argument(
+        "--unusable",
+        choices=("skip", "error"),
+        default="skip",
+        help="unusable samples: left out (training) or kept as errors (test sets)",
+    )
+    parser.add_argument(
         "--prefix", default=None, help="utterance id prefix (default: the LMDB dir name)"
     )
     args = parser.parse_args(argv)
     skipped: Counter = Counter()
     try:
         samples = [
-            (image, label) for _, image, label in read_lmdb(args.lmdb, args.max_length, skipped)
+            (image, label)
+            for _, image, label in read_lmdb(
+                args.lmdb, args.max_length, skipped, keep_unusable=args.unusable == "error"
+            )
         ]
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -110,7 +127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {args.lmdb}: no usable sample ({dict(skipped)})", file=sys.stderr)
         return 1
     write_image_dir(args.out, samples, args.prefix or Path(args.lmdb).name)
-    print(f"{args.out}: {len(samples)} images; skipped: {dict(skipped) or 'none'}", file=sys.stderr)
+    what = "kept as errors" if args.unusable == "error" else "skipped"
+    print(
+        f"{args.out}: {len(samples)} images; {sum(skipped.values())} unusable {what}: "
+        f"{dict(skipped) or 'none'}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -39,3 +39,22 @@ def test_command_line_writes_a_data_dir(tmp_path):
     assert main(["--lmdb", str(db), "--out", str(tmp_path / "data" / "test_iiit5k")]) == 0
     text = (tmp_path / "data" / "test_iiit5k" / "text").read_text().splitlines()
     assert text == ["IIIT5k-0 text", "IIIT5k-1 42"]
+
+
+def test_unusable_test_images_stay_in_the_denominator_as_errors(tmp_path, capsys):
+    from espnet_ext.scoring.accuracy import score_accuracy
+
+    samples = [(png(), "ab"), (png(), "naïve"), (png(), "a" * 17), (png(), "!!")]
+    db = build(tmp_path / "SVT", samples)
+    out = tmp_path / "data" / "test_svt"
+    assert main(["--lmdb", str(db), "--out", str(out), "--unusable", "error"]) == 0
+    assert "3 unusable kept as errors" in capsys.readouterr().err
+    refs = dict(line.split(" ", 1) for line in (out / "text").read_text().splitlines())
+    assert len(refs) == 4  # the set's own size: nothing left out of the denominator
+    # Whatever the recogniser outputs (at most 16 of 0-9a-z, possibly nothing), only "ab" can be right.
+    for hypothesis in ("", "ab", "naive", "a" * 16):
+        hyp = tmp_path / "hyp"
+        hyp.write_text("".join(f"{key} {hypothesis}\n" for key in refs))
+        result = score_accuracy(out / "text", hyp)
+        assert result["num_images"] == 4
+        assert result["seq_acc"] == (25.0 if hypothesis == "ab" else 0.0)

@@ -1,9 +1,11 @@
 """mnist_seq/ocr1 --scene_text true end to end on LMDBs in the deep-text-recognition-benchmark release layout."""
 
+import json
 import random
 import re
 
 import pytest
+import yaml
 from lmdb_fixtures import build_lmdb, word_image
 from recipe_fixture import TINY_OCR, make_recipe_copy, run
 
@@ -35,8 +37,9 @@ def release(tmp_path_factory):
     )
     build_lmdb(root / "training/ST", [(word_image(w), w) for w in words(16, 1)])
     build_lmdb(root / "training/MJ/MJ_valid", [(word_image(w), w) for w in words(6, 2)])
-    for n, name in enumerate(TEST_SETS):
-        build_lmdb(root / "evaluation" / name, [(word_image(w), w) for w in words(3, 10 + n)])
+    for n, name in enumerate(TEST_SETS):  # each with one over-long label: an error, not left out
+        samples = [(word_image(w), w) for w in words(3, 10 + n)] + [(word_image("y"), "b" * 17)]
+        build_lmdb(root / "evaluation" / name, samples)
     return root
 
 
@@ -44,7 +47,13 @@ def test_scene_text_setup_trains_two_stn_sharp_attention_and_scores_six_test_set
     release, tmp_path
 ):
     recipe = make_recipe_copy("mnist_seq", "ocr1", tmp_path)
-    (recipe / "conf" / "tiny.yaml").write_text(TINY_OCR)
+    # The recipe's scene-text config at tiny size: λ_r and the region scale come from it.
+    tiny = yaml.safe_load(TINY_OCR)
+    paper = yaml.safe_load((recipe / "conf" / "train_ocr_scene_text.yaml").read_text())
+    tiny["model_conf"].update(
+        {k: paper["model_conf"][k] for k in ("lambda_r", "region_scale", "patch_size")}
+    )
+    (recipe / "conf" / "tiny.yaml").write_text(yaml.safe_dump(tiny))
     out = run(
         recipe,
         ["--scene_text", "true", "--attention", "pooling", "--ocr_config", "conf/tiny.yaml"],
@@ -64,6 +73,8 @@ def test_scene_text_setup_trains_two_stn_sharp_attention_and_scores_six_test_set
     ):
         assert setting in config, setting
     results = (recipe / "exp" / "RESULTS.md").read_text()
+    prep_log = (recipe / "data" / "log" / "data_prep.log").read_text()
+    assert "data/test_svt: 4 images; 1 unusable kept as errors" in prep_log, prep_log
     for short in TEST_SETS.values():
         assert (
             recipe
@@ -74,6 +85,8 @@ def test_scene_text_setup_trains_two_stn_sharp_attention_and_scores_six_test_set
             / "score_acc"
             / "result.json"
         ).exists()
+        result = recipe / "exp" / "ocr_pooling_st" / "decode" / f"test_{short}" / "score_acc"
+        assert json.loads((result / "result.json").read_text())["num_images"] == 4
         assert f"test_{short}" in results
 
 

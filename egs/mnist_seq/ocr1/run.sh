@@ -4,7 +4,8 @@
 # minutes); with it set, on the MNIST release (20,000 train / 10,000 test strips per length).
 #   ./run.sh [--length 5|7|9|11|13] [--rotated true] [--attention soft|hard|pooling|chain|weighting|reference]
 #            [ocr.sh options, e.g. --stage N --cmd_backend slurm --ngpu 1]
-#   ./run.sh --scene_text true [--attention chain]   the paper's §4.2 scene-text setup (SCENE_TEXT in db.sh)
+#   ./run.sh --scene_text true [--attention chain] [--num_stn 1]   the paper's §4.2 scene-text setup (SCENE_TEXT
+#            in db.sh); sharp models with two STNs, --num_stn 1 for Table 2's "Sharp + One STN" row
 # conf/sweeps/table1.yaml runs every model (python -m espnet_ext.analysis.sweep, README "Sharp attention").
 set -euo pipefail
 . ./db.sh
@@ -13,6 +14,7 @@ length=5
 rotated=false
 attention=soft
 scene_text=false
+num_stn=2               # scene text: STNs of the sharp models (Table 2: two; "Sharp + One STN": 1)
 rest=()
 while [ $# -gt 0 ]; do  # this recipe's own options; everything else goes to ocr.sh
     case "$1" in
@@ -20,8 +22,13 @@ while [ $# -gt 0 ]; do  # this recipe's own options; everything else goes to ocr
         --rotated) rotated=$2; shift 2 ;;
         --attention) attention=$2; shift 2 ;;
         --scene_text) scene_text=$2; shift 2 ;;
+        --num_stn) num_stn=$2; shift 2 ;;
         *) rest+=("$1"); shift ;;
     esac
+done
+
+for flag in rotated scene_text; do  # booleans are compared, never executed
+    case "${!flag}" in true | false) ;; *) echo "$0: --${flag} takes true or false, not '${!flag}'" >&2; exit 1 ;; esac
 done
 
 # The paper's models as overrides of one config: the recogniser and, for sharp attention, its context.
@@ -32,23 +39,28 @@ case "${attention}" in
     reference) model_args="--model sharp_attention --model_conf reference_images=data/reference_digits.npy" ;;
     *) echo "$0: unknown --attention ${attention}" >&2; exit 1 ;;
 esac
-if ${scene_text}; then
+if [ "${scene_text}" = true ]; then
     if [ "${attention}" = reference ]; then
         echo "$0: --attention reference supervises with digit images; scene text has no references" >&2
         exit 1
     fi
-    # MJSynth + SynthText, six test sets; two STNs (coarse x-translation, then affine), regions widened by 2.0,
-    # λ_r = 0.1, at most 16 characters (§4.2).
-    [[ "${model_args}" == *sharp_attention* ]] && model_args+=" --model_conf num_stn=2 --model_conf region_scale=2.0"
+    # MJSynth + SynthText, six test sets; two STNs (coarse x-translation, then affine) or one, at most 16
+    # characters (§4.2); λ_r = 0.1 and region scale 2.0 are in the config.
+    tag_suffix=_st
+    if [[ "${model_args}" == *sharp_attention* ]]; then
+        model_args+=" --model_conf num_stn=${num_stn}"
+        [ "${num_stn}" = 2 ] || tag_suffix=_${num_stn}stn_st
+    fi
     ./ocr.sh --train_set train_st --valid_set dev_st \
         --test_sets "test_iiit5k test_svt test_ic03 test_ic13 test_ic15 test_svtp" \
         --local_data_opts "--scene_text true" --ocr_config conf/train_ocr_scene_text.yaml \
-        --ocr_args "${model_args} --model_conf max_length=16 --model_conf lambda_r=0.1" --ocr_tag "${attention}_st" \
+        --ocr_args "${model_args} --model_conf max_length=16" --ocr_tag "${attention}${tag_suffix}" \
         --results_title "Scene text recognition (sharp attention)" "${rest[@]}"
     exit 0
 fi
 
-suffix="_l${length}$(${rotated} && echo r || true)"
+suffix="_l${length}"
+if [ "${rotated}" = true ]; then suffix+=r; fi
 if [ -z "${MNIST}" ]; then
     config=conf/train_ocr_mini.yaml
 else

@@ -1,9 +1,10 @@
 """Spatial transformer localisers (Jaderberg et al., 2015) of the sharpener.
 
-A localiser looks at the region it is given (sampled to a small fixed-size view), estimates an affine
-transform of that region's normalised coordinates and samples a patch through it (``affine_grid`` +
-bilinear ``grid_sample``). Transforms are composed with the region's own placement in the image, so every
-patch is sampled from the original image once per localiser.
+A localiser looks at its input (the selected region, or the previous STN's output patch when STNs are
+cascaded: "the output of the previous one is used as the input to the next one"), estimates an affine
+transform of that input's normalised coordinates and samples a patch through it (``affine_grid`` +
+bilinear ``grid_sample``). Transforms are composed with the input's own placement in the source image, so
+every patch is one interpolation of the source image, however many STNs precede it.
 
 Degenerate transforms cannot occur by construction (documented clamping): scales lie in
 [``min_scale``, ``max_scale``] (sigmoid-bounded), translations in [-1, 1] region units (tanh), and shears
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from espnet_ext.errors import ConfigError
 
 SHEAR_BOUND = 0.3
 
@@ -51,7 +54,6 @@ class Localiser(torch.nn.Module):
     def __init__(
         self,
         out_size: tuple[int, int] = (24, 32),
-        view_size: tuple[int, int] = (32, 32),
         mode: str = "affine",
         channels: int = 16,
         min_scale: float = 0.2,
@@ -59,10 +61,10 @@ class Localiser(torch.nn.Module):
     ):
         super().__init__()
         if mode not in ("affine", "x_translation"):
-            raise ValueError(f"unknown localiser mode '{mode}' (affine, x_translation)")
+            raise ConfigError(f"unknown '{mode}' (affine, x_translation)", key="mode")
         if not 0 < min_scale < max_scale:
-            raise ValueError("need 0 < min_scale < max_scale")
-        self.out_size, self.view_size, self.mode = tuple(out_size), tuple(view_size), mode
+            raise ConfigError(f"need 0 < {min_scale} < {max_scale}", key="min_scale/max_scale")
+        self.out_size, self.mode = tuple(out_size), mode
         self.min_scale, self.max_scale = min_scale, max_scale
         c = channels
         self.net = torch.nn.Sequential(
@@ -112,10 +114,10 @@ class Localiser(torch.nn.Module):
         return torch.stack([torch.stack([sx, shx, tx], -1), torch.stack([shy, sy, ty], -1)], 1)
 
     def forward(
-        self, image: torch.Tensor, region: torch.Tensor
+        self, view: torch.Tensor, placement: torch.Tensor, source: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``region``: (B, 2, 3) region -> image map. Returns (patch (B, C, h, w), patch -> image map)."""
-        view = sample_patch(image, region, self.view_size)
+        """``view`` (B, C, h', w'): what this STN looks at, placed in ``source`` (B, C, H, W) by
+        ``placement`` (B, 2, 3). Returns (patch (B, C, h, w), patch -> source map)."""
         theta = self.transform(self.head(self.net(view)))
-        placement = compose(region, theta)
-        return sample_patch(image, placement, self.out_size), placement
+        placement = compose(placement, theta)
+        return sample_patch(source, placement, self.out_size), placement

@@ -63,7 +63,7 @@ def test_hard_attention_trains_through_the_espnet_trainer(tmp_path):
         "--seed",
         "0",
         "--use_tensorboard",
-        "false",
+        "true",  # ESPnet's default, which the paper-scale configs keep
         "--use_matplotlib",
         "false",
         "--num_att_plot",
@@ -103,6 +103,8 @@ def test_hard_attention_trains_through_the_espnet_trainer(tmp_path):
     assert {"acc", "seq_acc", "entropy"} <= set(valid) and 0 <= float(valid["entropy"]) <= np.log(
         24
     )
+    # TensorBoard got the image task's statistics.
+    assert list((exp / "tensorboard" / "train").glob("events.out.tfevents.*"))
     # The moving-average baseline is kept with the model.
     assert "baseline.value" in torch.load(
         exp / "3epoch.pth", map_location="cpu", weights_only=False

