@@ -38,10 +38,7 @@ SHELLCHECK_ALLOWED = {
     ("egs/TEMPLATE/ocr1/ocr.sh", 2046),
     ("egs/iwslt14/mt1/run.sh", 2046),
     ("egs/iwslt14/mt1/local/data.sh", 2046),
-    ("egs/mnist_seq/ocr1/run.sh", 2015),
-    ("egs/mnist_seq/ocr1/local/data.sh", 2015),
     # Variables the sourcing pipeline sets (stage, cmd wrappers, ngpu); a for-loop over $(cat ...).
-    ("utils/pipeline.sh", 2154),
     ("utils/pipeline.sh", 2013),
 }
 

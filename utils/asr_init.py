@@ -15,16 +15,19 @@ names the checkpoint file and the mismatching keys. The decoder starts from scra
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from pathlib import Path
+
+# Standard output carries only the answer: ESPnet and its dependencies print notices (e.g. about
+# Flash Attention) on stdout while they import, which the calling pipeline would read as options.
+_answer, sys.stdout = sys.stdout, sys.stderr
 
 try:
     import espnet_ext  # noqa: F401
 except ImportError:  # not installed: use the checkout this script belongs to
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError  # noqa: E402 (after the stdout swap)
 
 INIT_MODULES = ("frontend", "normalize", "encoder")
 SHOWN_KEYS = 8  # mismatching keys named in the error (then "... and N more")
@@ -85,15 +88,12 @@ def main(argv: list[str] | None = None) -> None:
         if not args.asr_model.is_file():
             raise InputError("no such ASR model file", path=args.asr_model)
         asr_state = torch.load(args.asr_model, map_location="cpu", weights_only=True)
-        with contextlib.redirect_stdout(
-            sys.stderr
-        ):  # ESPnet's import notices; stdout is the answer
-            st_state = build_model("st", st_options).state_dict()
+        st_state = build_model("st", st_options).state_dict()
         modules = check_init(asr_state, st_state, args.asr_model)
     except InputError as e:
         raise SystemExit(f"error: {e}") from None
     # One --init_param with every value: ESPnet's option takes nargs="*", a repeated one replaces the last.
-    print("--init_param", " ".join(f"{args.asr_model}:{m}:{m}" for m in modules))
+    print("--init_param", " ".join(f"{args.asr_model}:{m}:{m}" for m in modules), file=_answer)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@
 #   merge_shards DIR PATTERN OUT                 per-job outputs of the last decode_set -> OUT, atomically
 #   score_set SCORER REF DIR LINES [ARGS...]    utils/SCORER.py on DIR/text -> DIR/SCORER/result.txt
 # They need ${decode_cmd}, ${train_cmd} (cmd.sh) and ${inference_nj}.
+# The pipeline that sources this file sets the options read here (see above).
+# shellcheck disable=SC2154
 
 log() {
     local fname=${BASH_SOURCE[1]##*/}

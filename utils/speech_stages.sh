@@ -5,6 +5,8 @@
 #   prepare_speech_data [VALIDATE_OPTIONS...]  local/data.sh, then every set validated (audio decoded)
 #   extract_features                           fbank of every set into ${feats_dir}/<set> (all tables copied)
 #   filter_speech_data [FILTER_OPTIONS...]     ${feats_dir}/<train|valid>_filtered, by frames and text length
+# The pipeline that sources this file sets the options read here (see above).
+# shellcheck disable=SC2154
 
 prepare_speech_data() {
     local dset

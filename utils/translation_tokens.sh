@@ -5,6 +5,8 @@
 #   src_token_dir tgt_token_dir src_token_list tgt_token_list   data/token_list/<type>_<lang> (joint: <src><tgt>)
 #   tokenizer_opts   ESPnet's --token_* / --src_token_* / --bpemodel options of the *_train entry points
 # make_translation_tokens (a stage function) trains them on ${train_dir}/${src_text} and ${train_dir}/${tgt_text}.
+# The pipeline that sources this file sets the options read here (see above).
+# shellcheck disable=SC2154
 
 token_name() {  # token_name TYPE NBPE LANG -> dir name under data/token_list
     if [ "$1" = bpe ]; then echo "bpe_${bpemode}$2_$3"; else echo "char_$3"; fi

@@ -30,7 +30,8 @@ def test_consistency_kl_is_kl_of_mean_logit_softmax_to_the_unmasked_copy():
     q_logits = torch.tensor([[[math.log(3.0), 0.0]]])
     m1 = math.sqrt(3) / (math.sqrt(3) + 1)
     m2 = 1 / (math.sqrt(3) + 1)
-    expected = m1 * math.log(m1 / 0.5) + m2 * math.log(m2 / 0.5)  # = 0.634 ln 1.268 + 0.366 ln 0.732 = 0.0363
+    # = 0.634 ln 1.268 + 0.366 ln 0.732 = 0.0363
+    expected = m1 * math.log(m1 / 0.5) + m2 * math.log(m2 / 0.5)
     mask = torch.tensor([[True]])
     got = consistency_kl([p_logits, q_logits], mask)
     assert got.item() == pytest.approx(expected, rel=1e-5)

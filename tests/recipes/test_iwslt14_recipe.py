@@ -9,7 +9,7 @@ from recipe_fixture import make_recipe_copy, run
 
 TINY_MT = """\
 model: cutoff
-model_conf: {token_cutoff_rate: 0.05, num_augmented: 1, js_weight: 1.0, lsm_weight: 0.1}
+model_conf: {token_cutoff_rate: 0.05, num_augmented: 1, consistency_weight: 5.0, lsm_weight: 0.1}
 frontend: embed
 frontend_conf: {embed_dim: 32}
 encoder: transformer
