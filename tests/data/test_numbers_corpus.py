@@ -4,6 +4,7 @@ import importlib.util
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from espnet_ext.data.datadir import validate_data_dir
@@ -16,6 +17,7 @@ from espnet_ext.data.numbers import (
     plan_corpus,
 )
 from espnet_ext.data.numbers.__main__ import main
+from espnet_ext.data.numbers.words import number_to_words
 from espnet_ext.errors import ConfigError
 
 SPEC = CorpusSpec(
@@ -116,6 +118,24 @@ def test_exclusion_holds_a_pattern_out_of_train_only():
         assert 2 <= sum(u.number % 10 == 7 for u in plan[split]) <= 25
 
 
+def test_word_exclusion_removes_the_word_from_train_but_keeps_longer_words():
+    # 0..999 in English: "seven" is a word of 700..799 and of every other number ending in 7 but not
+    # in 17 ("seventeen"): 100 + 9 * 9 = 181 numbers. 70 and 170 say "seventy", 77 "seventy seven".
+    spec = CorpusSpec(
+        splits=(("train", 600), ("test", 100)), num_range=(0, 999), exclude_words=("seven",)
+    )
+    excluded = spec.excluded(np.array([7, 17, 70, 77, 170, 717, 1]))
+    assert excluded.tolist() == [True, False, False, True, False, True, False]
+    plan = plan_corpus(spec)
+    train_words = {w for u in plan["train"] for w in number_to_words(u.number, "en").split()}
+    assert "seven" not in train_words and {"seventy", "seventeen"} <= train_words
+    test_words = [number_to_words(u.number, "en").split() for u in plan["test"]]
+    assert 10 <= sum("seven" in ws for ws in test_words) <= 45  # natural rate 181/1000: ~18 of 100
+    # Both filters together: the union is held out.
+    both = CorpusSpec(**{**spec.__dict__, "exclude_last_digits": (7,)})
+    assert both.excluded(np.array([17, 70, 700])).tolist() == [True, False, True]
+
+
 def test_speakers_disjoint_by_default_and_shared_on_request():
     plan = plan_corpus(SPEC)
     speakers = {split: {u.speaker for u in utts} for split, utts in plan.items()}
@@ -143,6 +163,10 @@ def test_plan_is_deterministic_and_seed_dependent():
         (dict(num_range=(5, 2)), "range"),
         (dict(exclude_last_digits=(12,)), "digits"),
         (dict(exclude_last_digits=(7,), exclude_splits=("valid",)), "unknown splits"),
+        (dict(exclude_words=("seven",), exclude_splits=("valid",)), "unknown splits"),
+        (dict(exclude_words=("Seven",)), "single lower-case words"),
+        (dict(exclude_words=("seven hundred",)), "single lower-case words"),
+        (dict(exclude_words=("seven",), exclude_words_lang="xx"), "exclude_words_lang"),
         (dict(speakers="mixed"), "disjoint"),
         (dict(num_range=(0, 10**9)), "spans more than"),
         (dict(seed=-1), "seed"),

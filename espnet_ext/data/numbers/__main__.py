@@ -83,7 +83,8 @@ examples:
   ASR corpus:        --out data/mini --langs en --modalities speech,text --nj 2
   MT corpus (text):  --out data/mt --langs de,en --modalities text --splits train=6000,dev=300,test=300
   LM text, wider:    --out data/lm --modalities text --range 0:99999 --splits train=50000
-  held-out pattern:  --exclude_last_digit 7   (no number ending in 7 in train)""",
+  held-out pattern:  --exclude_last_digit 7   (no number ending in 7 in train)
+  held-out word:     --exclude_words seven    (no "seven" in train; "seventy" stays)""",
     )
     parser.add_argument(
         "--out", type=Path, required=True, help="corpus root; one data dir per split below it"
@@ -127,10 +128,22 @@ examples:
         help="hold numbers ending in these digits (e.g. 7 or 3,7) out of --exclude_splits",
     )
     parser.add_argument(
+        "--exclude_words",
+        type=_csv,
+        default="",
+        help="hold numbers whose words (in --exclude_words_lang) contain one of these whole words "
+        "out of --exclude_splits",
+    )
+    parser.add_argument(
+        "--exclude_words_lang",
+        default="en",
+        help="language whose words --exclude_words names (default: %(default)s)",
+    )
+    parser.add_argument(
         "--exclude_splits",
         type=_csv,
         default="train",
-        help="splits that --exclude_last_digit applies to (default: %(default)s)",
+        help="splits that --exclude_last_digit and --exclude_words apply to (default: %(default)s)",
     )
     parser.add_argument(
         "--speakers",
@@ -179,6 +192,8 @@ def main(argv=None) -> int:
             num_range=args.num_range,
             seed=args.seed,
             exclude_last_digits=args.exclude_last_digit,
+            exclude_words=args.exclude_words,
+            exclude_words_lang=args.exclude_words_lang,
             exclude_splits=args.exclude_splits,
             speakers=args.speakers,
             num_speakers=args.num_speakers,

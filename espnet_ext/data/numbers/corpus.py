@@ -12,8 +12,10 @@ never leaves a dir that looks finished. Rerunning with the same settings finds `
 does nothing; other settings regenerate the corpus.
 
 Design choices:
-- Numbers are disjoint across splits. Filters (``exclude_last_digits``) hold a pattern out of the
-  filtered splits (train by default); unfiltered splits are drawn first, so dev/test are uniform samples
+- Numbers are disjoint across splits. Filters hold a pattern out of the filtered splits (train by
+  default): ``exclude_last_digits`` an ending, ``exclude_words`` whole words of the numbers' written form
+  in ``exclude_words_lang`` (e.g. "seven": no "seven" in the training targets at all, while "seventy"
+  stays, so the sound is still heard). Unfiltered splits are drawn first, so dev/test are uniform samples
   of the whole range and the held-out pattern appears there at its natural rate.
 - Speakers are disjoint across splits by default, as in LibriSpeech: test speakers are unseen voices
   (an unseen base rate/pitch on a voice variant the model has heard), which is what an ASR test should
@@ -35,6 +37,7 @@ import numpy as np
 from espnet_ext.data.datadir import atomic_dir, spk2utt_from_utt2spk, write_kaldi_map
 from espnet_ext.data.numbers.modality import Modality, Speaker, Utterance
 from espnet_ext.data.numbers.speech import random_speakers
+from espnet_ext.data.numbers.words import LANGUAGES, normalize_words, number_to_words
 from espnet_ext.errors import ConfigError
 from espnet_ext.fileio import atomic_write
 
@@ -51,7 +54,9 @@ class CorpusSpec:
     num_range: tuple[int, int] = (0, 9999)  # inclusive
     seed: int = 0
     exclude_last_digits: tuple[int, ...] = ()
-    exclude_splits: tuple[str, ...] = ("train",)  # splits the exclusion applies to
+    exclude_words: tuple[str, ...] = ()  # whole words, as number_to_words writes them
+    exclude_words_lang: str = "en"
+    exclude_splits: tuple[str, ...] = ("train",)  # splits the exclusions apply to
     speakers: str = "disjoint"  # or "shared" across splits
     num_speakers: int = 12  # per split
 
@@ -71,25 +76,48 @@ class CorpusSpec:
             raise ConfigError(f"seed must be >= 0, got {self.seed}")
         if any(not 0 <= d <= 9 for d in self.exclude_last_digits):
             raise ConfigError(f"excluded last digits must be 0..9, got {self.exclude_last_digits}")
+        if any(not w or " " in w or normalize_words(w) != w for w in self.exclude_words):
+            raise ConfigError(
+                f"excluded words must be single lower-case words as transcripts write them, "
+                f"got {self.exclude_words}"
+            )
+        if self.exclude_words_lang not in LANGUAGES:
+            raise ConfigError(
+                f"exclude_words_lang '{self.exclude_words_lang}' is not one of {', '.join(LANGUAGES)}"
+            )
         unknown = set(self.exclude_splits) - set(names)
-        if self.exclude_last_digits and unknown:
+        if self.excludes and unknown:
             raise ConfigError(f"exclusion names unknown splits: {', '.join(sorted(unknown))}")
         if self.speakers not in ("disjoint", "shared"):
             raise ConfigError(f"speakers must be 'disjoint' or 'shared', got '{self.speakers}'")
         if self.num_speakers < 1:
             raise ConfigError(f"num_speakers must be >= 1, got {self.num_speakers}")
 
+    @property
+    def excludes(self) -> bool:
+        return bool(self.exclude_last_digits or self.exclude_words)
+
+    def excluded(self, numbers: np.ndarray) -> np.ndarray:
+        """(N,) bool: which of ``numbers`` the filtered splits hold out."""
+        out = np.isin(numbers % 10, list(self.exclude_last_digits))
+        if self.exclude_words:
+            words = set(self.exclude_words)
+            lang = self.exclude_words_lang
+            out |= np.array(
+                [not words.isdisjoint(number_to_words(int(n), lang).split()) for n in numbers],
+                dtype=bool,
+            )
+        return out
+
 
 def _split_numbers(spec: CorpusSpec, rng: np.random.Generator) -> dict[str, list[int]]:
     lo, hi = spec.num_range
     order = rng.permutation(hi - lo + 1) + lo
     used = np.zeros(hi - lo + 1, dtype=bool)
-    excluded = np.isin(order % 10, list(spec.exclude_last_digits))
+    excluded = spec.excluded(order) if spec.excludes else np.zeros(len(order), dtype=bool)
     numbers = {}
     # Unfiltered splits first: they then sample the range uniformly (see the module doc).
-    filtered = [
-        name in spec.exclude_splits and bool(spec.exclude_last_digits) for name, _ in spec.splits
-    ]
+    filtered = [name in spec.exclude_splits and spec.excludes for name, _ in spec.splits]
     for (name, size), _ in sorted(zip(spec.splits, filtered), key=lambda item: item[1]):
         allowed = ~used[order - lo]
         if name in spec.exclude_splits:
