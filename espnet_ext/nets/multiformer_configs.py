@@ -9,6 +9,8 @@ are written from this table; a test checks the committed files equal what it ren
 Real configs: ``egs/mustc/{st1,asr1}/conf/tuning/train_{st,asr}_<arch>.yaml``; mini configs (d = 144,
 CPU, spoken-numbers corpus): ``train_{st,asr}_<arch>_mini.yaml`` for the baseline and ``MINI``;
 ``conf/train_{st,asr}{,_mini}.yaml`` link to s2t_multiformer_s, the thesis' model (ESPnet's convention).
+The sweep specs that train them all (``espnet_ext.analysis.sweep``) come from the same table:
+``asr1/conf/sweeps/{tabla3,tabla5_nods,mini}.yaml`` and ``st1/conf/sweeps/{tabla2,tabla5_nods,mini}.yaml``.
 """
 
 from __future__ import annotations
@@ -60,6 +62,16 @@ ARCHITECTURES: dict[str, list[str]] = {
 MINI = ("s2t_multiformer_s_full", "s2t_multiformer_s_local", "s2t_multiformer_s_conv_5_2",
         "s2t_multiformer_s_h_lc", "s2t_multiformer_s")  # fmt: skip
 NO_DOWNSAMPLING = (BASELINE, "s2t_multiformer_s_h_lc", "s2t_multiformer_s")  # Anexo B, Tabla 4
+# Tabla 2/3's "Configuración" column: attention diversity across layers (LC), heads (HC), both or none.
+DIVERSITY = {
+    **dict.fromkeys((BASELINE, *list(ARCHITECTURES)[:5]), "-"),
+    "s2t_multiformer_s_h_lc": "HC",
+    "s2t_multiformer_s_l_lc": "LC",
+    "s2t_multiformer_s_l_cl": "LC",
+    **dict.fromkeys(list(ARCHITECTURES)[8:], "HC + LC"),
+}
+SECOND_ITERATION = ("s2t_multiformer_s_v2", "s2t_multiformer_s_v3", "s2t_multiformer_s_v4",
+                    "s2t_multiformer_s_v5")  # fmt: skip
 MINI_WINDOW = 16  # Local(64) covers ≈3.5 s of audio (thesis §5.3); the mini utterances last 1-3 s
 
 _BLOCK = re.compile(r"^(\d+) x \((.*)\)$")
@@ -228,6 +240,18 @@ def _list(dumper, items):
 _Dumper.add_representer(list, _list)
 
 
+class _SweepDumper(_Dumper):
+    """Also small mappings of scalars inline ({label: ..., run: ...}), as the hand-written sweep specs."""
+
+
+def _mapping(dumper, items):
+    inline = len(items) <= 4 and all(not isinstance(v, (dict, list)) for v in items.values())
+    return dumper.represent_mapping("tag:yaml.org,2002:map", items, flow_style=inline)
+
+
+_SweepDumper.add_representer(dict, _mapping)
+
+
 def text(task: str, name: str, mini: bool, downsample: bool = True) -> str:
     config = render(task, name, mini, downsample)
     if name == BASELINE:
@@ -257,6 +281,102 @@ def text(task: str, name: str, mini: bool, downsample: bool = True) -> str:
     return header + yaml.dump(config, Dumper=_Dumper, sort_keys=False, width=100)
 
 
+# Row order of Tabla 2/3 (the layer-level mixes before the head-level one).
+TABLA_ORDER = (BASELINE, *list(ARCHITECTURES)[:5], "s2t_multiformer_s_l_lc", "s2t_multiformer_s_l_cl",
+               "s2t_multiformer_s_h_lc", *list(ARCHITECTURES)[8:])  # fmt: skip
+# Sweep specs: scale -> (spec name, architectures, config suffix, thesis table it fills).
+SWEEPS = {
+    "real": ({"asr": "tabla3", "st": "tabla2"}, (BASELINE, *ARCHITECTURES), ""),
+    "nods": ({"asr": "tabla5_nods", "st": "tabla5_nods"}, NO_DOWNSAMPLING, "_nods"),
+    "mini": ({"asr": "mini", "st": "mini"}, (BASELINE, *MINI), "_mini"),
+}
+# What each task's pipeline (asr.sh / st.sh) calls its stages, tag, config and score.
+PIPELINE = {
+    "asr": dict(tag="--asr_tag", config="--asr_config", prepare=8, train=9, score="score_wer",
+                metric={"key": "wer", "label": "WER [%]", "higher_is_better": False}),
+    "st": dict(tag="--st_tag", config="--st_config", prepare=5, train=6, score="score_bleu",
+               metric={"key": "bleu", "label": "BLEU", "higher_is_better": True}),
+}  # fmt: skip
+
+
+def sweep_spec(task: str, scale: str) -> dict:
+    """The sweep that trains and scores every architecture of ``scale`` for ``task``.
+
+    ST runs start each encoder from the ASR run of the same architecture (the thesis' pre-training), so the
+    asr1 sweep of the same scale runs first; its experiment tags are the ST runs' ``--asr_init`` paths.
+    """
+    names, archs, suffix = SWEEPS[scale]
+    archs = sorted(archs, key=TABLA_ORDER.index)
+    steps = PIPELINE[task]
+    tag_format = "{run}" + suffix
+    runs = {}
+    for name in archs:
+        options = f"{steps['config']} conf/tuning/train_{task}_{name}{suffix}.yaml"
+        if task == "st":
+            options += f" --asr_init ../asr1/exp/asr_{name}{suffix}/valid.acc.ave.pth"
+        runs[name] = options
+    sets = ["tst_COMMON"] if scale == "mini" else ["tst_COMMON", "tst_HE"]
+    table = {"asr": "Tabla 3", "st": "Tabla 2"}[task] if scale != "nods" else "Tabla 5"
+    return dict(
+        name=names[task],
+        command="./run.sh",
+        # st.sh checks --asr_init exists before any stage: the shared preparation has none.
+        common="--cmd_backend local" + (" --asr_init ''" if task == "st" else ""),
+        tag_option=steps["tag"],
+        tag_format=tag_format,
+        train_stages=[steps["train"], steps["train"]],
+        decode_stages=[steps["train"] + 1, steps["train"] + 2],
+        prepare=[f"--stop_stage {steps['prepare']}"],
+        runs=runs,
+        decodes={"beam": ""},
+        result=f"exp/{task}_{{tag}}/{{decode}}/{{set}}/{steps['score']}/result.json",
+        metric={**steps["metric"], "sets": sets},
+        analyses=[
+            dict(
+                kind="paper_table",
+                title=f"{table}: {steps['metric']['label']} per architecture"
+                + (" (mini scale)" if scale == "mini" else ""),
+                row_header="Architecture (Configuración)",
+                groups={steps["metric"]["label"]: "beam"},
+                rows=[
+                    dict(
+                        label=f"{name} ({DIVERSITY[name]}){' †' if name in SECOND_ITERATION else ''}",
+                        run=name,
+                    )
+                    for name in archs
+                ],
+                notes="† second iteration (architectures proposed by the W_o head analysis)."
+                if any(name in SECOND_ITERATION for name in archs)
+                else "",
+            )
+        ],
+    )
+
+
+SWEEP_HEADER = {
+    "real": "# {table} of the thesis: {what} of the baseline and all 13 Tabla 1 architectures on MuST-C en-de.\n",
+    "nods": "# {table} (Anexo B): {what} without downsampling (Tabla 4's architectures) on MuST-C en-de.\n",
+    "mini": "# {What} of the baseline and the mini architectures on the spoken-numbers corpus (MINI scale).\n",
+}
+
+
+def sweep_text(task: str, scale: str) -> str:
+    what = {"asr": "ASR pre-training WER", "st": "speech translation BLEU"}[task]
+    table = {"asr": "Tabla 3", "st": "Tabla 2"}[task] if scale != "nods" else "Tabla 5"
+    header = SWEEP_HEADER[scale].format(table=table, what=what, What=what[0].upper() + what[1:])
+    if task == "st":
+        header += f"# Run ../asr1's {SWEEPS[scale][0]['asr']}.yaml first: each ST encoder starts from its ASR run.\n"
+    header += (
+        f"#   python -m espnet_ext.analysis.sweep run --spec conf/sweeps/{SWEEPS[scale][0][task]}.yaml "
+        '[--cmd "utils/slurm.py --config conf/slurm.conf --gpu 1"]\n'
+        "# Generated by: python -m espnet_ext.nets.multiformer_configs --write egs/mustc (do not edit by hand)\n"
+    )
+    spec = yaml.dump(
+        sweep_spec(task, scale), Dumper=_SweepDumper, sort_keys=False, width=120, allow_unicode=True
+    )
+    return header + spec
+
+
 def all_files(root: Path) -> dict[Path, str]:
     files = {}
     for task in ("st", "asr"):
@@ -267,6 +387,8 @@ def all_files(root: Path) -> dict[Path, str]:
             files[directory / f"train_{task}_{name}_nods.yaml"] = text(task, name, False, False)
         for name in (BASELINE, *MINI):
             files[directory / f"train_{task}_{name}_mini.yaml"] = text(task, name, mini=True)
+        for scale, (names, _, _) in SWEEPS.items():
+            files[directory.parent / "sweeps" / f"{names[task]}.yaml"] = sweep_text(task, scale)
     return files
 
 
@@ -315,7 +437,7 @@ def main(argv=None) -> int:
         for link, target in default_links(args.write).items():
             link.unlink(missing_ok=True)
             link.symlink_to(target)
-        print(f"wrote {len(files)} configs and the conf/train_*.yaml links")
+        print(f"wrote {len(files)} configs and sweep specs, and the conf/train_*.yaml links")
         return 0
     found = problems(args.check)
     for problem in found:

@@ -183,3 +183,68 @@ def test_mini_config_trains_with_espnets_trainer_and_its_checkpoint_feeds_the_w_
     exp = tmp_path / "exp"
     rows, _, blocks = analyse(exp / "valid.acc.ave.pth", exp / "config.yaml", tmp_path / "heads")
     assert len(rows) == 4 * 4 and blocks[0].startswith("1 x (4 x Conv(5, 2))")
+
+
+# Tabla 2/3 as the thesis prints them: architecture -> "Configuración" (second-iteration rows marked †).
+TABLA_ROWS = {
+    "s2t_transformer_s": "-",
+    "s2t_multiformer_s_full": "-",
+    "s2t_multiformer_s_fast": "-",
+    "s2t_multiformer_s_local": "-",
+    "s2t_multiformer_s_conv_5_2": "-",
+    "s2t_multiformer_s_conv_7_3": "-",
+    "s2t_multiformer_s_l_lc": "LC",
+    "s2t_multiformer_s_l_cl": "LC",
+    "s2t_multiformer_s_h_lc": "HC",
+    "s2t_multiformer_s": "HC + LC",
+    "s2t_multiformer_s_v2": "HC + LC †",
+    "s2t_multiformer_s_v3": "HC + LC †",
+    "s2t_multiformer_s_v4": "HC + LC †",
+    "s2t_multiformer_s_v5": "HC + LC †",
+}
+
+
+def _option(line: list[str], name: str) -> str:
+    """The value the recipe sees: utils/parse_options.sh lets the last occurrence win."""
+    return line[len(line) - 1 - line[::-1].index(name) + 1]
+
+
+@pytest.mark.parametrize(
+    "asr_spec, st_spec, archs",
+    [
+        ("tabla3", "tabla2", list(TABLA_ROWS)),
+        (
+            "tabla5_nods",
+            "tabla5_nods",
+            ["s2t_transformer_s", "s2t_multiformer_s_h_lc", "s2t_multiformer_s"],
+        ),
+        ("mini", "mini", ["s2t_transformer_s", *configs.MINI]),
+    ],
+)
+def test_sweeps_train_each_architecture_with_its_config_and_st_starts_from_its_asr_run(
+    asr_spec, st_spec, archs
+):
+    from espnet_ext.analysis.sweep import load_sweep
+
+    asr = load_sweep(MUSTC / "asr1" / "conf" / "sweeps" / f"{asr_spec}.yaml")
+    st = load_sweep(MUSTC / "st1" / "conf" / "sweeps" / f"{st_spec}.yaml")
+    for sweep, task in ((asr, "asr"), (st, "st")):
+        assert sorted(sweep.runs) == sorted(archs)
+        rows = sweep.analyses[0]["rows"]
+        assert [row["run"] for row in rows] == archs  # the thesis' row order
+        for row in rows:
+            assert row["label"] == f"{row['run']} ({TABLA_ROWS[row['run']]})".replace(" †)", ") †")
+        for run in archs:
+            train = sweep.invocations(run)[0]
+            config = _option(train, f"--{task}_config")
+            assert (MUSTC / f"{task}1" / config).is_file(), config
+            assert Path(config).stem.startswith(f"train_{task}_{run}")
+            assert ("_nods" in config) == (asr_spec == "tabla5_nods")
+            assert ("_mini" in config) == (asr_spec == "mini")
+    for run in archs:
+        # The ST run's --asr_init is the model the ASR sweep trains for the same architecture.
+        asr_tag = _option(asr.invocations(run)[0], "--asr_tag")
+        init = _option(st.invocations(run)[0], "--asr_init")
+        assert init == f"../asr1/exp/asr_{asr_tag}/valid.acc.ave.pth"
+    # The shared preparation runs before any ASR model exists: it must not require one.
+    assert "--asr_init ''" in st.common
