@@ -1,7 +1,7 @@
 """What our ``<task>_inference`` entry points add in front of ESPnet2's: the LM vocabulary check,
 ``--matched_inference true|false`` (relaxed attention at test time, espnet_ext.attention.matched_inference)
-and ``eos_threshold`` / ``lenpen`` (fairseq/espresso's beam-search rules, espnet_ext.decoding.options), on
-the command line or in the ``--config`` YAML."""
+and ``eos_threshold`` / ``lenpen`` / ``fairseq_stop`` (fairseq/espresso's beam-search rules,
+espnet_ext.decoding.options), on the command line or in the ``--config`` YAML."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """ESPnet2's ``espnet2.bin.mt_inference`` with our classes registered, the LM vocabulary checked,
-``--matched_inference true|false`` and fairseq/espresso's ``eos_threshold`` / ``lenpen`` (see
-espnet_ext.bin.inference_entry)."""
+``--matched_inference true|false`` and fairseq/espresso's ``eos_threshold`` / ``lenpen`` /
+``fairseq_stop`` (see espnet_ext.bin.inference_entry)."""
 
 from espnet2.bin.mt_inference import Text2Text, main
 from espnet2.tasks.mt import MTTask

@@ -14,6 +14,10 @@ Length-normalised ranking (fairseq's ``--lenpen``): the ended hypotheses are ran
 Pruning inside the beam still uses the raw accumulated scores, as fairseq does. ESPnet's own
 ``--penalty`` adds a per-token bonus instead; ESPnet's ``--normalize_length`` is the case lenpen = 1.
 The hypotheses keep their raw ``score``; only the order changes.
+
+fairseq's stopping (``fairseq_stop``): the search ends once ``beam_size`` hypotheses have ended, as
+fairseq's generator finishes a sentence; ESPnet's goes on to the maximum length (or its end
+detection), collecting more ended hypotheses than fairseq would rank.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ class FairseqRulesMixin:
 
     eos_threshold: float | None = None
     lenpen: float | None = None
+    fairseq_stop: bool = False
 
     def score_full(self, hyp, x, pre_x=None):
         *hs, scores, states = super().score_full(hyp, x, pre_x=pre_x)
@@ -69,6 +74,15 @@ class FairseqRulesMixin:
                 scores[key][..., self.eos],
             )
         return (*hs, scores, states)
+
+    def post_process(self, i, maxlen, minlen, maxlenratio, running_hyps, ended_hyps):
+        remained = super().post_process(i, maxlen, minlen, maxlenratio, running_hyps, ended_hyps)
+        if self.fairseq_stop and len(ended_hyps) >= self.beam_size:
+            return self._none_running(remained)  # the caller's loop ends on no running hypotheses
+        return remained
+
+    def _none_running(self, remained):
+        return []
 
     def forward(self, x, maxlenratio=0.0, minlenratio=0.0, pre_x=None) -> list[Hypothesis]:
         nbest = super().forward(x, maxlenratio=maxlenratio, minlenratio=minlenratio, pre_x=pre_x)
@@ -88,28 +102,36 @@ class FairseqRulesBeamSearch(FairseqRulesMixin, BeamSearch):
 class FairseqRulesBatchBeamSearch(FairseqRulesMixin, BatchBeamSearch):
     """ESPnet's BatchBeamSearch with espresso's EOS threshold and fairseq's length normalisation."""
 
+    def _none_running(self, remained):
+        return self._batch_select(remained, [])
+
 
 _OURS = {BeamSearch: FairseqRulesBeamSearch, BatchBeamSearch: FairseqRulesBatchBeamSearch}
 
 
-def apply_rules(beam_search, eos_threshold: float | None, lenpen: float | None):
+def apply_rules(
+    beam_search, eos_threshold: float | None, lenpen: float | None, fairseq_stop: bool = False
+):
     """Switch an ESPnet beam search built by an inference class to ours (in place; returns it).
 
     ESPnet's inference classes build ``BeamSearch`` and may turn it into ``BatchBeamSearch`` by
     ``__class__``; we swap the class the same way, so scorers, weights and device stay as built.
     """
     check_eos_threshold(eos_threshold)
-    if eos_threshold is None and lenpen is None:
+    if eos_threshold is None and lenpen is None and not fairseq_stop:
         return beam_search
     if beam_search is None:
-        raise ConfigError("eos_threshold/lenpen need an attention beam search; this model has none")
+        raise ConfigError(
+            "eos_threshold/lenpen/fairseq_stop need an attention beam search; this model has none"
+        )
     cls = type(beam_search)
     if cls not in _OURS and cls not in _OURS.values():
         raise ConfigError(
-            f"eos_threshold/lenpen are implemented for ESPnet's BeamSearch and BatchBeamSearch, "
+            f"eos_threshold/lenpen/fairseq_stop are implemented for ESPnet's BeamSearch and BatchBeamSearch, "
             f"not {cls.__name__}"
         )
     beam_search.__class__ = _OURS.get(cls, cls)
     beam_search.eos_threshold = eos_threshold
     beam_search.lenpen = lenpen
+    beam_search.fairseq_stop = fairseq_stop
     return beam_search

@@ -1,6 +1,6 @@
-"""``eos_threshold`` and ``lenpen`` for our ``<task>_inference`` entry points.
+"""``eos_threshold``, ``lenpen`` and ``fairseq_stop`` for our ``<task>_inference`` entry points.
 
-ESPnet's inference parsers refuse keys they do not know, in ``--config`` files too. These two are
+ESPnet's inference parsers refuse keys they do not know, in ``--config`` files too. These are
 ours (see espnet_ext.decoding.beam_search): they are taken off the command line and out of the
 ``--config`` YAML (the command line wins, as in ESPnet), ESPnet gets the rest, and the beam search
 each inference object builds is switched to ours right after it is built.
@@ -19,10 +19,15 @@ import yaml
 from espnet_ext.decoding.beam_search import apply_rules, check_eos_threshold
 from espnet_ext.errors import ConfigError
 
-KEYS = ("eos_threshold", "lenpen")
+KEYS = ("eos_threshold", "lenpen", "fairseq_stop")
 
 
-def _number(text, key: str, where: str) -> float | None:
+def _value(text, key: str, where: str) -> float | bool | None:
+    """A number (or none) for eos_threshold / lenpen, true/false for fairseq_stop."""
+    if key == "fairseq_stop":
+        if isinstance(text, bool) or str(text).lower() in ("true", "false"):
+            return text if isinstance(text, bool) else str(text).lower() == "true"
+        raise ConfigError(f"{where}: must be true or false, got {text!r}", key=key)
     if text is None or (isinstance(text, str) and text.lower() in ("none", "null", "")):
         return None
     try:
@@ -43,7 +48,7 @@ def pop_from_argv(argv: Sequence[str]) -> tuple[dict, list[str]]:
                     raise ConfigError("needs a value", key=key)
                 i += 1
                 text = args[i]
-            values[key] = _number(text, key, "command line")
+            values[key] = _value(text, key, "command line")
         else:
             rest.append(args[i])
         i += 1
@@ -79,7 +84,7 @@ def split_config(argv: Sequence[str]) -> Iterator[tuple[dict, list[str]]]:
     if not isinstance(config, dict) or not any(k in config for k in KEYS):
         yield {}, argv
         return
-    ours = {k: _number(config.pop(k), k, str(path)) for k in KEYS if k in config}
+    ours = {k: _value(config.pop(k), k, str(path)) for k in KEYS if k in config}
     with tempfile.TemporaryDirectory(prefix="decode_config.") as tmp:
         copy = Path(tmp) / path.name
         copy.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
@@ -95,15 +100,16 @@ def applied_on_build(inference_cls, values: dict) -> Iterator[None]:
     exit, also when decoding fails.
     """
     eos_threshold, lenpen = values.get("eos_threshold"), values.get("lenpen")
+    fairseq_stop = bool(values.get("fairseq_stop", False))
     check_eos_threshold(eos_threshold)
-    if eos_threshold is None and lenpen is None:
+    if eos_threshold is None and lenpen is None and not fairseq_stop:
         yield
         return
     original = inspect.getattr_static(inference_cls, "__init__")
 
     def init_with_rules(self, *args, **kwargs):
         original(self, *args, **kwargs)
-        self.beam_search = apply_rules(self.beam_search, eos_threshold, lenpen)
+        self.beam_search = apply_rules(self.beam_search, eos_threshold, lenpen, fairseq_stop)
 
     inference_cls.__init__ = init_with_rules
     try:

@@ -63,7 +63,9 @@ def _search(batch: bool, **rules):
         sos=EOS,
         eos=EOS,
     )
-    apply_rules(search, rules.get("eos_threshold"), rules.get("lenpen"))
+    apply_rules(
+        search, rules.get("eos_threshold"), rules.get("lenpen"), rules.get("fairseq_stop", False)
+    )
     return search(torch.zeros(10, 1), maxlenratio=0.5)
 
 
@@ -106,6 +108,18 @@ def test_lenpen_ranks_by_score_over_length_power(batch):
     # between: p = 0.25 gives -1.050, -1.309/3**.25 = -0.995, -1.427/2**.25 = -1.200
     between = _search(batch, eos_threshold=2.5, lenpen=0.25)
     assert [_tokens(h) for h in between[:3]] == [(A, B), (), (A,)]
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_fairseq_stop_ends_when_beam_size_hypotheses_ended(batch):
+    # beam 2: step 1 ends the empty hypothesis, step 2 ends "a" (EOS -0.916 passes 2.5 x -0.693): two
+    # ended, so "a b" is never finished; ESPnet's own loop goes on and finishes it.
+    assert {_tokens(h) for h in _search(batch, eos_threshold=2.5)} >= {(), (A,), (A, B)}
+    stopped = _search(batch, eos_threshold=2.5, fairseq_stop=True)
+    assert [_tokens(h) for h in stopped] == [(), (A,)]
+    # ranked by fairseq's normalised score: "a" (-1.427 / 2 = -0.714) over the empty one (-1.050)
+    normalised = _search(batch, eos_threshold=2.5, fairseq_stop=True, lenpen=1.0)
+    assert [_tokens(h) for h in normalised] == [(A,), ()]
 
 
 def test_length_normalized_hand_worked():

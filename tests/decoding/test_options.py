@@ -40,6 +40,8 @@ def test_pop_from_argv_both_spellings():
     assert rest == ["--beam_size", "4"]
     with pytest.raises(ConfigError, match="lenpen"):
         options.pop_from_argv(["--lenpen", "long"])
+    with pytest.raises(ConfigError, match="fairseq_stop"):
+        options.pop_from_argv(["--fairseq_stop", "1.5"])
 
 
 def test_config_keys_move_to_us_and_the_user_file_stays(tmp_path):
@@ -55,7 +57,7 @@ def test_config_keys_move_to_us_and_the_user_file_stays(tmp_path):
 
 def test_run_applies_rules_command_line_wins(tmp_path):
     conf = tmp_path / "decode.yaml"
-    conf.write_text("beam_size: 10\neos_threshold: 1.5\nlenpen: 1.0\n")
+    conf.write_text("beam_size: 10\neos_threshold: 1.5\nlenpen: 1.0\nfairseq_stop: true\n")
     seen = {}
 
     def espnet_main(cmd):
@@ -75,7 +77,7 @@ def test_run_applies_rules_command_line_wins(tmp_path):
     assert seen["config"] == {"beam_size": 10}
     search = FakeText2Text.built[0].beam_search
     assert type(search) is FairseqRulesBeamSearch
-    assert (search.eos_threshold, search.lenpen) == (1.5, 0.6)
+    assert (search.eos_threshold, search.lenpen, search.fairseq_stop) == (1.5, 0.6, True)
     assert FakeText2Text.__init__ is original_init  # restored
 
 
