@@ -51,6 +51,7 @@ inference_config=""
 inference_args=""       # e.g. "--lm_weight 0.1"
 inference_tag=""
 inference_model=valid.acc.ave.pth  # or last<N>.pth: average of the last N epochs
+bleu_opts=""            # e.g. "--tokenized_bleu --moses_lang en": also the papers' tokenized, compound-split BLEU
 use_lm=false
 lm_config=""
 lm_args=""
@@ -180,7 +181,8 @@ decode() {
 score() {
     local dset
     for dset in ${test_sets}; do
-        score_set score_bleu "${raw_dir}/${dset}/${tgt_text}" "${mt_exp}/${inference_tag}/${dset}" 3,4 || return 1
+        # shellcheck disable=SC2086
+        score_set score_bleu "${raw_dir}/${dset}/${tgt_text}" "${mt_exp}/${inference_tag}/${dset}" 3,4 ${bleu_opts} || return 1
     done
 }
 
@@ -217,6 +219,6 @@ run_stage 8 "MT training" "${mt_exp}" "$(fingerprint "${mt_stats_dir}/train/text
     "${mt_exp}/.${inference_model%.pth}" "$(date +%s)" \
     python -m espnet_ext.bin.average_checkpoints --exp_dir "${mt_exp}" --model "${inference_model}"
 run_stage 9 "decoding" "${mt_exp}/${inference_tag}" "$(fingerprint "${mt_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" "${lm_exp}/${inference_lm}")" decode
-run_stage 10 "scoring" "${mt_exp}/${inference_tag}" "$(fingerprint $(for t in ${test_sets}; do echo "${mt_exp}/${inference_tag}/${t}/text"; done))" score
+run_stage 10 "scoring" "${mt_exp}/${inference_tag}" "$(fingerprint "${bleu_opts}" $(for t in ${test_sets}; do echo "${mt_exp}/${inference_tag}/${t}/text"; done))" score
 run_stage 11 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
 log "Finished: ${mt_exp}"
