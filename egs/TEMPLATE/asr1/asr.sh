@@ -43,6 +43,8 @@ attention_variant=baseline  # baseline, smooth_focus, relaxed_cross or relaxed_s
 relax_gamma=""          # relaxation coefficient of the relaxed variants (default: the paper's)
 matched_inference=false # relaxed attention also when decoding (the paper's "matched inference")
 inference_config=""
+lm_inference_config=""  # inference config with --use_lm true (default: --inference_config); espresso adds
+                        # LM-only decoding options (its EOS threshold) with LM fusion
 inference_args=""
 inference_tag=""
 inference_model=valid.acc.ave.pth  # or last<N>.pth: average of the last N epochs
@@ -65,6 +67,7 @@ results_md=${results_md:-${expdir}/RESULTS.md}
 
 [ -n "${asr_config}" ] || die "--asr_config is required"
 [ -n "${inference_config}" ] || die "--inference_config is required"
+if ${use_lm} && [ -n "${lm_inference_config}" ]; then inference_config=${lm_inference_config}; fi
 skip_stages=""
 ${skip_data_prep} && skip_stages+=" 1 2 3 4"
 ${skip_train} && skip_stages+=" 5 6 7 8 9"
