@@ -22,6 +22,7 @@ detection), collecting more ended hypotheses than fairseq would rank.
 
 from __future__ import annotations
 
+import logging
 import math
 
 import torch
@@ -134,4 +135,8 @@ def apply_rules(
     beam_search.eos_threshold = eos_threshold
     beam_search.lenpen = lenpen
     beam_search.fairseq_stop = fairseq_stop
+    logging.info(
+        f"{type(beam_search).__name__}: eos_threshold={eos_threshold} lenpen={lenpen} "
+        f"fairseq_stop={fairseq_stop}"
+    )
     return beam_search

@@ -78,3 +78,21 @@ def test_model_name_mode_makes_lastn_and_leaves_other_names(exp_dir):
     assert torch.equal(torch.load(exp_dir / "last2.pth")["w"], torch.tensor([[1.5, 4.0]]))
     average_checkpoints.main(["--exp_dir", str(exp_dir), "--model", "valid.acc.ave.pth"])
     assert not (exp_dir / "valid.acc.ave.pth").exists()
+
+
+def test_equals_espnets_nbest_average_of_the_same_epochs(tmp_path):
+    """ESPnet's own averaging (one criterion whose 2 best are the last 2 epochs) is the reference."""
+    from espnet2.main_funcs.average_nbest_models import average_nbest_models
+
+    reporter = Reporter()
+    for epoch in (1, 2, 3):
+        torch.save({"w": torch.randn(3, 4), "b": torch.randn(4)}, tmp_path / f"{epoch}epoch.pth")
+        reporter.set_epoch(epoch)
+        with reporter.observe("valid") as sub:
+            sub.register({"acc": 0.1 * epoch})
+            sub.next()
+    average_nbest_models(tmp_path, reporter, [("valid", "acc", "max")], nbest=[2])
+    espnet = torch.load(tmp_path / "valid.acc.ave_2best.pth")
+    ours = average_state_dicts(last_epoch_files(tmp_path, 2, upto=3))
+    for key in ours:
+        torch.testing.assert_close(ours[key], espnet[key])
