@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from espnet.nets.beam_search import BeamSearch
 
@@ -96,3 +97,39 @@ def test_bad_threshold_exits_naming_the_key(tmp_path):
         inference_entry.run(
             lambda cmd: None, object, "--mt_train_config", None, argv=["--lenpen", "1"]
         )
+
+
+def test_espnets_speech2text_decodes_with_the_rules(tmp_path):
+    """ESPnet's own ASR inference class, built under the wrapper, searches with our class."""
+    from espnet2.bin.asr_inference import Speech2Text
+    from espnet2.tasks.asr import ASRTask
+
+    import espnet_ext  # noqa: F401  (registration, as in the entry points)
+
+    tokens = ["<blank>", "<unk>", "a", "b", "<sos/eos>"]
+    (tmp_path / "tokens.txt").write_text("\n".join(tokens) + "\n")
+    tiny = {"output_size": 8, "attention_heads": 2, "linear_units": 8, "num_blocks": 1}
+    args = ASRTask.get_parser().parse_args(
+        ["--token_list", str(tmp_path / "tokens.txt"), "--input_size", "8", "--normalize", "none"]
+        + ["--encoder", "transformer", "--decoder", "transformer", "--model_conf", "ctc_weight=0.0"]
+        + [a for k, v in tiny.items() for a in ("--encoder_conf", f"{k}={v}")]
+        + ["--encoder_conf", "input_layer=linear", "--decoder_conf", "attention_heads=2"]
+        + ["--decoder_conf", "linear_units=8", "--decoder_conf", "num_blocks=1"]
+    )
+    torch.manual_seed(0)
+    torch.save(ASRTask.build_model(args).state_dict(), tmp_path / "model.pth")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**vars(args), "token_list": tokens}))
+    rules = {"eos_threshold": 1.5, "lenpen": 1.0, "fairseq_stop": True}
+    with options.applied_on_build(Speech2Text, rules):
+        speech2text = Speech2Text(
+            asr_train_config=str(tmp_path / "config.yaml"),
+            asr_model_file=str(tmp_path / "model.pth"),
+            beam_size=3,
+            ctc_weight=0.0,
+            maxlenratio=0.5,
+        )
+    search = speech2text.beam_search
+    assert type(search).__name__ == "FairseqRulesBatchBeamSearch"
+    assert (search.eos_threshold, search.lenpen, search.fairseq_stop) == (1.5, 1.0, True)
+    text, tokens_out, *_ = speech2text(torch.randn(40, 8))[0]
+    assert len(tokens_out) <= 20  # maxlenratio 0.5 of 40 encoder frames
