@@ -1,11 +1,12 @@
-"""ESPnet2's ``espnet2.bin.asr_inference`` with our classes registered, the LM vocabulary checked and
-``--matched_inference true|false`` (see espnet_ext.bin.inference_entry)."""
+"""ESPnet2's ``espnet2.bin.asr_inference`` with our classes registered, the LM vocabulary checked,
+``--matched_inference true|false`` and fairseq/espresso's ``eos_threshold`` / ``lenpen`` /
+``fairseq_stop`` (see espnet_ext.bin.inference_entry)."""
 
-from espnet2.bin.asr_inference import main
+from espnet2.bin.asr_inference import Speech2Text, main
 from espnet2.tasks.asr import ASRTask
 
 import espnet_ext  # noqa: F401  (registers our classes before ESPnet2 builds the model)
 from espnet_ext.bin.inference_entry import run
 
 if __name__ == "__main__":
-    run(main, ASRTask, "--asr_train_config")
+    run(main, ASRTask, "--asr_train_config", Speech2Text)

@@ -10,7 +10,7 @@ import pytest
 import sacrebleu
 
 from espnet_ext.errors import ConfigError, InputError
-from espnet_ext.scoring.bleu import score_bleu, score_files
+from espnet_ext.scoring.bleu import compound_split, score_bleu, score_files, tokenized_bleu
 from espnet_ext.scoring.ref_hyp import read_ref_hyp
 
 SCRIPT = Path(__file__).resolve().parents[2] / "utils" / "score_bleu.py"
@@ -119,3 +119,40 @@ def test_command_line(tmp_path):
         f"BLEU {expected.score:.2f} nrefs:1|case:lc|eff:no|tok:intl|smooth:exp|version:"
     )
     assert "exact match 40.00%" in run.stdout
+
+
+def test_compound_split_as_fairseqs_perl():
+    # Expected strings are perl's output of fairseq's compound_split_bleu.sh substitution.
+    assert compound_split("die Haus-Tür ist offen") == "die Haus ##AT##-##AT## Tür ist offen"
+    assert compound_split("well-known-ish") == "well ##AT##-##AT## known ##AT##-##AT## ish"
+    assert compound_split("a-b-c x - y") == "a ##AT##-##AT## b-c x - y"  # non-overlapping
+
+
+def test_tokenized_compound_split_bleu_hand_worked(tmp_path):
+    ref, hyp = write_pair(tmp_path, ["the Haus-Tür was open"], ["the Haus-Tür is open"])
+    pairs = read_ref_hyp(ref, hyp)
+    # split: "the Haus ##AT##-##AT## Tür is open" vs "... was open": 6 tokens each, precisions
+    # 5/6, 3/5, 2/4, 1/3, brevity penalty 1.
+    result = tokenized_bleu(pairs)
+    assert result["tokenized_bleu"] == pytest.approx(100 * (5 / 6 * 3 / 5 * 2 / 4 * 1 / 3) ** 0.25)
+    # Unsplit, "Haus-Tür" is one token: no matching trigram, and multi-bleu has no smoothing.
+    unsplit = sacrebleu.corpus_bleu(
+        ["the Haus-Tür is open"], [["the Haus-Tür was open"]], tokenize="none", smooth_method="none"
+    )
+    assert unsplit.counts[2] == 0 and unsplit.score == 0.0
+    # sacreBLEU (13a) beside it is unchanged by the option.
+    out = score_files(ref, hyp, tmp_path / "out", with_tokenized=True)
+    assert out["bleu"] == score_bleu(pairs)["bleu"]
+    assert "compound split" in (tmp_path / "out" / "result.txt").read_text()
+
+
+def test_moses_tokenization_before_splitting(tmp_path):
+    ref, hyp = write_pair(tmp_path, ["It's the Haus-Tür."], ["It's the Haus-Tür."])
+    pairs = read_ref_hyp(ref, hyp)
+    assert tokenized_bleu(pairs, moses_lang="en")["tokenized_bleu"] == pytest.approx(100.0)
+    # Moses (escaping on): "It &apos;s the Haus ##AT##-##AT## Tür ." -- 7 tokens on both sides
+    result = tokenized_bleu(
+        read_ref_hyp(*write_pair(tmp_path, ["It's the Haus-Tür."], ["It's the Haus-Tor."])), "en"
+    )
+    # one token of seven differs (the sixth): 6/7, 4/6, 3/5, 2/4
+    assert result["tokenized_bleu"] == pytest.approx(100 * (6 / 7 * 4 / 6 * 3 / 5 * 2 / 4) ** 0.25)

@@ -43,9 +43,11 @@ attention_variant=baseline  # baseline, smooth_focus, relaxed_cross or relaxed_s
 relax_gamma=""          # relaxation coefficient of the relaxed variants (default: the paper's)
 matched_inference=false # relaxed attention also when decoding (the paper's "matched inference")
 inference_config=""
+lm_inference_config=""  # inference config with --use_lm true (default: --inference_config); espresso adds
+                        # LM-only decoding options (its EOS threshold) with LM fusion
 inference_args=""
 inference_tag=""
-inference_model=valid.acc.ave.pth
+inference_model=valid.acc.ave.pth  # or last<N>.pth: average of the last N epochs
 use_lm=false
 lm_config=""
 lm_args=""
@@ -65,6 +67,7 @@ results_md=${results_md:-${expdir}/RESULTS.md}
 
 [ -n "${asr_config}" ] || die "--asr_config is required"
 [ -n "${inference_config}" ] || die "--inference_config is required"
+if ${use_lm} && [ -n "${lm_inference_config}" ]; then inference_config=${lm_inference_config}; fi
 skip_stages=""
 ${skip_data_prep} && skip_stages+=" 1 2 3 4"
 ${skip_train} && skip_stages+=" 5 6 7 8 9"
@@ -188,6 +191,12 @@ if ${use_lm}; then
 fi
 run_stage 8 "ASR statistics" "${asr_stats_dir}" "$(fingerprint "${train_dir}/feats.scp" "${valid_dir}/feats.scp" "${token_list}" "${asr_config}")" asr_stats
 run_stage 9 "ASR training" "${asr_exp}" "$(fingerprint "${asr_stats_dir}/train/feats_stats.npz" "${token_list}" "${asr_config}" "${asr_args}")" asr_train
+# --inference_model last<N>.pth: the average of the last N epochs (espnet_ext.bin.average_checkpoints;
+# the training config must keep them: best_model_criterion [train, total_count, max]), made before
+# the decoding fingerprint is taken.
+[[ ${inference_model} =~ ^last[0-9]+\.pth$ ]] && run_stage 10 "averaging into ${inference_model}" \
+    "${asr_exp}/.${inference_model%.pth}" "$(date +%s)" \
+    python -m espnet_ext.bin.average_checkpoints --exp_dir "${asr_exp}" --model "${inference_model}"
 run_stage 10 "decoding" "${asr_exp}/${inference_tag}" "$(fingerprint "${asr_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" "${lm_exp}/${inference_lm}")" decode
 run_stage 11 "scoring" "${asr_exp}/${inference_tag}" "$(fingerprint $(for t in ${test_sets}; do echo "${asr_exp}/${inference_tag}/${t}/text"; done))" score
 run_stage 12 "RESULTS.md" "${expdir}" "$(date +%s)" write_results

@@ -16,7 +16,7 @@
 # --valid_set --test_sets, --st_config --inference_config (required), --asr_init, --token_joint
 # --src_token_type --tgt_token_type --src_nbpe --tgt_nbpe --bpemode, --min_frames --max_frames --max_text_chars,
 # --nj --inference_nj --ngpu --num_nodes --train_num_threads --cmd_backend, --st_args --inference_args
-# --st_tag --inference_tag --inference_model, --results_title --results_md; the list below is complete.
+# --st_tag --inference_tag --inference_model --bleu_opts, --results_title --results_md; the list below is complete.
 # --asr_init FILE starts the ST encoder (and frontend/normalisation, when present) from the ASR model FILE
 # (e.g. ../asr1/exp/asr_x/valid.acc.ave.pth, trained on the same features); utils/asr_init.py refuses a
 # model of another architecture, naming the file and the keys. The decoder starts from scratch.
@@ -61,7 +61,8 @@ asr_init=""             # ASR model file whose encoder (+ frontend/normalize) st
 inference_config=""
 inference_args=""
 inference_tag=""
-inference_model=valid.acc.ave.pth
+inference_model=valid.acc.ave.pth  # or last<N>.pth: average of the last N epochs
+bleu_opts=""            # e.g. "--tokenized_bleu --moses_lang en": also the papers' tokenized, compound-split BLEU
 results_title="ST results"
 results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
 
@@ -149,7 +150,8 @@ decode() {
 score() {
     local dset
     for dset in ${test_sets}; do
-        score_set score_bleu "${feats_dir}/${dset}/${tgt_text}" "${st_exp}/${inference_tag}/${dset}" 3,4 || return 1
+        # shellcheck disable=SC2086
+        score_set score_bleu "${feats_dir}/${dset}/${tgt_text}" "${st_exp}/${inference_tag}/${dset}" 3,4 ${bleu_opts} || return 1
     done
 }
 
@@ -170,7 +172,13 @@ tokens_fp="$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "
 run_stage 4 "token lists" "${tgt_token_dir}" "${tokens_fp}" make_translation_tokens
 run_stage 5 "ST statistics" "${st_stats_dir}" "$(fingerprint "${train_dir}/feats.scp" "${valid_dir}/feats.scp" "${src_token_list}" "${tgt_token_list}" "${st_config}")" st_stats
 run_stage 6 "ST training" "${st_exp}" "$(fingerprint "${st_stats_dir}/train/feats_stats.npz" "${src_token_list}" "${tgt_token_list}" "${st_config}" "${st_args}" "${asr_init}")" st_train
+# --inference_model last<N>.pth: the average of the last N epochs (espnet_ext.bin.average_checkpoints;
+# the training config must keep them: best_model_criterion [train, total_count, max]), made before
+# the decoding fingerprint is taken.
+[[ ${inference_model} =~ ^last[0-9]+\.pth$ ]] && run_stage 7 "averaging into ${inference_model}" \
+    "${st_exp}/.${inference_model%.pth}" "$(date +%s)" \
+    python -m espnet_ext.bin.average_checkpoints --exp_dir "${st_exp}" --model "${inference_model}"
 run_stage 7 "decoding" "${st_exp}/${inference_tag}" "$(fingerprint "${st_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}")" decode
-run_stage 8 "scoring" "${st_exp}/${inference_tag}" "$(fingerprint "${test_sets}" "${st_exp}/${inference_tag}/"*/text)" score
+run_stage 8 "scoring" "${st_exp}/${inference_tag}" "$(fingerprint "${test_sets}" "${bleu_opts}" "${st_exp}/${inference_tag}/"*/text)" score
 run_stage 9 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
 log "Finished: ${st_exp}"

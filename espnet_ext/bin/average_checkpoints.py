@@ -1,0 +1,68 @@
+"""Average the last N epochs of an ESPnet training directory, or the given files, into one model file.
+
+    python -m espnet_ext.bin.average_checkpoints --exp_dir exp/mt_x --last 5 --out exp/mt_x/last5.pth
+    python -m espnet_ext.bin.average_checkpoints --out avg.pth exp/mt_x/9epoch.pth exp/mt_x/10epoch.pth
+    python -m espnet_ext.bin.average_checkpoints --exp_dir exp/mt_x --model last5.pth
+
+``--model NAME`` is the pipelines' ``--inference_model``: ``last<N>.pth`` is (re)made from the last N
+epochs in ``--exp_dir``; any other name is left alone (ESPnet's own files, e.g. valid.acc.ave.pth).
+
+The last epoch is the target of ``latest.pth`` (``--upto_epoch`` overrides). See
+espnet_ext.decoding.checkpoint_average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from espnet_ext.decoding.checkpoint_average import last_epoch_files, write_average
+from espnet_ext.errors import InputError
+
+LAST_N = re.compile(r"last([1-9][0-9]*)\.pth")
+
+
+def get_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="average_checkpoints",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--exp_dir", type=Path, help="ESPnet training output (<e>epoch.pth files)")
+    parser.add_argument("--last", type=int, help="number of last epochs to average")
+    parser.add_argument("--upto_epoch", type=int, help="last epoch of the range (default: latest)")
+    parser.add_argument("--out", type=Path, help="averaged model file to write")
+    parser.add_argument("--model", help="inference model name: last<N>.pth is made in --exp_dir")
+    parser.add_argument("files", nargs="*", type=Path, help="model files (instead of --exp_dir)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    if args.model is not None:
+        match = LAST_N.fullmatch(args.model)
+        if args.exp_dir is None or args.files or args.out or args.last:
+            parser.error("--model goes with --exp_dir only")
+        if match is None:
+            return
+        args.last, args.out = int(match.group(1)), args.exp_dir / args.model
+    if args.out is None:
+        parser.error("--out is required")
+    if bool(args.files) == (args.exp_dir is not None):
+        parser.error("give either --exp_dir with --last, or model files")
+    if args.exp_dir is not None and args.last is None:
+        parser.error("--exp_dir needs --last")
+    try:
+        files = args.files or last_epoch_files(args.exp_dir, args.last, args.upto_epoch)
+        write_average(files, args.out)
+    except InputError as e:
+        sys.exit(f"average_checkpoints: error: {e}")
+    print(f"averaged {len(files)} models ({', '.join(p.name for p in files)}) -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

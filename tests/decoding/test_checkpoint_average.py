@@ -1,0 +1,98 @@
+"""Averaging the last N epochs: elementwise mean, clear errors, and ESPnet keeping the files."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from espnet2.train.reporter import Reporter
+
+from espnet_ext.bin import average_checkpoints
+from espnet_ext.decoding.checkpoint_average import (
+    KEEP_LAST_CRITERION,
+    average_state_dicts,
+    last_epoch_files,
+)
+from espnet_ext.errors import ConfigError, InputError
+
+
+def _save(path, weight, steps):
+    torch.save({"w": torch.tensor(weight), "bn.num_batches_tracked": torch.tensor(steps)}, path)
+
+
+@pytest.fixture
+def exp_dir(tmp_path):
+    _save(tmp_path / "1epoch.pth", [[0.0, 1.0]], 10)
+    _save(tmp_path / "2epoch.pth", [[1.0, 2.0]], 20)
+    _save(tmp_path / "3epoch.pth", [[2.0, 6.0]], 31)
+    (tmp_path / "latest.pth").symlink_to("3epoch.pth")
+    return tmp_path
+
+
+def test_two_checkpoints_give_the_elementwise_mean(exp_dir):
+    avg = average_state_dicts(last_epoch_files(exp_dir, 2))
+    assert torch.equal(avg["w"], torch.tensor([[1.5, 4.0]]))  # (1+2)/2, (2+6)/2
+    assert avg["w"].dtype == torch.float32
+    assert avg["bn.num_batches_tracked"].item() == 25  # floor((20+31)/2), as ESPnet's averaging
+
+
+def test_cli_writes_the_average_of_the_last_epochs(exp_dir, capsys):
+    out = exp_dir / "last3.pth"
+    average_checkpoints.main(["--exp_dir", str(exp_dir), "--last", "3", "--out", str(out)])
+    assert torch.allclose(torch.load(out)["w"], torch.tensor([[1.0, 3.0]]))
+    assert "1epoch.pth, 2epoch.pth, 3epoch.pth" in capsys.readouterr().out
+
+
+def test_missing_epoch_is_an_error_naming_the_file(exp_dir):
+    (exp_dir / "2epoch.pth").unlink()
+    with pytest.raises(InputError, match=r"2epoch\.pth: missing.*total_count"):
+        last_epoch_files(exp_dir, 2)
+    out = exp_dir / "last2.pth"
+    with pytest.raises(SystemExit, match=r"2epoch\.pth"):
+        average_checkpoints.main(["--exp_dir", str(exp_dir), "--last", "2", "--out", str(out)])
+    assert not out.exists()
+    with pytest.raises(ConfigError, match="needs 4 epochs"):
+        last_epoch_files(exp_dir, 4)
+
+
+def test_mismatched_parameters_are_refused(exp_dir):
+    torch.save({"v": torch.zeros(1)}, exp_dir / "3epoch.pth")
+    with pytest.raises(InputError, match=r"3epoch\.pth: parameters differ"):
+        average_state_dicts(last_epoch_files(exp_dir, 2))
+
+
+def test_espnet_keeps_the_last_epochs_under_the_total_count_criterion():
+    """ESPnet's trainer keeps the n best epochs by each criterion: with ours, the last n."""
+    reporter = Reporter()
+    for epoch, acc in enumerate([0.5, 0.9, 0.7, 0.6], start=1):
+        reporter.set_epoch(epoch)
+        with reporter.observe("train") as sub:
+            for _ in range(3):
+                sub.register({"acc": acc})
+                sub.next()
+    assert reporter.sort_epochs(*KEEP_LAST_CRITERION)[:2] == [4, 3]
+    assert reporter.sort_epochs("train", "acc", "max")[:2] == [2, 3]
+
+
+def test_model_name_mode_makes_lastn_and_leaves_other_names(exp_dir):
+    average_checkpoints.main(["--exp_dir", str(exp_dir), "--model", "last2.pth"])
+    assert torch.equal(torch.load(exp_dir / "last2.pth")["w"], torch.tensor([[1.5, 4.0]]))
+    average_checkpoints.main(["--exp_dir", str(exp_dir), "--model", "valid.acc.ave.pth"])
+    assert not (exp_dir / "valid.acc.ave.pth").exists()
+
+
+def test_equals_espnets_nbest_average_of_the_same_epochs(tmp_path):
+    """ESPnet's own averaging (one criterion whose 2 best are the last 2 epochs) is the reference."""
+    from espnet2.main_funcs.average_nbest_models import average_nbest_models
+
+    reporter = Reporter()
+    for epoch in (1, 2, 3):
+        torch.save({"w": torch.randn(3, 4), "b": torch.randn(4)}, tmp_path / f"{epoch}epoch.pth")
+        reporter.set_epoch(epoch)
+        with reporter.observe("valid") as sub:
+            sub.register({"acc": 0.1 * epoch})
+            sub.next()
+    average_nbest_models(tmp_path, reporter, [("valid", "acc", "max")], nbest=[2])
+    espnet = torch.load(tmp_path / "valid.acc.ave_2best.pth")
+    ours = average_state_dicts(last_epoch_files(tmp_path, 2, upto=3))
+    for key in ours:
+        torch.testing.assert_close(ours[key], espnet[key])
