@@ -59,7 +59,9 @@ def test_unknown_option_is_refused_naming_it(scripts):
     assert out.returncode != 0 and out.stdout == ""
     assert "unknown option --lm_weights" in out.stderr
     # Internal names of the parser are no options either.
-    assert "unknown option --__option_names" in scripts("pipeline.sh", "--__option_names", "x").stderr
+    assert (
+        "unknown option --__option_names" in scripts("pipeline.sh", "--__option_names", "x").stderr
+    )
 
 
 @pytest.mark.parametrize("value", ["yes", "1", "rm -rf x", "True", ""])
