@@ -10,7 +10,7 @@
 set -euo pipefail
 . ./db.sh
 
-length=5                # digits per strip (5, 7, 9, 11, 13)
+length=5                # digits per strip (the paper: 5, 7, 9, 11, 13)
 rotated=false           # true: the rotated strips
 attention=soft          # soft, hard, pooling, chain, weighting or reference
 scene_text=false        # true: the scene-text setup (§4.2) instead of digit strips
