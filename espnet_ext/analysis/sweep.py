@@ -283,7 +283,11 @@ class Tuning:
 
 def _grid_values(values, where: str, path: Path) -> list[str]:
     """The grid's values as the recipe will see them (strings), refused if empty or repeated."""
-    values = [str(v) for v in (values.split() if isinstance(values, str) else values or [])]
+    if isinstance(values, str):
+        values = values.split()
+    if not isinstance(values, list):
+        raise ConfigError("expected a list of values", path=path, key=where)
+    values = [str(v) for v in values]
     if not values:
         raise ConfigError("the grid has no values", path=path, key=where)
     repeated = sorted({v for v in values if values.count(v) > 1})
@@ -308,6 +312,12 @@ def load_tuning(path, values: str | None = None) -> Tuning:
     for key in ("option", "tag", "tuned_tag"):
         if "{value}" not in str(grid[key]):
             raise InputError("must contain {value}", path=path, key=f"grid.{key}")
+        try:
+            str(grid[key]).format(label="", value="")
+        except (KeyError, IndexError, ValueError) as e:
+            raise InputError(
+                f"only {{label}} and {{value}} are filled in ({e!r})", path=path, key=f"grid.{key}"
+            ) from e
     return Tuning(
         name=str(spec["name"]),
         what=str(spec["what"]),

@@ -156,6 +156,12 @@ def test_bad_grids_are_refused_naming_the_key(tmp_path):
     bad.write_text(spec.replace('tag: "{label}_lmw{value}"', 'tag: "{label}_lmw"'))
     with pytest.raises(InputError, match=r"bad.yaml.*grid.tag.*must contain \{value\}"):
         load_tuning(bad)
+    bad.write_text(spec.replace('tag: "{label}_lmw{value}"', 'tag: "{lbl}_lmw{value}"'))
+    with pytest.raises(InputError, match=r"grid.tag.*only \{label\} and \{value\}"):
+        load_tuning(bad)
+    bad.write_text(spec.replace("values: [0, 0.05, 0.1, 0.15, 0.2]", "values: 0.1"))
+    with pytest.raises(ConfigError, match="grid.values.*expected a list"):
+        load_tuning(bad)
     bad.write_text(spec.replace("  tune_set: valid\n", ""))
     with pytest.raises(InputError, match="bad.yaml.*grid.*missing tune_set"):
         load_tuning(bad)
