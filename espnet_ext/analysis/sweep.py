@@ -26,6 +26,12 @@ decodings of every run and the analyses to write::
     tag_format: "{run}"                             # experiment tag of a run (shared across sweeps)
     analyses: [...]                                 # see espnet_ext.analysis.tables
 
+A spec with ``kind: tune`` instead tunes one decoding option of one model over a grid, as the papers tune
+the LM weight λ on the development set (see ``Tuning``); the recipe hands it its own command line::
+
+    python -m espnet_ext.analysis.sweep tune --spec conf/sweeps/lm_weight.yaml [--values "0 0.1"] \
+        [--label decode_lm_extended] -- ./mt.sh <options>
+
 Each run is one job of an array submitted with ``--cmd`` (local processes or Slurm); inside it the recipe runs
 with ``--cmd_backend local`` on the resources the job was given, first the training stages, then every
 decoding. The recipe's fingerprinted stages make a rerun skip what is done, and runs with the same tag in two
@@ -40,6 +46,7 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,17 +148,31 @@ def _expand_runs(spec: dict, path: Path) -> dict[str, str]:
     return runs
 
 
-def load_sweep(path) -> Sweep:
-    path = Path(path)
+def _read_spec(path: Path, kind: str, required: Sequence[str]) -> dict:
+    """The spec at ``path`` as a mapping with the ``required`` keys, of this ``kind`` ("table", "tune")."""
     try:
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as e:
         raise InputError(f"cannot read the sweep spec: {e}", path=path) from e
     if not isinstance(spec, dict):
         raise InputError("expected a mapping", path=path)
-    missing = [k for k in REQUIRED if k not in spec]
+    found = str(spec.get("kind", "table"))
+    if found != kind:
+        command = "tune" if found == "tune" else "run / collect"
+        raise InputError(
+            f"a spec of kind '{found}', not '{kind}' (python -m espnet_ext.analysis.sweep {command})",
+            path=path,
+            key="kind",
+        )
+    missing = [k for k in required if k not in spec]
     if missing:
         raise InputError(f"missing {', '.join(missing)}", path=path)
+    return spec
+
+
+def load_sweep(path) -> Sweep:
+    path = Path(path)
+    spec = _read_spec(path, "table", REQUIRED)
     decodes = []
     for name, entry in (spec.get("decodes") or {"decode": ""}).items():
         if isinstance(entry, dict):
@@ -184,6 +205,182 @@ def load_sweep(path) -> Sweep:
         analyses=list(spec.get("analyses") or []),
         source=path,
     )
+
+
+TUNING_REQUIRED = ("name", "what", "grid", "train", "decode", "report", "exp_query", "result")
+GRID_REQUIRED = ("option", "values", "tag", "tuned_tag", "tune_set", "test_sets")
+
+
+@dataclass
+class Tuning:
+    """One decoding option of one model tuned over a grid (a spec of ``kind: tune``).
+
+    Each value decodes ``tune_set`` (inference tag ``tag``), the best of them by ``metric`` (the first
+    listed on a tie) then decodes ``test_sets`` (tag ``tuned_tag``), and the report says which was
+    chosen. Tags fill in ``{label}`` (the caller's name for the decoding) and ``{value}``. The recipe
+    command (``base``) comes from the caller; its options are followed by this spec's, which win.
+    """
+
+    name: str
+    what: str  # how messages and RESULTS.md name the option ("LM weight")
+    option: str  # recipe options of one value: --inference_args "--lm_weight {value}"
+    values: list[str]
+    tag: str
+    tuned_tag: str
+    tune_set: str
+    test_sets: str
+    train: str  # options that run every stage before decoding (done stages are skipped)
+    decode: str  # options that decode and score
+    report: str  # options that write RESULTS.md ...
+    notes_option: str  # ... and the option that adds a note to it ("" : none)
+    exp_query: str  # options that make the recipe print its experiment dir, and exit
+    result: str  # a result file: {exp}, {tag}, {set} filled in
+    metric: dict  # {key, label, higher_is_better}
+    source: Path = Path(".")
+
+    def value_options(self, value: str) -> list[str]:
+        return shlex.split(self.option.format(value=value))
+
+    def grid(self, label: str) -> list[tuple[str, str]]:
+        """[(value, inference tag)] of the grid, in the spec's order."""
+        return [(v, self.tag.format(label=label, value=v)) for v in self.values]
+
+    def decode_line(self, base: list[str], value: str, tag: str, sets: str) -> list[str]:
+        return [
+            *base,
+            *shlex.split(self.decode),
+            "--test_sets",
+            sets,
+            "--inference_tag",
+            tag,
+            *self.value_options(value),
+        ]
+
+    def grid_invocations(self, base: list[str], label: str) -> list[list[str]]:
+        """Training (stages not yet done), then each value decoding ``tune_set``."""
+        return [[*base, *shlex.split(self.train)]] + [
+            self.decode_line(base, value, tag, self.tune_set) for value, tag in self.grid(label)
+        ]
+
+    def tuned_invocation(self, base: list[str], label: str, best: str) -> list[str]:
+        tag = self.tuned_tag.format(label=label, value=best)
+        return self.decode_line(base, best, tag, self.test_sets)
+
+    def notes(self, label: str, best: str, seconds: float) -> str:
+        rows = self.tag.format(label=label, value="<value>")
+        tuned = self.tuned_tag.format(label=label, value=best)
+        minutes, rest = divmod(round(seconds), 60)
+        return (
+            f"{self.what} tuned on {self.tune_set} among {{{', '.join(self.values)}}} (rows {rows}): "
+            f"best {best}, used for {self.test_sets} (row {tuned}). This {self.what} grid invocation "
+            f"(with any stages it had to run) took {minutes} min {rest} s."
+        )
+
+    def report_invocation(self, base: list[str], label: str, best: str, seconds: float):
+        notes = [self.notes_option, self.notes(label, best, seconds)] if self.notes_option else []
+        return [*base, *shlex.split(self.report), *notes]
+
+
+def _grid_values(values, where: str, path: Path) -> list[str]:
+    """The grid's values as the recipe will see them (strings), refused if empty or repeated."""
+    if isinstance(values, str):
+        values = values.split()
+    if not isinstance(values, list):
+        raise ConfigError("expected a list of values", path=path, key=where)
+    values = [str(v) for v in values]
+    if not values:
+        raise ConfigError("the grid has no values", path=path, key=where)
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise ConfigError(f"values listed twice: {repeated}", path=path, key=where)
+    return values
+
+
+def load_tuning(path, values: str | None = None) -> Tuning:
+    """The tuning spec at ``path``; ``values`` (whitespace-separated) replaces its grid's values."""
+    path = Path(path)
+    spec = _read_spec(path, "tune", TUNING_REQUIRED)
+    grid = spec["grid"]
+    if not isinstance(grid, dict):
+        raise InputError("expected a mapping", path=path, key="grid")
+    missing = [k for k in GRID_REQUIRED if k not in grid]
+    if missing:
+        raise InputError(f"missing {', '.join(missing)}", path=path, key="grid")
+    metric = dict(spec.get("metric") or {})
+    if "key" not in metric:
+        raise InputError("missing metric.key", path=path, key="metric")
+    for key in ("option", "tag", "tuned_tag"):
+        if "{value}" not in str(grid[key]):
+            raise InputError("must contain {value}", path=path, key=f"grid.{key}")
+        try:
+            str(grid[key]).format(label="", value="")
+        except (KeyError, IndexError, ValueError) as e:
+            raise InputError(
+                f"only {{label}} and {{value}} are filled in ({e!r})", path=path, key=f"grid.{key}"
+            ) from e
+    return Tuning(
+        name=str(spec["name"]),
+        what=str(spec["what"]),
+        option=str(grid["option"]),
+        values=(
+            _grid_values(grid["values"], "grid.values", path)
+            if values is None
+            else _grid_values(values, "--values", path)
+        ),
+        tag=str(grid["tag"]),
+        tuned_tag=str(grid["tuned_tag"]),
+        tune_set=str(grid["tune_set"]),
+        test_sets=str(grid["test_sets"]),
+        train=str(spec["train"]),
+        decode=str(spec["decode"]),
+        report=str(spec["report"]),
+        notes_option=str(spec.get("notes_option", "")),
+        exp_query=str(spec["exp_query"]),
+        result=str(spec["result"]),
+        metric=metric,
+        source=path,
+    )
+
+
+def _call(line: list[str], what: str) -> None:
+    print("+ " + shlex.join(line), file=sys.stderr, flush=True)
+    code = subprocess.call(line)
+    if code:
+        raise SystemExit(f"{what}: '{shlex.join(line)}' failed with exit code {code}")
+
+
+def tune(tuning: Tuning, base: list[str], label: str) -> str:
+    """Train if needed, decode ``tune_set`` with each value, the test sets with the best; its value."""
+    from espnet_ext.scoring.select_best import select_best
+
+    start = time.monotonic()
+    what = f"{tuning.name} grid"
+    for line in tuning.grid_invocations(base, label):
+        _call(line, what)
+    query = [*base, *shlex.split(tuning.exp_query)]
+    answer = subprocess.run(query, stdout=subprocess.PIPE, text=True)
+    if answer.returncode or not answer.stdout.strip():
+        raise SystemExit(f"{what}: '{shlex.join(query)}' did not print the experiment dir")
+    exp = answer.stdout.strip().splitlines()[-1]
+    results = [
+        (value, tuning.result.format(exp=exp, tag=tag, set=tuning.tune_set))
+        for value, tag in tuning.grid(label)
+    ]
+    key = tuning.metric["key"]
+    best, values = select_best(results, key, bool(tuning.metric.get("higher_is_better", True)))
+    for value, score in values:
+        mark = "\t<- best" if value == best else ""
+        print(f"{tuning.what} {value}\t{key} {score:.2f}{mark}", file=sys.stderr)
+    label_of_metric = tuning.metric.get("label", key)
+    print(
+        f"{tuning.what} {best} gives the best {tuning.tune_set} {label_of_metric}; "
+        f"decoding {tuning.test_sets} with it",
+        file=sys.stderr,
+        flush=True,
+    )
+    _call(tuning.tuned_invocation(base, label, best), what)
+    _call(tuning.report_invocation(base, label, best, time.monotonic() - start), what)
+    return best
 
 
 def sweep_dir(sweep: Sweep) -> Path:
@@ -306,7 +503,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     task = commands.add_parser("task", help="one run (what each array job executes)")
     task.add_argument("--index", type=int, required=True)
     col = commands.add_parser("collect", help="tables and figures of what has finished")
-    for sub in (run, task, col):
+    tun = commands.add_parser(
+        "tune", help="tune a decoding option of one model over a grid (a spec of kind: tune)"
+    )
+    tun.add_argument("--values", default=None, help="the grid (default: the spec's), e.g. '0 0.1'")
+    tun.add_argument("--label", default="decode", help="fills {label} in the spec's tags")
+    tun.add_argument("base", nargs="+", help="-- then the recipe command and its options")
+    for sub in (run, task, col, tun):
         sub.add_argument("--spec", required=True)
     for sub in (run, col):
         sub.add_argument(
@@ -314,6 +517,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     args = parser.parse_args(argv)
     try:
+        if args.command == "tune":
+            tune(load_tuning(args.spec, args.values), args.base, args.label)
+            return
         sweep = load_sweep(args.spec)
         if args.command == "task":
             run_task(sweep, args.index)

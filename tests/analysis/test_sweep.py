@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from espnet_ext.analysis.sweep import collect, load_sweep
 from espnet_ext.errors import InputError
@@ -197,9 +198,19 @@ def test_runs_become_one_slurm_array_job(slurm_cluster, recipe):
     assert values["relaxed_cross_g0.2"]["lm"] == {"dev": 6.0, "test": 7.0}
 
 
-@pytest.mark.parametrize(
-    "spec", sorted(REPO.glob("egs/*/*/conf/sweeps/*.yaml")), ids=lambda p: str(p.relative_to(REPO))
-)
+RECIPE_SPECS = sorted(REPO.glob("egs/*/*/conf/sweeps/*.yaml"))
+TABLE_SPECS = [p for p in RECIPE_SPECS if yaml.safe_load(p.read_text()).get("kind") != "tune"]
+
+
+def test_every_recipe_spec_is_a_table_or_a_tuning():
+    from espnet_ext.analysis.sweep import load_tuning
+
+    for spec in set(RECIPE_SPECS) - set(TABLE_SPECS):  # tunings: tests/analysis/test_sweep_tune.py
+        assert load_tuning(spec).values
+    assert len(TABLE_SPECS) >= 8
+
+
+@pytest.mark.parametrize("spec", TABLE_SPECS, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_recipe_sweep_spec_loads_and_renders_before_any_run(spec, tmp_path, monkeypatch):
     """A committed spec names real runs and analyses; its tables render (empty cells) before anything ran."""
     from espnet_ext.analysis.tables import render_analyses

@@ -8,7 +8,8 @@
 #   --lm_text transcripts|extended   LM on the training targets only (default), or + data/lm_extended/text
 #                                    (real: ${IWSLT14_LM}, the paper's MuST-C English text)
 #   --lm_weights "0 0.05 0.1 0.15 0.2"   with --use_lm true: decode valid with each LM weight λ, pick the
-#                                    best BLEU, decode test with it (the paper's λ grid, A.3.3)
+#                                    best BLEU, decode test with it (the paper's λ grid, A.3.3; run by
+#                                    espnet_ext.analysis.sweep tune on conf/sweeps/lm_weight.yaml)
 # The paper's variants are mt.sh options on one training config:
 #   --attention_variant baseline|smooth_focus|relaxed_cross|relaxed_self [--relax_gamma G]
 #   --matched_inference true        relaxed attention also when decoding
@@ -16,16 +17,10 @@
 set -euo pipefail
 . ./db.sh
 
-lm_text=transcripts
-lm_weights=""
-args=()
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --lm_text) lm_text=$2; shift 2 ;;
-        --lm_weights) lm_weights=$2; shift 2 ;;
-        *) args+=("$1"); shift ;;
-    esac
-done
+lm_text=transcripts     # transcripts or extended
+lm_weights=""           # the LM-weight grid; empty: decode with the inference config's lm_weight
+__options_pass_to=./mt.sh
+. utils/parse_options.sh
 
 sets=(--train_set train --valid_set valid --test_sets "valid test" --src_lang de --tgt_lang en)
 if [ -z "${IWSLT14}" ]; then
@@ -50,26 +45,11 @@ case "${lm_text}" in
     *) echo "$0: --lm_text must be transcripts or extended, not '${lm_text}'" >&2; exit 1 ;;
 esac
 
+mt=(./mt.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" --results_title "${title}")
 if [ -z "${lm_weights}" ]; then
-    ./mt.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" --results_title "${title}" "${args[@]}"
-    exit 0
+    "${mt[@]}" "$@"
+else
+    . ./path.sh
+    python -m espnet_ext.analysis.sweep tune --spec conf/sweeps/lm_weight.yaml --values "${lm_weights}" \
+        --label "decode_lm_${lm_text}" -- "${mt[@]}" "$@"
 fi
-
-# λ grid: train (all stages up to 8), decode + score valid per λ, then test with the best one.
-. ./path.sh
-./mt.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" --use_lm true --stop_stage 8 "${args[@]}"
-tag_of() { echo "decode_lm_${lm_text}_lmw$1"; }
-for w in ${lm_weights}; do
-    ./mt.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" --use_lm true "${args[@]}" --stage 9 --stop_stage 10 \
-        --test_sets valid --inference_tag "$(tag_of "${w}")" --inference_args "--lm_weight ${w}"
-done
-exp=$(./mt.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" "${args[@]}" --print_exp true)
-best=$(python -m espnet_ext.scoring.select_best --metric bleu --max \
-    $(for w in ${lm_weights}; do echo "${w}=${exp}/$(tag_of "${w}")/valid/score_bleu/result.json"; done))
-echo "$0: LM weight ${best} gives the best valid BLEU; decoding test with it" >&2
-# Its own tag: each tag's stage marker remembers one set list, so valid and test stay done on a rerun.
-./mt.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" --use_lm true "${args[@]}" --stage 9 --stop_stage 10 \
-    --test_sets test --inference_tag "decode_lm_${lm_text}_tuned_lmw${best}" --inference_args "--lm_weight ${best}"
-./mt.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" --use_lm true "${args[@]}" --stage 11 --results_title "${title}" \
-    --results_notes "LM weight λ tuned on valid among {${lm_weights// /, }} (rows decode_lm_${lm_text}_lmw<λ>): best ${best},\
- used for test (row decode_lm_${lm_text}_tuned_lmw${best}). This LM-weight grid invocation (with any stages it had to run) took $((SECONDS / 60)) min $((SECONDS % 60)) s."

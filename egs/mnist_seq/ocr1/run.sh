@@ -10,26 +10,13 @@
 set -euo pipefail
 . ./db.sh
 
-length=5
-rotated=false
-attention=soft
-scene_text=false
+length=5                # digits per strip (the paper: 5, 7, 9, 11, 13)
+rotated=false           # true: the rotated strips
+attention=soft          # soft, hard, pooling, chain, weighting or reference
+scene_text=false        # true: the scene-text setup (§4.2) instead of digit strips
 num_stn=2               # scene text: STNs of the sharp models (Table 2: two; "Sharp + One STN": 1)
-rest=()
-while [ $# -gt 0 ]; do  # this recipe's own options; everything else goes to ocr.sh
-    case "$1" in
-        --length) length=$2; shift 2 ;;
-        --rotated) rotated=$2; shift 2 ;;
-        --attention) attention=$2; shift 2 ;;
-        --scene_text) scene_text=$2; shift 2 ;;
-        --num_stn) num_stn=$2; shift 2 ;;
-        *) rest+=("$1"); shift ;;
-    esac
-done
-
-for flag in rotated scene_text; do  # booleans are compared, never executed
-    case "${!flag}" in true | false) ;; *) echo "$0: --${flag} takes true or false, not '${!flag}'" >&2; exit 1 ;; esac
-done
+__options_pass_to=./ocr.sh
+. utils/parse_options.sh
 
 # The paper's models as overrides of one config: the recogniser and, for sharp attention, its context.
 case "${attention}" in
@@ -55,7 +42,7 @@ if [ "${scene_text}" = true ]; then
         --test_sets "test_iiit5k test_svt test_ic03 test_ic13 test_ic15 test_svtp" \
         --local_data_opts "--scene_text true" --ocr_config conf/train_ocr_scene_text.yaml \
         --ocr_args "${model_args} --model_conf max_length=16" --ocr_tag "${attention}${tag_suffix}" \
-        --results_title "Scene text recognition (sharp attention)" "${rest[@]}"
+        --results_title "Scene text recognition (sharp attention)" "$@"
     exit 0
 fi
 
@@ -70,4 +57,4 @@ fi
 ./ocr.sh --train_set "train${suffix}" --valid_set "dev${suffix}" --test_sets "test${suffix}" \
     --local_data_opts "--length ${length} --rotated ${rotated}" --ocr_config "${config}" \
     --ocr_args "${model_args} --model_conf max_length=${length}" --ocr_tag "${attention}${suffix}" \
-    --train_num_threads "$(nproc)" --results_title "MNIST digit strips (sharp attention)" "${rest[@]}"
+    --train_num_threads "$(nproc)" --results_title "MNIST digit strips (sharp attention)" "$@"
