@@ -5,6 +5,10 @@ Importing this package makes our model classes available to ESPnet2's tasks (see
 
 __version__ = "0.1.0"
 
-from espnet_ext import registry as _registry
+from espnet_ext import typecheck as _typecheck
+
+_typecheck.configure()  # before anything imports ESPnet
+
+from espnet_ext import registry as _registry  # noqa: E402
 
 _registry.install()
