@@ -61,7 +61,7 @@ def _untrained_asr_model(st: Path, blocks: int, out: Path) -> Path:
 @pytest.fixture(scope="module")
 def finished(mustc_asr_finished):
     asr, _ = mustc_asr_finished
-    st = asr.parent.parent / "st1"
+    st = asr.parent / "st1"
     (st / "conf" / "tiny_st.yaml").write_text(TINY_ST)
     (st / "conf" / "tiny_decode.yaml").write_text("beam_size: 2\nmaxlenratio: 0.0\n")
     out = run(st, [*ST_ARGS, "--asr_init", ASR_MODEL], env={"MUSTC": ""})
