@@ -31,21 +31,29 @@ class Terminated(Exception):
 
 
 @contextlib.contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """Turn SIGTERM into an exception (like Ctrl-C's KeyboardInterrupt) so cleanup code runs."""
+def interrupts_raise() -> Iterator[None]:
+    """While jobs run: SIGTERM raises Terminated, SIGINT KeyboardInterrupt, so cleanup code ends them.
+
+    SIGINT is set explicitly because a program inherits "ignore SIGINT" when started in the background
+    by a non-interactive shell (``cmd &`` in a script, CI): Python then installs no KeyboardInterrupt
+    handler, and an interrupt sent to the runner would leave it and its jobs running. The jobs run in
+    their own sessions, so the runner is the only one that can pass an interrupt on.
+    """
 
     def handler(signum, frame):
         raise Terminated()
 
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        previous_term = signal.signal(signal.SIGTERM, handler)
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def available_cpus() -> int:
@@ -79,7 +87,7 @@ class LocalRunner:
         waiting = list(jobs)
         running: list[_Running] = []
         outcomes: dict[int, JobOutcome] = {}
-        with sigterm_raises():
+        with interrupts_raise():
             try:
                 while waiting or running:
                     while waiting and len(running) < max_jobs_run:
@@ -144,8 +152,13 @@ class LocalRunner:
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(r.process.pid, signal.SIGKILL)
-                r.process.wait()
-            self._finish(r, _exit_code_of(r.process.returncode))
+                # Bounded: an interrupt that arrived inside poll() can leave Popen's wait lock held.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    r.process.wait(timeout=KILL_GRACE_SECONDS)
+            killed = 128 + signal.SIGKILL
+            self._finish(
+                r, killed if r.process.returncode is None else _exit_code_of(r.process.returncode)
+            )
 
 
 def _exit_code_of(returncode: int) -> int:

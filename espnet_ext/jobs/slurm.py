@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from espnet_ext.fileio import atomic_write
-from espnet_ext.jobs.local import Terminated, sigterm_raises
+from espnet_ext.jobs.local import Terminated, interrupts_raise
 from espnet_ext.jobs.slurm_config import SlurmConfig
 from espnet_ext.jobs.spec import (
     ENDED_PREFIX,
@@ -157,7 +157,7 @@ class SlurmRunner:
         print(
             f"slurm: submitted job {job_id} ({tasks}), log: {request.log_template}", file=sys.stderr
         )
-        with sigterm_raises():
+        with interrupts_raise():
             try:
                 states, cancelled_because = self._wait(
                     job_id, jobs, request.options.get("dependency")

@@ -1,1 +1,41 @@
+"""Recipe runs shared by several test modules: each recipe is prepared and trained once per session.
+
+Modules that branch from a shared run (other tags, stages, backends) must leave its outputs as they
+found them. Under pytest-xdist the modules of one recipe share an xdist group (see pytest.ini's
+``--dist loadgroup``), so the run is made once, on one worker.
+"""
+
+import pytest
+from recipe_fixture import (
+    MUSTC_ASR_ARGS,
+    MUSTC_SHARED_ARGS,
+    MUSTC_TINY_ASR,
+    MUSTC_TINY_DECODE,
+    TINY_ARGS,
+    make_recipe_copy,
+    run,
+    tiny_librispeech_recipe,
+)
 from slurm_fixtures import slurm_cluster  # noqa: F401
+
+
+@pytest.fixture(scope="session")
+def librispeech_finished(tmp_path_factory):
+    """The tiny librispeech recipe after all stages (local backend): (recipe dir, its run)."""
+    recipe = tiny_librispeech_recipe(tmp_path_factory.mktemp("librispeech"))
+    out = run(recipe, TINY_ARGS)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return recipe, out
+
+
+@pytest.fixture(scope="session")
+def mustc_asr_finished(tmp_path_factory):
+    """egs/mustc/asr1 after all stages on tiny mini talks, with egs/mustc/st1 beside it (not run)."""
+    dest = tmp_path_factory.mktemp("mustc")
+    asr = make_recipe_copy("mustc", "asr1", dest)
+    make_recipe_copy("mustc", "st1", dest)
+    (asr / "conf" / "tiny_asr.yaml").write_text(MUSTC_TINY_ASR)
+    (asr / "conf" / "tiny_decode.yaml").write_text(MUSTC_TINY_DECODE)
+    out = run(asr, MUSTC_ASR_ARGS + MUSTC_SHARED_ARGS, env={"MUSTC": ""})
+    assert out.returncode == 0, out.stderr[-4000:]
+    return asr, out

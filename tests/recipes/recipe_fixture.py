@@ -93,8 +93,48 @@ TINY_ARGS = [
     "conf/tiny_decode.yaml",
     "--nbpe",
     "30",
+    "--train_num_threads",
+    "1",  # one thread per process, as everywhere in the tests (tests/conftest.py)
     "--local_data_opts",
     "--mini_splits train=40,dev=6,test=6 --mini_lm_sentences 200 --mini_lm_wide_sentences 100",
+]
+
+
+# The MuST-C ASR and ST models share this encoder: the ST recipe starts from the ASR recipe's model.
+MUSTC_TINY_MODEL = """\
+encoder: transformer
+encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1, input_layer: conv2d,
+               use_flash_attn: false}
+decoder: transformer
+decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false}
+frontend: null
+optim: adam
+optim_conf: {lr: 0.002}
+batch_type: folded
+batch_size: 8
+max_epoch: 1
+best_model_criterion: [[valid, acc, max]]
+keep_nbest_models: 1
+num_workers: 0
+use_tensorboard: false
+use_matplotlib: false
+num_att_plot: 0
+"""
+MUSTC_TINY_ASR = MUSTC_TINY_MODEL + "model_conf: {ctc_weight: 0.3, lsm_weight: 0.1}\n"
+MUSTC_TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\n"
+MUSTC_ASR_ARGS = [
+    "--asr_config",
+    "conf/tiny_asr.yaml",
+    "--inference_config",
+    "conf/tiny_decode.yaml",
+    "--nbpe",
+    "30",
+]
+MUSTC_SHARED_ARGS = [
+    "--train_num_threads",
+    "1",
+    "--local_data_opts",
+    "--mini_splits train=40,dev=6,tst-COMMON=6 --mini_num_speakers 2 --mini_segments_per_talk 4:8",
 ]
 
 

@@ -3,19 +3,13 @@
 import re
 
 import pytest
-from recipe_fixture import TINY_ARGS, run, run_until, tiny_librispeech_recipe
+from recipe_fixture import TINY_ARGS, run, run_until
 
 
-@pytest.fixture(scope="module")
-def recipe(tmp_path_factory):
-    return tiny_librispeech_recipe(tmp_path_factory.mktemp("recipe"))
-
-
-@pytest.fixture(scope="module")
-def finished(recipe):
-    out = run(recipe, TINY_ARGS)
-    assert out.returncode == 0, out.stderr[-4000:]
-    return recipe, out
+@pytest.fixture
+def finished(librispeech_finished):
+    """The session's tiny run of all stages (conftest.py), which the Slurm tests branch from too."""
+    return librispeech_finished
 
 
 def test_all_stages_run_and_write_results(finished):
@@ -53,7 +47,8 @@ def test_rerun_skips_finished_stages(finished):
 
 def test_lm_fusion_stages_add_a_decoding(finished):
     recipe, _ = finished
-    out = run(recipe, TINY_ARGS + ["--stage", "5", "--use_lm", "true"])
+    # The LM is trained here; decoding test alone shows the fusion (dev is the plain run's).
+    out = run(recipe, TINY_ARGS + ["--stage", "5", "--use_lm", "true", "--test_sets", "test"])
     assert out.returncode == 0, out.stderr[-4000:]
     lm_exp = (
         recipe / "exp" / "lm_extended"
@@ -92,6 +87,8 @@ def test_relaxed_variant_with_matched_inference(finished):
         "11",
         "--asr_args",
         "--max_epoch 1",  # the variant's plumbing is tested, not its accuracy: one epoch is enough
+        "--test_sets",
+        "test",
     ]
     out = run(recipe, TINY_ARGS + args)
     assert out.returncode == 0, out.stderr[-4000:]

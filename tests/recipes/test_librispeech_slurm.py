@@ -1,54 +1,60 @@
-"""The librispeech mini recipe through the real Slurm backend: array jobs, training job, failure propagation."""
+"""The librispeech mini recipe through the real Slurm backend: array jobs, training job, requeue,
+decoding jobs, failure propagation.
 
+The backend is what is tested here, not the recipe: every test branches from the session's tiny local
+run (conftest.py; test_librispeech_recipe.py checks its stages) and sends only its own stages through
+Slurm -- features as an array job into another dump dir, a training under its own tag (preempted and
+requeued on the way), that model's decoding -- on the data the local run prepared.
+"""
+
+import os
 import re
+import subprocess
+import time
 
 import pytest
-from recipe_fixture import TINY_ARGS, run, tiny_librispeech_recipe
+from recipe_fixture import TINY_ARGS, run
 
 pytestmark = pytest.mark.slurm
 
-# The backend is what is tested here, not the model: a smaller corpus and one epoch (the local run in
-# test_librispeech_recipe.py covers the full tiny setup).
-SLURM_ARGS = [
-    *TINY_ARGS[: TINY_ARGS.index("--local_data_opts")],
-    "--local_data_opts",
-    "--mini_splits train=20,dev=4,test=4 --mini_lm_sentences 50 --mini_lm_wide_sentences 20",
-    "--asr_args",
-    "--max_epoch 1",
-]
+SLURM_ARGS = [*TINY_ARGS, "--cmd_backend", "slurm"]
 
 
-@pytest.fixture(scope="module")
-def recipe(tmp_path_factory):
-    return tiny_librispeech_recipe(tmp_path_factory.mktemp("slurm_recipe"))
+@pytest.fixture
+def recipe(librispeech_finished):
+    return librispeech_finished[0]
 
 
-def test_recipe_runs_through_sbatch(slurm_cluster, recipe):
-    out = run(recipe, SLURM_ARGS + ["--cmd_backend", "slurm", "--stop_stage", "11"])
-    assert out.returncode == 0, out.stderr[-4000:]
-    # fbank ran as a 2-task array job; every task's log carries Slurm's job id and a clean footer.
-    logs = sorted((recipe / "dump" / "fbank" / "train" / "log").glob("fbank.*.log"))
-    assert [p.name for p in logs] == ["fbank.1.log", "fbank.2.log"]
+def read_table(path):
+    return dict(line.split(" ", 1) for line in path.read_text(encoding="utf-8").splitlines())
+
+
+def assert_slurm_job_logs(logs):
+    assert logs
     for log in logs:
         text = log.read_text()
         assert re.search(r"SLURM_JOB_ID|slurm job|Slurm job", text, re.IGNORECASE), text[:500]
         assert "# Ended (code 0)" in text
-    assert (
-        recipe
-        / "exp"
-        / "asr_tiny_asr"
-        / "decode_tiny_decode"
-        / "test"
-        / "score_wer"
-        / "result.json"
-    ).exists()
+
+
+def test_features_run_as_slurm_array_jobs(slurm_cluster, recipe):
+    out = run(recipe, SLURM_ARGS + ["--stage", "2", "--stop_stage", "2", "--dumpdir", "dump_slurm"])
+    assert out.returncode == 0, out.stderr[-4000:]
+    # fbank ran as a 2-task array job; every task's log carries Slurm's job id and a clean footer.
+    logs = sorted((recipe / "dump_slurm" / "fbank" / "train" / "log").glob("fbank.*.log"))
+    assert [p.name for p in logs] == ["fbank.1.log", "fbank.2.log"]
+    assert_slurm_job_logs(logs)
+    for dset in ("train", "dev", "test"):
+        slurm = read_table(recipe / "dump_slurm" / "fbank" / dset / "feats.scp")
+        local = read_table(recipe / "dump" / "fbank" / dset / "feats.scp")
+        assert list(slurm) == list(local)
 
 
 def test_failed_slurm_job_stops_the_stage_with_its_log(slurm_cluster, recipe, tmp_path):
     (tmp_path / "not_a_corpus").mkdir()
     out = run(
         recipe,
-        SLURM_ARGS + ["--cmd_backend", "slurm", "--stop_stage", "1", "--dumpdir", "dump_bad"],
+        SLURM_ARGS + ["--stop_stage", "1", "--dumpdir", "dump_bad"],
         env={"LIBRISPEECH": str(tmp_path / "not_a_corpus")},
     )
     assert out.returncode != 0
@@ -59,44 +65,20 @@ def test_failed_slurm_job_stops_the_stage_with_its_log(slurm_cluster, recipe, tm
 def test_gpu_request_is_refused_at_submit_time(slurm_cluster, recipe):
     out = run(
         recipe,
-        SLURM_ARGS
-        + [
-            "--cmd_backend",
-            "slurm",
-            "--stage",
-            "9",
-            "--stop_stage",
-            "9",
-            "--ngpu",
-            "1",
-            "--asr_tag",
-            "gpu",
-        ],
+        SLURM_ARGS + ["--stage", "9", "--stop_stage", "9", "--ngpu", "1", "--asr_tag", "gpu"],
     )
     assert out.returncode != 0
     assert "Invalid generic resource" in out.stderr or "gres" in out.stderr, out.stderr[-3000:]
     assert not (recipe / "exp" / "asr_gpu" / ".stages" / "stage9.done").exists()
 
 
-def test_preempted_training_job_is_requeued_and_resumes(slurm_cluster, recipe):
-    """A training job requeued mid-run (what preemption does) restarts by itself and continues its epochs."""
-    import os
-    import subprocess
-    import time
-
+@pytest.fixture(scope="module")
+def preempted_training(slurm_cluster, librispeech_finished):
+    """Stage 9 as a Slurm job, requeued (what preemption does) once its first epoch is saved."""
+    recipe = librispeech_finished[0]
     exp = recipe / "exp" / "asr_preempt"
-    args = SLURM_ARGS + [
-        "--cmd_backend",
-        "slurm",
-        "--stage",
-        "9",
-        "--stop_stage",
-        "9",
-        "--asr_tag",
-        "preempt",
-        "--asr_args",
-        "--max_epoch 3",
-    ]
+    args = SLURM_ARGS + ["--stage", "9", "--stop_stage", "9", "--asr_tag", "preempt"]
+    args += ["--asr_args", "--max_epoch 3"]
     proc = subprocess.Popen(
         ["./run.sh", *args],
         cwd=recipe,
@@ -118,6 +100,24 @@ def test_preempted_training_job_is_requeued_and_resumes(slurm_cluster, recipe):
     subprocess.run(["scontrol", "requeue", train_jobs[0]], check=True)
     output, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, output[-3000:]
+    return recipe, exp
+
+
+def test_preempted_training_job_is_requeued_and_resumes(preempted_training):
+    """A training job requeued mid-run restarts by itself and continues its epochs."""
+    _, exp = preempted_training
     log = (exp / "train.log").read_text()
     assert "The training was resumed using" in log
     assert (exp / "3epoch.pth").exists() and (exp / ".stages" / "stage9.done").exists()
+
+
+def test_the_slurm_trained_model_decodes_and_scores_through_sbatch(preempted_training):
+    recipe, exp = preempted_training
+    args = ["--stage", "10", "--stop_stage", "12", "--asr_tag", "preempt", "--test_sets", "test"]
+    out = run(recipe, SLURM_ARGS + args)
+    assert out.returncode == 0, out.stderr[-4000:]
+    decode = exp / "decode_tiny_decode" / "test"
+    assert_slurm_job_logs(sorted((decode / "logdir").glob("asr_inference.*.log")))
+    assert len((decode / "text").read_text().splitlines()) == 6
+    assert (decode / "score_wer" / "result.json").exists()
+    assert "asr_preempt / decode_tiny_decode" in (recipe / "exp" / "RESULTS.md").read_text()

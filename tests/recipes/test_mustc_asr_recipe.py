@@ -1,23 +1,15 @@
-"""egs/mustc/asr1 end to end on tiny mini-corpus talks: segments through every stage; the release on the fixture."""
+"""egs/mustc/asr1 end to end on tiny mini-corpus talks: segments through every stage; the release on the fixture.
+
+The end-to-end run is the session's (tests/recipes/conftest.py), which the ST recipe's tests start from.
+"""
 
 import json
 import re
 from pathlib import Path
 
 import pytest
-from recipe_fixture import TINY_ASR, make_recipe_copy, run
+from recipe_fixture import make_recipe_copy, run
 
-TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\n"
-TINY_ARGS = [
-    "--asr_config",
-    "conf/tiny_asr.yaml",
-    "--inference_config",
-    "conf/tiny_decode.yaml",
-    "--nbpe",
-    "30",
-    "--local_data_opts",
-    "--mini_splits train=40,dev=6,tst-COMMON=6 --mini_num_speakers 2 --mini_segments_per_talk 4:8",
-]
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mustc"
 
 
@@ -25,19 +17,10 @@ def read_table(path):
     return dict(line.split(" ", 1) for line in path.read_text(encoding="utf-8").splitlines())
 
 
-@pytest.fixture(scope="module")
-def recipe(tmp_path_factory):
-    recipe = make_recipe_copy("mustc", "asr1", tmp_path_factory.mktemp("recipe"))
-    (recipe / "conf" / "tiny_asr.yaml").write_text(TINY_ASR)
-    (recipe / "conf" / "tiny_decode.yaml").write_text(TINY_DECODE)
-    return recipe
-
-
-@pytest.fixture(scope="module")
-def finished(recipe):
-    out = run(recipe, TINY_ARGS, env={"MUSTC": ""})
-    assert out.returncode == 0, out.stderr[-4000:]
-    return recipe, out
+@pytest.fixture
+def finished(mustc_asr_finished):
+    """The session's tiny MuST-C ASR run (conftest.py), shared with the ST recipe's tests."""
+    return mustc_asr_finished
 
 
 def test_mini_talks_are_prepared_by_the_release_reader(finished):
