@@ -53,6 +53,12 @@ _TASK_SPEECH_ENCODERS = [
     ("encoder_choices", "adapter_cnn_transformer", _ADAPTERS + "AdapterCNNTransformerEncoder"),
 ]
 _TASK_MODELS = "espnet_ext.nets.task_models:"
+_LEGO = "espnet_ext.nets.lego."
+_LEGONN = [
+    ("model_choices", "legonn", _LEGO + "model:LegoNNMTModel"),
+    ("encoder_choices", "legonn", _LEGO + "encoder:LegoNNEncoder"),
+    ("decoder_choices", "legonn", _LEGO + "decoder:LegoNNDecoder"),
+]
 
 REGISTRY: dict[str, list[tuple[str, str, str]]] = {
     "espnet2.tasks.asr": [
@@ -86,6 +92,7 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
         _RELAXED_DECODER,
         *_TASK_MODULES,
         ("model_choices", "task_conditioned", _TASK_MODELS + "TaskConditionedMTModel"),
+        *_LEGONN,
     ],
     "espnet2.tasks.lm": [
         ("lm_choices", "transformer_tied", "espnet_ext.nets.tied_transformer_lm:TiedTransformerLM"),
