@@ -1,0 +1,103 @@
+"""The LegoNN MT model: eq. (11) over several modules, interface targets, the CTC length check, and a
+real ``mt_train`` run through ESPnet2's trainer."""
+
+import pytest
+import torch
+from conftest import (
+    PHONE_VOCAB,
+    TEXT_VOCAB,
+    build,
+    decoder_conf,
+    experiment_config,
+    module_conf,
+    random_batch,
+)
+from espnet2.train.reporter import Reporter
+
+from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.nets.lego.interface import ctc_loss
+
+
+def phone_targets(batch=3):
+    lengths = torch.tensor([3, 2, 2][:batch])
+    return torch.tensor([[2, 3, 4], [5, 6, -1], [7, 2, -1]][:batch]), lengths
+
+
+def three_module_config(**model_conf):
+    """Phoneme recogniser -> pronunciation model (WEmb RF 3) -> decoder, as the Europarl ASR of §V-C2."""
+    modules = [
+        module_conf(PHONE_VOCAB, olc_ratio=1.2),
+        module_conf(TEXT_VOCAB, input_layer="wemb", olc_ratio=1.0),
+    ]
+    modules[1]["ingestor"]["receptive_field"] = 3
+    return experiment_config(modules, interface_text_keys=["phn", "text"], **model_conf)
+
+
+def test_loss_is_ce_plus_every_modules_ctc_in_its_own_vocabulary():
+    model = build(three_module_config())
+    src, src_lengths = random_batch()
+    text, text_lengths = random_batch(seed=1)
+    phn, phn_lengths = phone_targets()
+    loss, stats, _ = model(text, text_lengths, src, src_lengths, phn=phn, phn_lengths=phn_lengths)
+    assert loss.item() == pytest.approx(
+        (stats["loss_ce"] + stats["loss_ctc_0"] + stats["loss_ctc_1"]).item(), rel=1e-6
+    )
+    # Module 0's CTC is eq. (7) over the phoneme interface, recomputed outside the model.
+    (lp0, k0), _ = model.interfaces(src, src_lengths)
+    assert lp0.size(-1) == len(PHONE_VOCAB) and k0.tolist() == [
+        9,
+        6,
+        5,
+    ]  # ceil(1.2 T), T = length + <eos>
+    assert stats["loss_ctc_0"].item() == pytest.approx(
+        ctc_loss(lp0, k0, phn, phn_lengths).item(), rel=1e-6
+    )
+    memory, _ = model.encode(src, src_lengths)
+    assert memory.shape == (3, 9, 16)  # decoder memory: ingested distributions
+
+
+def test_interface_targets_must_exist_and_match_their_vocabulary():
+    with pytest.raises(ConfigError, match=r"interface_text_keys\[0\]"):
+        build(experiment_config([module_conf(PHONE_VOCAB)]))  # phonemes cannot use 'text'
+    model = build(three_module_config())
+    src, src_lengths = random_batch()
+    with pytest.raises(InputError, match="no 'phn'"):
+        model(src, src_lengths, src, src_lengths)
+    with pytest.raises(ConfigError, match="on_short_ctc"):
+        build(three_module_config(on_short_ctc="skip"))
+
+
+def test_an_olc_ratio_too_short_for_the_ctc_target_is_refused_or_counted():
+    modules = [module_conf(TEXT_VOCAB, olc_ratio=0.5)]
+    src, src_lengths = random_batch()
+    refusing = build(experiment_config(modules))
+    with pytest.raises(ConfigError, match=r"encoder_conf.modules\[0\].olc.*CTC length"):
+        refusing(src, src_lengths, src, src_lengths)
+    counting = build(experiment_config(modules, on_short_ctc="report"))
+    loss, stats, _ = counting(src, src_lengths, src, src_lengths)
+    assert stats["ctc_too_short_0"].item() == 3 and torch.isfinite(loss).all()
+
+
+def test_beamconv_decoder_trains_only_its_side_of_the_bottleneck():
+    model = build(experiment_config([module_conf(TEXT_VOCAB)], decoder_conf("beamconv"))).train()
+    src, src_lengths = random_batch()
+    loss, stats, _ = model(src, src_lengths, src, src_lengths)
+    stats["loss_ce"].requires_grad_(False)
+    model.zero_grad()
+    loss_ce_only = model._calc_mt_att_loss(*model.encode(src, src_lengths), src, src_lengths)[0]
+    loss_ce_only.backward()
+    encoder_grads = [p.grad for p in model.encoder.parameters()]
+    assert all(g is None or g.abs().sum() == 0 for g in encoder_grads)
+    assert model.decoder.ingestor.token_embedding.weight.grad.abs().sum() > 0
+
+
+def test_mt_train_trains_a_legonn_model_and_the_loss_decreases(trained_experiment):
+    exp, _ = trained_experiment
+    reporter = Reporter()
+    checkpoint = torch.load(exp / "checkpoint.pth", map_location="cpu", weights_only=False)
+    reporter.load_state_dict(checkpoint["reporter"])
+    losses = [reporter.get_value("train", "loss", epoch) for epoch in (1, 2, 3)]
+    assert losses[2] < losses[0], losses
+    assert reporter.get_value("train", "ctc_too_short_0", 3) == 0
+    ctc = [reporter.get_value("train", "loss_ctc_0", epoch) for epoch in (1, 3)]
+    assert ctc[1] < ctc[0]
