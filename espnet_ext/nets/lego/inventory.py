@@ -22,7 +22,6 @@ fine-tunes end to end.
 from __future__ import annotations
 
 import copy
-import os
 import sys
 from argparse import Namespace
 from pathlib import Path
@@ -31,6 +30,7 @@ import torch
 import yaml
 
 from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.fileio import atomic_write
 from espnet_ext.nets.lego.encoder import load_token_list
 
 FORMAT = "espnet_ext.legonn.module"
@@ -107,10 +107,8 @@ def export_modules(config_file: str | Path, model_file: str | Path, output_dir: 
 
 
 def _atomic_save(obj, path: Path) -> Path:
-    """Written under a temporary name first, so an interrupted save never looks finished."""
-    tmp = path.with_name(path.name + ".partial")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    with atomic_write(path, "wb") as f:
+        torch.save(obj, f)
     return path
 
 
@@ -196,8 +194,6 @@ def compose(paths: list, output_dir: str | Path) -> tuple[Path, Path]:
     model.load_state_dict(state, strict=True)  # every weight accounted for, none left over
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    config_path = out / "config.yaml"
-    tmp = config_path.with_name("config.yaml.partial")
-    tmp.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    os.replace(tmp, config_path)
-    return config_path, _atomic_save(model.state_dict(), out / "model.pth")
+    with atomic_write(out / "config.yaml") as f:
+        yaml.safe_dump(config, f, sort_keys=False)
+    return out / "config.yaml", _atomic_save(model.state_dict(), out / "model.pth")
