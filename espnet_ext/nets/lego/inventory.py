@@ -14,8 +14,9 @@ source embedding frontend) or the decoder -- with everything needed to plug it e
     state_dict          the module's weights
 
 ``compose`` chains artefacts from any experiments: each encoder's interface vocabulary must equal what the
-next module ingests (checked token by token), the result is an ESPnet2 MT ``config.yaml`` + ``model.pth``
-that ``MTTask.build_model_from_file`` loads for decoding with no training, or that ``--init_param``
+next module ingests (checked token by token), the result is an ESPnet2 ``config.yaml`` + ``model.pth`` of
+the first module's task (MT or ASR) that its ``build_model_from_file`` loads for decoding with no
+training, or that ``--init_param``
 fine-tunes end to end.
 """
 
@@ -35,8 +36,29 @@ from espnet_ext.nets.lego.encoder import load_token_list
 
 FORMAT = "espnet_ext.legonn.module"
 VERSION = 1
-SOURCE_KEYS = ("frontend", "frontend_conf", "src_token_type", "src_bpemodel", "src_token_list")
+# What the first encoder module carries besides its own weights: how its input is read, per task.
+SOURCE_KEYS = {
+    "mt": ("input_size", "frontend", "frontend_conf", "src_token_type", "src_bpemodel"),
+    "asr": ("input_size", "frontend", "frontend_conf", "specaug", "specaug_conf", "normalize")
+    + ("normalize_conf",),
+}
+SOURCE_STATE_PREFIXES = {"mt": ("frontend.",), "asr": ("frontend.", "normalize.")}
 TARGET_KEYS = ("token_type", "bpemodel", "token_list")
+
+
+def task_of(config: dict) -> str:
+    """ESPnet2's MT configs have a source token list, ASR ones a feature normalisation."""
+    return "mt" if "src_token_list" in config else "asr"
+
+
+def task_class(task: str):
+    if task == "mt":
+        from espnet2.tasks.mt import MTTask
+
+        return MTTask
+    from espnet2.tasks.asr import ASRTask
+
+    return ASRTask
 
 
 def _sub_state(state: dict, prefix: str) -> dict:
@@ -62,14 +84,20 @@ def export_modules(config_file: str | Path, model_file: str | Path, output_dir: 
     state = torch.load(model_file, map_location="cpu", weights_only=True)
     modules = copy.deepcopy(config["encoder_conf"]["modules"])
     keys = (config.get("model_conf") or {}).get("interface_text_keys") or ["text"] * len(modules)
-    source = {k: config.get(k) for k in SOURCE_KEYS}
-    source["src_token_list"] = _token_list(source["src_token_list"])
-    vocab_in = source["src_token_list"]
+    task = task_of(config)
+    source = {k: config.get(k) for k in SOURCE_KEYS[task]}
+    source_state = {}
+    for prefix in SOURCE_STATE_PREFIXES[task]:
+        source_state.update({k: v for k, v in state.items() if k.startswith(prefix)})
+    vocab_in = None  # speech: no input vocabulary
+    if task == "mt":
+        source["src_token_list"] = vocab_in = _token_list(config["src_token_list"])
     artefacts = []
     for i, conf in enumerate(modules):
         conf["token_list"] = load_token_list(conf["token_list"], f"encoder_conf.modules[{i}]")
         artefact = dict(
             kind="encoder",
+            task=task,
             conf=conf,
             input_vocab=vocab_in,
             interface_vocab=conf["token_list"],
@@ -79,7 +107,7 @@ def export_modules(config_file: str | Path, model_file: str | Path, output_dir: 
         )
         if i == 0:
             artefact["source"] = source
-            artefact["frontend_state_dict"] = _sub_state(state, "frontend.")
+            artefact["source_state_dict"] = source_state
         artefacts.append(artefact)
         vocab_in = conf["token_list"]
     decoder_conf = copy.deepcopy(config["decoder_conf"])
@@ -159,9 +187,8 @@ def check_chain(artefacts: list[dict], paths: list) -> None:
 
 
 def compose(paths: list, output_dir: str | Path) -> tuple[Path, Path]:
-    """Artefacts -> ``output_dir/config.yaml`` and ``output_dir/model.pth`` (an ESPnet2 MT model)."""
-    from espnet2.tasks.mt import MTTask
-
+    """Artefacts -> ``output_dir/config.yaml`` + ``output_dir/model.pth``, an ESPnet2 model of the first
+    module's task (an ASR encoder with an MT decoder is an ASR model)."""
     import espnet_ext.registry
 
     espnet_ext.registry.install()
@@ -174,20 +201,20 @@ def compose(paths: list, output_dir: str | Path) -> tuple[Path, Path]:
             f"{decoder['length']}, composed behind one with {encoders[-1]['length']}",
             file=sys.stderr,
         )
-    config = MTTask.get_default_config()
+    task = task_class(encoders[0]["task"])
+    config = task.get_default_config()
     config.update(encoders[0]["source"])
     config.update(decoder["target"])
     config.update(
         model="legonn",
         encoder="legonn",
         decoder="legonn",
-        input_size=None,
         encoder_conf={"modules": [e["conf"] for e in encoders]},
         decoder_conf=decoder["conf"],
         model_conf={"interface_text_keys": [e["interface_text_key"] for e in encoders]},
     )
-    model = MTTask.build_model(Namespace(**copy.deepcopy(config)))
-    state = {f"frontend.{k}": v for k, v in encoders[0]["frontend_state_dict"].items()}
+    model = task.build_model(Namespace(**copy.deepcopy(config)))
+    state = dict(encoders[0]["source_state_dict"])
     for i, e in enumerate(encoders):
         state.update({f"encoder.encoder_modules.{i}.{k}": v for k, v in e["state_dict"].items()})
     state.update({f"decoder.{k}": v for k, v in decoder["state_dict"].items()})

@@ -1,16 +1,19 @@
-"""The LegoNN encoder-decoder as an ESPnet2 MT model (``model: legonn`` with encoder and decoder ``legonn``).
+"""LegoNN encoder-decoder models for ESPnet2's MT and ASR tasks (``model: legonn``, with encoder and decoder
+``legonn``).
 
 Training minimises eq. (11): the decoder's cross-entropy plus the CTC loss of every encoder module, each
 against its target in its own interface vocabulary. ``model_conf.interface_text_keys`` names, per module,
 the batch key holding that target: ``text`` (the output vocabulary, allowed only when the module's
 interface vocabulary *is* the output vocabulary, as for the shared-BPE MT setups of §V) or any extra
 ``text_int`` data key (e.g. ``phn`` for a phoneme interface; train with ``--allow_variable_data_keys``).
-``encode`` returns the decoder's ingested memory, so ESPnet's MT inference and beam search run unchanged.
+``encode`` returns the decoder's ingested memory, so ESPnet's inference and beam search run unchanged
+(with ``--ctc_weight 0``: the interface CTC belongs to the encoder modules, not to ESPnet's CTC head).
 """
 
 from __future__ import annotations
 
 import torch
+from espnet2.asr.espnet_model import ESPnetASRModel
 from espnet2.mt.espnet_model import ESPnetMTModel
 from espnet2.torch_utils.device_funcs import force_gatherable
 
@@ -20,15 +23,10 @@ from espnet_ext.nets.lego.encoder import LegoNNEncoder
 from espnet_ext.nets.lego.interface import ctc_loss, multi_module_loss, short_utterances
 
 
-class LegoNNMTModel(ESPnetMTModel):
-    def __init__(
-        self,
-        *args,
-        interface_text_keys: list[str] | None = None,
-        on_short_ctc: str = "error",
-        **kwargs,
-    ):
-        super().__init__(*args, **kwargs)
+class LegoNNLoss:
+    """What both tasks share: interface checks, per-module CTC targets and losses (eq. 11)."""
+
+    def setup_interfaces(self, interface_text_keys: list[str] | None, on_short_ctc: str) -> None:
         if not isinstance(self.encoder, LegoNNEncoder) or not isinstance(
             self.decoder, LegoNNDecoder
         ):
@@ -53,8 +51,6 @@ class LegoNNMTModel(ESPnetMTModel):
                 "the decoder's interface vocabulary differs from the last encoder module's",
                 key="decoder_conf.interface_token_list",
             )
-        self.interface_text_keys = keys
-        self.on_short_ctc = on_short_ctc
         short_utterances(  # validates the policy name before any training
             torch.zeros(1, dtype=torch.long),
             torch.zeros(1, 0, dtype=torch.long),
@@ -62,15 +58,8 @@ class LegoNNMTModel(ESPnetMTModel):
             "model_conf.on_short_ctc",
             on_short_ctc,
         )
-
-    def interfaces(self, src_text, src_text_lengths):
-        """Every encoder module's (log-probabilities, lengths)."""
-        feats, feats_lengths = self._extract_feats(src_text, src_text_lengths)
-        return self.encoder(feats, feats_lengths)[2]
-
-    def encode(self, src_text, src_text_lengths):
-        log_probs, lengths = self.interfaces(src_text, src_text_lengths)[-1]
-        return self.decoder.ingest(log_probs, lengths)
+        self.interface_text_keys = keys
+        self.on_short_ctc = on_short_ctc
 
     def ctc_target(self, key: str, text, text_lengths, batch: dict):
         if key == "text":
@@ -84,15 +73,12 @@ class LegoNNMTModel(ESPnetMTModel):
         lengths = batch[f"{key}_lengths"]
         return batch[key][:, : lengths.max()], lengths
 
-    def forward(self, text, text_lengths, src_text, src_text_lengths, **kwargs):
-        batch_size = src_text.shape[0]
-        text = text[:, : text_lengths.max()]
-        src_text = src_text[:, : src_text_lengths.max()]
-        outputs = self.interfaces(src_text, src_text_lengths)
-        stats: dict[str, torch.Tensor | None] = {}
-        ctc_losses = []
+    def interface_losses(self, outputs, text, text_lengths, batch: dict):
+        """-> [F_CTC of module i] and their stats (with the count of too-short outputs)."""
+        stats: dict[str, torch.Tensor] = {}
+        losses = []
         for i, ((log_probs, lengths), key) in enumerate(zip(outputs, self.interface_text_keys)):
-            targets, target_lengths = self.ctc_target(key, text, text_lengths, kwargs)
+            targets, target_lengths = self.ctc_target(key, text, text_lengths, batch)
             short = short_utterances(
                 lengths,
                 targets,
@@ -100,11 +86,76 @@ class LegoNNMTModel(ESPnetMTModel):
                 f"encoder_conf.modules[{i}].olc",
                 self.on_short_ctc,
             )
-            ctc_losses.append(ctc_loss(log_probs, lengths, targets, target_lengths, skip=short))
-            stats[f"loss_ctc_{i}"] = ctc_losses[-1].detach()
+            losses.append(ctc_loss(log_probs, lengths, targets, target_lengths, skip=short))
+            stats[f"loss_ctc_{i}"] = losses[-1].detach()
             stats[f"ctc_too_short_{i}"] = short.sum().float()
+        return losses, stats
+
+    def encode(self, *inputs, **named_inputs):
+        """Decoder memory (what ESPnet's beam search attends to): the ingested last interface."""
+        return self.decoder.ingest(*self.interfaces(*inputs, **named_inputs)[-1])
+
+
+class LegoNNMTModel(LegoNNLoss, ESPnetMTModel):
+    def __init__(
+        self,
+        *args,
+        interface_text_keys: list[str] | None = None,
+        on_short_ctc: str = "error",
+        **kwargs,
+    ):
+        super().__init__(*args, **kwargs)
+        self.setup_interfaces(interface_text_keys, on_short_ctc)
+
+    def interfaces(self, src_text, src_text_lengths):
+        """Every encoder module's (log-probabilities, lengths)."""
+        feats, feats_lengths = self._extract_feats(src_text, src_text_lengths)
+        return self.encoder(feats, feats_lengths)[2]
+
+    def forward(self, text, text_lengths, src_text, src_text_lengths, **kwargs):
+        text = text[:, : text_lengths.max()]
+        src_text = src_text[:, : src_text_lengths.max()]
+        outputs = self.interfaces(src_text, src_text_lengths)
+        ctc_losses, stats = self.interface_losses(outputs, text, text_lengths, kwargs)
         memory, memory_lengths = self.decoder.ingest(*outputs[-1])
         loss_ce, acc, bleu = self._calc_mt_att_loss(memory, memory_lengths, text, text_lengths)
         loss = multi_module_loss(loss_ce, ctc_losses)
         stats.update(loss=loss.detach(), loss_ce=loss_ce.detach(), acc=acc, bleu=bleu)
-        return force_gatherable((loss, stats, batch_size), loss.device)
+        return force_gatherable((loss, stats, src_text.size(0)), loss.device)
+
+
+class LegoNNASRModel(LegoNNLoss, ESPnetASRModel):
+    def __init__(
+        self,
+        *args,
+        interface_text_keys: list[str] | None = None,
+        on_short_ctc: str = "error",
+        ctc_weight: float = 0.0,
+        **kwargs,
+    ):
+        if ctc_weight != 0.0:
+            raise ConfigError(
+                "a LegoNN model's CTC losses are its encoder modules' (eq. 11); ESPnet's extra CTC "
+                "head is not used: leave ctc_weight at 0",
+                key="model_conf.ctc_weight",
+            )
+        super().__init__(*args, ctc_weight=0.0, **kwargs)
+        self.setup_interfaces(interface_text_keys, on_short_ctc)
+
+    def interfaces(self, speech, speech_lengths):
+        feats, feats_lengths = self._extract_feats(speech, speech_lengths)
+        if self.specaug is not None and self.training:
+            feats, feats_lengths = self.specaug(feats, feats_lengths)
+        if self.normalize is not None:
+            feats, feats_lengths = self.normalize(feats, feats_lengths)
+        return self.encoder(feats, feats_lengths)[2]
+
+    def forward(self, speech, speech_lengths, text, text_lengths, **kwargs):
+        text = text[:, : text_lengths.max()]
+        outputs = self.interfaces(speech, speech_lengths)
+        ctc_losses, stats = self.interface_losses(outputs, text, text_lengths, kwargs)
+        memory, memory_lengths = self.decoder.ingest(*outputs[-1])
+        loss_ce, acc, cer, wer = self._calc_att_loss(memory, memory_lengths, text, text_lengths)
+        loss = multi_module_loss(loss_ce, ctc_losses)
+        stats.update(loss=loss.detach(), loss_ce=loss_ce.detach(), acc=acc, cer=cer, wer=wer)
+        return force_gatherable((loss, stats, speech.size(0)), loss.device)

@@ -15,6 +15,7 @@ WORDS = [f"w{i}" for i in range(10)]
 TEXT_VOCAB = ["<blank>", "<unk>", *WORDS, "<sos/eos>"]
 PHONE_VOCAB = ["<blank>", "<unk>", *[f"p{i}" for i in range(6)]]
 DIM = 16
+FEATS = 20
 
 
 def module_conf(token_list, input_layer="none", olc_ratio=1.5, **extra):
@@ -71,11 +72,36 @@ def experiment_config(modules, decoder=None, **model_conf):
     return config
 
 
+def asr_experiment_config(modules, decoder=None, **model_conf):
+    """The same for ESPnet2's ASR task, reading 20-dim features (no frontend), utterance MVN."""
+    from espnet2.tasks.asr import ASRTask
+
+    import espnet_ext.registry
+
+    espnet_ext.registry.install()
+    config = ASRTask.get_default_config()
+    config.update(
+        model="legonn",
+        encoder="legonn",
+        decoder="legonn",
+        token_list=list(TEXT_VOCAB),
+        token_type="word",
+        input_size=FEATS,
+        frontend=None,
+        specaug=None,
+        normalize="utterance_mvn",
+        encoder_conf=dict(modules=modules),
+        decoder_conf=decoder or decoder_conf(),
+        model_conf=dict(report_cer=False, report_wer=False, **model_conf),
+    )
+    return config
+
+
 def build(config, seed=0):
-    from espnet2.tasks.mt import MTTask
+    from espnet_ext.nets.lego.inventory import task_class, task_of
 
     torch.manual_seed(seed)
-    return MTTask.build_model(Namespace(**copy.deepcopy(config))).eval()
+    return task_class(task_of(config)).build_model(Namespace(**copy.deepcopy(config))).eval()
 
 
 def save_experiment(directory: Path, config, seed=0):

@@ -4,8 +4,10 @@ and the refusals (interface vocabulary mismatch, artefact format version)."""
 import pytest
 import torch
 from conftest import (
+    FEATS,
     PHONE_VOCAB,
     TEXT_VOCAB,
+    asr_experiment_config,
     build,
     experiment_config,
     module_conf,
@@ -203,3 +205,24 @@ def test_ctc_greedy_decoding_of_the_encoder_module_alone(trained_experiment, tmp
                 str(out),
             ]
         )
+
+
+def test_speech_modules_compose_with_a_text_decoder_into_an_asr_model(tmp_path):
+    from espnet2.tasks.asr import ASRTask
+
+    modules = [
+        module_conf(PHONE_VOCAB, input_layer="conv2d", olc_ratio=1 / 1.2),
+        module_conf(TEXT_VOCAB, input_layer="wemb", olc_ratio=1 / 3.5),
+    ]
+    asr = asr_experiment_config(modules, interface_text_keys=["phn", "text"])
+    a = export_modules(*save_experiment(tmp_path / "asr", asr, seed=5)[:2], tmp_path / "ma")
+    assert load_artefact(a[0])["task"] == "asr" and load_artefact(a[0])["input_vocab"] is None
+    cfg_mt, file_mt, model_mt = save_experiment(tmp_path / "mt", one_module_config(), seed=6)
+    b = export_modules(cfg_mt, file_mt, tmp_path / "mb")
+    config, model_file = compose([a[0], a[1], b[1]], tmp_path / "c")
+    composed, args = ASRTask.build_model_from_file(config, model_file, "cpu")
+    assert args.model == "legonn" and args.input_size == FEATS
+    assert_same_weights(composed, build(asr, seed=5), "encoder.")
+    assert_same_weights(composed, model_mt, "decoder.")
+    memory, lengths = composed.eval().encode(torch.randn(1, 80, FEATS), torch.tensor([80]))
+    assert memory.shape == (1, 5, 16) and lengths.tolist() == [5]
