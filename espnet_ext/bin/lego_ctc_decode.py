@@ -18,6 +18,7 @@ import torch
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.fileio import atomic_write, read_utf8_lines
 from espnet_ext.nets.lego.interface import greedy_decode
+from espnet_ext.nets.lego.source import source_encoder
 
 
 def read_source(path: str) -> list[tuple[str, str]]:
@@ -30,14 +31,13 @@ def read_source(path: str) -> list[tuple[str, str]]:
     return utterances
 
 
-def decode(model, tokenizer, converter, utterances, module: int, device: str):
+def decode(model, to_ids, utterances, module: int, device: str):
     """-> [(utt-id, interface tokens)] for every source sentence, one at a time."""
     token_list = model.encoder.encoder_modules[module].token_list
     for utt, text in utterances:
-        ids = converter.tokens2ids(tokenizer.text2tokens(text))
-        src = torch.tensor([ids], device=device)
+        src = to_ids(text).to(device)[None]
         with torch.no_grad():
-            log_probs, lengths = model.interfaces(src, torch.tensor([len(ids)], device=device))[
+            log_probs, lengths = model.interfaces(src, torch.tensor([src.size(1)], device=device))[
                 module
             ]
         yield utt, [token_list[i] for i in greedy_decode(log_probs, lengths)[0]]
@@ -56,8 +56,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         from espnet2.tasks.mt import MTTask
-        from espnet2.text.build_tokenizer import build_tokenizer
-        from espnet2.text.token_id_converter import TokenIDConverter
 
         import espnet_ext.registry
 
@@ -70,14 +68,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         n_modules = len(model.encoder.encoder_modules)
         if not -n_modules <= args.module < n_modules:
             raise ConfigError(f"the model has {n_modules} encoder modules", key="--module")
-        tokenizer = build_tokenizer(train_args.src_token_type, train_args.src_bpemodel)
-        converter = TokenIDConverter(train_args.src_token_list)
+        to_ids = source_encoder(train_args)
         utterances = read_source(args.src_text)
         model.eval()
         with atomic_write(args.output) as f:
-            for utt, tokens in decode(
-                model, tokenizer, converter, utterances, args.module, args.device
-            ):
+            for utt, tokens in decode(model, to_ids, utterances, args.module, args.device):
                 f.write(f"{utt} {' '.join(tokens)}\n")
     except (ConfigError, InputError) as e:
         raise SystemExit(f"error: {e}") from e
