@@ -226,3 +226,8 @@ def test_speech_modules_compose_with_a_text_decoder_into_an_asr_model(tmp_path):
     assert_same_weights(composed, model_mt, "decoder.")
     memory, lengths = composed.eval().encode(torch.randn(1, 80, FEATS), torch.tensor([80]))
     assert memory.shape == (1, 5, 16) and lengths.tolist() == [5]
+    from espnet2.bin.asr_inference import Speech2Text  # decodes with no training
+
+    recognize = Speech2Text(config, model_file, beam_size=2, ctc_weight=0.0, maxlenratio=0.5)
+    text, tokens = recognize(torch.randn(80, FEATS))[0][:2]
+    assert tokens and set(tokens) <= set(TEXT_VOCAB) and text == " ".join(tokens)
