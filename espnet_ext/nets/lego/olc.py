@@ -33,6 +33,17 @@ def olc_lengths(input_lengths: torch.Tensor, ratio: float, max_length: int) -> t
     return scaled.clamp(min=1, max=max_length)
 
 
+def smallest_safe_ratio(input_lengths: torch.Tensor, needed: torch.Tensor) -> float:
+    """The smallest K/T with ceil(ratio * T) >= needed for every utterance (§III-B1b's "most
+    accommodating ratio" from training data): max over utterances of needed / T."""
+    return float((needed.double() / input_lengths.double()).max())
+
+
+def too_short(input_lengths, needed, ratio: float, max_length: int) -> torch.Tensor:
+    """(N,) True where this ratio and maximum leave K below what the CTC target needs."""
+    return olc_lengths(input_lengths, ratio, max_length) < needed
+
+
 class OutputLengthController(torch.nn.Module):
     def __init__(
         self,

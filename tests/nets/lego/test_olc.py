@@ -6,7 +6,12 @@ from espnet.nets.pytorch_backend.transformer.embedding import PositionalEncoding
 
 from espnet_ext.errors import ConfigError
 from espnet_ext.nets.lego.layers import sinusoidal_positions
-from espnet_ext.nets.lego.olc import OutputLengthController, olc_lengths
+from espnet_ext.nets.lego.olc import (
+    OutputLengthController,
+    olc_lengths,
+    smallest_safe_ratio,
+    too_short,
+)
 
 
 def test_fractional_up_and_down_sampling_with_a_maximum_length():
@@ -56,3 +61,34 @@ def test_forward_is_equations_15_to_19_and_ignores_batch_padding():
     assert torch.allclose(out[1, :6], alone[0], atol=1e-5)  # padded frames and queries unseen
     out2, _ = olc(states + 1.0, lengths)
     assert not torch.allclose(out2, out)  # the queries read the encoder through cross-attention
+
+
+def test_smallest_safe_ratio_and_too_short_counts_worked_by_hand():
+    t = torch.tensor([10, 4, 8])
+    needed = torch.tensor([12, 6, 8])
+    assert smallest_safe_ratio(t, needed) == 1.5  # 6 / 4
+    assert too_short(t, needed, 1.2, 100).tolist() == [False, True, False]  # 12, 5 (< 6), 10
+    assert not too_short(t, needed, 1.5, 100).any()
+    assert too_short(t, needed, 1.5, 10).tolist() == [True, False, False]  # capped: 10 < 12
+
+
+def test_olc_check_tool_reports_the_short_utterances_and_fails(tmp_path, capsys):
+    from espnet_ext.bin import lego_olc_check
+
+    (tmp_path / "src").write_text("a 9\nb 3\nc 7\n")  # + <eos>: 10, 4, 8
+    (tmp_path / "tgt").write_text("a 12,50\nb 6,50\nc 8,50\n")
+    args = [
+        "--input_shape_file",
+        str(tmp_path / "src"),
+        "--target_shape_file",
+        str(tmp_path / "tgt"),
+    ]
+    with pytest.raises(SystemExit) as status:
+        lego_olc_check.main([*args, "--ratio", "1.2", "--max_length", "100", "--input_offset", "1"])
+    assert status.value.code == 1
+    out = capsys.readouterr().out
+    assert "1 utterances" in out and "  b\n" in out and "1.5000" in out
+    lego_olc_check.main([*args, "--ratio", "1.5", "--max_length", "100", "--input_offset", "1"])
+    (tmp_path / "tgt").write_text("a 12\nb\n")
+    with pytest.raises(SystemExit, match=r"tgt:2: expected"):
+        lego_olc_check.main([*args, "--ratio", "1.5", "--max_length", "100"])
