@@ -17,3 +17,8 @@ def test_legonn_benchmark_smoke_run():
     rows = [line for line in out.stdout.splitlines() if line.startswith(("plain", "LegoNN ("))]
     assert len(rows) == 2 and rows[0].split()[-1] == "1.000"
     assert "LegoNN / plain = " in out.stdout
+    decoding = [
+        line for line in out.stdout.splitlines() if line.startswith(("plain ASR", "LegoNN 3"))
+    ]
+    assert len(decoding) == 2 and decoding[0].split()[-1] == "1.000"
+    assert "LegoNN ASR decoding / plain = " in out.stdout
