@@ -14,7 +14,11 @@ def test_legonn_benchmark_smoke_run():
         timeout=300,
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    rows = [line for line in out.stdout.splitlines() if line.startswith(("plain", "LegoNN ("))]
+    rows = [
+        line
+        for line in out.stdout.splitlines()
+        if line.startswith(("plain encoder-decoder", "LegoNN ("))
+    ]
     assert len(rows) == 2 and rows[0].split()[-1] == "1.000"
     assert "LegoNN / plain = " in out.stdout
     decoding = [
