@@ -74,9 +74,9 @@ def ctc_loss(
 
     ``log_probs`` (B, K, V), ``targets`` (B, L) padded with anything; ``skip`` (B,) utterances left out.
     """
-    padded = targets.masked_fill(
-        targets < 0, BLANK
-    )  # ignore_id padding is never read past the lengths
+    # ignore_id padding (-1) lies past the target lengths, so it is never read
+    padded = targets.masked_fill(targets < 0, BLANK)
+    skipping = skip is not None and bool(skip.any())
     per_utt = F.ctc_loss(
         log_probs.transpose(0, 1),
         padded,
@@ -84,9 +84,9 @@ def ctc_loss(
         target_lengths,
         blank=BLANK,
         reduction="none",
-        zero_infinity=False,
+        zero_infinity=skipping,  # an infeasible utterance's gradient is NaN, not merely unused
     )
-    if skip is not None:
+    if skipping:
         per_utt = per_utt.masked_fill(skip, 0.0)
     return per_utt.sum() / log_probs.size(0)
 

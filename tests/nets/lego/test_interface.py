@@ -58,13 +58,17 @@ def test_short_output_is_refused_with_the_config_key_or_counted_when_asked():
 
 
 def test_skipped_utterances_leave_the_loss_finite_and_out_of_the_sum():
-    log_probs = torch.full((2, 2, 3), math.log(1 / 3))
+    logits = torch.zeros(2, 2, 3, requires_grad=True)
     targets = torch.tensor([[1, -1, -1], [1, 2, 1]])
     target_lengths = torch.tensor([1, 3])
     skip = torch.tensor([False, True])
-    loss = ctc_loss(log_probs, torch.tensor([2, 2]), targets, target_lengths, skip=skip)
+    loss = ctc_loss(
+        logits.log_softmax(-1), torch.tensor([2, 2]), targets, target_lengths, skip=skip
+    )
     # Alone, utterance 0: paths aa, a-, -a each (1/3)^2 -> -log(3/9); divided by the batch of 2.
     assert loss.item() == pytest.approx(-math.log(3 / 9) / 2, rel=1e-6)
+    loss.backward()
+    assert torch.isfinite(logits.grad).all() and (logits.grad[1] == 0).all()
 
 
 def test_multi_module_loss_is_ce_plus_every_intermediate_ctc():
