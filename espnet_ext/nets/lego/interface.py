@@ -40,6 +40,12 @@ def ctc_min_length(targets: torch.Tensor, target_lengths: torch.Tensor) -> torch
     return target_lengths + repeats.sum(dim=1)
 
 
+def check_short_policy(policy: str) -> str:
+    if policy not in SHORT_POLICIES:
+        raise ConfigError(f"must be one of {SHORT_POLICIES}, not {policy!r}", key="on_short_ctc")
+    return policy
+
+
 def short_utterances(
     input_lengths: torch.Tensor,
     targets: torch.Tensor,
@@ -48,8 +54,7 @@ def short_utterances(
     policy: str = "error",
 ) -> torch.Tensor:
     """(B,) bool, True where K is too short for the CTC target; raises under ``policy="error"``."""
-    if policy not in SHORT_POLICIES:
-        raise ConfigError(f"must be one of {SHORT_POLICIES}, not {policy!r}", key="on_short_ctc")
+    check_short_policy(policy)
     needed = ctc_min_length(targets, target_lengths)
     short = input_lengths < needed
     if policy == "error" and bool(short.any()):

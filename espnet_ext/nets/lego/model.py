@@ -20,7 +20,12 @@ from espnet2.torch_utils.device_funcs import force_gatherable
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.lego.decoder import LegoNNDecoder
 from espnet_ext.nets.lego.encoder import LegoNNEncoder
-from espnet_ext.nets.lego.interface import ctc_loss, multi_module_loss, short_utterances
+from espnet_ext.nets.lego.interface import (
+    check_short_policy,
+    ctc_loss,
+    multi_module_loss,
+    short_utterances,
+)
 
 
 class LegoNNLoss:
@@ -51,15 +56,8 @@ class LegoNNLoss:
                 "the decoder's interface vocabulary differs from the last encoder module's",
                 key="decoder_conf.interface_token_list",
             )
-        short_utterances(  # validates the policy name before any training
-            torch.zeros(1, dtype=torch.long),
-            torch.zeros(1, 0, dtype=torch.long),
-            torch.zeros(1, dtype=torch.long),
-            "model_conf.on_short_ctc",
-            on_short_ctc,
-        )
         self.interface_text_keys = keys
-        self.on_short_ctc = on_short_ctc
+        self.on_short_ctc = check_short_policy(on_short_ctc)
 
     def ctc_target(self, key: str, text, text_lengths, batch: dict):
         if key == "text":
