@@ -43,9 +43,19 @@ def family(config_path: str) -> str:
 
 def swapped_legonn(enc: tuple, dec: tuple, work: Path) -> tuple[Path, Path]:
     """Encoder modules of ``enc`` + decoder of ``dec`` through the inventory (vocabularies checked)."""
-    enc_parts = export_modules(enc[1], enc[2], work / f"modules_{enc[0]}")
-    dec_parts = export_modules(dec[1], dec[2], work / f"modules_{dec[0]}")
+    enc_parts, dec_parts = exported(enc, work), exported(dec, work)
     return compose([*enc_parts[:-1], dec_parts[-1]], work / f"{enc[0]}__{dec[0]}")
+
+
+def exported(experiment: tuple, work: Path) -> list[Path]:
+    """The experiment's module artefacts, exported once per matrix."""
+    directory = work / f"modules_{experiment[0]}"
+    done = directory / "exported"
+    if done.is_file():
+        return [Path(p) for p in done.read_text(encoding="utf-8").split()]
+    paths = export_modules(experiment[1], experiment[2], directory)
+    done.write_text(" ".join(map(str, paths)), encoding="utf-8")
+    return paths
 
 
 def swapped_encdec(enc: tuple, dec: tuple, work: Path) -> tuple[Path, Path]:
@@ -97,6 +107,8 @@ def swap_matrix(experiments, sources, refs, beam_size=5, device="cpu"):
         )
     swap = swapped_legonn if families == {"legonn"} else swapped_encdec
     names = [e[0] for e in experiments]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"experiment names must differ: {names}", key="--experiment")
     matrix = [[None] * len(experiments) for _ in experiments]
     reasons = {}
     with tempfile.TemporaryDirectory() as tmp:
