@@ -31,6 +31,7 @@ class LegoNNDecoder(TransformerDecoder):
         positional_dropout_rate: float = 0.1,
         self_attention_dropout_rate: float = 0.0,
         src_attention_dropout_rate: float = 0.0,
+        share_ingestor_embedding: bool = False,
     ):
         # ESPnet passes the interface vocabulary size as ``encoder_output_size``: the encoder's output
         # is a distribution over it.
@@ -60,6 +61,15 @@ class LegoNNDecoder(TransformerDecoder):
         conf = dict(ingestor or {"type": "wemb"})
         kind = conf.pop("type", "wemb")
         self.ingestor = build_ingestor(kind, encoder_output_size, attention_dim, **conf)
+        if share_ingestor_embedding:
+            if kind != "wemb" or encoder_output_size != vocab_size:
+                raise ConfigError(
+                    "shares the WEmb table with the decoder's token embedding, so it needs the wemb "
+                    f"ingestor and an interface vocabulary equal to the output one ({kind}, "
+                    f"{encoder_output_size} vs {vocab_size} tokens)",
+                    key="decoder_conf.share_ingestor_embedding",
+                )
+            self.ingestor.share_embedding(self.embed[0])
 
     def ingest(
         self, log_probs: torch.Tensor, lengths: torch.Tensor

@@ -111,7 +111,27 @@ class WEmbIngestor(_Ingestor):
         )
 
     def embed(self, log_probs: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        if self.weighted_embedding is None:  # RF = 1 with a shared table: P W_Emb
+            probs = log_probs.exp().masked_fill(~valid.transpose(1, 2), 0.0)
+            return probs @ self.shared_embedding.weight
         return conv_over_positions(self.weighted_embedding, log_probs.exp(), valid)
+
+    def share_embedding(self, embedding: torch.nn.Embedding) -> None:
+        """Use ``embedding`` (|V| x d, e.g. the decoder's token table) as W_Emb, as §V shares input
+        embedding tables where the vocabularies agree. Only RF = 1 is a plain table."""
+        if self.receptive_field != 1:
+            raise ConfigError(
+                f"a shared embedding table is W_Emb only at receptive field 1, not {self.receptive_field}",
+                key="ingestor.receptive_field",
+            )
+        if tuple(embedding.weight.shape) != (self.vocab_size, self.dim):
+            raise ConfigError(
+                f"the table is {tuple(embedding.weight.shape)}, the ingestor needs "
+                f"({self.vocab_size}, {self.dim})",
+                key="share_ingestor_embedding",
+            )
+        self.weighted_embedding = None
+        self.shared_embedding = embedding
 
 
 def top_p_indices(log_probs: torch.Tensor, beam_size: int) -> torch.Tensor:

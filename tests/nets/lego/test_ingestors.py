@@ -76,3 +76,20 @@ def test_an_ingestor_refuses_a_distribution_over_another_vocabulary():
     ing = WEmbIngestor(vocab_size=5, dim=8, **TINY)
     with pytest.raises(ConfigError, match="5 tokens.*emits 6"):
         ing(torch.randn(1, 2, 6).log_softmax(-1), torch.tensor([2]))
+
+
+def test_wemb_with_a_shared_table_is_the_expected_embedding_of_that_table():
+    torch.manual_seed(0)
+    table = torch.nn.Embedding(5, 8)
+    ing = WEmbIngestor(vocab_size=5, dim=8, **TINY).eval()
+    ing.share_embedding(table)
+    probs = torch.randn(1, 3, 5).softmax(-1)
+    valid = length_mask(torch.tensor([2]), 3)
+    got = ing.embed(probs.log(), valid)
+    assert torch.allclose(got[0, :2], probs[0, :2] @ table.weight, atol=1e-6)
+    assert (got[0, 2] == 0).all()  # padding
+    assert "weighted_embedding.weight" not in dict(ing.named_parameters())
+    with pytest.raises(ConfigError, match="receptive field 1"):
+        WEmbIngestor(5, 8, receptive_field=3).share_embedding(table)
+    with pytest.raises(ConfigError, match=r"\(5, 8\).*\(6, 8\)"):
+        WEmbIngestor(6, 8).share_embedding(table)

@@ -132,3 +132,23 @@ def test_asr_model_sums_the_phoneme_and_word_interface_ctc_with_the_decoder_ce()
     assert k0.tolist() == [16, 12] and k1.tolist() == [5, 4]
     with pytest.raises(ConfigError, match="ctc_weight"):
         build(asr_config(ctc_weight=0.3))
+
+
+def test_decoder_can_share_its_token_table_with_the_wemb_ingestor():
+    shared = decoder_conf()
+    shared["share_ingestor_embedding"] = True
+    model = build(experiment_config([module_conf(TEXT_VOCAB)], shared)).train()
+    plain = build(experiment_config([module_conf(TEXT_VOCAB)]))
+    n = sum(p.numel() for p in model.parameters())
+    assert sum(p.numel() for p in plain.parameters()) - n == len(TEXT_VOCAB) * 16
+    assert model.decoder.ingestor.shared_embedding is model.decoder.embed[0]
+    src, src_lengths = random_batch()
+    model(src, src_lengths, src, src_lengths)[0].backward()
+    assert model.decoder.embed[0].weight.grad.abs().sum() > 0
+    with pytest.raises(ConfigError, match="share_ingestor_embedding"):
+        build(
+            experiment_config(
+                [module_conf(TEXT_VOCAB)],
+                dict(decoder_conf("beamconv"), share_ingestor_embedding=True),
+            )
+        )
