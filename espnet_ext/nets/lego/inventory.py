@@ -125,6 +125,13 @@ def export_modules(config_file: str | Path, model_file: str | Path, output_dir: 
             state_dict=_sub_state(state, "decoder."),
         )
     )
+    placed = sum(len(a["state_dict"]) + len(a.get("source_state_dict", {})) for a in artefacts)
+    if placed != len(state):
+        raise InputError(
+            f"{len(state) - placed} of its {len(state)} weights belong to no LegoNN module "
+            f"(is it the model of {config_file}?)",
+            path=model_file,
+        )
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -231,3 +231,15 @@ def test_speech_modules_compose_with_a_text_decoder_into_an_asr_model(tmp_path):
     recognize = Speech2Text(config, model_file, beam_size=2, ctc_weight=0.0, maxlenratio=0.5)
     text, tokens = recognize(torch.randn(80, FEATS))[0][:2]
     assert tokens and set(tokens) <= set(TEXT_VOCAB) and text == " ".join(tokens)
+
+
+def test_export_refuses_a_model_file_with_weights_of_no_module(tmp_path):
+    config, model_file, model = save_experiment(tmp_path / "x", one_module_config())
+    state = model.state_dict()
+    state["extra_head.weight"] = torch.zeros(2)
+    torch.save(state, model_file)
+    with pytest.raises(
+        InputError, match=r"model.pth: 1 of its .* weights belong to no LegoNN module"
+    ):
+        export_modules(config, model_file, tmp_path / "m")
+    assert not (tmp_path / "m").exists()
