@@ -66,7 +66,7 @@ def swapped_encdec(enc: tuple, dec: tuple, work: Path) -> tuple[Path, Path]:
     dec_keys = {k for k in state if k.startswith(ENCODER_SIDE)}
     if enc_keys != dec_keys:
         raise ConfigError(f"encoders of {enc[0]} and {dec[0]} have different parameters")
-    for key in enc_keys:
+    for key in sorted(enc_keys):  # the first mismatch in a stable order
         if enc_state[key].shape != state[key].shape:
             raise ConfigError(
                 f"{key}: {tuple(enc_state[key].shape)} in {enc[0]}, {tuple(state[key].shape)} in {dec[0]}"

@@ -94,7 +94,7 @@ def test_plain_models_of_different_sizes_do_not_swap_and_families_do_not_mix(
     assert matrix[0][0] is not None and matrix[1][1] is not None
     assert matrix[0][1] is None and matrix[1][0] is None
     assert (
-        "encoder.encoders.0.feed_forward.w_1.weight: (32, 16) in small, (64, 16) in large"
+        "encoder.encoders.0.feed_forward.w_1.bias: (32,) in small, (64,) in large"
         in reasons[("small", "large")]
     )
     with pytest.raises(SystemExit, match="mixes LegoNN and plain"):
