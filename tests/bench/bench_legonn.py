@@ -176,6 +176,8 @@ def same_size_plain(target: int, make_config, decoder_blocks, task="mt"):
         gap = abs(n_params(model) - target)
         if best is None or gap < best[0]:
             best = (gap, encoder_blocks, model)
+        if n_params(model) >= target:  # deeper ones only grow
+            break
     return best[1], best[2]
 
 
