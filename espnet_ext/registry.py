@@ -53,6 +53,11 @@ _TASK_SPEECH_ENCODERS = [
     ("encoder_choices", "adapter_cnn_transformer", _ADAPTERS + "AdapterCNNTransformerEncoder"),
 ]
 _TASK_MODELS = "espnet_ext.nets.task_models:"
+_LEGO = "espnet_ext.nets.lego."
+_LEGONN_MODULES = [
+    ("encoder_choices", "legonn", _LEGO + "encoder:LegoNNEncoder"),
+    ("decoder_choices", "legonn", _LEGO + "decoder:LegoNNDecoder"),
+]
 
 REGISTRY: dict[str, list[tuple[str, str, str]]] = {
     "espnet2.tasks.asr": [
@@ -67,6 +72,8 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
         *_TASK_MODULES,
         *_TASK_SPEECH_ENCODERS,
         ("model_choices", "task_conditioned", _TASK_MODELS + "TaskConditionedASRModel"),
+        ("model_choices", "legonn", _LEGO + "model:LegoNNASRModel"),
+        *_LEGONN_MODULES,
     ],
     "espnet2.tasks.st": [
         (
@@ -86,6 +93,8 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
         _RELAXED_DECODER,
         *_TASK_MODULES,
         ("model_choices", "task_conditioned", _TASK_MODELS + "TaskConditionedMTModel"),
+        ("model_choices", "legonn", _LEGO + "model:LegoNNMTModel"),
+        *_LEGONN_MODULES,
     ],
     "espnet2.tasks.lm": [
         ("lm_choices", "transformer_tied", "espnet_ext.nets.tied_transformer_lm:TiedTransformerLM"),

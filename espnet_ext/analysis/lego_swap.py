@@ -1,0 +1,208 @@
+"""Modularity stress tests (§IV-B, Fig. 4): the swap matrix of encoders and decoders across experiments.
+
+    python -m espnet_ext.analysis.lego_swap \
+        --experiment seed1 exp/a/config.yaml exp/a/valid.acc.ave.pth \
+        --experiment seed2 exp/b/config.yaml exp/b/valid.acc.ave.pth \
+        --src_text dump/test/src_text --ref dump/test/text --output_dir exp/swap_legonn
+
+Cell (i, j) is the BLEU of experiment i's encoder feeding experiment j's decoder, decoded with ESPnet's
+beam search (the diagonal: the experiments as trained). With experiments from other seeds this is the
+random-seed swap, with other sizes or ingestors the architecture swap, with an encoder trained alone (CTC
+only) the modular plug. LegoNN experiments swap through the module inventory (interface vocabularies
+checked); plain ESPnet encoder-decoders swap their encoder-side weights (``frontend.``, ``encoder.``...)
+into the other model, which needs identical shapes. A pair that cannot be swapped is an empty cell with its
+reason listed, never a silent gap. Writes ``swap_matrix.md``, ``swap_matrix.json`` and ``swap_matrix.png``.
+All experiments must be of one family: compare LegoNN and plain models with one matrix each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import yaml
+
+from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.fileio import atomic_write
+from espnet_ext.nets.lego.inventory import compose, export_modules
+from espnet_ext.nets.lego.source import source_encoder
+from espnet_ext.scoring.bleu import score_bleu
+from espnet_ext.scoring.ref_hyp import Pair, read_text
+
+ENCODER_SIDE = ("frontend.", "preencoder.", "encoder.", "postencoder.")
+
+
+def family(config_path: str) -> str:
+    config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
+    return "legonn" if config.get("model") == "legonn" else "encdec"
+
+
+def swapped_legonn(enc: tuple, dec: tuple, work: Path) -> tuple[Path, Path]:
+    """Encoder modules of ``enc`` + decoder of ``dec`` through the inventory (vocabularies checked)."""
+    enc_parts, dec_parts = exported(enc, work), exported(dec, work)
+    return compose([*enc_parts[:-1], dec_parts[-1]], work / f"{enc[0]}__{dec[0]}")
+
+
+def exported(experiment: tuple, work: Path) -> list[Path]:
+    """The experiment's module artefacts, exported once per matrix."""
+    directory = work / f"modules_{experiment[0]}"
+    done = directory / "exported"
+    if done.is_file():
+        return [Path(p) for p in done.read_text(encoding="utf-8").split()]
+    paths = export_modules(experiment[1], experiment[2], directory)
+    done.write_text(" ".join(map(str, paths)), encoding="utf-8")
+    return paths
+
+
+def swapped_encdec(enc: tuple, dec: tuple, work: Path) -> tuple[Path, Path]:
+    """``dec``'s model with ``enc``'s encoder-side weights; every shape must agree."""
+    enc_state = torch.load(enc[2], map_location="cpu", weights_only=True)
+    state = torch.load(dec[2], map_location="cpu", weights_only=True)
+    enc_keys = {k for k in enc_state if k.startswith(ENCODER_SIDE)}
+    dec_keys = {k for k in state if k.startswith(ENCODER_SIDE)}
+    if enc_keys != dec_keys:
+        raise ConfigError(f"encoders of {enc[0]} and {dec[0]} have different parameters")
+    for key in sorted(enc_keys):  # the first mismatch in a stable order
+        if enc_state[key].shape != state[key].shape:
+            raise ConfigError(
+                f"{key}: {tuple(enc_state[key].shape)} in {enc[0]}, {tuple(state[key].shape)} in {dec[0]}"
+            )
+        state[key] = enc_state[key]
+    model_file = work / f"{enc[0]}__{dec[0]}.pth"
+    with atomic_write(model_file, "wb") as f:
+        torch.save(state, f)
+    return Path(dec[1]), model_file
+
+
+def bleu_of(config, model_file, sources, refs, beam_size: int, device: str) -> float:
+    from espnet2.bin.mt_inference import Text2Text
+
+    translate = Text2Text(
+        mt_train_config=config,
+        mt_model_file=model_file,
+        beam_size=beam_size,
+        ctc_weight=0.0,
+        maxlenratio=0.0,
+        device=device,
+    )
+    to_ids = source_encoder(translate.mt_train_args)
+    pairs = []
+    for utt, (_, text) in sources.items():
+        hyp = translate(to_ids(text))[0][0]
+        pairs.append(Pair(utt, refs[utt][1], " ".join(hyp.split())))
+    return score_bleu(pairs)["bleu"]
+
+
+def swap_matrix(experiments, sources, refs, beam_size=5, device="cpu"):
+    """-> (names, matrix of BLEU or None, {(i, j): why not swappable})."""
+    families = {family(e[1]) for e in experiments}
+    if len(families) != 1:
+        raise ConfigError(
+            "mixes LegoNN and plain encoder-decoder experiments: one matrix per family",
+            key="--experiment",
+        )
+    swap = swapped_legonn if families == {"legonn"} else swapped_encdec
+    names = [e[0] for e in experiments]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"experiment names must differ: {names}", key="--experiment")
+    matrix = [[None] * len(experiments) for _ in experiments]
+    reasons = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, enc in enumerate(experiments):
+            for j, dec in enumerate(experiments):
+                try:
+                    config, model_file = swap(enc, dec, Path(tmp))
+                except ConfigError as e:
+                    reasons[(names[i], names[j])] = str(e)
+                    continue
+                matrix[i][j] = bleu_of(config, model_file, sources, refs, beam_size, device)
+    return names, matrix, reasons
+
+
+def markdown(names, matrix, reasons, title: str) -> str:
+    lines = [f"### {title}", "", "| encoder \\ decoder | " + " | ".join(names) + " |"]
+    lines.append("|" + "---|" * (len(names) + 1))
+    for name, row in zip(names, matrix):
+        cells = ["—" if v is None else f"{v:.1f}" for v in row]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for (enc, dec), why in reasons.items():
+        lines.append(f"\n— {enc} encoder with {dec} decoder: not swappable ({why})")
+    return "\n".join(lines) + "\n"
+
+
+def plot(names, matrix, title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    values = np.array([[np.nan if v is None else v for v in row] for row in matrix])
+    fig, ax = plt.subplots(figsize=(1.2 * len(names) + 2, 1.2 * len(names) + 1.5))
+    image = ax.imshow(values, cmap="viridis", vmin=0)
+    ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xlabel("decoder from")
+    ax.set_ylabel("encoder from")
+    for (i, j), v in np.ndenumerate(values):
+        ax.text(j, i, "—" if np.isnan(v) else f"{v:.1f}", ha="center", va="center", color="w")
+    fig.colorbar(image, ax=ax, label="BLEU")
+    ax.set_title(title)
+    fig.tight_layout()
+    with atomic_write(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=100)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--experiment",
+        nargs=3,
+        action="append",
+        required=True,
+        metavar=("NAME", "CONFIG", "MODEL"),
+        help="one experiment (repeat, at least two)",
+    )
+    parser.add_argument("--src_text", required=True, help="utt-id + source text per line")
+    parser.add_argument("--ref", required=True, help="utt-id + reference translation per line")
+    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--beam_size", type=int, default=5)
+    parser.add_argument("--title", default="Swap matrix (BLEU)")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    try:
+        if len(args.experiment) < 2:
+            raise ConfigError("a swap matrix needs at least two experiments", key="--experiment")
+        sources = read_text(args.src_text, allow_empty=False, what="source")
+        refs = read_text(args.ref, allow_empty=False, what="reference")
+        if set(sources) != set(refs):
+            raise InputError("source and reference hold different utterance ids", path=args.ref)
+        names, matrix, reasons = swap_matrix(
+            [tuple(e) for e in args.experiment], sources, refs, args.beam_size, args.device
+        )
+        out = Path(args.output_dir)
+        with atomic_write(out / "swap_matrix.json") as f:
+            json.dump(
+                {
+                    "names": names,
+                    "bleu": matrix,
+                    "not_swappable": [[*k, v] for k, v in reasons.items()],
+                },
+                f,
+                indent=1,
+            )
+        with atomic_write(out / "swap_matrix.md") as f:
+            f.write(markdown(names, matrix, reasons, args.title))
+        plot(names, matrix, args.title, out / "swap_matrix.png")
+        print(out / "swap_matrix.md")
+    except (ConfigError, InputError) as e:
+        raise SystemExit(f"error: {e}") from e
+
+
+if __name__ == "__main__":
+    main()
