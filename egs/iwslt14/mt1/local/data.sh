@@ -61,7 +61,9 @@ else
     if ${download}; then
         python -m espnet_ext.data.iwslt14 download --dest "${IWSLT14}"
     fi
-    python -m espnet_ext.data.iwslt14 prepare --root "${IWSLT14}" --out data $(${lowercase} && echo --lowercase)
+    lowercase_opt=()
+    [ "${lowercase}" = true ] && lowercase_opt=(--lowercase)
+    python -m espnet_ext.data.iwslt14 prepare --root "${IWSLT14}" --out data "${lowercase_opt[@]}"
     : > data/lm_extended/all.tmp
     if [ -n "${IWSLT14_LM}" ]; then
         [ -f "${IWSLT14_LM}" ] || { echo "IWSLT14_LM=${IWSLT14_LM}: no such file" >&2; exit 1; }
