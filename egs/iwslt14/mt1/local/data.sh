@@ -2,11 +2,12 @@
 # Data dirs data/{train,valid,test} (text.de, text.en, text = English) for the IWSLT14 de->en recipe, plus
 # data/lm_extended/text: the "additional data" LM text (English).
 #  - IWSLT14 empty (db.sh): the embedded mini corpus, German number words -> English number words
-#    (num2words, 0..9999). The MT training set holds out every number ending in ${mini_heldout_digit}: the
-#    decoder never sees e.g. "... and ninety seven" as an ending, so its internal LM learns that such endings
-#    do not exist and, at test time, writes another digit in their place (the notes measured BLEU 47 vs 99).
+#    (num2words, 0..9999). The MT training set holds out every number ending in ${mini_heldout_digit}
+#    and every number whose English words contain ${mini_heldout_word}: the decoder never writes "seven"
+#    or "seventeen" in training (only "seventy"), so its internal LM learns that they do not exist and,
+#    at test time, writes another word in their place (about 27 % of valid/test need them).
 #    valid/test keep those numbers. The extended LM text knows them: English number words of all of 0..9999
-#    (held-out endings included) and as many from the wider range 10000..99999, minus every valid/test
+#    (held-out numbers included) and as many from the wider range 10000..99999, minus every valid/test
 #    sentence, so the LM never saw a test target either. An LM on the MT training targets only
 #    ("transcripts") cannot help there; the extended one can when the decoder's internal LM is suppressed:
 #    the relaxed-attention paper's IWSLT14 + MuST-C LM setting (§4.3) in miniature.
@@ -21,7 +22,8 @@ download=false
 lowercase=true
 mini_splits="train=4000,valid=300,test=300"
 mini_seed=0
-mini_heldout_digit=7    # empty: no held-out pattern
+mini_heldout_digit=7    # empty: no held-out ending
+mini_heldout_word=seven # English; empty: no held-out word
 mini_lm_sentences=10000     # of 0..9999 (10000: every number)
 mini_lm_wide_sentences=10000
 
@@ -41,7 +43,8 @@ mkdir -p data/lm_extended
 if [ -z "${IWSLT14}" ]; then
     python -m espnet_ext.data.numbers --out data/mini --langs de,en --modalities text \
         --splits "${mini_splits}" --seed "${mini_seed}" \
-        ${mini_heldout_digit:+--exclude_last_digit "${mini_heldout_digit}"}
+        ${mini_heldout_digit:+--exclude_last_digit "${mini_heldout_digit}"} \
+        ${mini_heldout_word:+--exclude_words "${mini_heldout_word}" --exclude_words_lang en}
     for split in train valid test; do
         rm -rf "data/${split}"
         mkdir -p "data/${split}"
@@ -58,7 +61,9 @@ else
     if ${download}; then
         python -m espnet_ext.data.iwslt14 download --dest "${IWSLT14}"
     fi
-    python -m espnet_ext.data.iwslt14 prepare --root "${IWSLT14}" --out data $(${lowercase} && echo --lowercase)
+    lowercase_opt=()
+    [ "${lowercase}" = true ] && lowercase_opt=(--lowercase)
+    python -m espnet_ext.data.iwslt14 prepare --root "${IWSLT14}" --out data "${lowercase_opt[@]}"
     : > data/lm_extended/all.tmp
     if [ -n "${IWSLT14_LM}" ]; then
         [ -f "${IWSLT14_LM}" ] || { echo "IWSLT14_LM=${IWSLT14_LM}: no such file" >&2; exit 1; }
