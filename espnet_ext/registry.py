@@ -96,6 +96,8 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
 # ClassChoices, e.g. the data types of espnet2.train.dataset).
 HOOKS: dict[str, list[str]] = {
     "espnet2.train.dataset": ["espnet_ext.data.types:install"],
+    # ESPnet2's ST task has no model_choices: a --model choice for task-conditioned ST models
+    "espnet2.tasks.st": ["espnet_ext.tasks.task_conditioned:install_st"],
 }
 
 _lock = threading.RLock()

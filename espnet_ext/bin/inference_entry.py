@@ -1,5 +1,6 @@
-"""What our ``<task>_inference`` entry points add in front of ESPnet2's: the LM vocabulary check and
-``--matched_inference true|false`` (relaxed attention at test time, espnet_ext.attention.matched_inference)."""
+"""What our ``<task>_inference`` entry points add in front of ESPnet2's: the LM vocabulary check,
+``--matched_inference true|false`` (relaxed attention at test time, espnet_ext.attention.matched_inference)
+and ``--task_tag_file`` & co. (task ids per utterance, espnet_ext.tasks.task_conditioned)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from espnet_ext.attention import matched_inference
-from espnet_ext.errors import ConfigError
+from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.lm_vocabulary import refuse_mismatched_lm
+from espnet_ext.tasks import task_conditioned
 
 
 def run(
@@ -23,5 +25,11 @@ def run(
     except ConfigError as e:
         sys.exit(f"error: {e}")
     refuse_mismatched_lm(rest, model_config_option)
-    with matched_inference.applied_on_build(task_cls, matched):
-        espnet_main(rest)
+    try:
+        with (
+            task_conditioned.decoding(espnet_main, rest, model_config_option) as rest,
+            matched_inference.applied_on_build(task_cls, matched),
+        ):
+            espnet_main(rest)
+    except InputError as e:  # a task tag file that does not fit the model
+        sys.exit(f"error: {e}")
