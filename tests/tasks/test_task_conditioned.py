@@ -255,3 +255,35 @@ def test_st_task_builds_task_conditioned_models(tmp_path):
     conf.write_text(yaml.safe_dump(config))
     with pytest.raises(ConfigError, match="2 task tags, but encoder.encoders.0.self_attn"):
         STTask.build_model(STTask.get_parser().parse_args(common + ["--input_size", "4"]))
+
+
+def test_decoding_an_adapter_model_refuses_a_zero_shot_direction(tmp_path):
+    conf = tmp_path / "config.yaml"
+    conf.write_text(
+        yaml.safe_dump(
+            {"encoder": "adapter_transformer", "model_conf": {"task_tags": ["es-en", "fr-en"]}}
+        )
+    )
+    data = tmp_path / "test"
+    data.mkdir()
+    (data / "feats.scp").write_text("t1 a.npy\nt2 b.npy\n")
+    (data / "direction").write_text("t1 fr-en\nt2 es-fr\n")
+    argv = ["--asr_train_config", str(conf), "--task_tag_file", "direction"]
+    argv += ["--data_path_and_name_and_type", f"{data}/feats.scp,speech,npy"]
+    refused = pytest.raises(InputError, match=r"test/direction:2: key 't2'.*zero-shot direction")
+    with refused, task_conditioned.decoding(asr_inference.main, argv, "--asr_train_config"):
+        pass
+
+
+def test_group_strategy_needs_a_multiple_of_the_heads_named_in_the_config(tmp_path):
+    (tmp_path / "tokens.txt").write_text("\n".join(TOKENS) + "\n")
+    config = {
+        "encoder": "head_selection_transformer",
+        "encoder_conf": dict(SMALL, num_tasks=3, head_candidates=5, selection_strategy="group"),
+    }
+    conf = tmp_path / "asr.yaml"
+    conf.write_text(yaml.safe_dump(config))
+    args = ["--config", str(conf), "--token_list", str(tmp_path / "tokens.txt")]
+    args = ASRTask.get_parser().parse_args(args + ["--input_size", "4"])
+    with pytest.raises(ConfigError, match="key 'head_candidates'.*multiple of 2 heads, got 5"):
+        ASRTask.build_model(args)
