@@ -51,6 +51,12 @@ _TASK_SPEECH_ENCODERS = [
         _HEADSEL + "HeadSelectionCNNTransformerEncoder",
     ),
     ("encoder_choices", "adapter_cnn_transformer", _ADAPTERS + "AdapterCNNTransformerEncoder"),
+    (
+        "encoder_choices",
+        "head_selection_s2t_transformer",
+        _HEADSEL + "HeadSelectionS2TTransformerEncoder",
+    ),
+    ("encoder_choices", "adapter_s2t_transformer", _ADAPTERS + "AdapterS2TTransformerEncoder"),
 ]
 _TASK_MODELS = "espnet_ext.nets.task_models:"
 
