@@ -51,6 +51,12 @@ _TASK_SPEECH_ENCODERS = [
         _HEADSEL + "HeadSelectionCNNTransformerEncoder",
     ),
     ("encoder_choices", "adapter_cnn_transformer", _ADAPTERS + "AdapterCNNTransformerEncoder"),
+    (
+        "encoder_choices",
+        "head_selection_s2t_transformer",
+        _HEADSEL + "HeadSelectionS2TTransformerEncoder",
+    ),
+    ("encoder_choices", "adapter_s2t_transformer", _ADAPTERS + "AdapterS2TTransformerEncoder"),
 ]
 _TASK_MODELS = "espnet_ext.nets.task_models:"
 _LEGO = "espnet_ext.nets.lego."
@@ -105,6 +111,8 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
 # ClassChoices, e.g. the data types of espnet2.train.dataset).
 HOOKS: dict[str, list[str]] = {
     "espnet2.train.dataset": ["espnet_ext.data.types:install"],
+    # ESPnet2's ST task has no model_choices: a --model choice for task-conditioned ST models
+    "espnet2.tasks.st": ["espnet_ext.tasks.task_conditioned:install_st"],
 }
 
 _lock = threading.RLock()

@@ -34,7 +34,7 @@ import argparse
 import re
 import sys
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -149,9 +149,24 @@ def _wav_duration(wav: Path, yaml_path: Path, number: int) -> float:
 
 def read_split(release: Path, split: str, tgt_lang: str) -> list[Segment]:
     """The segments of one split in C order of ids, each checked against its talk recording."""
-    split_dir = release / "data" / split
+    return read_segments(release / "data" / split, split, "en", tgt_lang)
+
+
+def read_segments(
+    split_dir: Path,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    wav_file: Callable[[str], str] = lambda name: name,
+    talk_of: Callable[[str], str] = talk_id,
+) -> list[Segment]:
+    """Segments of a MuST-C-style split dir (``txt/<split>.{yaml,<src>,<tgt>}`` + ``wav/``), C-sorted.
+
+    ``wav_file`` maps the yaml's ``wav`` field to the file name under ``wav/`` and ``talk_of`` to the
+    talk id (mTEDx's lists say ``<talk>.wav`` for ``<talk>.flac``); ids are ``<talk>_<start ms>_<end ms>``.
+    """
     txt = split_dir / "txt"
-    yaml_path, en_path, tgt_path = (txt / f"{split}.{ext}" for ext in ("yaml", "en", tgt_lang))
+    yaml_path, en_path, tgt_path = (txt / f"{split}.{ext}" for ext in ("yaml", src_lang, tgt_lang))
     yaml_lines, en_lines, tgt_lines = _lines(yaml_path), _lines(en_path), _lines(tgt_path)
     for path, lines in ((en_path, en_lines), (tgt_path, tgt_lines)):
         if len(lines) != len(yaml_lines):
@@ -181,7 +196,7 @@ def read_split(release: Path, split: str, tgt_lang: str) -> list[Segment]:
                 path=yaml_path,
                 line=number,
             )
-        wav = split_dir / "wav" / entry["wav"]
+        wav = split_dir / "wav" / wav_file(entry["wav"])
         if entry["wav"] not in durations:
             durations[entry["wav"]] = _wav_duration(wav, yaml_path, number)
         end = offset + duration
@@ -194,7 +209,7 @@ def read_split(release: Path, split: str, tgt_lang: str) -> list[Segment]:
         for path, text in ((en_path, source), (tgt_path, target)):
             if not text.strip():
                 raise InputError("empty text for the segment", path=path, line=number)
-        talk = talk_id(entry["wav"])
+        talk = talk_of(entry["wav"])
         utt_id = f"{talk}_{round(offset * 1000):08d}_{round(end * 1000):08d}"
         if utt_id in segments:
             raise InputError(

@@ -30,6 +30,7 @@ from torch import nn
 from espnet_ext.attention.head_selection import TaskConditioned, per_task
 from espnet_ext.errors import ConfigError
 from espnet_ext.nets.cnn_transformer_encoder import CNNTransformerEncoder
+from espnet_ext.nets.multiformer_encoder import S2TTransformerEncoder
 
 ADAPTER_KEY = "adapters."
 
@@ -91,16 +92,24 @@ def attach_adapters(layers, num_tasks: int, size: int, adapter_dim: int) -> nn.M
     return adapters
 
 
-class AdapterTransformerEncoder(TransformerEncoder):
+class _AdapterEncoder:
+    """Mixin before an ESPnet-style encoder class: per-task adapters after each of its layers."""
+
     def __init__(self, input_size: int, num_tasks: int = 1, adapter_dim: int = 256, **kwargs):
         super().__init__(input_size, **kwargs)
         self.adapters = attach_adapters(self.encoders, num_tasks, self.output_size(), adapter_dim)
 
 
-class AdapterCNNTransformerEncoder(CNNTransformerEncoder):
-    def __init__(self, input_size: int, num_tasks: int = 1, adapter_dim: int = 256, **kwargs):
-        super().__init__(input_size, **kwargs)
-        self.adapters = attach_adapters(self.encoders, num_tasks, self.output_size(), adapter_dim)
+class AdapterTransformerEncoder(_AdapterEncoder, TransformerEncoder):
+    pass
+
+
+class AdapterCNNTransformerEncoder(_AdapterEncoder, CNNTransformerEncoder):
+    pass
+
+
+class AdapterS2TTransformerEncoder(_AdapterEncoder, S2TTransformerEncoder):
+    """The paper's S2T Transformer with adapters (the baseline of its speech experiments)."""
 
 
 class AdapterTransformerDecoder(TransformerDecoder):

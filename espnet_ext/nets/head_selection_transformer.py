@@ -1,6 +1,6 @@
 """ESPnet Transformer encoders/decoders whose self-attention selects H of H' heads per task.
 
-Each class is the ESPnet (or our CNN-preprocessed) module plus ``num_tasks``, ``head_candidates`` (H'),
+Each class is the ESPnet (or our CNN-preprocessed, or S2T conv1d) module plus ``num_tasks``, ``head_candidates`` (H'),
 ``selection_strategy`` ("group" or "subset") and ``gumbel_temperature`` (τ); H is ``attention_heads``.
 After ``super().__init__`` every layer's ``self_attn`` becomes a ``HeadSelectionAttention`` of the same
 width and dropout. Source attention of the decoder stays shared (the paper selects in self-attention
@@ -18,6 +18,7 @@ from torch import nn
 
 from espnet_ext.attention.head_selection import HeadSelectionAttention, check_selection_config
 from espnet_ext.nets.cnn_transformer_encoder import CNNTransformerEncoder
+from espnet_ext.nets.multiformer_encoder import S2TTransformerEncoder
 
 
 def select_self_attention_heads(
@@ -43,7 +44,9 @@ def _selection_options(kwargs: dict, num_tasks, head_candidates, strategy, tempe
     return num_tasks, head_candidates, strategy, temperature
 
 
-class HeadSelectionTransformerEncoder(TransformerEncoder):
+class _HeadSelectionEncoder:
+    """Mixin before an ESPnet-style encoder class: its layers' self-attention selects heads per task."""
+
     def __init__(
         self,
         input_size: int,
@@ -60,21 +63,16 @@ class HeadSelectionTransformerEncoder(TransformerEncoder):
         select_self_attention_heads(self.encoders, *options)
 
 
-class HeadSelectionCNNTransformerEncoder(CNNTransformerEncoder):
-    def __init__(
-        self,
-        input_size: int,
-        num_tasks: int = 1,
-        head_candidates: int = 8,
-        selection_strategy: str = "group",
-        gumbel_temperature: float = 1.0,
-        **kwargs,
-    ):
-        options = _selection_options(
-            kwargs, num_tasks, head_candidates, selection_strategy, gumbel_temperature
-        )
-        super().__init__(input_size, **kwargs)
-        select_self_attention_heads(self.encoders, *options)
+class HeadSelectionTransformerEncoder(_HeadSelectionEncoder, TransformerEncoder):
+    pass
+
+
+class HeadSelectionCNNTransformerEncoder(_HeadSelectionEncoder, CNNTransformerEncoder):
+    pass
+
+
+class HeadSelectionS2TTransformerEncoder(_HeadSelectionEncoder, S2TTransformerEncoder):
+    """The paper's S2T Transformer (fairseq's conv1d sub-sampler, ``input_layer: s2t_conv1d``)."""
 
 
 class HeadSelectionTransformerDecoder(TransformerDecoder):

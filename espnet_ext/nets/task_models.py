@@ -14,7 +14,10 @@ A recipe passes them as ESPnet2 data files (``--train_data_path_and_name_and_typ
 (ESPnet's ``Speech2Text`` / ``Text2Text``) calls ``model.set_task_id(...)`` once per utterance first.
 
 Options (``model_conf``): ``selection_kl_weight`` w of the eq. (3) KL added to the loss (reported as
-``selection_kl`` in the stats); ``train_adapters_only`` freezes everything but the adapters.
+``selection_kl`` in the stats); ``train_adapters_only`` freezes everything but the adapters;
+``task_tags`` the tags of the tasks in id order (``[ar, de, es]``: ar is task 0), which decoding uses to
+map a data dir's tag file to ids (``espnet_ext.tasks.task_conditioned``); every task-conditioned module
+must have exactly that many tasks.
 """
 
 from __future__ import annotations
@@ -24,11 +27,23 @@ from espnet2.mt.espnet_model import ESPnetMTModel
 from espnet2.st.espnet_model import ESPnetSTModel
 
 from espnet_ext.attention.head_selection import TaskConditioned, set_task_id
-from espnet_ext.errors import InputError
+from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.adapters import freeze_all_but_adapters
 from espnet_ext.nets.head_selection_transformer import selection_kl
 
 TASK_KEYS = ("task_id", "encoder_task_id", "decoder_task_id")
+
+
+def check_task_tags(model, tags: list[str]) -> None:
+    """Refuse a tag list that is not one distinct tag per task of every task-conditioned module."""
+    if len(set(tags)) != len(tags):
+        raise ConfigError(f"task tags repeat: {tags}", key="model_conf.task_tags")
+    for name, module in model.named_modules():
+        if isinstance(module, TaskConditioned) and module.num_tasks != len(tags):
+            raise ConfigError(
+                f"{len(tags)} task tags, but {name} has num_tasks {module.num_tasks}",
+                key="model_conf.task_tags",
+            )
 
 
 class TaskConditionedModel:
@@ -39,10 +54,14 @@ class TaskConditionedModel:
         *args,
         selection_kl_weight: float = 1.0,
         train_adapters_only: bool = False,
+        task_tags: list[str] | None = None,
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
         self.selection_kl_weight = selection_kl_weight
+        self.task_tags = None if task_tags is None else [str(tag) for tag in task_tags]
+        if self.task_tags is not None:
+            check_task_tags(self, self.task_tags)
         if train_adapters_only:
             freeze_all_but_adapters(self)
 

@@ -253,3 +253,23 @@ def test_st_model_selects_heads_per_target_language():
     loss.backward()
     assert "selection_kl" in stats
     assert all(p.grad[1].abs().sum() > 0 and p.grad[0].eq(0).all() for p in logits_of(model))
+
+
+def test_s2t_encoders_are_the_s2t_transformer_plus_selection_or_adapters():
+    from espnet_ext.nets.adapters import AdapterS2TTransformerEncoder
+    from espnet_ext.nets.head_selection_transformer import HeadSelectionS2TTransformerEncoder
+    from espnet_ext.nets.multiformer_encoder import S2TTransformerEncoder
+
+    conf = dict(SMALL, num_blocks=3, conv_channels=8)
+    plain = S2TTransformerEncoder(FEATS, **conf).eval()
+    n_plain = sum(p.numel() for p in plain.parameters())
+    selecting = HeadSelectionS2TTransformerEncoder(FEATS, num_tasks=3, head_candidates=2, **conf)
+    assert sum(p.numel() for p in selecting.parameters()) - n_plain == 3 * 2 * 3
+    x, lengths = torch.randn(2, 12, FEATS), torch.tensor([12, 12])
+    plain.load_state_dict(selecting.state_dict(), strict=False)
+    set_task_id(selecting.eval(), torch.tensor([2, 0]))
+    torch.testing.assert_close(selecting(x, lengths)[0], plain(x, lengths)[0])
+    adapted = AdapterS2TTransformerEncoder(FEATS, num_tasks=2, adapter_dim=4, **conf).eval()
+    plain.load_state_dict(adapted.state_dict(), strict=False)
+    set_task_id(adapted, torch.tensor([1, 0]))
+    torch.testing.assert_close(adapted(x, lengths)[0], plain(x, lengths)[0])  # adapters start at 0

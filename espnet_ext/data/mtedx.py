@@ -1,0 +1,147 @@
+"""Multilingual TEDx (mTEDx, OpenSLR 100) as released -> Kaldi data dirs with a language tag per utterance.
+
+Release layout (``mtedx_<src>-<tgt>.tgz`` unpacks to ``<src>-<tgt>/``; ASR uses the ``<lang>-<lang>``
+pairs, whose transcripts are in the source language)::
+
+    <src>-<tgt>/data/{train,valid,test}/wav/<talk>.flac    one whole talk
+    <src>-<tgt>/data/<split>/txt/<split>.yaml             one segment per line:
+        - {duration: 3.02, offset: 13.47, speaker_id: <spk>, wav: <talk>.wav}   (the list says .wav)
+    <src>-<tgt>/data/<split>/txt/<split>.<src>            the transcript, same line
+    <src>-<tgt>/data/<split>/txt/<split>.<tgt>            the translation (ST pairs)
+
+``prepare`` reads the ASR pairs of the given languages and writes, per split, one multilingual data dir
+``<out>/<split>`` and, for the ``--per_language`` splits, one per language ``<out>/<split>_<lang>`` (for WER
+per language)::
+
+    wav.scp   <lang>_<talk> <abs path of the talk flac>      segments  <utt> <lang>_<talk> <start> <end>
+    utt2spk   <utt> <lang>_<talk>  spk2utt                   text      the transcript, as released
+    lang      <utt> <lang>: the task tag (espnet_ext.data.task_tags)
+
+Ids: ``<lang>_<talk>_<start ms:08d>_<end ms:08d>`` (the language first, so C order groups languages and
+talk ids of two languages never collide). Every split of every language is read and checked (segments
+inside their recordings, line-aligned text, no empty transcript) before anything is written.
+
+    python -m espnet_ext.data.mtedx prepare --root DIR --langs "es fr" --out data
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from espnet_ext.data.datadir import (
+    atomic_dir,
+    spk2utt_from_utt2spk,
+    validate_data_dir,
+    write_kaldi_map,
+)
+from espnet_ext.data.mustc import Segment, read_segments
+from espnet_ext.errors import InputError
+
+PathLike = str | Path
+LANGUAGES = ("ar", "de", "el", "es", "fr", "it", "pt", "ru")  # mTEDx's 8 source languages
+SPLITS = ("train", "valid", "test")
+RELEASE_URL = "https://www.openslr.org/100/"
+
+
+def release_dir(root: PathLike, src: str, tgt: str) -> Path:
+    """``<root>/<src>-<tgt>/``; InputError saying what was expected and where to get it otherwise."""
+    pair = Path(root) / f"{src}-{tgt}"
+    if not (pair / "data").is_dir():
+        raise InputError(
+            f"no mTEDx {src}-{tgt} release here (expected {pair}/data/<split>/{{wav,txt}}); download "
+            f"mtedx_{src}-{tgt}.tgz from {RELEASE_URL} and extract it into {root}",
+            path=root,
+        )
+    return pair
+
+
+def flac_of(wav_field: str) -> str:
+    """The file under ``wav/`` of a segment list's ``wav`` field: ``<talk>.wav`` or ``<talk>`` -> ``<talk>.flac``."""
+    return f"{Path(wav_field).stem if wav_field.endswith(('.wav', '.flac')) else wav_field}.flac"
+
+
+def read_asr_split(root: PathLike, lang: str, split: str) -> list[Segment]:
+    """The segments of ``<lang>-<lang>/data/<split>``, ids prefixed with the language."""
+    split_dir = release_dir(root, lang, lang) / "data" / split
+    if not split_dir.is_dir():
+        raise InputError(
+            f"split '{split}' is missing from the release (mTEDx splits: {', '.join(SPLITS)})",
+            path=split_dir,
+        )
+    return read_segments(
+        split_dir, split, lang, lang, flac_of, lambda wav: f"{lang}_{Path(flac_of(wav)).stem}"
+    )
+
+
+def write_data_dir(dst: Path, segments: dict[str, list[Segment]]) -> None:
+    """One validated data dir of the segments of several languages ({lang: segments})."""
+    every = [(lang, s) for lang, segs in segments.items() for s in segs]
+    utt2spk = {s.utt_id: s.talk for _, s in every}
+    with atomic_dir(dst) as tmp:
+        write_kaldi_map(tmp / "wav.scp", {s.talk: str(s.wav) for _, s in every})
+        write_kaldi_map(
+            tmp / "segments",
+            {s.utt_id: [s.talk, f"{s.start:.6f}", f"{s.end:.6f}"] for _, s in every},
+        )
+        write_kaldi_map(tmp / "utt2spk", utt2spk)
+        write_kaldi_map(tmp / "spk2utt", spk2utt_from_utt2spk(utt2spk))
+        write_kaldi_map(tmp / "text", {s.utt_id: s.source for _, s in every})
+        write_kaldi_map(tmp / "lang", {s.utt_id: lang for lang, s in every})
+        validate_data_dir(tmp)
+
+
+def prepare(
+    root: PathLike,
+    langs: Sequence[str],
+    splits: Sequence[str],
+    out_dir: PathLike,
+    per_language: Sequence[str] = ("test",),
+) -> list[Path]:
+    """Write the multilingual data dirs (and per-language ones); all is read before anything is written."""
+    unknown = [lang for lang in langs if lang not in LANGUAGES]
+    if unknown or not langs:
+        raise InputError(
+            f"languages must be among mTEDx's {' '.join(LANGUAGES)}, got {list(langs)}"
+        )
+    read = {split: {lang: read_asr_split(root, lang, split) for lang in langs} for split in splits}
+    written = []
+    for split, by_lang in read.items():
+        dst = Path(out_dir) / split
+        write_data_dir(dst, by_lang)
+        written.append(dst)
+        if split in per_language:
+            for lang, segments in by_lang.items():
+                write_data_dir(Path(out_dir) / f"{split}_{lang}", {lang: segments})
+                written.append(Path(out_dir) / f"{split}_{lang}")
+        counts = ", ".join(f"{lang} {len(segs)}" for lang, segs in by_lang.items())
+        print(f"{dst}: segments per language: {counts}", file=sys.stderr)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m espnet_ext.data.mtedx", description=__doc__.split("\n")[0]
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    prep = commands.add_parser("prepare", help="write Kaldi data dirs OUT/<split>[_<lang>]")
+    prep.add_argument("--root", required=True, help="the dir holding <lang>-<lang>/")
+    prep.add_argument("--langs", required=True, help="source languages, e.g. 'es fr it'")
+    prep.add_argument("--splits", nargs="+", default=list(SPLITS))
+    prep.add_argument(
+        "--per_language", nargs="*", default=["test"], help="splits also per language"
+    )
+    prep.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    try:
+        prepare(args.root, args.langs.split(), args.splits, args.out, args.per_language)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+#!/usr/bin/env python
+"""Cost of head selection against the shared Transformer, side by side in one process.
+
+    python tests/bench/bench_head_selection.py [--quick] [--rounds N] [--device cpu|cuda]
+
+Two encoders of the paper's MT sizes (d 512, FFN 1024, H = 4 heads, 6 layers, on the inputs directly, dropout
+0.1): ESPnet's TransformerEncoder (shared heads) and HeadSelectionTransformerEncoder with H' = 8 candidates
+(group strategy; the same result holds for subset, which computes the same number of heads), 8 tasks. Measured
+on one batch (B = 8 utterances of T = 256 frames):
+
+  train, one task     forward + backward, every utterance of task 3 (the paper's setting: batches per task)
+  train, mixed tasks  the same with tasks 0..7 (the batch is split per task: 8 groups of one utterance)
+  inference           forward without gradients, eval mode, one task (selection fixed)
+
+The variants are interleaved round-robin and the fastest round is kept. Goals (issue): train one task
+<= 1.10x the shared model, inference <= 1.02x; the mixed batch is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
+
+from espnet_ext.attention.head_selection import set_task_id
+from espnet_ext.nets.head_selection_transformer import HeadSelectionTransformerEncoder
+
+GOALS = {"train, one task": 1.10, "inference": 1.02}
+
+
+def encoders(size: int, ffn: int, layers: int, device):
+    conf = dict(
+        output_size=size,
+        attention_heads=4,
+        linear_units=ffn,
+        num_blocks=layers,
+        input_layer=None,
+        dropout_rate=0.1,
+        attention_dropout_rate=0.1,
+        use_flash_attn=False,
+    )
+    torch.manual_seed(0)
+    shared = TransformerEncoder(size, **conf).to(device)
+    torch.manual_seed(0)
+    selecting = HeadSelectionTransformerEncoder(
+        size, num_tasks=8, head_candidates=8, selection_strategy="group", **conf
+    ).to(device)
+    return shared, selecting
+
+
+def train_step(model, xs, lengths):
+    model.train()
+    out, _, _ = model(xs, lengths)
+    out.sum().backward()
+    model.zero_grad(set_to_none=True)
+
+
+def inference_step(model, xs, lengths):
+    model.eval()
+    with torch.no_grad():
+        model(xs, lengths)
+
+
+def timed(fn, device) -> float:
+    start = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def measure(args) -> dict[str, tuple[float, float]]:
+    """{setting: (shared seconds, head-selection seconds)}, the fastest of ``rounds`` rounds each."""
+    device = torch.device(args.device)
+    shared, selecting = encoders(args.size, args.ffn, args.layers, device)
+    xs = torch.randn(args.batch, args.frames, args.size, device=device)
+    lengths = torch.full((args.batch,), args.frames, device=device)
+    one_task = torch.full((args.batch,), 3, device=device)
+    mixed = torch.arange(args.batch, device=device) % 8
+    settings = {
+        "train, one task": (train_step, one_task),
+        "train, mixed tasks": (train_step, mixed),
+        "inference": (inference_step, one_task),
+    }
+    best = {name: [float("inf"), float("inf")] for name in settings}
+    for r in range(args.rounds + 1):  # round 0 warms up
+        for name, (step, tasks) in settings.items():
+            set_task_id(selecting, tasks)
+            for i, model in enumerate((shared, selecting)):
+                elapsed = timed(lambda m=model, s=step: s(m, xs, lengths), device)
+                if r:
+                    best[name][i] = min(best[name][i], elapsed)
+    return {name: tuple(times) for name, times in best.items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    args.size, args.ffn, args.layers, args.batch, args.frames = (
+        (64, 128, 2, 8, 32) if args.quick else (512, 1024, 6, 8, 256)
+    )
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    results = measure(args)
+    print(
+        f"head selection (H'=8, H=4, group) vs shared 4-head encoder: d {args.size}, "
+        f"{args.layers} layers, B {args.batch} x T {args.frames}, {args.device}, "
+        f"{torch.get_num_threads()} threads, best of {args.rounds} rounds"
+    )
+    print("| setting | shared [ms] | head selection [ms] | ratio | goal |")
+    print("|---|---|---|---|---|")
+    for name, (shared, selecting) in results.items():
+        goal = f"<= {GOALS[name]:.2f}x" if name in GOALS else "reported"
+        print(
+            f"| {name} | {shared * 1e3:.1f} | {selecting * 1e3:.1f} | "
+            f"{selecting / shared:.3f}x | {goal} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

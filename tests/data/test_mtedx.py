@@ -1,0 +1,103 @@
+"""mTEDx reader on a fixture in the release layout (tests/fixtures/mtedx): ids, tags, segments, bad input."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import soundfile
+
+from espnet_ext.data import mtedx
+from espnet_ext.data.datadir import read_kaldi_map
+from espnet_ext.errors import InputError
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mtedx"
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    out = tmp_path_factory.mktemp("data")
+    mtedx.prepare(FIXTURE, ["es", "fr"], mtedx.SPLITS, out)
+    return out
+
+
+@pytest.fixture
+def release(tmp_path):
+    for pair in ("es-es", "fr-fr"):
+        shutil.copytree(FIXTURE / pair, tmp_path / pair)
+    return tmp_path
+
+
+def test_multilingual_and_per_language_dirs(prepared):
+    names = ["test", "test_es", "test_fr", "train", "valid"]
+    assert sorted(p.name for p in prepared.iterdir()) == names
+    tables = ["lang", "segments", "spk2utt", "text", "utt2spk", "wav.scp"]
+    assert sorted(p.name for p in (prepared / "train").iterdir()) == tables
+    lang = read_kaldi_map(prepared / "train" / "lang")
+    text = read_kaldi_map(prepared / "train" / "text")
+    # ids: language, talk, start and end in ms; C order (the release lists talk yj7... first)
+    assert list(text) == [
+        "es_0u7tTptBo9I_00000300_00001340",
+        "es_yj7-Zq2Lr0k_00000300_00001570",
+        "es_yj7-Zq2Lr0k_00001970_00003520",
+        "fr_Ww2Tq5kE8-Y_00000300_00001310",
+        "fr_Ww2Tq5kE8-Y_00001710_00002750",
+    ]
+    assert text["es_yj7-Zq2Lr0k_00000300_00001570"] == "Muchas gracias."
+    assert text["es_0u7tTptBo9I_00000300_00001340"] == "Buenos días."
+    assert {u: lang[u] for u in text} == {u: u[:2] for u in text}
+    assert read_kaldi_map(prepared / "test_fr" / "lang") == {
+        u: "fr" for u in read_kaldi_map(prepared / "test_fr" / "text")
+    }
+    assert set(read_kaldi_map(prepared / "test_es" / "text")) | set(
+        read_kaldi_map(prepared / "test_fr" / "text")
+    ) == set(read_kaldi_map(prepared / "test" / "text"))
+
+
+def test_segments_point_into_the_talk_flac(prepared):
+    wav = read_kaldi_map(prepared / "train" / "wav.scp")
+    assert wav["es_yj7-Zq2Lr0k"].endswith("es-es/data/train/wav/yj7-Zq2Lr0k.flac")
+    segments = read_kaldi_map(prepared / "train" / "segments")
+    talk, start, end = segments["es_yj7-Zq2Lr0k_00001970_00003520"].split()
+    assert (talk, start, end) == ("es_yj7-Zq2Lr0k", "1.970000", "3.520000")
+    assert float(end) <= soundfile.info(wav[talk]).duration
+    assert (
+        read_kaldi_map(prepared / "train" / "utt2spk")["es_yj7-Zq2Lr0k_00001970_00003520"] == talk
+    )
+
+
+def test_missing_release_names_where_to_get_it(tmp_path):
+    with pytest.raises(
+        InputError,
+        match=r"no mTEDx it-it release.*mtedx_it-it.tgz from https://www.openslr.org/100/",
+    ):
+        mtedx.prepare(tmp_path, ["it"], ["train"], tmp_path / "out")
+    with pytest.raises(InputError, match="among mTEDx's ar de el es fr it pt ru"):
+        mtedx.prepare(tmp_path, ["en"], ["train"], tmp_path / "out")
+
+
+def test_bad_release_files_are_refused_with_file_and_line(release, tmp_path):
+    txt = release / "fr-fr" / "data" / "valid" / "txt"
+    (txt / "valid.fr").write_text("Bonsoir.\nen trop\n")
+    with pytest.raises(InputError, match=r"valid.fr:2: .*line-aligned"):
+        mtedx.prepare(release, ["es", "fr"], ["train", "valid"], tmp_path / "out")
+    assert not (tmp_path / "out" / "train").exists()  # nothing written before all is read
+    (txt / "valid.fr").write_text("Bonsoir.\n")
+    (txt / "valid.yaml").write_text(
+        "- {duration: 9.5, offset: 0.30, speaker_id: a9Fh3Jk_2Lm, wav: a9Fh3Jk_2Lm.wav}\n"
+    )
+    with pytest.raises(InputError, match=r"valid.yaml:1: segment ends at 9.8.*a9Fh3Jk_2Lm.flac"):
+        mtedx.prepare(release, ["fr"], ["valid"], tmp_path / "out")
+    (release / "fr-fr" / "data" / "valid" / "wav" / "a9Fh3Jk_2Lm.flac").unlink()
+    with pytest.raises(
+        InputError, match=r"valid.yaml:1: talk recording .*a9Fh3Jk_2Lm.flac does not"
+    ):
+        mtedx.prepare(release, ["fr"], ["valid"], tmp_path / "out")
+    shutil.rmtree(release / "es-es" / "data" / "test")
+    with pytest.raises(InputError, match="split 'test' is missing"):
+        mtedx.prepare(release, ["es"], ["test"], tmp_path / "out")
+
+
+def test_flac_name_of_the_yaml_wav_field():
+    assert mtedx.flac_of("0u7tTptBo9I.wav") == "0u7tTptBo9I.flac"
+    assert mtedx.flac_of("0u7tTptBo9I") == "0u7tTptBo9I.flac"
+    assert mtedx.flac_of("a.b-c") == "a.b-c.flac"  # a talk id with a dot is no suffix

@@ -1,0 +1,104 @@
+"""egs/mtedx/asr1 end to end on a tiny multilingual mini corpus: tags through every stage, WER per language;
+the release reader on the fixture."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from recipe_fixture import make_recipe_copy, run
+
+TINY_ASR = """\
+encoder: head_selection_s2t_transformer
+encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1, input_layer: s2t_conv1d,
+               conv_channels: 16, use_flash_attn: false, num_tasks: 2, head_candidates: 4,
+               selection_strategy: group}
+decoder: head_selection_transformer
+decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false, num_tasks: 2,
+               head_candidates: 4, selection_strategy: group}
+model: task_conditioned
+model_conf: {ctc_weight: 0.3, lsm_weight: 0.1, selection_kl_weight: 0.1, task_tags: [es, it]}
+frontend: null
+optim: adam
+optim_conf: {lr: 0.002}
+batch_type: folded
+batch_size: 8
+max_epoch: 2
+best_model_criterion: [[valid, acc, max]]
+keep_nbest_models: 2
+num_workers: 0
+use_tensorboard: false
+use_matplotlib: false
+num_att_plot: 0
+"""
+TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\n"
+TINY_ARGS = [
+    "--asr_config", "conf/tiny_asr.yaml", "--inference_config", "conf/tiny_decode.yaml",
+    "--nbpe", "40", "--test_sets", "test_es test_it",
+    "--local_data_opts",
+    "--mini_train_sizes es=30,it=10 --mini_valid_size 4 --mini_test_size 4 --mini_num_speakers 2"
+    " --mini_segments_per_talk 4:8",
+]  # fmt: skip
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mtedx"
+
+
+def read_table(path):
+    return dict(line.split(" ", 1) for line in path.read_text(encoding="utf-8").splitlines())
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    recipe = make_recipe_copy("mtedx", "asr1", tmp_path_factory.mktemp("recipe"))
+    (recipe / "conf" / "tiny_asr.yaml").write_text(TINY_ASR)
+    (recipe / "conf" / "tiny_decode.yaml").write_text(TINY_DECODE)
+    out = run(recipe, TINY_ARGS, env={"MTEDX": ""})
+    assert out.returncode == 0, out.stderr[-4000:]
+    return recipe
+
+
+def test_unequal_languages_with_tags_and_ids(finished):
+    lang = read_table(finished / "data" / "train" / "lang")
+    assert sorted(lang.values()) == ["es"] * 30 + ["it"] * 10
+    ids = read_table(finished / "dump" / "fbank" / "train_filtered" / "task_id")
+    assert {u: {"es": "0", "it": "1"}[lang[u]] for u in ids} == ids  # filtered alike, in tag order
+    assert set(read_table(finished / "data" / "test_it" / "lang").values()) == {"it"}
+
+
+def test_training_selected_heads_for_each_language(finished):
+    exp = finished / "exp" / "asr_tiny_asr"
+    state = torch.load(exp / "valid.acc.ave.pth", map_location="cpu")
+    logits = [v for k, v in state.items() if k.endswith("selection_logits")]
+    assert len(logits) == 2 and all(v.shape == (2, 4) for v in logits)
+    assert all(v[task].abs().sum() > 0 for v in logits for task in (0, 1))  # φ moved for both tasks
+
+
+def test_wer_per_language_from_decoding_with_tags(finished):
+    exp = finished / "exp" / "asr_tiny_asr" / "decode_tiny_decode"
+    results = (finished / "exp" / "RESULTS.md").read_text()
+    for lang in ("es", "it"):
+        refs = read_table(finished / "data" / f"test_{lang}" / "text")
+        hyp_ids = [
+            line.split(" ")[0] for line in (exp / f"test_{lang}" / "text").read_text().splitlines()
+        ]
+        assert sorted(hyp_ids) == sorted(refs) and len(refs) == 4
+        score = json.loads((exp / f"test_{lang}" / "score_wer" / "result.json").read_text())
+        assert re.search(rf"test_{lang}", results) and score["wer"] >= 0
+
+
+def test_real_release_through_stage_two_on_the_fixture(tmp_path):
+    recipe = make_recipe_copy("mtedx", "asr1", tmp_path)
+    args = ["--stop_stage", "2", "--nj", "1", "--test_sets", "test_es test_fr"]
+    out = run(recipe, args + ["--local_data_opts", "--langs es,fr"], env={"MTEDX": str(FIXTURE)})
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert read_table(recipe / "data" / "test_fr" / "lang") == {
+        "fr_Rt6Yu8Io0Pq_00000300_00001560": "fr"
+    }
+    frames = read_table(recipe / "dump" / "fbank" / "train" / "utt2num_frames")
+    assert list(frames) == list(read_table(recipe / "data" / "train" / "segments"))
+    assert (
+        read_table(recipe / "dump" / "fbank" / "train" / "task_id")[
+            "fr_Ww2Tq5kE8-Y_00000300_00001310"
+        ]
+        == "1"
+    )

@@ -1,0 +1,289 @@
+"""Task tags at decoding (ESPnet's own asr/mt inference, run in-process) and task-conditioned ST models."""
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from espnet2.bin import asr_inference, mt_inference
+from espnet2.tasks.asr import ASRTask
+from espnet2.tasks.mt import MTTask
+from espnet2.tasks.st import STTask
+
+import espnet_ext  # noqa: F401  (registration)
+from espnet_ext.attention.head_selection import HeadSelectionAttention
+from espnet_ext.bin.inference_entry import run
+from espnet_ext.data.task_tags import main as task_tags_main
+from espnet_ext.data.task_tags import task_ids
+from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.nets.task_models import TaskConditionedModel, TaskConditionedSTModel
+from espnet_ext.tasks import task_conditioned
+
+TOKENS = ["<blank>", "<unk>", "a", "b", "c", "<sos/eos>"]
+TAGS = ["es", "de", "fr"]
+FEATS = 4
+SMALL = dict(output_size=8, attention_heads=2, linear_units=16, num_blocks=2, dropout_rate=0.0)
+SELECTION = dict(num_tasks=3, head_candidates=4, selection_strategy="group")
+DECODER = dict(attention_heads=2, linear_units=16, num_blocks=2, dropout_rate=0.0)
+
+
+def save_model(tmp_path, task_cls, config: dict, extra_args: list[str]):
+    """Config and weights the way ESPnet's trainer leaves them in an experiment dir."""
+    (tmp_path / "tokens.txt").write_text("\n".join(TOKENS) + "\n")
+    conf = tmp_path / "train.yaml"
+    conf.write_text(yaml.safe_dump(config))
+    args = task_cls.get_parser().parse_args(
+        ["--config", str(conf), "--token_list", str(tmp_path / "tokens.txt")] + extra_args
+    )
+    torch.manual_seed(0)
+    model = task_cls.build_model(args)
+    with torch.no_grad():  # each task prefers other heads: heads (0|1, 2|3) per group
+        for m in model.modules():
+            if isinstance(m, HeadSelectionAttention):
+                m.selection_logits.copy_(torch.tensor([[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 1.0]]))
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    args.token_list = TOKENS
+    (exp / "config.yaml").write_text(yaml.safe_dump(vars(args)))
+    torch.save(model.state_dict(), exp / "model.pth")
+    return exp
+
+
+EXPECTED_HEADS = {0: [0, 2], 1: [1, 3], 2: [0, 3]}
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Records, in order, each utterance's task ids and the heads every layer computes."""
+    events = []
+    set_task_id, selection = TaskConditionedModel.set_task_id, HeadSelectionAttention.selection
+
+    def recording_set_task_id(self, task_id=None, encoder_task_id=None, decoder_task_id=None):
+        events.append(("utt", task_id, encoder_task_id, decoder_task_id))
+        return set_task_id(self, task_id, encoder_task_id, decoder_task_id)
+
+    def recording_selection(self, task):
+        heads, scale = selection(self, task)
+        events.append(("heads", task, heads.tolist()))
+        return heads, scale
+
+    monkeypatch.setattr(TaskConditionedModel, "set_task_id", recording_set_task_id)
+    monkeypatch.setattr(HeadSelectionAttention, "selection", recording_selection)
+    return events
+
+
+def per_utterance(events):
+    """[(task ids given, {tasks whose heads were computed}, all heads as expected?)] per utterance."""
+    utterances = []
+    for event in events:
+        if event[0] == "utt":
+            given = [None if x is None else int(x.reshape(-1)[0]) for x in event[1:]]
+            utterances.append((given, set(), True))
+        else:
+            given, tasks, ok = utterances[-1]
+            tasks.add(event[1])
+            utterances[-1] = (given, tasks, ok and event[2] == EXPECTED_HEADS[event[1]])
+    return utterances
+
+
+def asr_setup(tmp_path):
+    config = {
+        "model": "task_conditioned",
+        "model_conf": {"ctc_weight": 0.3, "task_tags": TAGS},
+        "frontend": None,
+        "normalize": None,
+        "encoder": "head_selection_transformer",
+        "encoder_conf": dict(SMALL, input_layer="linear", **SELECTION),
+        "decoder": "head_selection_transformer",
+        "decoder_conf": dict(DECODER, **SELECTION),
+    }
+    exp = save_model(
+        tmp_path, ASRTask, config, ["--input_size", str(FEATS), "--token_type", "char"]
+    )
+    data = tmp_path / "data" / "test"
+    data.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    scp = []
+    for utt in ("u1", "u2", "u3", "u4"):
+        np.save(data / f"{utt}.npy", rng.standard_normal((7, FEATS)).astype(np.float32))
+        scp.append(f"{utt} {data / utt}.npy\n")
+    (data / "feats.scp").write_text("".join(scp))
+    (data / "lang").write_text("u1 de\nu2 fr\nu3 de\nu4 es\n")
+    argv = [
+        "--ngpu", "0", "--batch_size", "1", "--beam_size", "2", "--maxlenratio", "0.5",
+        "--data_path_and_name_and_type", f"{data}/feats.scp,speech,npy",
+        "--asr_train_config", str(exp / "config.yaml"),
+        "--asr_model_file", str(exp / "model.pth"),
+        "--output_dir", str(tmp_path / "out"),
+    ]  # fmt: skip
+    return data, argv
+
+
+def test_asr_decoding_uses_each_utterances_heads(tmp_path, spy):
+    data, argv = asr_setup(tmp_path)
+    run(asr_inference.main, ASRTask, "--asr_train_config", argv + ["--task_tag_file", "lang"])
+    utterances = per_utterance(spy)
+    # u1 de, u2 fr, u3 de, u4 es -> ids 1 2 1 0 through the model's task_tags
+    assert [u[0][0] for u in utterances] == [1, 2, 1, 0]
+    assert [u[1] for u in utterances] == [{1}, {2}, {1}, {0}]
+    assert all(u[2] for u in utterances)  # the heads of the utterance's task, in every layer
+    hyps = (tmp_path / "out" / "1best_recog" / "text").read_text().split("\n")
+    assert [h.split(" ")[0] for h in hyps if h] == ["u1", "u2", "u3", "u4"]
+    # the predictor is ESPnet's own again
+    assert asr_inference.Speech2Text.__call__.__name__ == "__call__"
+    assert "call_with_task_ids" not in repr(asr_inference.Speech2Text.__call__)
+
+
+def test_decoding_refuses_unknown_tags_and_missing_tag_files(tmp_path, spy):
+    data, argv = asr_setup(tmp_path)
+    (data / "lang").write_text("u1 de\nu2 it\nu3 de\nu4 es\n")
+    with pytest.raises(SystemExit, match=r"lang:2: key 'u2': task tag 'it' is unknown"):
+        run(asr_inference.main, ASRTask, "--asr_train_config", argv + ["--task_tag_file", "lang"])
+    with pytest.raises(SystemExit, match=r"test/tags: no tag file"):
+        run(asr_inference.main, ASRTask, "--asr_train_config", argv + ["--task_tag_file", "tags"])
+    (data / "lang").write_text("u1 de\nu2 fr\nu4 es\n")
+    with pytest.raises(SystemExit, match=r"lang: no task tag for 1 utterance\(s\), e.g. 'u3'"):
+        run(asr_inference.main, ASRTask, "--asr_train_config", argv + ["--task_tag_file", "lang"])
+    with pytest.raises(SystemExit, match="model_conf.task_tags.*task-conditioned"):
+        run(asr_inference.main, ASRTask, "--asr_train_config", argv)
+    assert not spy and not (tmp_path / "out").exists()  # nothing decoded, nothing written
+
+
+def test_mt_decoding_takes_encoder_and_decoder_tags_apart(tmp_path, spy):
+    """M2O/O2M: source language in the encoder, target language in the decoder (zero-shot pairs too)."""
+    config = {
+        "model": "task_conditioned",
+        "model_conf": {"task_tags": TAGS},
+        "frontend": "embed",
+        "frontend_conf": {"embed_dim": 8, "positional_dropout_rate": 0.0},
+        "encoder": "head_selection_transformer",
+        "encoder_conf": dict(SMALL, input_layer=None, **SELECTION),
+        "decoder": "head_selection_transformer",
+        "decoder_conf": dict(DECODER, **SELECTION),
+    }
+    common = ["--token_type", "char", "--src_token_type", "char"]
+    exp = save_model(
+        tmp_path, MTTask, config, common + ["--src_token_list", str(tmp_path / "tokens.txt")]
+    )
+    cfg = yaml.safe_load((exp / "config.yaml").read_text())
+    cfg["src_token_list"] = TOKENS
+    (exp / "config.yaml").write_text(yaml.safe_dump(cfg))
+    data = tmp_path / "data" / "test"
+    data.mkdir(parents=True)
+    (data / "text.src").write_text("s1 abc\ns2 cab\n")
+    (data / "src_lang").write_text("s1 es\ns2 fr\n")
+    (data / "tgt_lang").write_text("s1 fr\ns2 de\n")
+    argv = [
+        "--ngpu", "0", "--batch_size", "1", "--beam_size", "2", "--maxlenratio", "1.0",
+        "--data_path_and_name_and_type", f"{data}/text.src,src_text,text",
+        "--mt_train_config", str(exp / "config.yaml"), "--mt_model_file", str(exp / "model.pth"),
+        "--output_dir", str(tmp_path / "out"),
+        "--encoder_task_tag_file", "src_lang", "--decoder_task_tag_file", "tgt_lang",
+    ]  # fmt: skip
+    run(mt_inference.main, MTTask, "--mt_train_config", argv)
+    utterances = per_utterance(spy)
+    assert [u[0] for u in utterances] == [[None, 0, 2], [None, 2, 1]]
+    assert [u[1] for u in utterances] == [{0, 2}, {1, 2}]
+    assert all(u[2] for u in utterances)
+
+
+def test_tag_file_without_task_tags_in_the_model_is_refused(tmp_path):
+    conf = tmp_path / "config.yaml"
+    conf.write_text(yaml.safe_dump({"model_conf": {"ctc_weight": 0.3}}))
+    argv = ["--asr_train_config", str(conf), "--task_tag_file", "lang"]
+    refused = pytest.raises(ConfigError, match=r"config.yaml: key 'model_conf.task_tags'")
+    with refused, task_conditioned.decoding(asr_inference.main, argv, "--asr_train_config"):
+        pass
+
+
+def test_adapter_models_refuse_zero_shot_directions(tmp_path):
+    tags = tmp_path / "direction"
+    tags.write_text("t1 es-en\nt2 es-fr\n")
+    with pytest.raises(InputError, match=r"direction:2: key 't2'.*cannot serve a zero-shot"):
+        task_ids(tags, ["es-en", "fr-en"], adapters=True)
+    assert task_ids(tags, ["es-fr", "es-en"]) == {"t1": 1, "t2": 0}
+
+
+def test_task_tags_cli_writes_the_id_table(tmp_path):
+    (tmp_path / "lang").write_text("b de\na fr\n")
+    assert (
+        task_tags_main(["--task_tags", "fr de", str(tmp_path / "lang"), str(tmp_path / "ids")]) == 0
+    )
+    assert (tmp_path / "ids").read_text() == "a 0\nb 1\n"
+    assert task_tags_main(["--task_tags", "fr", str(tmp_path / "lang"), str(tmp_path / "x")]) == 1
+    assert not (tmp_path / "x").exists()
+
+
+def test_st_task_builds_task_conditioned_models(tmp_path):
+    (tmp_path / "tokens.txt").write_text("\n".join(TOKENS) + "\n")
+    config = {
+        "model": "task_conditioned",
+        "model_conf": {"selection_kl_weight": 0.1, "task_tags": TAGS, "asr_weight": 0.0},
+        "frontend": None,
+        "normalize": None,
+        "encoder": "head_selection_transformer",
+        "encoder_conf": dict(SMALL, input_layer="linear", **SELECTION),
+        "decoder": "transformer",
+        "decoder_conf": DECODER,
+    }
+    conf = tmp_path / "st.yaml"
+    conf.write_text(yaml.safe_dump(config))
+    tokens = str(tmp_path / "tokens.txt")
+    common = ["--config", str(conf), "--token_list", tokens, "--src_token_list", tokens]
+    args = STTask.get_parser().parse_args(common + ["--input_size", str(FEATS)])
+    model = STTask.build_model(args)
+    assert isinstance(model, TaskConditionedSTModel) and model.task_tags == TAGS
+    loss, stats, _ = model(
+        speech=torch.randn(2, 6, FEATS),
+        speech_lengths=torch.tensor([6, 5]),
+        text=torch.tensor([[2, 3], [4, -1]]),
+        text_lengths=torch.tensor([2, 1]),
+        task_id=torch.tensor([[2], [0]]),
+    )
+    assert torch.isfinite(loss) and "selection_kl" in stats
+    from espnet2.st.espnet_model import ESPnetSTModel
+    from espnet2.tasks import st
+
+    assert st.ESPnetSTModel is ESPnetSTModel  # ESPnet's global restored after the build
+    config.update(model="espnet", encoder="transformer", encoder_conf=dict(SMALL))
+    config.pop("model_conf")
+    conf.write_text(yaml.safe_dump(config))
+    plain = STTask.build_model(STTask.get_parser().parse_args(common + ["--input_size", "4"]))
+    assert type(plain) is ESPnetSTModel
+    config["model_conf"] = {"task_tags": ["es", "de"]}  # 2 tags for 3 tasks
+    config.update(model="task_conditioned", encoder="head_selection_transformer")
+    config["encoder_conf"] = dict(SMALL, input_layer="linear", **SELECTION)
+    conf.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match="2 task tags, but encoder.encoders.0.self_attn"):
+        STTask.build_model(STTask.get_parser().parse_args(common + ["--input_size", "4"]))
+
+
+def test_decoding_an_adapter_model_refuses_a_zero_shot_direction(tmp_path):
+    conf = tmp_path / "config.yaml"
+    conf.write_text(
+        yaml.safe_dump(
+            {"encoder": "adapter_transformer", "model_conf": {"task_tags": ["es-en", "fr-en"]}}
+        )
+    )
+    data = tmp_path / "test"
+    data.mkdir()
+    (data / "feats.scp").write_text("t1 a.npy\nt2 b.npy\n")
+    (data / "direction").write_text("t1 fr-en\nt2 es-fr\n")
+    argv = ["--asr_train_config", str(conf), "--task_tag_file", "direction"]
+    argv += ["--data_path_and_name_and_type", f"{data}/feats.scp,speech,npy"]
+    refused = pytest.raises(InputError, match=r"test/direction:2: key 't2'.*zero-shot direction")
+    with refused, task_conditioned.decoding(asr_inference.main, argv, "--asr_train_config"):
+        pass
+
+
+def test_group_strategy_needs_a_multiple_of_the_heads_named_in_the_config(tmp_path):
+    (tmp_path / "tokens.txt").write_text("\n".join(TOKENS) + "\n")
+    config = {
+        "encoder": "head_selection_transformer",
+        "encoder_conf": dict(SMALL, num_tasks=3, head_candidates=5, selection_strategy="group"),
+    }
+    conf = tmp_path / "asr.yaml"
+    conf.write_text(yaml.safe_dump(config))
+    args = ["--config", str(conf), "--token_list", str(tmp_path / "tokens.txt")]
+    args = ASRTask.get_parser().parse_args(args + ["--input_size", "4"])
+    with pytest.raises(ConfigError, match="key 'head_candidates'.*multiple of 2 heads, got 5"):
+        ASRTask.build_model(args)
