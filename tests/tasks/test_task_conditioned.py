@@ -120,7 +120,7 @@ def asr_setup(tmp_path):
 
 def test_asr_decoding_uses_each_utterances_heads(tmp_path, spy):
     data, argv = asr_setup(tmp_path)
-    run(asr_inference.main, ASRTask, "--asr_train_config", argv + ["--task_tag_file", "lang"])
+    run(asr_inference.main, ASRTask, "--asr_train_config", argv=argv + ["--task_tag_file", "lang"])
     utterances = per_utterance(spy)
     # u1 de, u2 fr, u3 de, u4 es -> ids 1 2 1 0 through the model's task_tags
     assert [u[0][0] for u in utterances] == [1, 2, 1, 0]
@@ -137,14 +137,29 @@ def test_decoding_refuses_unknown_tags_and_missing_tag_files(tmp_path, spy):
     data, argv = asr_setup(tmp_path)
     (data / "lang").write_text("u1 de\nu2 it\nu3 de\nu4 es\n")
     with pytest.raises(SystemExit, match=r"lang:2: key 'u2': task tag 'it' is unknown"):
-        run(asr_inference.main, ASRTask, "--asr_train_config", argv + ["--task_tag_file", "lang"])
+        run(
+            asr_inference.main,
+            ASRTask,
+            "--asr_train_config",
+            argv=argv + ["--task_tag_file", "lang"],
+        )
     with pytest.raises(SystemExit, match=r"test/tags: no tag file"):
-        run(asr_inference.main, ASRTask, "--asr_train_config", argv + ["--task_tag_file", "tags"])
+        run(
+            asr_inference.main,
+            ASRTask,
+            "--asr_train_config",
+            argv=argv + ["--task_tag_file", "tags"],
+        )
     (data / "lang").write_text("u1 de\nu2 fr\nu4 es\n")
     with pytest.raises(SystemExit, match=r"lang: no task tag for 1 utterance\(s\), e.g. 'u3'"):
-        run(asr_inference.main, ASRTask, "--asr_train_config", argv + ["--task_tag_file", "lang"])
+        run(
+            asr_inference.main,
+            ASRTask,
+            "--asr_train_config",
+            argv=argv + ["--task_tag_file", "lang"],
+        )
     with pytest.raises(SystemExit, match="model_conf.task_tags.*task-conditioned"):
-        run(asr_inference.main, ASRTask, "--asr_train_config", argv)
+        run(asr_inference.main, ASRTask, "--asr_train_config", argv=argv)
     assert not spy and not (tmp_path / "out").exists()  # nothing decoded, nothing written
 
 
@@ -179,7 +194,7 @@ def test_mt_decoding_takes_encoder_and_decoder_tags_apart(tmp_path, spy):
         "--output_dir", str(tmp_path / "out"),
         "--encoder_task_tag_file", "src_lang", "--decoder_task_tag_file", "tgt_lang",
     ]  # fmt: skip
-    run(mt_inference.main, MTTask, "--mt_train_config", argv)
+    run(mt_inference.main, MTTask, "--mt_train_config", argv=argv)
     utterances = per_utterance(spy)
     assert [u[0] for u in utterances] == [[None, 0, 2], [None, 2, 1]]
     assert [u[1] for u in utterances] == [{0, 2}, {1, 2}]
