@@ -36,7 +36,6 @@ SHELLCHECK_ALLOWED = {
     ("egs/TEMPLATE/mt1/mt.sh", 2155),
     ("egs/TEMPLATE/lm1/lm.sh", 2086),
     ("egs/TEMPLATE/ocr1/ocr.sh", 2046),
-    ("egs/iwslt14/mt1/local/data.sh", 2046),
     # Variables the sourcing pipeline sets (stage, cmd wrappers, ngpu); a for-loop over $(cat ...).
     ("utils/pipeline.sh", 2013),
 }
