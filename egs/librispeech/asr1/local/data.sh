@@ -8,7 +8,8 @@
 #    --mini_heldout_word seven (the internal-LM sweep, conf/sweeps/internal_lm.yaml) also holds out every
 #    number with that word: the training transcripts then never contain "seven" or "seventeen" (only
 #    "seventy", so the sound is heard) while about 27 % of dev/test sentences do, and only an LM that saw
-#    the extended text knows the word. Off by default: the main job's test WER measures the whole task.
+#    the extended text knows the word; data/test_<word> holds those test utterances. Off by default: the
+#    main job's test WER measures the whole task.
 #  - LIBRISPEECH set: the OpenSLR release read from ${LIBRISPEECH} (downloaded there first with
 #    --download true), written as data/{train_clean_100,dev_clean,dev_other,test_clean,test_other}, plus
 #    data/dev = dev_clean + dev_other for validation; the extended LM text is the LibriSpeech LM corpus
@@ -47,6 +48,18 @@ if [ -z "${LIBRISPEECH}" ]; then
         rm -rf "data/${split}"
         cp -r "data/mini/${split}" "data/${split}"
     done
+    if [ -n "${mini_heldout_word}" ]; then
+        # The test utterances that say the held-out word, a test set of their own (test_<word>).
+        subset="data/test_${mini_heldout_word}"
+        rm -rf "${subset}" && mkdir -p "${subset}"
+        awk -v w="${mini_heldout_word}" '{ for (i = 2; i <= NF; i++) if ($i == w) { print $1; next } }' \
+            data/test/text > "${subset}/ids"
+        for f in text text.en utt2num utt2spk wav.scp; do
+            awk 'NR == FNR { keep[$1]; next } $1 in keep' "${subset}/ids" "data/test/${f}" > "${subset}/${f}"
+        done
+        rm "${subset}/ids"
+        python -m espnet_ext.data.datadir fix_spk2utt "${subset}"
+    fi
     # Every number 0..9999 (those ending in the held-out digit included) and as many from 10000..99999.
     python -m espnet_ext.data.numbers --out data/mini_lm --langs en --modalities text --range 0:9999 \
         --splits "lm=${mini_lm_sentences}" --seed "$((mini_seed + 1))"
