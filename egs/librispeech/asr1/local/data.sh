@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Kaldi data dirs for the LibriSpeech recipe, plus data/lm_extended/text: the "additional data" LM text.
 #  - LIBRISPEECH empty (db.sh): the embedded mini corpus, English number words spoken by espeak-ng voices,
-#    written as data/{train,dev,test}. Training holds out every number ending in ${mini_heldout_digit}, so the
-#    decoder's internal LM never sees those endings; the extended LM text does: all number words of 0..9999
-#    and 10,000 more from the wider range 10000..99999, minus the dev/test sentences. That is the
+#    written as data/{train,dev,test}. Training holds out every number ending in ${mini_heldout_digit},
+#    so the decoder's internal LM never sees those endings; the extended LM text does: all number words of
+#    0..9999 and 10,000 more from the wider range 10000..99999, minus the dev/test sentences. That is the
 #    relaxed-attention paper's internal-LM setting (A.4) in miniature.
+#    --mini_heldout_word seven (the internal-LM sweep, conf/sweeps/internal_lm.yaml) also holds out every
+#    number with that word: the training transcripts then never contain "seven" or "seventeen" (only
+#    "seventy", so the sound is heard) while about 27 % of dev/test sentences do, and only an LM that saw
+#    the extended text knows the word; data/test_<word> holds those test utterances. Off by default: the
+#    main job's test WER measures the whole task.
 #  - LIBRISPEECH set: the OpenSLR release read from ${LIBRISPEECH} (downloaded there first with
 #    --download true), written as data/{train_clean_100,dev_clean,dev_other,test_clean,test_other}, plus
 #    data/dev = dev_clean + dev_other for validation; the extended LM text is the LibriSpeech LM corpus
@@ -15,7 +20,8 @@ download=false
 parts="train-clean-100 dev-clean dev-other test-clean test-other"
 mini_splits="train=2000,dev=200,test=200"
 mini_seed=0
-mini_heldout_digit=7    # empty: no held-out pattern
+mini_heldout_digit=7    # empty: no held-out ending
+mini_heldout_word=""    # e.g. seven: numbers with that word held out of training too
 mini_lm_sentences=10000     # of 0..9999 (10000: every number)
 mini_lm_wide_sentences=10000
 lm_max_lines=""         # real corpus: cap the LM text (empty: all 40 M sentences)
@@ -36,11 +42,24 @@ keep_unseen() {
 if [ -z "${LIBRISPEECH}" ]; then
     python -m espnet_ext.data.numbers --out data/mini --langs en --modalities speech,text \
         --splits "${mini_splits}" --seed "${mini_seed}" --nj "${nj}" \
-        ${mini_heldout_digit:+--exclude_last_digit "${mini_heldout_digit}"}
+        ${mini_heldout_digit:+--exclude_last_digit "${mini_heldout_digit}"} \
+        ${mini_heldout_word:+--exclude_words "${mini_heldout_word}"}
     for split in train dev test; do
         rm -rf "data/${split}"
         cp -r "data/mini/${split}" "data/${split}"
     done
+    if [ -n "${mini_heldout_word}" ]; then
+        # The test utterances that say the held-out word, a test set of their own (test_<word>).
+        subset="data/test_${mini_heldout_word}"
+        rm -rf "${subset}" && mkdir -p "${subset}"
+        awk -v w="${mini_heldout_word}" '{ for (i = 2; i <= NF; i++) if ($i == w) { print $1; next } }' \
+            data/test/text > "${subset}/ids"
+        for f in text text.en utt2num utt2spk wav.scp; do
+            awk 'NR == FNR { keep[$1]; next } $1 in keep' "${subset}/ids" "data/test/${f}" > "${subset}/${f}"
+        done
+        rm "${subset}/ids"
+        python -m espnet_ext.data.datadir fix_spk2utt "${subset}"
+    fi
     # Every number 0..9999 (those ending in the held-out digit included) and as many from 10000..99999.
     python -m espnet_ext.data.numbers --out data/mini_lm --langs en --modalities text --range 0:9999 \
         --splits "lm=${mini_lm_sentences}" --seed "$((mini_seed + 1))"
