@@ -21,9 +21,11 @@ else
     sets=(--train_set train_clean_100 --valid_set dev --test_sets "dev_clean dev_other test_clean test_other")
     opts=(--asr_config conf/train_asr_small.yaml --inference_config conf/decode_asr.yaml
           --token_type bpe --nbpe 5000 --lm_config conf/train_lm_rnn.yaml
-          --nj 32 --inference_nj 32 --max_frames 3000)
+          --nj 32 --inference_nj 32 --max_frames 3000
+          --lm_inference_config conf/decode_asr_lm.yaml --inference_model valid.acc.best.pth)
+    # espresso selects one epoch (the best on dev) and decodes with its EOS threshold only with an LM.
     title="LibriSpeech 100 h"
-    # LibriSpeech 960 h: --train_set train_960 --asr_config conf/train_asr_base.yaml (see local/data.sh --parts)
+    # LibriSpeech 960 h: ./run.sh --config conf/train_960h.conf
 fi
 
 lm_opts=(--lm_tag extended --lm_train_text data/lm_extended/text)
