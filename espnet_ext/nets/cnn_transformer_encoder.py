@@ -1,7 +1,7 @@
-"""Transformer encoder with the four-layer 3x3 CNN preprocessing block.
+"""Transformer encoder with a 3x3 CNN preprocessing block (the paper's four layers, or any stride stack).
 
 Everything but the input layer is ESPnet's ``TransformerEncoder``, so configs, checkpoints and the
-attention modules (which later mechanisms swap) stay ESPnet's.
+attention modules (which the relaxed-attention variants replace) stay ESPnet's.
 """
 
 from collections.abc import Sequence

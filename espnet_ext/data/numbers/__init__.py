@@ -1,8 +1,8 @@
 """Numbers world: deterministic mini corpora of spoken/written integers for offline recipes.
 
 Every utterance says one integer; modalities render it (number words in ten languages, espeak-ng speech,
-English phonemes; later lip video and digit images). See ``corpus`` for the layout and design choices,
-and ``python -m espnet_ext.data.numbers --help`` for the command line.
+English phonemes). ``talks`` and ``tedx`` write the same numbers as MuST-C / mTEDx releases. See ``corpus``
+for the layout and design choices, and ``python -m espnet_ext.data.numbers --help`` for the command line.
 """
 
 from espnet_ext.data.numbers.corpus import CorpusSpec, generate_corpus, plan_corpus
