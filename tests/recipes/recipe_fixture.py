@@ -33,14 +33,8 @@ def make_recipe_copy(corpus: str, task: str, dest: Path) -> Path:
     return recipe
 
 
-TINY_ASR = """\
-encoder: cnn_transformer
-encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1,
-               conv_channels: [4, 4, 8, 8], use_flash_attn: false}
-decoder: transformer
-decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false}
-model_conf: {ctc_weight: 0.3, lsm_weight: 0.1}
-frontend: null
+# Training settings of every tiny ESPnet2 config: two epochs of batches of 8, nothing written but checkpoints.
+TINY_TRAINING = """\
 optim: adam
 optim_conf: {lr: 0.002}
 batch_type: folded
@@ -53,6 +47,19 @@ use_tensorboard: false
 use_matplotlib: false
 num_att_plot: 0
 """
+
+TINY_ASR = (
+    """\
+encoder: cnn_transformer
+encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1,
+               conv_channels: [4, 4, 8, 8], use_flash_attn: false}
+decoder: transformer
+decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false}
+model_conf: {ctc_weight: 0.3, lsm_weight: 0.1}
+frontend: null
+"""
+    + TINY_TRAINING
+)
 TINY_OCR = """\
 model: soft_attention
 model_conf: {channels: [4, 8, 8, 8], lstm_units: 8, attention_dim: 8, decoder_units: 8, embed_dim: 4,

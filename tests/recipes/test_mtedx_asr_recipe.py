@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from recipe_fixture import make_recipe_copy, run
+from recipe_fixture import TINY_TRAINING, make_recipe_copy, run
 
-TINY_ASR = """\
+TINY_ASR = (
+    """\
 encoder: head_selection_s2t_transformer
 encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1, input_layer: s2t_conv1d,
                conv_channels: 16, use_flash_attn: false, num_tasks: 2, head_candidates: 4,
@@ -20,18 +21,9 @@ decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_at
 model: task_conditioned
 model_conf: {ctc_weight: 0.3, lsm_weight: 0.1, selection_kl_weight: 0.1, task_tags: [es, it]}
 frontend: null
-optim: adam
-optim_conf: {lr: 0.002}
-batch_type: folded
-batch_size: 8
-max_epoch: 2
-best_model_criterion: [[valid, acc, max]]
-keep_nbest_models: 2
-num_workers: 0
-use_tensorboard: false
-use_matplotlib: false
-num_att_plot: 0
 """
+    + TINY_TRAINING
+)
 TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\n"
 TINY_ARGS = [
     "--asr_config", "conf/tiny_asr.yaml", "--inference_config", "conf/tiny_decode.yaml",

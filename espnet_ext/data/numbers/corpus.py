@@ -26,6 +26,7 @@ Design choices:
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from collections.abc import Sequence
@@ -108,6 +109,15 @@ class CorpusSpec:
                 dtype=bool,
             )
         return out
+
+
+def inclusive_range(text: str) -> tuple[int, int]:
+    """argparse type of the ``lo:hi`` options (number ranges, segments per talk): inclusive bounds."""
+    try:
+        lo, hi = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected lo:hi (two integers), got '{text}'") from None
+    return lo, hi
 
 
 def _split_numbers(spec: CorpusSpec, rng: np.random.Generator) -> dict[str, list[int]]:

@@ -33,7 +33,7 @@ import numpy as np
 
 from espnet_ext.data.datadir import atomic_dir
 from espnet_ext.data.numbers.__main__ import _splits
-from espnet_ext.data.numbers.corpus import CorpusSpec, plan_corpus
+from espnet_ext.data.numbers.corpus import CorpusSpec, inclusive_range, plan_corpus
 from espnet_ext.data.numbers.modality import Utterance
 from espnet_ext.data.numbers.speech import (
     ESPEAK_VOICES,
@@ -176,24 +176,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--splits", type=_splits, default="train=2000,dev=200,tst-COMMON=200")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num_speakers", type=int, default=8, help="per split (disjoint)")
-    parser.add_argument("--segments_per_talk", default="20:40", help="lo:hi, inclusive")
-    parser.add_argument("--range", default="0:9999", help="numbers lo:hi, inclusive")
+    parser.add_argument(
+        "--segments_per_talk", type=inclusive_range, default="20:40", help="lo:hi, inclusive"
+    )
+    parser.add_argument(
+        "--range", type=inclusive_range, default="0:9999", help="numbers lo:hi, inclusive"
+    )
     parser.add_argument("--tgt_lang", default="de")
     parser.add_argument("--nj", type=int, default=1, help="espeak-ng processes at once")
     args = parser.parse_args(argv)
     try:
-        lo, hi = (int(x) for x in args.segments_per_talk.split(":"))
-        num_lo, num_hi = (int(x) for x in args.range.split(":"))
-    except ValueError:
-        parser.error("--segments_per_talk and --range take lo:hi")
-    try:
         corpus = CorpusSpec(
             splits=args.splits,
-            num_range=(num_lo, num_hi),
+            num_range=args.range,
             seed=args.seed,
             num_speakers=args.num_speakers,
         )
-        release = generate_talks(args.out, TalkSpec(corpus, (lo, hi), args.tgt_lang), args.nj)
+        release = generate_talks(
+            args.out, TalkSpec(corpus, args.segments_per_talk, args.tgt_lang), args.nj
+        )
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -33,7 +33,7 @@ import soundfile
 from espnet_ext.data.datadir import atomic_dir
 from espnet_ext.data.mtedx import LANGUAGES
 from espnet_ext.data.numbers.__main__ import _splits
-from espnet_ext.data.numbers.corpus import CorpusSpec
+from espnet_ext.data.numbers.corpus import CorpusSpec, inclusive_range
 from espnet_ext.data.numbers.modality import Utterance
 from espnet_ext.data.numbers.speech import (
     ESPEAK_VOICES,
@@ -163,26 +163,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--train_sizes", type=_splits, default="es=800,fr=800,it=200,pt=100")
     parser.add_argument("--valid_size", type=int, default=40, help="per language")
     parser.add_argument("--test_size", type=int, default=60, help="per language")
-    parser.add_argument("--range", default="0:999", help="numbers lo:hi, inclusive")
+    parser.add_argument(
+        "--range", type=inclusive_range, default="0:999", help="numbers lo:hi, inclusive"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num_speakers", type=int, default=6, help="per language and split")
-    parser.add_argument("--segments_per_talk", default="10:20", help="lo:hi, inclusive")
+    parser.add_argument(
+        "--segments_per_talk", type=inclusive_range, default="10:20", help="lo:hi, inclusive"
+    )
     parser.add_argument("--nj", type=int, default=1, help="espeak-ng processes at once")
     args = parser.parse_args(argv)
-    try:
-        lo, hi = (int(x) for x in args.segments_per_talk.split(":"))
-        num_lo, num_hi = (int(x) for x in args.range.split(":"))
-    except ValueError:
-        parser.error("--segments_per_talk and --range take lo:hi")
     try:
         spec = TedxSpec(
             args.train_sizes,
             args.valid_size,
             args.test_size,
-            (num_lo, num_hi),
+            args.range,
             args.seed,
             args.num_speakers,
-            (lo, hi),
+            args.segments_per_talk,
         )
         for release in generate(args.out, spec, args.nj):
             print(release)
