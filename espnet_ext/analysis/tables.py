@@ -11,6 +11,11 @@
        rows: [{label: Baseline, run: baseline}, {label: "+ matched inference", run: relaxed_cross, suffix: _matched},
               {label: "Relaxed self-attention", runs: [relaxed_self_seed1, relaxed_self_seed2]}]}
 
+  ``averages`` adds, after each group's sets, columns that average some of them (the head-selection
+  paper's AVG over languages, AVG-A / AVG-T / AVG-Z over all / trained / zero-shot directions, High / Low)::
+
+      averages: {AVG: [test_es, test_fr, test_it, test_pt], Low: [test_it, test_pt]}
+
 - ``internal_lm`` (Tables 5, 6): absolute metric without LM and with each LM, and the LM-induced improvement,
   for each model; a bar chart of the improvements::
 
@@ -55,21 +60,48 @@ def mean_std(samples: Sequence[float | None]) -> tuple[float, float] | None:
     return statistics.fmean(samples), (statistics.stdev(samples) if len(samples) > 1 else 0.0)
 
 
+def _averages(spec: dict, sets: Sequence[str]) -> dict[str, list[str]]:
+    averages = {str(name): list(members) for name, members in (spec.get("averages") or {}).items()}
+    for name, members in averages.items():
+        unknown = [m for m in members if m not in sets]
+        if not members or unknown:
+            raise ConfigError(
+                f"average '{name}' needs sets of the metric ({', '.join(sets)}), got {members}",
+                key="averages",
+            )
+    return averages
+
+
+def _run_value(
+    values: Values, run: str, decode: str, name: str, averages: dict[str, list[str]]
+) -> float | None:
+    """A run's value in column ``name``: a set, or the mean of an average's sets (None until all are in)."""
+    # A run name may depend on the column's set ("soft_{set}": one trained model per data set).
+    if name not in averages:
+        return _value(values, run.format(set=name), decode, name)
+    members = [_value(values, run.format(set=d), decode, d) for d in averages[name]]
+    return None if None in members else statistics.fmean(members)
+
+
 def paper_table(spec: dict, values: Values, sets: Sequence[str], fmt: str) -> Table:
     groups = dict(spec["groups"])
+    averages = _averages(spec, sets)
+    names = [*sets, *averages]
     columns = [
-        f"{group} {dset}" if len(groups) > 1 or group else dset for group in groups for dset in sets
+        f"{group} {name}" if len(groups) > 1 or group else name
+        for group in groups
+        for name in names
     ]
     cells, rows = [], []
     for row in spec["rows"]:
         label = str(row["label"])
         rows.append(label)
         runs = list(row["runs"]) if "runs" in row else [row["run"]]
-        for (group, decode), dset in ((g, s) for g in groups.items() for s in sets):
-            column = f"{group} {dset}" if len(groups) > 1 or group else dset
+        for (group, decode), name in ((g, n) for g in groups.items() for n in names):
+            column = f"{group} {name}" if len(groups) > 1 or group else name
             decode_name = decode + row.get("suffix", "")
-            # A run name may depend on the column's set ("soft_{set}": one trained model per data set).
-            samples = [_value(values, run.format(set=dset), decode_name, dset) for run in runs]
+
+            samples = [_run_value(values, run, decode_name, name, averages) for run in runs]
             if len(runs) == 1:
                 cells.append(Cell(row=label, column=column, value=samples[0], format=fmt))
             else:

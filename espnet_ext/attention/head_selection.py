@@ -133,7 +133,7 @@ def group_mask(posterior: torch.Tensor, n_select: int) -> torch.Tensor:
     return torch.zeros_like(grouped).scatter(-1, best, 1.0).flatten(-2)
 
 
-_MASKS = {"subset": subset_mask, "group": group_mask}
+SELECTION_MASKS = {"subset": subset_mask, "group": group_mask}  # strategy -> eq. (5) or (6)
 
 
 def check_selection_config(n_head: int, head_candidates: int, strategy: str, temperature: float):
@@ -196,7 +196,7 @@ class HeadSelectionAttention(TaskConditioned):
         logits = self.selection_logits[task]
         noise = sample_gumbel((2, *logits.shape), logits) if self.training else None
         posterior = gumbel_posterior(logits, self.temperature, noise)
-        hard = _MASKS[self.strategy](posterior, self.h)
+        hard = SELECTION_MASKS[self.strategy](posterior, self.h)
         heads = hard.nonzero().squeeze(1)
         scale = (hard + posterior - posterior.detach()) if self.training else hard
         return heads, scale.index_select(0, heads)

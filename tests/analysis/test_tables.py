@@ -90,3 +90,24 @@ def test_gamma_runs_parse_the_grid_and_unknown_runs_are_refused():
     spec = {"title": "T", "groups": {"": "no_lm"}, "rows": [{"label": "x", "run": "nope"}]}
     with pytest.raises(ConfigError, match="run 'nope'"):
         paper_table(spec, VALUES, ["dev"], ".2f")
+
+
+def test_average_columns_mean_their_sets_per_run_and_wait_for_all():
+    spec = {
+        "title": "Table 2",
+        "groups": {"": "no_lm"},
+        "averages": {"AVG": ["dev", "test"]},
+        "rows": [
+            {"label": "Shared", "run": "baseline"},
+            {"label": "Seeds", "runs": ["b_seed1", "b_seed2"]},  # per seed (1.5, 2.5): 2.00 ± 0.71
+            {"label": "Matched", "run": "relaxed_cross", "suffix": "_matched"},
+        ],
+    }
+    lines = render_table(paper_table(spec, VALUES, ["dev", "test"], ".2f")).splitlines()
+    assert lines[0] == "| Approach | dev | test | AVG |"
+    assert lines[2] == "| Shared | 5.00 | 6.00 | 5.50 |"
+    assert lines[3] == "| Seeds | 2.00 ± 1.41 | 2.00 ± 0.00 | 2.00 ± 0.71 |"
+    assert lines[4] == "| Matched | 5.50 | - | - |"  # a member not decoded yet: no average
+    spec["averages"] = {"AVG": ["dev", "train"]}
+    with pytest.raises(ConfigError, match="average 'AVG' needs sets of the metric"):
+        paper_table(spec, VALUES, ["dev", "test"], ".2f")

@@ -9,6 +9,8 @@ import pytest
 import torch
 from recipe_fixture import TINY_TRAINING, make_recipe_copy, run
 
+from espnet_ext.analysis.head_sharing import analyse
+
 TINY_ASR = (
     """\
 encoder: head_selection_s2t_transformer
@@ -63,6 +65,15 @@ def test_training_selected_heads_for_each_language(finished):
     logits = [v for k, v in state.items() if k.endswith("selection_logits")]
     assert len(logits) == 2 and all(v.shape == (2, 4) for v in logits)
     assert all(v[task].abs().sum() > 0 for v in logits for task in (0, 1))  # φ moved for both tasks
+
+
+def test_head_sharing_analysis_of_the_trained_model(finished, tmp_path):
+    exp = finished / "exp" / "asr_tiny_asr"
+    sides = analyse(exp / "valid.acc.ave.pth", exp / "config.yaml", tmp_path)
+    for sel in sides:  # one layer per side, H = 2 heads per language, 2 languages
+        assert sel.sharing().diagonal().tolist() == [2, 2]
+        assert sel.load().sum() == 2 * 2
+    assert (tmp_path / "sharing_encoder.md").read_text().splitlines()[0] == "| task | es | it |"
 
 
 def test_wer_per_language_from_decoding_with_tags(finished):
