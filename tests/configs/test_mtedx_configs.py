@@ -1,0 +1,105 @@
+"""egs/mtedx/asr1's configs and sweeps say what the head-selection paper's tables define (Tables 2, 6, Fig. 2)."""
+
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from espnet_ext.analysis.sweep import load_sweep
+from espnet_ext.nets.adapters import ADAPTER_KEY
+from espnet_ext.registry import build_model
+
+RECIPE = Path(__file__).resolve().parents[2] / "egs" / "mtedx" / "asr1"
+CONFIGS = sorted(p.name for p in (RECIPE / "conf").glob("train_asr_*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def tokens(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tokens") / "tokens.txt"
+    path.write_text("\n".join(["<blank>", "<unk>", "a", "b", "<sos/eos>"]) + "\n")
+    return path
+
+
+def build(name: str, tokens: Path, *extra: str):
+    args = ["--config", str(RECIPE / "conf" / name), "--token_list", str(tokens)]
+    return build_model("asr", [*args, "--token_type", "char", "--input_size", "80", *extra])
+
+
+def selection_layers(model) -> dict[str, int]:
+    """side -> the number of layers with head-selection logits."""
+    names = [n for n, _ in model.named_parameters() if n.endswith("selection_logits")]
+    return {side: sum(n.startswith(side) for n in names) for side in ("encoder", "decoder")}
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_config_builds_and_selects_heads_where_its_name_says(name, tokens):
+    model = build(name, tokens)
+    config = yaml.safe_load((RECIPE / "conf" / name).read_text())
+    layers = (config["encoder_conf"]["num_blocks"], config["decoder_conf"]["num_blocks"])
+    tasks = len(config["model_conf"]["task_tags"])
+    expected = {
+        "shared": (0, 0),
+        "adapter": (0, 0),
+        "group_enc": (layers[0], 0),
+        "group_dec": (0, layers[1]),
+    }.get(name.removeprefix("train_asr_").removesuffix(".yaml").removesuffix("_mini"), layers)
+    assert tuple(selection_layers(model).values()) == expected
+    for conf in (config["encoder_conf"], config["decoder_conf"]):
+        assert conf.get("num_tasks", tasks) == tasks  # one task per language tag
+    if "adapter" in name:
+        assert config["model_conf"]["train_adapters_only"] is True
+        assert any(ADAPTER_KEY in n for n, _ in model.named_parameters())
+
+
+def test_selection_adds_exactly_t_x_h_candidates_x_layers_logits(tokens):
+    shared, group = build("train_asr_shared.yaml", tokens), build("train_asr_group.yaml", tokens)
+    logits = sum(p.numel() for n, p in group.named_parameters() if n.endswith("selection_logits"))
+    assert logits == 8 * 8 * (12 + 6)  # T = 8 languages, H' = 8, 12 encoder + 6 decoder layers
+    shared_names = {n for n, _ in shared.named_parameters()}
+    assert shared_names <= {n for n, _ in group.named_parameters()}  # same model, wider q/k/v
+
+
+def test_adapter_starts_from_what_the_shared_run_decodes_with():
+    for spec, model_file in (("table2.yaml", "last10.pth"), ("mini.yaml", "valid.acc.ave.pth")):
+        sweep = load_sweep(RECIPE / "conf" / "sweeps" / spec)
+        assert any("--asr_tag shared" in p and "--stop_stage 11" in p for p in sweep.prepare)
+        (train, *_) = sweep.invocations("adapter")
+        init = train[train.index("--asr_args") + 1]
+        assert shlex.split(init) == ["--init_param", f"exp/asr_shared/{model_file}"]
+        mini = "_mini" if spec == "mini.yaml" else ""
+        assert f"conf/train_asr_adapter{mini}.yaml" in train
+
+
+def test_head_candidates_sweep_is_fig2():
+    sweep = load_sweep(RECIPE / "conf" / "sweeps" / "head_candidates.yaml")
+    for strategy in ("subset", "group"):
+        for h in (4, 8, 12, 16):
+            (train, *_) = sweep.invocations(f"{strategy}_h{h}")
+            assert f"conf/train_asr_{strategy}.yaml" in train
+            assert f"--encoder_conf head_candidates={h} --decoder_conf head_candidates={h}" in train
+    assert [len(a["rows"]) for a in sweep.analyses] == [4, 4]
+
+
+def test_sides_sweep_is_table6(tokens):
+    sweep = load_sweep(RECIPE / "conf" / "sweeps" / "sides.yaml")
+    rows = {row["label"]: row["run"] for row in sweep.analyses[0]["rows"]}
+    expected = {
+        "none (shared)": (0, 0),
+        "encoder": (12, 0),
+        "decoder": (0, 6),
+        "encoder + decoder": (12, 6),
+    }
+    for label, layers in expected.items():
+        (train, *_) = sweep.invocations(rows[label])
+        config = train[train.index("--asr_config") + 1].removeprefix("conf/")
+        assert tuple(selection_layers(build(config, tokens)).values()) == layers
+
+
+def test_the_recipe_decodes_the_real_corpus_with_the_last_10_epochs_averaged():
+    run_sh = (RECIPE / "run.sh").read_text()
+    assert "--inference_model last10.pth" in run_sh
+    for name in ("train_asr_shared.yaml", "train_asr_group.yaml", "train_asr_subset.yaml"):
+        config = yaml.safe_load((RECIPE / "conf" / name).read_text())
+        assert ["train", "total_count", "max"] in config["best_model_criterion"]
+        assert config["patience"] == 10 and config["keep_nbest_models"] >= 10
