@@ -33,6 +33,8 @@ import hashlib
 import os
 import pickle
 import struct
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +51,8 @@ FPS = 25
 SIZE = 88  # pixels, square: the mouth-ROI size of AV-HuBERT's preparation
 RENDER_VERSION = 1  # bump when the same utterance would render differently
 SUPERSAMPLE = 2  # drawn at SIZE * SUPERSAMPLE, then shrunk with area averaging
+MAX_JITTER = 3.0  # pixels the head jitter may move the mouth each way
+NOISE_BANK = 256  # frames of camera noise utterances draw from
 COARTICULATION_MS = 20.0  # standard deviation of the Gaussian smoothing the mouth-parameter track
 
 # --- visemes ---------------------------------------------------------------------------------------
@@ -78,8 +82,8 @@ PHONEME_VISEMES = {
     "aU": 9,
     **dict.fromkeys(["OI", "OY", "oI"], 10),
     "aI": 11,
-    # 12: h (and the glottal stop)
-    **dict.fromkeys(["h", "?"], 12),
+    # 12: h (and the glottal stop, the pharyngeal fricative)
+    **dict.fromkeys(["h", "?", "H"], 12),
     # 13: r (approximant / uvular r)
     **dict.fromkeys(["r", "R"], 13),
     # 14: l
@@ -95,7 +99,7 @@ PHONEME_VISEMES = {
     # 19: d, t, n, th (and alveolar taps, affricates, palatal n)
     **dict.fromkeys(["t", "d", "n", "T", "t#", "*", "ts", "dz", "n^", "N^"], 19),
     # 20: k, g, ng (and velar/uvular fricatives)
-    **dict.fromkeys(["k", "g", "N", "x"], 20),
+    **dict.fromkeys(["k", "g", "N", "x", "X", "Q"], 20),
     # 21: p, b, m (and bilabial fricative)
     **dict.fromkeys(["p", "b", "m", "B"], 21),
 }
@@ -395,34 +399,37 @@ def _cv2():
 
 
 @functools.lru_cache(maxsize=4)
-def _face(look: Look) -> np.ndarray:
-    """float32 (SIZE, SIZE) x SUPERSAMPLE: the speaker's skin with nose and chin shadows, no mouth."""
+def _face(look: Look) -> tuple[np.ndarray, np.ndarray]:
+    """The speaker's skin with nose and chin shadows, no mouth: float32 (SIZE, SIZE) and the same
+    SUPERSAMPLE times larger."""
     s = SUPERSAMPLE
-    face = np.full((SIZE * s, SIZE * s), look.skin, dtype=np.float32)
+    big = np.full((SIZE * s, SIZE * s), look.skin, dtype=np.float32)
     cx, cy = look.center
-    _ellipse(face, (cx * s, (cy - 30) * s), (12 * s, 6 * s), look.skin - 18)
-    _ellipse(face, (cx * s, (cy + 34) * s), (34 * s, 7 * s), look.skin - 12)
-    return _cv2().GaussianBlur(face, (0, 0), 3.0 * s)
+    _ellipse(big, (cx * s, (cy - 30) * s), (12 * s, 6 * s), look.skin - 18)
+    _ellipse(big, (cx * s, (cy + 34) * s), (34 * s, 7 * s), look.skin - 12)
+    big = _cv2().GaussianBlur(big, (0, 0), 3.0 * s)
+    return _cv2().resize(big, (SIZE, SIZE), interpolation=_cv2().INTER_AREA), big
 
 
 def _mouth_box(look: Look) -> tuple[int, int, int, int]:
     """(x0, y0, x1, y1) in frame pixels of the region any mouth shape of ``look`` stays in."""
-    half_w = int(np.ceil(look.half_width * 1.15)) + 3
-    half_h = int(np.ceil(look.max_gap / 2 + 2.5 * look.lip_thickness)) + 3
+    half_w = int(np.ceil(look.half_width * 1.15 + MAX_JITTER)) + 2
+    half_h = int(np.ceil(look.max_gap / 2 + 2.5 * look.lip_thickness + MAX_JITTER)) + 2
     cx, cy = round(look.center[0]), round(look.center[1])
     return max(cx - half_w, 0), max(cy - half_h, 0), min(cx + half_w, SIZE), min(cy + half_h, SIZE)
 
 
-def render_frame(params: np.ndarray, look: Look) -> np.ndarray:
-    """float32 (SIZE, SIZE) grey frame of the mouth with ``params`` (one row of ``mouth_track``).
+def render_mouth(params: np.ndarray, look: Look, offset=(0.0, 0.0)) -> np.ndarray:
+    """float32 pixels of ``_mouth_box(look)``: the mouth with ``params`` (one row of ``mouth_track``),
+    moved by ``offset`` pixels (head jitter, at most MAX_JITTER each way).
 
-    Drawn at SUPERSAMPLE times the size inside the mouth's box only, then shrunk by area averaging.
+    Drawn at SUPERSAMPLE times the size, then shrunk by area averaging (anti-aliasing).
     """
     opening, width, rounding, teeth, tongue, bite, press = (float(v) for v in params)
     s = SUPERSAMPLE
     x0, y0, x1, y1 = _mouth_box(look)
-    roi = _face(look)[y0 * s : y1 * s, x0 * s : x1 * s].copy()
-    cx, cy = (look.center[0] - x0) * s, (look.center[1] - y0) * s
+    roi = _face(look)[1][y0 * s : y1 * s, x0 * s : x1 * s].copy()
+    cx, cy = (look.center[0] + offset[0] - x0) * s, (look.center[1] + offset[1] - y0) * s
     half_width = look.half_width * width * (1 - 0.25 * rounding) * s
     lip = look.lip_thickness * (1 + 0.5 * rounding) * (1 - 0.6 * press) * s
     gap = opening * look.max_gap * s
@@ -446,37 +453,47 @@ def render_frame(params: np.ndarray, look: Look) -> np.ndarray:
         roi = np.where(cavity > 0, inside, roi)
     elif press > 0.05:  # pressed lips: a dark line between them
         _ellipse(roi, (cx, cy), (half_width * 0.8, (0.3 + 0.4 * press) * s), look.lip - 25)
-    frame = _cv2().resize(_face(look), (SIZE, SIZE), interpolation=_cv2().INTER_AREA)
-    frame[y0:y1, x0:x1] = _cv2().resize(roi, (x1 - x0, y1 - y0), interpolation=_cv2().INTER_AREA)
+    return _cv2().resize(roi, (x1 - x0, y1 - y0), interpolation=_cv2().INTER_AREA)
+
+
+def render_frame(params: np.ndarray, look: Look, offset=(0.0, 0.0)) -> np.ndarray:
+    """float32 (SIZE, SIZE) grey frame, no noise: the face with the mouth of ``render_mouth``."""
+    frame = _face(look)[0].copy()
+    x0, y0, x1, y1 = _mouth_box(look)
+    frame[y0:y1, x0:x1] = render_mouth(params, look, offset)
     return frame
+
+
+@functools.lru_cache(maxsize=1)
+def _noise_bank() -> np.ndarray:
+    """Fixed standard-normal camera-noise frames; utterances draw frames from it at random (much
+    cheaper than fresh noise for every pixel; computed once in the process the renderers fork from)."""
+    rng = np.random.default_rng(0x5EED)
+    return rng.standard_normal((NOISE_BANK, SIZE, SIZE), dtype=np.float32)
 
 
 def render_video(track: np.ndarray, look: Look, seed: int) -> np.ndarray:
     """uint8 (T, SIZE, SIZE): the frames of ``track`` with head jitter, gain and camera noise from ``seed``."""
-    cv2 = _cv2()
-    rng = np.random.default_rng(
-        [seed, 0x71D]
-    )  # a stream of its own (the prosody uses the bare seed)
+    rng = np.random.default_rng([seed, 0x71D])  # a stream of its own (prosody uses the bare seed)
     num_frames = len(track)
-    # Head jitter: a slow AR(1) walk of the whole picture, stationary with std look.jitter.
+    # Head jitter: a slow AR(1) walk, stationary with std look.jitter, clipped to MAX_JITTER.
     steps = rng.normal(0.0, look.jitter * np.sqrt(1 - 0.8**2), (num_frames, 2))
     offsets = np.zeros((num_frames, 2))
     offsets[0] = rng.normal(0.0, look.jitter, 2)
     for k in range(1, num_frames):
         offsets[k] = 0.8 * offsets[k - 1] + steps[k]
+    offsets = np.clip(offsets, -MAX_JITTER, MAX_JITTER)
     gain = rng.uniform(0.92, 1.08)
+    noise_frames = rng.integers(0, NOISE_BANK, num_frames)
+    noise_signs = rng.choice(np.array([-1.0, 1.0], dtype=np.float32), num_frames)
     frames = np.empty((num_frames, SIZE, SIZE), dtype=np.float32)
+    frames[:] = _face(look)[0]
+    x0, y0, x1, y1 = _mouth_box(look)
     for k in range(num_frames):
-        shift = np.array([[1, 0, offsets[k, 0]], [0, 1, offsets[k, 1]]], dtype=np.float32)
-        frames[k] = cv2.warpAffine(
-            render_frame(track[k], look),
-            shift,
-            (SIZE, SIZE),
-            flags=cv2.INTER_LINEAR,
-            borderMode=cv2.BORDER_REPLICATE,
-        )
+        frames[k, y0:y1, x0:x1] = render_mouth(track[k], look, offsets[k])
     frames *= gain
-    frames += look.noise * rng.standard_normal(frames.shape, dtype=np.float32)
+    noise = _noise_bank()[noise_frames] * (noise_signs * look.noise)[:, None, None]
+    frames += noise
     return np.clip(np.round(frames), 0, 255).astype(np.uint8)
 
 
@@ -488,6 +505,41 @@ def _render_utterance(
     frames = render_video(mouth_track(phonemes), Look.of_speaker(speaker), seed)
     np.save(path, frames, allow_pickle=False)
     return len(frames)
+
+
+def render_in_helper(jobs: Sequence[tuple], nj: int) -> list:
+    """``_render_utterance`` of each job, forked from a fresh helper process (this module as a program).
+
+    Forking costs grow with the forking process' memory (~40 ms per fork from a process with SciPy
+    loaded on 2 CPU cores, ~15 ms from this module alone), so the children come from a lean helper
+    started once per call rather than from the caller.
+    """
+    package_root = str(Path(__file__).resolve().parents[3])
+    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run(
+        [sys.executable, "-m", __name__ if __name__ != "__main__" else _MODULE, str(nj)],
+        input=pickle.dumps(list(jobs)),
+        capture_output=True,
+        env=dict(os.environ, PYTHONPATH=path),
+        check=False,
+    )
+    if proc.returncode != 0:
+        message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise RuntimeError(
+            f"the lip-video helper process failed: {message[-1] if message else proc.returncode}"
+        )
+    return pickle.loads(proc.stdout)
+
+
+_MODULE = "espnet_ext.data.numbers.video"
+
+
+def _helper_main(nj: int) -> None:
+    """The helper: jobs pickled on stdin, results pickled on stdout."""
+    jobs = pickle.load(sys.stdin.buffer)
+    _cv2()  # imported and computed here once, not in every child
+    _noise_bank()
+    sys.stdout.buffer.write(pickle.dumps(run_forked(_render_utterance, jobs, nj)))
 
 
 # --- the modality -----------------------------------------------------------------------------------
@@ -543,8 +595,7 @@ class VideoModality(Modality):
             )
         for split in {u.split for u in utterances}:
             (self.video_dir / split).mkdir(parents=True, exist_ok=True)
-        _cv2()  # imported once here, not in every child
-        for utt, result in zip(utterances, run_forked(_render_utterance, jobs, self.nj)):
+        for utt, result in zip(utterances, render_in_helper(jobs, self.nj)):
             if isinstance(result, KeyError):  # a phoneme the viseme table lacks
                 raise InputError(f"{result.args[0]} (language '{self.lang}')", key=utt.utt_id)
             if isinstance(result, Exception):
@@ -556,3 +607,7 @@ class VideoModality(Modality):
         write_kaldi_map(
             out_dir / "video.scp", {u.utt_id: str(self.video_path(u)) for u in utterances}
         )
+
+
+if __name__ == "__main__":
+    _helper_main(int(sys.argv[1]))
