@@ -76,21 +76,30 @@ def read_video(path: str | Path, fps_policy: str = "refuse") -> np.ndarray:
     if path.suffix.lower() == ".npy":
         frames = to_grey(np.load(path, allow_pickle=False))
     else:
-        frames, times, rate = _decode(path)
-        if abs(rate - FPS) > FPS_TOLERANCE:
-            if fps_policy == "refuse":
-                raise ValueError(
-                    f"frame rate {float(rate):.3f} fps, expected {FPS} (convert the video, or "
-                    "resample by frame selection with the 'resample' fps policy)"
-                )
-            frames = frames[select_frames(times)]
+        frames = conform_fps(*decode(path), fps_policy)
     if frames.shape[0] == 0:
         raise ValueError("the video has no frames")
     return frames
 
 
-def _decode(path: Path) -> tuple[np.ndarray, np.ndarray, Fraction]:
-    """(grey frames, start times in s, nominal frame rate) of the first video stream."""
+def conform_fps(frames: np.ndarray, times: np.ndarray, rate: Fraction, fps_policy: str):
+    """``frames`` (decoded at ``rate``, starting at ``times``) at 25 fps under ``fps_policy``.
+
+    Works on anything indexed by frame (e.g. mouth crops made from the decoded frames).
+    """
+    if abs(rate - FPS) <= FPS_TOLERANCE:
+        return frames
+    if check_fps_policy(fps_policy) == "refuse":
+        raise ValueError(
+            f"frame rate {float(rate):.3f} fps, expected {FPS} (convert the video, or "
+            "resample by frame selection with the 'resample' fps policy)"
+        )
+    return frames[select_frames(times)]
+
+
+def decode(path: str | Path) -> tuple[np.ndarray, np.ndarray, Fraction]:
+    """(uint8 grey frames (T, H, W), their start times in s, nominal frame rate) of the first video
+    stream, T >= 1, at the file's own rate."""
     import av
 
     try:
