@@ -105,6 +105,7 @@ def write_fixture(root: Path = FIXTURE) -> None:
     from espnet_ext.data.mouth_roi import mouth_rois
     from espnet_ext.data.video import write_video
 
+    root.mkdir(parents=True, exist_ok=True)
     np.save(root / "mean_face.npy", mean_face())
     for part, videos in UTTERANCES.items():
         for seed, (vid, utterances) in enumerate(videos.items()):

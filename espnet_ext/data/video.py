@@ -87,14 +87,21 @@ def conform_fps(frames: np.ndarray, times: np.ndarray, rate: Fraction, fps_polic
 
     Works on anything indexed by frame (e.g. mouth crops made from the decoded frames).
     """
-    if abs(rate - FPS) <= FPS_TOLERANCE:
+    if not needs_resampling(rate, fps_policy):
         return frames
+    return frames[select_frames(times)]
+
+
+def needs_resampling(rate: Fraction, fps_policy: str) -> bool:
+    """False at 25 fps; True for another rate under the 'resample' policy; ValueError under 'refuse'."""
+    if abs(rate - FPS) <= FPS_TOLERANCE:
+        return False
     if check_fps_policy(fps_policy) == "refuse":
         raise ValueError(
             f"frame rate {float(rate):.3f} fps, expected {FPS} (convert the video, or "
             "resample by frame selection with the 'resample' fps policy)"
         )
-    return frames[select_frames(times)]
+    return True
 
 
 def decode(path: str | Path) -> tuple[np.ndarray, np.ndarray, Fraction]:
