@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from espnet_ext.data.numbers import CorpusSpec, generate_corpus, plan_corpus, video
+from espnet_ext.data.numbers import CorpusSpec, espeak_timing, generate_corpus, plan_corpus, video
 from espnet_ext.data.numbers import __main__ as cli
 from espnet_ext.data.numbers.modality import Speaker
 from espnet_ext.data.numbers.speech import ESPEAK_VOICES, parse_wav
@@ -59,7 +59,7 @@ def test_cli_writes_video_scp_of_uint8_88x88_frames_aligned_with_the_wavs(corpus
 def test_library_synthesis_in_a_fresh_child_matches_the_espeak_ng_program(corpus):
     text, voice, rate, pitch = "three thousand seven hundred forty two", "en-us+m3", 150, 50
     jobs = [(text, voice, rate, pitch), ("nine", "en-us+f2", 180, 40), (text, voice, rate, pitch)]
-    results = video.run_forked(video.timed_phonemes, jobs, nj=2)
+    results = video.timed_phonemes(jobs, nj=2)
     for (text, voice, rate, pitch), timed in zip(jobs, results):
         cmd = ["espeak-ng", "-v", voice, "-s", str(rate), "-p", str(pitch), "--stdout"]
         program = subprocess.run(cmd, input=text.encode(), capture_output=True, check=True)
@@ -175,9 +175,7 @@ def test_speakers_look_different_and_utterances_vary_but_repeat_exactly():
 
 def test_real_utterance_ends_closed_in_the_end_pause(corpus):
     utt = plan_corpus(CorpusSpec(splits=(("train", 1),), seed=4, num_speakers=1))["train"][0]
-    phonemes = video.run_forked(
-        video.timed_phonemes, [(number_to_words(utt.number, "en"), "en-us+m1", 160, 50)], nj=1
-    )[0]
+    phonemes = video.timed_phonemes([(number_to_words(utt.number, "en"), "en-us+m1", 160, 50)])[0]
     track = video.mouth_track(phonemes)
     assert np.array_equal(track[-3:], np.tile(SILENCE, (3, 1)))
     assert track[:, 0].max() > 0.3
@@ -198,16 +196,20 @@ def test_bad_settings_and_failed_children_are_clear_errors(tmp_path, monkeypatch
         video.VideoModality(lang="xx", video_dir=tmp_path)
     with pytest.raises(InputError, match="nj must be"):
         video.VideoModality(lang="en", video_dir=tmp_path, nj=0)
-    results = video.run_forked(lambda x: 1 // x, [(1,), (0,)], nj=2)
+    results = espeak_timing.run_forked(lambda x: 1 // x, [(1,), (0,)], nj=2)
     assert results[0] == 1 and isinstance(results[1], ZeroDivisionError)
 
-    # A child's failure names the utterance, and no split dir looks finished.
-    def fail_second(jobs, nj):
-        return [3, KeyError("espeak-ng phoneme 'K' has no viseme"), 3]
+    assert isinstance(video.timed_phonemes([("one", "no-such-voice", 150, 50)])[0], RuntimeError)
 
-    monkeypatch.setattr(video, "render_in_helper", fail_second)
+    # A failed rendering names the utterance, and no split dir looks finished.
+    def fail_second(job):
+        return KeyError("espeak-ng phoneme 'K' has no viseme") if job[2] == seeds[1] else 3
+
+    monkeypatch.setattr(video, "_render_to_file", fail_second)
     spec = CorpusSpec(splits=(("train", 3),), seed=1, num_speakers=1)
-    second = plan_corpus(spec)["train"][1].utt_id
-    with pytest.raises(InputError, match=f"key '{second}': espeak-ng phoneme 'K' has no viseme"):
+    utterances = plan_corpus(spec)["train"]
+    seeds = [u.seed for u in utterances]
+    match = f"key '{utterances[1].utt_id}': espeak-ng phoneme 'K' has no viseme"
+    with pytest.raises(InputError, match=match):
         generate_corpus(tmp_path / "c", spec, [video.VideoModality("en", tmp_path / "v")])
     assert not (tmp_path / "c" / "train").exists()

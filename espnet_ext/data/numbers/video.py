@@ -14,34 +14,24 @@ lip thickness, largest opening, mouth position, head-jitter amplitude, camera-no
 (from its seed): the head jitter path, the camera noise and a small gain. So the same utterance renders the
 same bytes whatever ``nj`` or the processing order is.
 
-Why a fresh process per utterance: the espeak-ng library keeps synthesis state (pitch-period phase,
-voice) from one utterance to the next, which shifts phoneme times by up to ~10 ms depending on what was
-said before. The generator initialises the library once (phoneme tables loaded, nothing synthesised) and
-forks one child per utterance: each child starts from that clean state, which gives exactly the audio
-length of the ``espeak-ng`` program the speech modality runs (checked in the tests), and writes its
-``.npy``. ``nj`` children run at once. Needs a POSIX ``fork`` and the libespeak-ng shared library
-(Debian ``libespeak-ng1``, installed with ``espeak-ng``).
+Timing: ``espeak_timing`` gives each utterance's phonemes exactly as the ``espeak-ng`` program (which the
+speech modality runs) times them, one fresh process per utterance. Rendering then runs in ``nj`` worker
+processes; neither step depends on the processing order.
 """
 
 from __future__ import annotations
 
-import collections
-import ctypes
-import ctypes.util
 import functools
 import hashlib
-import os
-import pickle
-import struct
-import subprocess
-import sys
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from espnet_ext.data.datadir import write_kaldi_map
+from espnet_ext.data.numbers.espeak_timing import phoneme_timings
 from espnet_ext.data.numbers.modality import Modality, Speaker, Utterance
 from espnet_ext.data.numbers.speech import ESPEAK_VOICES, espeak_ng_version, utterance_prosody
 from espnet_ext.data.numbers.words import number_to_words
@@ -152,38 +142,7 @@ def viseme_of(phoneme: str) -> int | None:
     raise KeyError(f"espeak-ng phoneme {phoneme!r} has no viseme")
 
 
-# --- espeak-ng timed phonemes through the library ---------------------------------------------------
-# espeak_EVENT of speak_lib.h and the constants used here.
-_EVENT_LIST_TERMINATED, _EVENT_PHONEME = 0, 7
-_AUDIO_OUTPUT_SYNCHRONOUS = 2
-_INITIALIZE_PHONEME_EVENTS = 0x0001
-_POS_CHARACTER = 1
-_CHARS_UTF8, _ENDPAUSE = 1, 0x1000  # ENDPAUSE: the pause the espeak-ng program adds after the text
-_RATE, _PITCH = 1, 3
-
-
-class _EventId(ctypes.Union):
-    _fields_ = [("number", ctypes.c_int), ("name", ctypes.c_char_p), ("string", ctypes.c_char * 8)]
-
-
-class _Event(ctypes.Structure):
-    _fields_ = [
-        ("type", ctypes.c_int),
-        ("unique_identifier", ctypes.c_uint),
-        ("text_position", ctypes.c_int),
-        ("length", ctypes.c_int),
-        ("audio_position", ctypes.c_int),  # ms from the start of the synthesis
-        ("sample", ctypes.c_int),
-        ("user_data", ctypes.c_void_p),
-        ("id", _EventId),
-    ]
-
-
-_SynthCallback = ctypes.CFUNCTYPE(
-    ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.POINTER(_Event)
-)
-
-
+# --- espeak-ng timed phonemes ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class TimedPhonemes:
     """What espeak-ng said: ``(start ms, phoneme mnemonic)`` in order, and the audio length."""
@@ -201,109 +160,13 @@ class TimedPhonemes:
         return max(1, round(self.seconds * FPS))
 
 
-@functools.lru_cache(maxsize=1)
-def _espeak_library() -> tuple[ctypes.CDLL, int]:
-    """The library, initialised once in this process (synchronous, phoneme events on), and its rate."""
-    name = ctypes.util.find_library("espeak-ng") or "libespeak-ng.so.1"
-    try:
-        lib = ctypes.CDLL(name)
-    except OSError as e:
-        raise ConfigError(
-            f"cannot load the espeak-ng library ({e}); Debian package 'libespeak-ng1' "
-            "(installed with 'espeak-ng', see tools/apt-packages.txt)"
-        ) from None
-    rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, None, _INITIALIZE_PHONEME_EVENTS)
-    if rate <= 0:
-        raise ConfigError("espeak-ng library failed to initialise (phoneme data not found?)")
-    return lib, rate
-
-
-def timed_phonemes(text: str, voice: str, rate: int, pitch: int) -> TimedPhonemes:
-    """Synthesise ``text`` in this process and collect its phoneme events.
-
-    Exact (the same audio length as the ``espeak-ng`` program) only in a process that has not
-    synthesised before: run it through ``run_forked``.
-    """
-    lib, sample_rate = _espeak_library()
-    phonemes: list[tuple[int, str]] = []
-    num_samples = 0
-
-    def on_audio(_wav, count, events):
-        nonlocal num_samples
-        num_samples += count
-        i = 0
-        while events[i].type != _EVENT_LIST_TERMINATED:
-            if events[i].type == _EVENT_PHONEME:
-                name = events[i].id.string.decode("utf-8", "replace")
-                phonemes.append((events[i].audio_position, name))
-            i += 1
-        return 0
-
-    callback = _SynthCallback(on_audio)  # kept alive until the synthesis returns
-    lib.espeak_SetSynthCallback(callback)
-    if lib.espeak_SetVoiceByName(voice.encode()) != 0:
-        raise RuntimeError(f"espeak-ng has no voice '{voice}'")
-    lib.espeak_SetParameter(_RATE, rate, 0)
-    lib.espeak_SetParameter(_PITCH, pitch, 0)
-    data = text.encode("utf-8")
-    flags = _CHARS_UTF8 | _ENDPAUSE
-    status = lib.espeak_Synth(data, len(data) + 1, 0, _POS_CHARACTER, 0, flags, None, None)
-    lib.espeak_Synchronize()
-    if status != 0 or num_samples == 0:
-        raise RuntimeError(f"espeak-ng synthesis of {text!r} failed (status {status})")
-    return TimedPhonemes(tuple(phonemes), num_samples, sample_rate)
-
-
-def run_forked(function, jobs: Sequence[tuple], nj: int) -> list:
-    """``[function(*job) for job in jobs]``, each call in its own child forked from this process.
-
-    At most ``nj`` children at once. A call's exception comes back as an ``Exception`` in its place
-    (the children's results travel pickled through a pipe). The espeak-ng library is initialised here
-    first, so children inherit its loaded, unused state.
-    """
-    _espeak_library()
-    results: list = [None] * len(jobs)
-    running: collections.deque = collections.deque()  # (index, pid, read fd), oldest first
-
-    def collect():
-        index, pid, fd = running.popleft()
-        chunks = []
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        os.close(fd)
-        _, status = os.waitpid(pid, 0)
-        data = b"".join(chunks)
-        if len(data) >= 4 and len(data) == 4 + struct.unpack("<I", data[:4])[0]:
-            results[index] = pickle.loads(data[4:])
-        else:
-            results[index] = RuntimeError(f"worker process ended with status {status}")
-
-    for index, job in enumerate(jobs):
-        if len(running) >= nj:
-            collect()
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child: never returns into the caller
-            code = 1
-            try:
-                os.close(read_fd)
-                try:
-                    result = function(*job)
-                except Exception as e:  # travels back to the parent, which raises it
-                    result = e
-                payload = pickle.dumps(result)
-                os.write(write_fd, struct.pack("<I", len(payload)))
-                view = memoryview(payload)
-                while view:
-                    view = view[os.write(write_fd, view) :]
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write_fd)
-        running.append((index, pid, read_fd))
-    while running:
-        collect()
-    return results
+def timed_phonemes(jobs: Sequence[tuple[str, str, int, int]], nj: int = 1) -> list:
+    """``TimedPhonemes`` of each (text, voice, rate, pitch), exactly as the espeak-ng program times
+    them (``espeak_timing``); a failed job gives a ``RuntimeError`` in its place."""
+    return [
+        result if isinstance(result, Exception) else TimedPhonemes(tuple(result[0]), *result[1:])
+        for result in phoneme_timings(jobs, nj)
+    ]
 
 
 # --- rendering --------------------------------------------------------------------------------------
@@ -411,6 +274,7 @@ def _face(look: Look) -> tuple[np.ndarray, np.ndarray]:
     return _cv2().resize(big, (SIZE, SIZE), interpolation=_cv2().INTER_AREA), big
 
 
+@functools.lru_cache(maxsize=4)
 def _mouth_box(look: Look) -> tuple[int, int, int, int]:
     """(x0, y0, x1, y1) in frame pixels of the region any mouth shape of ``look`` stays in."""
     half_w = int(np.ceil(look.half_width * 1.15 + MAX_JITTER)) + 2
@@ -450,7 +314,7 @@ def render_mouth(params: np.ndarray, look: Look, offset=(0.0, 0.0)) -> np.ndarra
             )
         if bite > 0.05:  # the lower lip reaches up under the upper teeth
             _ellipse(inside, (cx, cy + gap / 2), (half_width * 0.8, gap * 0.6 * bite), look.lip)
-        roi = np.where(cavity > 0, inside, roi)
+        np.copyto(roi, inside, where=cavity > 0)
     elif press > 0.05:  # pressed lips: a dark line between them
         _ellipse(roi, (cx, cy), (half_width * 0.8, (0.3 + 0.4 * press) * s), look.lip - 25)
     return _cv2().resize(roi, (x1 - x0, y1 - y0), interpolation=_cv2().INTER_AREA)
@@ -485,61 +349,30 @@ def render_video(track: np.ndarray, look: Look, seed: int) -> np.ndarray:
     offsets = np.clip(offsets, -MAX_JITTER, MAX_JITTER)
     gain = rng.uniform(0.92, 1.08)
     noise_frames = rng.integers(0, NOISE_BANK, num_frames)
-    noise_signs = rng.choice(np.array([-1.0, 1.0], dtype=np.float32), num_frames)
     frames = np.empty((num_frames, SIZE, SIZE), dtype=np.float32)
     frames[:] = _face(look)[0]
     x0, y0, x1, y1 = _mouth_box(look)
     for k in range(num_frames):
         frames[k, y0:y1, x0:x1] = render_mouth(track[k], look, offsets[k])
-    frames *= gain
-    noise = _noise_bank()[noise_frames] * (noise_signs * look.noise)[:, None, None]
-    frames += noise
-    return np.clip(np.round(frames), 0, 255).astype(np.uint8)
+    # Camera noise, then the gain, rounded and saturated to uint8: three passes of OpenCV.
+    cv2 = _cv2()
+    noise = np.take(_noise_bank(), noise_frames, axis=0).reshape(-1, SIZE)
+    frames = frames.reshape(-1, SIZE)
+    cv2.scaleAdd(noise, look.noise, frames, dst=frames)
+    cv2.max(frames, 0.0, dst=frames)  # convertScaleAbs would fold negative values up
+    return cv2.convertScaleAbs(frames, alpha=gain).reshape(num_frames, SIZE, SIZE)
 
 
-def _render_utterance(
-    text: str, voice: str, rate: int, pitch: int, speaker: Speaker, seed: int, path: str
-):
-    """Child-process job: phoneme events -> mouth track -> frames -> ``path``. Returns the frame count."""
-    phonemes = timed_phonemes(text, voice, rate, pitch)
-    frames = render_video(mouth_track(phonemes), Look.of_speaker(speaker), seed)
+def _render_to_file(job: tuple[TimedPhonemes, Speaker, int, str]) -> int | KeyError:
+    """Render one utterance's video into its ``.npy``; the frame count, or the KeyError of a phoneme
+    without a viseme."""
+    phonemes, speaker, seed, path = job
+    try:
+        frames = render_video(mouth_track(phonemes), Look.of_speaker(speaker), seed)
+    except KeyError as e:
+        return e
     np.save(path, frames, allow_pickle=False)
     return len(frames)
-
-
-def render_in_helper(jobs: Sequence[tuple], nj: int) -> list:
-    """``_render_utterance`` of each job, forked from a fresh helper process (this module as a program).
-
-    Forking costs grow with the forking process' memory (~40 ms per fork from a process with SciPy
-    loaded on 2 CPU cores, ~15 ms from this module alone), so the children come from a lean helper
-    started once per call rather than from the caller.
-    """
-    package_root = str(Path(__file__).resolve().parents[3])
-    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
-    proc = subprocess.run(
-        [sys.executable, "-m", __name__ if __name__ != "__main__" else _MODULE, str(nj)],
-        input=pickle.dumps(list(jobs)),
-        capture_output=True,
-        env=dict(os.environ, PYTHONPATH=path),
-        check=False,
-    )
-    if proc.returncode != 0:
-        message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise RuntimeError(
-            f"the lip-video helper process failed: {message[-1] if message else proc.returncode}"
-        )
-    return pickle.loads(proc.stdout)
-
-
-_MODULE = "espnet_ext.data.numbers.video"
-
-
-def _helper_main(nj: int) -> None:
-    """The helper: jobs pickled on stdin, results pickled on stdout."""
-    jobs = pickle.load(sys.stdin.buffer)
-    _cv2()  # imported and computed here once, not in every child
-    _noise_bank()
-    sys.stdout.buffer.write(pickle.dumps(run_forked(_render_utterance, jobs, nj)))
 
 
 # --- the modality -----------------------------------------------------------------------------------
@@ -589,17 +422,26 @@ class VideoModality(Modality):
         for utt in utterances:
             rate, pitch = utterance_prosody(utt)
             text = number_to_words(utt.number, self.lang)
-            voice = f"{language_voice}+{utt.speaker.variant}"
-            jobs.append(
-                (text, voice, rate, pitch, utt.speaker, utt.seed, str(self.video_path(utt)))
-            )
+            jobs.append((text, f"{language_voice}+{utt.speaker.variant}", rate, pitch))
+        espeak_ng_version()  # a missing espeak-ng is refused here, with its install hint
+        timings = timed_phonemes(jobs, self.nj)
+        for utt, timing in zip(utterances, timings):
+            if isinstance(timing, Exception):
+                raise InputError(f"espeak-ng failed: {timing}", key=utt.utt_id)
         for split in {u.split for u in utterances}:
             (self.video_dir / split).mkdir(parents=True, exist_ok=True)
-        for utt, result in zip(utterances, render_in_helper(jobs, self.nj)):
-            if isinstance(result, KeyError):  # a phoneme the viseme table lacks
+        renders = [
+            (timing, utt.speaker, utt.seed, str(self.video_path(utt)))
+            for utt, timing in zip(utterances, timings)
+        ]
+        if self.nj == 1:
+            results = [_render_to_file(job) for job in renders]
+        else:
+            with ProcessPoolExecutor(self.nj) as pool:
+                results = list(pool.map(_render_to_file, renders, chunksize=8))
+        for utt, result in zip(utterances, results):
+            if isinstance(result, KeyError):
                 raise InputError(f"{result.args[0]} (language '{self.lang}')", key=utt.utt_id)
-            if isinstance(result, Exception):
-                raise InputError(f"rendering the lip video failed: {result}", key=utt.utt_id)
         keep = {self.video_path(u) for u in utterances}
         for split in {u.split for u in utterances}:
             for stale in set((self.video_dir / split).glob("*.npy")) - keep:
@@ -607,7 +449,3 @@ class VideoModality(Modality):
         write_kaldi_map(
             out_dir / "video.scp", {u.utt_id: str(self.video_path(u)) for u in utterances}
         )
-
-
-if __name__ == "__main__":
-    _helper_main(int(sys.argv[1]))
