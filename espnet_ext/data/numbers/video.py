@@ -391,7 +391,7 @@ class VideoModality(Modality):
 
     lang: str
     video_dir: Path
-    nj: int = 1  # child processes rendering at once; does not change the output
+    nj: int = 1  # processes synthesising / rendering at once; does not change the output
     name = "video"
 
     def __post_init__(self):
@@ -424,7 +424,10 @@ class VideoModality(Modality):
             text = number_to_words(utt.number, self.lang)
             jobs.append((text, f"{language_voice}+{utt.speaker.variant}", rate, pitch))
         espeak_ng_version()  # a missing espeak-ng is refused here, with its install hint
-        timings = timed_phonemes(jobs, self.nj)
+        try:
+            timings = timed_phonemes(jobs, self.nj)
+        except RuntimeError as e:  # the helper itself failed: no library, no fork, ...
+            raise ConfigError(str(e)) from None
         for utt, timing in zip(utterances, timings):
             if isinstance(timing, Exception):
                 raise InputError(f"espeak-ng failed: {timing}", key=utt.utt_id)
