@@ -183,3 +183,18 @@ def test_check_scp_decodes_every_image_and_names_the_bad_one(tmp_path):
     scp.write_text(f"a {good}\nb {bad}\n")
     with pytest.raises(InputError, match=r"image.scp:2: key 'b'"):
         check_scp(scp, "image")
+
+
+def test_video_type_refuses_other_frame_rates_naming_the_line(tmp_path):
+    from espnet_ext.data.video import write_video
+
+    write_video(tmp_path / "v30.mp4", np.full((6, 8, 8), 90, np.uint8), fps=30)
+    write_video(tmp_path / "v25.mp4", np.full((6, 8, 8), 90, np.uint8), fps=25)
+    reader = types.VideoScpReader(
+        write_scp(tmp_path / "video.scp", [("a", "v25.mp4"), ("b", "v30.mp4")])
+    )
+    assert reader["a"].shape == (6, 8, 8)
+    with pytest.raises(
+        InputError, match=r"video.scp:2: key 'b': .*frame rate 30.000 fps, expected 25"
+    ):
+        reader["b"]
