@@ -59,6 +59,9 @@ def test_cli_writes_video_scp_of_uint8_88x88_frames_aligned_with_the_wavs(corpus
 def test_library_synthesis_in_a_fresh_child_matches_the_espeak_ng_program(corpus):
     text, voice, rate, pitch = "three thousand seven hundred forty two", "en-us+m3", 150, 50
     jobs = [(text, voice, rate, pitch), ("nine", "en-us+f2", 180, 40), (text, voice, rate, pitch)]
+    jobs.append(
+        ("deux cent trente", "fr-fr+m4", 150, 50)
+    )  # a name the program resolves by language
     results = video.timed_phonemes(jobs, nj=2)
     for (text, voice, rate, pitch), timed in zip(jobs, results):
         cmd = ["espeak-ng", "-v", voice, "-s", str(rate), "-p", str(pitch), "--stdout"]
@@ -199,7 +202,7 @@ def test_bad_settings_and_failed_children_are_clear_errors(tmp_path, monkeypatch
     results = espeak_timing.run_forked(lambda x: 1 // x, [(1,), (0,)], nj=2)
     assert results[0] == 1 and isinstance(results[1], ZeroDivisionError)
 
-    assert isinstance(video.timed_phonemes([("one", "no-such-voice", 150, 50)])[0], RuntimeError)
+    assert isinstance(video.timed_phonemes([("one", "zz", 150, 50)])[0], RuntimeError)
 
     # A failed rendering names the utterance, and no split dir looks finished.
     def fail_second(job):

@@ -60,6 +60,20 @@ class _Event(ctypes.Structure):
     ]
 
 
+class _Voice(ctypes.Structure):  # espeak_VOICE
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("languages", ctypes.c_char_p),
+        ("identifier", ctypes.c_char_p),
+        ("gender", ctypes.c_ubyte),
+        ("age", ctypes.c_ubyte),
+        ("variant", ctypes.c_ubyte),
+        ("xx1", ctypes.c_ubyte),
+        ("score", ctypes.c_int),
+        ("spare", ctypes.c_void_p),
+    ]
+
+
 _SynthCallback = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.POINTER(_Event)
 )
@@ -105,7 +119,11 @@ def synthesize_timing(text: str, voice: str, rate: int, pitch: int) -> Timing:
     callback = _SynthCallback(on_audio)  # kept alive until the synthesis returns
     lib.espeak_SetSynthCallback(callback)
     if lib.espeak_SetVoiceByName(voice.encode()) != 0:
-        raise RuntimeError(f"espeak-ng has no voice '{voice}'")
+        # What the espeak-ng program does with -v when no voice has that name (e.g. "fr-fr+m4"):
+        # select by language.
+        properties = _Voice(languages=voice.encode())
+        if lib.espeak_SetVoiceByProperties(ctypes.byref(properties)) != 0:
+            raise RuntimeError(f"espeak-ng has no voice '{voice}'")
     lib.espeak_SetParameter(_RATE, rate, 0)
     lib.espeak_SetParameter(_PITCH, pitch, 0)
     data = text.encode("utf-8")
