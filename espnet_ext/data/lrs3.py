@@ -67,7 +67,6 @@ class Word:
     word: str
     start: float
     end: float
-    line: int  # in the .txt, for errors
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,7 @@ def read_transcript(path: Path) -> Transcript:
             raise InputError(message, path=path, line=lineno) from None
         if end < start or (words and start < words[-1].start):
             raise InputError(f"word times out of order: {line!r}", path=path, line=lineno)
-        words.append(Word(word, start, end, lineno))
+        words.append(Word(word, start, end))
     return Transcript(text, tuple(words))
 
 
@@ -204,8 +203,8 @@ def prepare_clip(clip: Clip, options: Options) -> list[tuple[str, str, str]]:
         last = len(rois) if piece.end is None else min(int(piece.end * FPS), len(rois))
         if last <= first:
             raise InputError(
-                f"piece {piece.suffix or 'whole'} ({piece.start:.2f}-{piece.end} s) has no frames "
-                f"in the {len(rois)}-frame video",
+                f"{piece.text!r} from {piece.start:.2f} s has no frames in the "
+                f"{len(rois)}-frame video",
                 path=clip.txt,
             )
         utt = clip.utt_id + piece.suffix

@@ -84,10 +84,8 @@ def test_long_pretrain_clips_are_cut_at_pauses_like_avhubert(tmp_path):
 
 def test_pretrain_pieces_by_hand():
     words = tuple(
-        lrs3.Word(w, s, e, 5 + i)
-        for i, (w, s, e) in enumerate(
-            [("A", 0.0, 5.0), ("B", 5.1, 9.0), ("C", 10.0, 16.0), ("D", 16.2, 20.0)]
-        )
+        lrs3.Word(w, s, e)
+        for w, s, e in ([("A", 0.0, 5.0), ("B", 5.1, 9.0), ("C", 10.0, 16.0), ("D", 16.2, 20.0)])
     )
     transcript = lrs3.Transcript("A B C D", words)
     assert lrs3.pretrain_pieces(transcript) == [
@@ -223,3 +221,20 @@ def test_bad_options_and_layout(tmp_path):
             lrs3.main(argv + ["--mean_face", str(FIXTURE / "mean_face.npy"), "--parts", "dev"]) == 1
         )
     assert "--parts: unknown dev" in capture.text
+
+
+def test_pretrain_words_beyond_the_video_are_an_error(tmp_path):
+    root = copy_fixture(tmp_path)
+    txt = root / "pretrain" / "5eQ_tL8vR2c" / "00004.txt"
+    txt.write_text(
+        "Text:  HELLO THERE LATE\nConf:  4\n\nWORD START END ASDSCORE\n"
+        "HELLO 0.00 0.20 5.5\nTHERE 0.22 0.40 6.5\nLATE 2.00 3.00 7.5\n"
+    )
+    fails(
+        tmp_path,
+        root,
+        f"{txt}: 'LATE' from 1.20 s has no frames in the 30-frame video",
+        "--pretrain_max_seconds",
+        "1.0",
+    )
+    assert not (tmp_path / "data" / "pretrain").exists()
