@@ -7,8 +7,9 @@ ESPnet2 reads every data file through ``espnet2.train.dataset.DATA_TYPES`` (type
 
 - ``image``: PNG/JPEG/... via Pillow -> float32 ``(H, W)`` for grey, ``(H, W, C)`` otherwise,
   in [0, 1].
-- ``video``: ``.npy`` of uint8 frames ``(T, H, W)`` / ``(T, H, W, 1|3)``, or any file OpenCV decodes
-  (``.mp4``, ``.avi``) -> float32 grey ``(T, H, W)`` in [0, 1].
+- ``video``: ``.npy`` of uint8 frames ``(T, H, W)`` / ``(T, H, W, 1|3)``, or any 25 fps file FFmpeg
+  decodes through PyAV (``.mp4``, ``.avi``) -> float32 grey ``(T, H, W)`` in [0, 1]
+  (``espnet_ext.data.video``).
 """
 
 from __future__ import annotations
@@ -21,9 +22,6 @@ import numpy as np
 
 from espnet_ext.errors import InputError
 from espnet_ext.fileio import read_utf8_lines
-
-# ITU-R BT.601 luma weights, the ones OpenCV uses for colour -> grey.
-_LUMA_RGB = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 
 
 def decode_image(path: str) -> np.ndarray:
@@ -49,48 +47,12 @@ def decode_image(path: str) -> np.ndarray:
 
 
 def decode_video(path: str) -> np.ndarray:
-    """Decode one video (``.npy`` of uint8 frames, or a file OpenCV reads) to float32 grey (T, H, W) in [0, 1]."""
-    if Path(path).suffix.lower() == ".npy":
-        frames = np.load(path, allow_pickle=False)
-        if frames.dtype != np.uint8:
-            raise ValueError(f"expected uint8 frames, got {frames.dtype}")
-        if frames.ndim == 4 and frames.shape[-1] == 3:
-            grey = frames.astype(np.float32) @ _LUMA_RGB  # RGB frames
-        elif frames.ndim == 4 and frames.shape[-1] == 1:
-            grey = frames[..., 0].astype(np.float32)
-        elif frames.ndim == 3:
-            grey = frames.astype(np.float32)
-        else:
-            raise ValueError(
-                f"expected frames (T, H, W) or (T, H, W, 1|3), got shape {frames.shape}"
-            )
-    else:
-        grey = _read_with_opencv(path)
-    if grey.shape[0] == 0:
-        raise ValueError("the video has no frames")
-    return grey / 255.0
+    """Decode one video (``.npy`` of uint8 frames, or a file PyAV decodes) to float32 grey (T, H, W) in
+    [0, 1] at 25 fps; another frame rate is refused (``espnet_ext.data.video``: data prepared by our
+    readers is 25 fps)."""
+    from espnet_ext.data.video import read_video
 
-
-def _read_with_opencv(path: str) -> np.ndarray:
-    import cv2
-
-    if not Path(path).is_file():
-        raise FileNotFoundError("no such file")
-    capture = cv2.VideoCapture(path)
-    try:
-        if not capture.isOpened():
-            raise ValueError("OpenCV cannot open it as a video")
-        frames = []
-        while True:
-            ok, frame = capture.read()
-            if not ok:
-                break
-            frames.append(frame if frame.ndim == 2 else cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY))
-    finally:
-        capture.release()
-    if not frames:
-        raise ValueError("no frame could be decoded")
-    return np.stack(frames).astype(np.float32)
+    return read_video(path).astype(np.float32) / 255.0
 
 
 class MediaScpReader(collections.abc.Mapping):
@@ -129,7 +91,7 @@ class MediaScpReader(collections.abc.Mapping):
             ValueError,
             SyntaxError,
             EOFError,
-        ) as e:  # what Pillow, numpy, OpenCV raise on bad files
+        ) as e:  # what Pillow, numpy, PyAV raise on bad files
             raise InputError(
                 f"cannot decode {self.kind} '{media}': {e}", path=self.scp, line=lineno, key=key
             ) from e
@@ -171,7 +133,8 @@ DATA_TYPES = {
     "video": dict(
         func=VideoScpReader,
         kwargs=[],
-        help="Videos (.mp4/.avi read with OpenCV, or .npy of uint8 frames): float32 grey (T, H, W) in [0, 1]."
+        help="Videos (25 fps .mp4/.avi read with PyAV, or .npy of uint8 frames): float32 grey "
+        "(T, H, W) in [0, 1]."
         "\n\n   utterance_id_a a.mp4\n   utterance_id_b b.npy\n   ...",
     ),
 }

@@ -1,0 +1,373 @@
+"""LRS3 (Afouras et al., 2018) as Kaldi data dirs of 88x88 grey mouth-ROI videos at 25 fps.
+
+Command line::
+
+    python -m espnet_ext.data.lrs3 --lrs3 <root> --out <data> --parts pretrain,trainval,test \\
+        (--landmarks <dir> --mean_face <npy> | --roi <dir>) [--video_dir <dir>] [--nj N]
+
+Expected inputs (the release layout): ``<root>/<part>/<video-id>/<nnnnn>.mp4`` and ``.txt``; a ``.txt``
+starts ``Text:  <WORDS>``, then ``Conf:  <n>``, and (after a blank line) the word table ``WORD START
+END ASDSCORE``, one word per line, times in seconds from the start of the clip. Mouth ROIs come from
+either
+
+- ``--landmarks <dir>``: ``<dir>/<part>/<video-id>/<nnnnn>.pkl`` per clip, in the format of AV-HuBERT's
+  ``detect_landmark.py`` (per decoded frame a 68x2 array or None), and ``--mean_face``, the reference
+  face of its ``align_mouth.py`` (``20words_mean_face.npy``); cropping as ``mouth_roi`` describes; or
+- ``--roi <dir>``: already cropped ROI videos ``<dir>/<part>/<video-id>/<nnnnn>.mp4`` (or ``.npy``),
+  e.g. the output of AV-HuBERT's ``align_mouth.py`` (96x96): square crops larger than 88x88 are
+  centre-cropped to 88x88, as AV-HuBERT's loader does at test time.
+
+Writes ``<out>/<part>/{video.scp,text,utt2spk,spk2utt,utt2num_frames}`` (utterance ``<video-id>-
+<nnnnn>``, speaker = the video id) and the ROI frames as uint8 ``(T, 88, 88)`` ``.npy`` files under
+``<video_dir>/<part>/`` (default ``<out>/video``); ``video.scp`` lists their absolute paths. A part's
+data dir appears only once all of its clips are done (``datadir.atomic_dir``). Frame rates other than
+25 fps are refused unless ``--fps_policy resample`` (``espnet_ext.data.video``).
+
+Text: the upper-case words of the ``Text:`` line, as released; ``--lowercase`` writes them as AV-HuBERT's
+labels (``lrs3_manifest.py`` lower-cases them, nothing else).
+
+Pretrain clips are long (up to minutes). They are cut as AV-HuBERT's ``lrs3_prepare.py`` does: a clip
+whose last word ends before ``--pretrain_max_seconds`` (15) is kept whole; a longer one is split at
+every pause of more than ``--pretrain_min_pause`` (0.4 s) between words, each cut half-way through the
+pause (the first piece starts at 0, the last runs to the end of the clip), into utterances
+``<video-id>-<nnnnn>_<k>``; frames ``int(start x 25)`` to ``int(end x 25)``. Pieces can still exceed 15 s
+when a speaker does not pause, as in AV-HuBERT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from espnet_ext.data import mouth_roi
+from espnet_ext.data.datadir import atomic_dir, spk2utt_from_utt2spk, write_kaldi_map
+from espnet_ext.data.video import (
+    FPS,
+    FPS_POLICIES,
+    conform_fps,
+    decode,
+    needs_resampling,
+    read_video,
+)
+from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.fileio import read_utf8_lines
+
+PARTS = ("pretrain", "trainval", "test")
+ROI_SIZE = mouth_roi.ROI_SIZE
+
+
+@dataclass(frozen=True)
+class Word:
+    word: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Transcript:
+    text: str
+    words: tuple[Word, ...]
+
+
+def read_transcript(path: Path) -> Transcript:
+    """The ``Text:`` line and the word table of an LRS3 ``.txt``; InputError naming the line."""
+    lines = list(read_utf8_lines(path))
+    if not lines or not lines[0][1].startswith("Text:"):
+        raise InputError("expected the first line to start with 'Text:'", path=path, line=1)
+    text = " ".join(lines[0][1][len("Text:") :].split())
+    if not text:
+        raise InputError("empty 'Text:' line", path=path, line=1)
+    words: list[Word] = []
+    header = next((k for k, (_, line) in enumerate(lines) if line.split()[:1] == ["WORD"]), None)
+    for lineno, line in lines[header + 1 :] if header is not None else ():
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            word, start, end = fields[0], float(fields[1]), float(fields[2])
+        except (IndexError, ValueError):
+            message = f"expected 'WORD START END ASDSCORE', got {line!r}"
+            raise InputError(message, path=path, line=lineno) from None
+        if end < start or (words and start < words[-1].start):
+            raise InputError(f"word times out of order: {line!r}", path=path, line=lineno)
+        words.append(Word(word, start, end))
+    return Transcript(text, tuple(words))
+
+
+@dataclass(frozen=True)
+class Piece:
+    suffix: str  # "" for a whole clip, "_<k>" for a piece of a cut pretrain clip
+    text: str
+    start: float  # seconds
+    end: float | None  # None: to the end of the clip
+
+
+def pretrain_pieces(
+    transcript: Transcript, max_seconds: float = 15.0, min_pause: float = 0.4
+) -> list[Piece]:
+    """AV-HuBERT's cut of a pretrain clip (see the module doc)."""
+    words = transcript.words
+    if not words or words[-1].end < max_seconds:
+        return [Piece("", transcript.text, 0.0, None)]
+    groups: list[list[Word]] = [[words[0]]]
+    for word in words[1:]:
+        if word.start - groups[-1][-1].end > min_pause:
+            groups.append([word])
+        else:
+            groups[-1].append(word)
+    pieces = []
+    for k, group in enumerate(groups):
+        start = 0.0 if k == 0 else (groups[k - 1][-1].end + group[0].start) / 2
+        end = None if k == len(groups) - 1 else (group[-1].end + groups[k + 1][0].start) / 2
+        pieces.append(Piece(f"_{k}", " ".join(w.word for w in group), start, end))
+    return pieces
+
+
+def centre_crop(frames: np.ndarray, size: int = ROI_SIZE) -> np.ndarray:
+    """The centre ``size`` x ``size`` of (T, H, W) frames (AV-HuBERT's test-time crop)."""
+    height, width = frames.shape[1:]
+    if height < size or width < size:
+        raise ValueError(f"ROI frames of {height}x{width} are smaller than {size}x{size}")
+    top, left = (height - size) // 2, (width - size) // 2
+    return frames[:, top : top + size, left : left + size]
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One released clip and where its ROI frames come from."""
+
+    part: str
+    video_id: str
+    name: str  # "00001"
+    txt: Path
+    mp4: Path
+    landmarks: Path | None
+    roi: Path | None
+
+    @property
+    def utt_id(self) -> str:
+        return f"{self.video_id}-{self.name}"
+
+
+@dataclass(frozen=True)
+class Options:
+    video_dir: Path
+    mean_face: np.ndarray | None
+    fps_policy: str
+    lowercase: bool
+    pretrain_max_seconds: float
+    pretrain_min_pause: float
+
+
+def clip_rois(clip: Clip, options: Options) -> np.ndarray:
+    """uint8 (T, 88, 88) at 25 fps of one clip; InputError naming the file."""
+    if clip.roi is not None:
+        try:
+            return centre_crop(read_video(clip.roi, options.fps_policy))
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot use the ROI video: {e}", path=clip.roi) from None
+    try:
+        frames, times, rate = decode(clip.mp4)
+        needs_resampling(rate, options.fps_policy)  # refused before any cropping work
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot use the video: {e}", path=clip.mp4) from None
+    try:
+        landmarks = mouth_roi.load_landmarks(clip.landmarks)
+        rois = mouth_roi.mouth_rois(frames, landmarks, options.mean_face)
+    except (OSError, ValueError) as e:
+        raise InputError(f"no mouth ROIs for '{clip.mp4}': {e}", path=clip.landmarks) from None
+    try:
+        return conform_fps(rois, times, rate, options.fps_policy)
+    except ValueError as e:
+        raise InputError(str(e), path=clip.mp4) from None
+
+
+def prepare_clip(clip: Clip, options: Options) -> list[tuple[str, str, str]]:
+    """Write the clip's (pieces') ROI ``.npy`` files; returns (utterance, npy path, text) of each."""
+    transcript = read_transcript(clip.txt)
+    pieces = (
+        pretrain_pieces(transcript, options.pretrain_max_seconds, options.pretrain_min_pause)
+        if clip.part == "pretrain"
+        else [Piece("", transcript.text, 0.0, None)]
+    )
+    rois = clip_rois(clip, options)
+    out = []
+    for piece in pieces:
+        first = int(piece.start * FPS)
+        last = len(rois) if piece.end is None else min(int(piece.end * FPS), len(rois))
+        if last <= first:
+            raise InputError(
+                f"{piece.text!r} from {piece.start:.2f} s has no frames in the "
+                f"{len(rois)}-frame video",
+                path=clip.txt,
+            )
+        utt = clip.utt_id + piece.suffix
+        path = options.video_dir / clip.part / f"{utt}.npy"
+        np.save(path, np.ascontiguousarray(rois[first:last]), allow_pickle=False)
+        out.append((utt, str(path), piece.text.lower() if options.lowercase else piece.text))
+    return out
+
+
+def find_clips(root: Path, part: str, landmarks: Path | None, roi: Path | None) -> list[Clip]:
+    """Every clip of ``<root>/<part>``, sorted; a ``.mp4`` without ``.txt`` (or the reverse) is an error,
+    and so is a clip without its landmark file or ROI video."""
+    part_dir = root / part
+    if not part_dir.is_dir():
+        raise InputError(f"no '{part}' directory in the LRS3 root", path=part_dir)
+    clips = []
+    stems = {p.with_suffix("") for p in part_dir.glob("*/*") if p.suffix in (".mp4", ".txt")}
+    for stem in sorted(stems):
+        for suffix in (".mp4", ".txt"):
+            if not stem.with_suffix(suffix).is_file():
+                raise InputError(
+                    f"missing '{stem.name}{suffix}' next to its pair", path=stem.parent
+                )
+        video_id, name = stem.parent.name, stem.name
+        relative = Path(part) / video_id / name
+        pkl = None if landmarks is None else landmarks / relative.with_suffix(".pkl")
+        roi_video = None
+        if roi is not None:
+            options = [roi / relative.with_suffix(s) for s in (".mp4", ".npy")]
+            roi_video = next((p for p in options if p.is_file()), None)
+            if roi_video is None:
+                raise InputError(f"no ROI video for clip '{relative}'", path=options[0])
+        elif not pkl.is_file():
+            raise InputError(f"no landmark file for clip '{relative}'", path=pkl)
+        clips.append(
+            Clip(
+                part,
+                video_id,
+                name,
+                stem.with_suffix(".txt"),
+                stem.with_suffix(".mp4"),
+                pkl,
+                roi_video,
+            )
+        )
+    if not clips:
+        raise InputError("no clips (<video-id>/<nnnnn>.mp4 + .txt)", path=part_dir)
+    return clips
+
+
+def _prepare_clip_job(job: tuple[Clip, Options]):
+    return prepare_clip(*job)
+
+
+def prepare_part(root: Path, part: str, out: Path, options: Options, landmarks, roi, nj=1) -> int:
+    """Write the data dir ``<out>/<part>``; returns its number of utterances."""
+    clips = find_clips(root, part, landmarks, roi)
+    (options.video_dir / part).mkdir(parents=True, exist_ok=True)
+    jobs = [(clip, options) for clip in clips]
+    if nj > 1:
+        with ProcessPoolExecutor(nj) as pool:
+            results = list(pool.map(_prepare_clip_job, jobs, chunksize=8))
+    else:
+        results = [_prepare_clip_job(job) for job in jobs]
+    entries = [entry for clip_entries in results for entry in clip_entries]
+    utt2spk = {utt: utt.rsplit("-", 1)[0] for utt, _, _ in entries}
+    with atomic_dir(out / part) as building:
+        write_kaldi_map(building / "video.scp", {utt: path for utt, path, _ in entries})
+        write_kaldi_map(building / "text", {utt: text for utt, _, text in entries})
+        write_kaldi_map(building / "utt2spk", utt2spk)
+        write_kaldi_map(building / "spk2utt", spk2utt_from_utt2spk(utt2spk))
+        frames = {utt: str(len(np.load(path, mmap_mode="r"))) for utt, path, _ in entries}
+        write_kaldi_map(building / "utt2num_frames", frames)
+    return len(entries)
+
+
+def get_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m espnet_ext.data.lrs3",
+        description=__doc__.split("\n\n")[0],
+        epilog="See the module documentation (espnet_ext/data/lrs3.py) for the expected inputs.",
+    )
+    parser.add_argument(
+        "--lrs3", type=Path, required=True, help="LRS3 root (pretrain/ trainval/ test/)"
+    )
+    parser.add_argument("--out", type=Path, required=True, help="data root: one data dir per part")
+    parser.add_argument(
+        "--parts",
+        default="trainval,test",
+        help=f"comma-separated, of {','.join(PARTS)} (default: %(default)s)",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--landmarks", type=Path, help="<dir>/<part>/<video-id>/<nnnnn>.pkl landmark files"
+    )
+    source.add_argument(
+        "--roi", type=Path, help="<dir>/<part>/<video-id>/<nnnnn>.mp4|.npy cropped ROIs"
+    )
+    parser.add_argument(
+        "--mean_face", type=Path, help="reference face (68x2 .npy); needed with --landmarks"
+    )
+    parser.add_argument(
+        "--video_dir", type=Path, help="where ROI .npy files go (default: <out>/video)"
+    )
+    parser.add_argument(
+        "--fps_policy",
+        choices=FPS_POLICIES,
+        default="refuse",
+        help="videos not at 25 fps (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--lowercase", action="store_true", help="lower-case text, as AV-HuBERT's labels"
+    )
+    parser.add_argument(
+        "--pretrain_max_seconds", type=float, default=15.0, help="(default: %(default)s)"
+    )
+    parser.add_argument(
+        "--pretrain_min_pause", type=float, default=0.4, help="(default: %(default)s)"
+    )
+    parser.add_argument(
+        "--nj", type=int, default=1, help="clips processed in parallel (default: %(default)s)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    try:
+        unknown = [p for p in parts if p not in PARTS]
+        if unknown or not parts:
+            raise ConfigError(
+                f"--parts: unknown {', '.join(unknown) or '(none)'}; choose from {', '.join(PARTS)}"
+            )
+        if args.nj < 1:
+            raise ConfigError(f"--nj must be >= 1, got {args.nj}")
+        mean_face = None
+        if args.landmarks is not None:
+            if args.mean_face is None:
+                raise ConfigError("--landmarks needs --mean_face (the reference face, a 68x2 .npy)")
+            try:
+                mean_face = mouth_roi.load_mean_face(args.mean_face)
+            except (OSError, ValueError) as e:
+                raise InputError(str(e), path=args.mean_face) from None
+        options = Options(
+            video_dir=(args.video_dir or args.out / "video").absolute(),
+            mean_face=mean_face,
+            fps_policy=args.fps_policy,
+            lowercase=args.lowercase,
+            pretrain_max_seconds=args.pretrain_max_seconds,
+            pretrain_min_pause=args.pretrain_min_pause,
+        )
+        for part in parts:
+            count = prepare_part(
+                args.lrs3, part, args.out, options, args.landmarks, args.roi, args.nj
+            )
+            print(f"{args.out / part}: {count} utterances")
+    except InputError as e:
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""LRS3 reader on the committed fixture (release layout, landmark pickles, ROI videos) and on bad input."""
+
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from lrs3_fixtures import DOT, FIXTURE, MOUTH, UTTERANCES, draw_face, face_landmarks
+
+from espnet_ext.data import lrs3
+from espnet_ext.data.datadir import validate_data_dir
+from espnet_ext.data.video import write_video
+
+
+def read_table(path: Path) -> dict:
+    return dict(line.split(" ", 1) for line in path.read_text(encoding="utf-8").splitlines())
+
+
+def run(out, *extra, source=FIXTURE / "landmarks", root=FIXTURE / "lrs3"):
+    """lrs3.main on all parts; ``source``: a landmark dir, or a ROI dir (named roi*)."""
+    argv = ["--lrs3", str(root), "--out", str(out), "--parts", "pretrain,trainval,test"]
+    if Path(source).name.startswith("roi"):
+        argv += ["--roi", str(source)]
+    else:
+        argv += ["--landmarks", str(source), "--mean_face", str(FIXTURE / "mean_face.npy")]
+    return lrs3.main(argv + list(extra))
+
+
+@pytest.fixture(scope="module")
+def from_landmarks(tmp_path_factory):
+    out = tmp_path_factory.mktemp("lrs3") / "data"
+    assert run(out, "--nj", "2") == 0
+    return out
+
+
+def test_data_dirs_list_88x88_rois_with_released_text_and_video_speakers(from_landmarks):
+    for part, videos in UTTERANCES.items():
+        directory = from_landmarks / part
+        expected = {
+            f"{vid}-{name}": clip for vid, clips in videos.items() for name, clip in clips.items()
+        }
+        assert validate_data_dir(directory, require=("video.scp", "text", "utt2spk")) == sorted(
+            expected
+        )
+        texts, scp = read_table(directory / "text"), read_table(directory / "video.scp")
+        frames = read_table(directory / "utt2num_frames")
+        for utt, (num_frames, words) in expected.items():
+            assert texts[utt] == " ".join(w for w, _, _ in words)  # upper case, as released
+            assert read_table(directory / "utt2spk")[utt] == utt.rsplit("-", 1)[0]
+            rois = np.load(scp[utt])
+            assert Path(scp[utt]).is_absolute() and rois.dtype == np.uint8
+            assert rois.shape == (num_frames, 88, 88) and frames[utt] == str(num_frames)
+            # The bright dot drawn at the mouth centre is at the ROI centre.
+            bright = np.argwhere(rois.max(axis=0) > (DOT + MOUTH) / 2)
+            assert np.abs(bright.mean(axis=0) - 43.5).max() < 2.5
+
+
+def test_precropped_roi_videos_give_the_same_crops(from_landmarks, tmp_path):
+    assert run(tmp_path / "data", source=FIXTURE / "roi") == 0
+    for part in UTTERANCES:
+        ours = read_table(from_landmarks / part / "video.scp")
+        theirs = read_table(tmp_path / "data" / part / "video.scp")
+        assert sorted(ours) == sorted(theirs)
+        for utt in ours:
+            a, b = np.load(ours[utt]).astype(int), np.load(theirs[utt]).astype(int)
+            # The ROI videos were cropped with every landmark detected (H.264-coded); the pickles
+            # lack every third frame: interpolation gets within a few grey levels on average.
+            assert a.shape == b.shape and np.abs(a - b).mean() < 4
+
+
+def test_long_pretrain_clips_are_cut_at_pauses_like_avhubert(tmp_path):
+    assert run(tmp_path / "data", "--pretrain_max_seconds", "1.0", "--lowercase") == 0
+    directory = tmp_path / "data" / "pretrain"
+    texts = read_table(directory / "text")
+    assert texts == {"5eQ_tL8vR2c-00004_0": "hello there", "5eQ_tL8vR2c-00004_1": "good bye"}
+    # Cut half-way through the 0.5 s pause: 0.65 s -> frame 16 of 30.
+    assert read_table(directory / "utt2num_frames") == {
+        "5eQ_tL8vR2c-00004_0": "16",
+        "5eQ_tL8vR2c-00004_1": "14",
+    }
+    assert read_table(directory / "utt2spk")["5eQ_tL8vR2c-00004_1"] == "5eQ_tL8vR2c"
+
+
+def test_pretrain_pieces_by_hand():
+    words = tuple(
+        lrs3.Word(w, s, e)
+        for w, s, e in ([("A", 0.0, 5.0), ("B", 5.1, 9.0), ("C", 10.0, 16.0), ("D", 16.2, 20.0)])
+    )
+    transcript = lrs3.Transcript("A B C D", words)
+    assert lrs3.pretrain_pieces(transcript) == [
+        lrs3.Piece("_0", "A B", 0.0, 9.5),
+        lrs3.Piece("_1", "C D", 9.5, None),
+    ]
+    assert lrs3.pretrain_pieces(transcript, max_seconds=20.5) == [
+        lrs3.Piece("", "A B C D", 0.0, None)
+    ]
+
+
+def copy_fixture(tmp_path) -> Path:
+    root = tmp_path / "lrs3"
+    shutil.copytree(FIXTURE / "lrs3", root)
+    return root
+
+
+def fails(tmp_path, root, match, *extra, source=FIXTURE / "landmarks"):
+    with _Capture() as capture:
+        code = run(tmp_path / "data", *extra, source=source, root=root)
+    assert code == 1
+    assert capture.matches(match), capture.text
+    return capture
+
+
+class _Capture:
+    """stderr of lrs3.main."""
+
+    def __enter__(self):
+        import contextlib
+        import io
+
+        self.buffer = io.StringIO()
+        self._redirect = contextlib.redirect_stderr(self.buffer)
+        self._redirect.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._redirect.__exit__(*exc)
+        self.text = self.buffer.getvalue()
+
+    def matches(self, pattern):
+        import re
+
+        return re.search(pattern, self.text) is not None
+
+
+def test_txt_without_text_line_names_file_and_line_and_writes_no_data_dir(tmp_path):
+    root = copy_fixture(tmp_path)
+    bad = root / "test" / "0Fi83BHQsMA" / "00003.txt"
+    bad.write_text("Conf:  4\n\nWORD START END ASDSCORE\n")
+    fails(tmp_path, root, f"{bad}:1: expected the first line to start with 'Text:'")
+    assert (tmp_path / "data" / "trainval").is_dir() and not (tmp_path / "data" / "test").exists()
+    table = root / "trainval" / "Zq0kLm4Pw1E" / "00001.txt"
+    table.write_text("Text:  I KNOW\nConf:  4\n\nWORD START END ASDSCORE\nI 0.00\n")
+    fails(tmp_path, root, f"{table}:5: expected 'WORD START END ASDSCORE'")
+
+
+def test_corrupt_and_empty_videos_name_the_file(tmp_path):
+    root = copy_fixture(tmp_path)
+    mp4 = root / "trainval" / "Zq0kLm4Pw1E" / "00001.mp4"
+    mp4.write_bytes(mp4.read_bytes()[:300])
+    fails(tmp_path, root, f"{mp4}: cannot use the video")
+    write_video(mp4, np.zeros((0, 96, 128), np.uint8))
+    fails(tmp_path, root, f"{mp4}: cannot use the video: .*(no video stream|no frames)")
+
+
+def test_other_frame_rates_are_refused_or_resampled(tmp_path):
+    root = copy_fixture(tmp_path)
+    mp4 = root / "test" / "0Fi83BHQsMA" / "00003.mp4"
+    landmarks = face_landmarks(10)
+    write_video(mp4, np.stack([draw_face(p) for p in landmarks]), fps=50)  # 0.2 s
+    fails(tmp_path, root, f"{mp4}: cannot use the video: frame rate 50.000 fps, expected 25")
+    roi = tmp_path / "roi"
+    shutil.copytree(FIXTURE / "roi", roi)
+    roi_mp4 = roi / "test" / "0Fi83BHQsMA" / "00003.mp4"
+    write_video(roi_mp4, np.zeros((10, 96, 96), np.uint8), fps=50)
+    fails(tmp_path, root, f"{roi_mp4}: cannot use the ROI video: frame rate 50.000", source=roi)
+    # Resampled by frame selection: 10 frames at 50 fps -> 5 at 25 fps, from either source.
+    landmark_dir = tmp_path / "landmarks"
+    shutil.copytree(FIXTURE / "landmarks", landmark_dir)
+    (landmark_dir / "test" / "0Fi83BHQsMA" / "00003.pkl").write_bytes(pickle.dumps(landmarks))
+    for source in (landmark_dir, roi):
+        assert run(tmp_path / "data", "--fps_policy", "resample", source=source, root=root) == 0
+        frames = read_table(tmp_path / "data" / "test" / "utt2num_frames")
+        assert frames == {"0Fi83BHQsMA-00003": "5"}
+
+
+def test_landmark_problems_name_the_landmark_file(tmp_path):
+    landmarks = tmp_path / "landmarks"
+    shutil.copytree(FIXTURE / "landmarks", landmarks)
+    pkl = landmarks / "test" / "0Fi83BHQsMA" / "00003.pkl"
+    pkl.write_bytes(pickle.dumps([None] * 5))
+    argv = ["--lrs3", str(FIXTURE / "lrs3"), "--out", str(tmp_path / "data"), "--parts", "test"]
+    argv += ["--landmarks", str(landmarks), "--mean_face", str(FIXTURE / "mean_face.npy")]
+    with _Capture() as capture:
+        assert lrs3.main(argv) == 1
+    assert (
+        f"{pkl}: no mouth ROIs" in capture.text
+        and "no landmarks in any of the 5 frames" in capture.text
+    )
+    shifted = face_landmarks(5)
+    for points in shifted:  # the mouth far below the eyes and nose: the crop leaves the frame
+        points[48:68, 1] += 25
+    pkl.write_bytes(pickle.dumps(shifted))
+    with _Capture() as capture:
+        assert lrs3.main(argv) == 1
+    assert "frame 0: the 96x96 mouth crop" in capture.text
+    pkl.unlink()
+    with _Capture() as capture:
+        assert lrs3.main(argv) == 1
+    assert f"{pkl}: no landmark file for clip 'test/0Fi83BHQsMA/00003'" in capture.text
+    assert not (tmp_path / "data" / "test").exists()
+
+
+def test_bad_options_and_layout(tmp_path):
+    root = copy_fixture(tmp_path)
+    (root / "test" / "0Fi83BHQsMA" / "00003.txt").unlink()
+    fails(tmp_path, root, "missing '00003.txt' next to its pair")
+    argv = [
+        "--lrs3",
+        str(root),
+        "--out",
+        str(tmp_path / "d"),
+        "--landmarks",
+        str(FIXTURE / "landmarks"),
+    ]
+    with _Capture() as capture:
+        assert lrs3.main(argv) == 1
+    assert "--landmarks needs --mean_face" in capture.text
+    with _Capture() as capture:
+        assert (
+            lrs3.main(argv + ["--mean_face", str(FIXTURE / "mean_face.npy"), "--parts", "dev"]) == 1
+        )
+    assert "--parts: unknown dev" in capture.text
+
+
+def test_pretrain_words_beyond_the_video_are_an_error(tmp_path):
+    root = copy_fixture(tmp_path)
+    txt = root / "pretrain" / "5eQ_tL8vR2c" / "00004.txt"
+    txt.write_text(
+        "Text:  HELLO THERE LATE\nConf:  4\n\nWORD START END ASDSCORE\n"
+        "HELLO 0.00 0.20 5.5\nTHERE 0.22 0.40 6.5\nLATE 2.00 3.00 7.5\n"
+    )
+    fails(
+        tmp_path,
+        root,
+        f"{txt}: 'LATE' from 1.20 s has no frames in the 30-frame video",
+        "--pretrain_max_seconds",
+        "1.0",
+    )
+    assert not (tmp_path / "data" / "pretrain").exists()
