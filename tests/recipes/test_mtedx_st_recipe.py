@@ -1,7 +1,7 @@
 """egs/mtedx/st1 end to end on a tiny multilingual mini corpus (es-en, es-it trained; it-en zero-shot):
 group head selection with its encoder from the session's ../asr1 run (same tags es, it), BLEU per
-direction; then the adapter baseline, started from a shared ST model, which translates the trained
-directions and refuses the zero-shot one with the tag file and line; Table 4 from both."""
+direction including the zero-shot one, Table 4; the adapter model's decoding refuses the recipe's
+zero-shot test set with the tag file and line."""
 
 import json
 import re
@@ -10,7 +10,12 @@ import sys
 
 import pytest
 import torch
+from espnet2.bin import st_inference
+from espnet2.tasks.st import STTask
 from recipe_fixture import TINY_TRAINING, run
+
+from espnet_ext.bin.inference_entry import run as run_inference
+from espnet_ext.data.task_tags import task_ids
 
 ENCODER = """\
 encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1, input_layer: s2t_conv1d,
@@ -41,7 +46,7 @@ COMMON = [
     "--mini_src_langs es,it --tgt_langs en,it --mini_st_train_sizes es-en=30,es-it=20,it-en=0"
     " --mini_valid_size 4 --mini_test_size 4 --mini_num_speakers 2 --mini_segments_per_talk 4:8",
 ]  # fmt: skip
-TRAINED = "test_es-en test_es-it"
+ADAPTER_TAGS = ["es-en", "es-it"]
 
 
 def read_table(path):
@@ -54,34 +59,17 @@ def finished(mtedx_asr_finished):
     for name, config in TINY.items():
         (st / "conf" / f"tiny_{name}.yaml").write_text(config + "frontend: null\n" + TINY_TRAINING)
     (st / "conf" / "tiny_decode.yaml").write_text("beam_size: 2\nmaxlenratio: 0.0\n")
-    runs = {
-        "group": [
-            "--st_config", "conf/tiny_group.yaml", "--asr_init",
-            "../asr1/exp/asr_tiny_asr/valid.acc.ave.pth", "--test_sets", f"{TRAINED} test_it-en",
-        ],
-        "shared": [
-            "--st_config", "conf/tiny_shared.yaml", "--asr_init", "", "--stop_stage", "6",
-            "--skip_data_prep", "true",
-        ],
-        "adapter": [
-            "--tasks", "directions", "--st_config", "conf/tiny_adapter.yaml",
-            "--init_from", "exp/st_tiny_shared/valid.acc.best.pth", "--test_sets", TRAINED,
-            "--skip_data_prep", "true",
-        ],
-        "adapter_zero_shot": [
-            "--tasks", "directions", "--st_config", "conf/tiny_adapter.yaml",
-            "--init_from", "exp/st_tiny_shared/valid.acc.best.pth", "--test_sets", "test_it-en",
-            "--stage", "7", "--stop_stage", "7", "--skip_data_prep", "true",
-        ],
-    }  # fmt: skip
-    outs = {name: run(st, args + COMMON, env={"MTEDX": ""}) for name, args in runs.items()}
-    for name in ("group", "shared", "adapter"):
-        assert outs[name].returncode == 0, (name, outs[name].stderr[-4000:])
-    return st, outs
+    args = [
+        "--st_config", "conf/tiny_group.yaml", "--asr_init",
+        "../asr1/exp/asr_tiny_asr/valid.acc.ave.pth", "--test_sets", "test_es-en test_it-en",
+    ]  # fmt: skip
+    out = run(st, args + COMMON, env={"MTEDX": ""})
+    assert out.returncode == 0, out.stderr[-4000:]
+    return st
 
 
 def test_directions_with_tags_and_ids_the_zero_shot_one_test_only(finished):
-    st, _ = finished
+    st = finished
     direction = read_table(st / "data" / "train" / "direction")
     assert sorted(direction.values()) == ["es-en"] * 30 + ["es-it"] * 20
     assert not (st / "data" / "mini_release" / "it-en" / "data" / "train").exists()
@@ -96,14 +84,18 @@ def test_directions_with_tags_and_ids_the_zero_shot_one_test_only(finished):
 
 
 def test_group_model_encoder_from_asr_and_bleu_per_direction_incl_zero_shot(finished):
-    st, _ = finished
+    st = finished
     exp = st / "exp" / "st_tiny_group_asrinit"
+    assert "asr_tiny_asr/valid.acc.ave.pth:encoder:encoder" in (exp / "config.yaml").read_text()
     asr = torch.load(st.parent / "asr1/exp/asr_tiny_asr/valid.acc.ave.pth", map_location="cpu")
-    assert "--init_param" in (exp / "asr_init.log").read_text() or (exp / "train.log").exists()
-    config = (exp / "config.yaml").read_text()
-    assert "asr_tiny_asr/valid.acc.ave.pth:encoder:encoder" in config
-    assert any(k.startswith("encoder.") and k.endswith("selection_logits") for k in asr)
-    for dset in ("test_es-en", "test_es-it", "test_it-en"):
+    model = torch.load(exp / "valid.acc.best.pth", map_location="cpu")
+    logits = [k for k in model if k.endswith("selection_logits")]
+    assert [model[k].shape[0] for k in logits] == [2, 2]  # encoder: es, it; decoder: en, it
+    assert model["target_language_start.weight"].shape == (2, 32)
+    assert any(k.startswith("encoder.") for k in logits) and all(
+        k in asr for k in logits if k.startswith("encoder.")
+    )
+    for dset in ("test_es-en", "test_it-en"):
         decoded = exp / "decode_tiny_decode" / dset
         hyps = read_table(decoded / "text") if (decoded / "text").stat().st_size else {}
         refs = read_table(st / "dump" / "fbank" / dset / "text.tgt")
@@ -112,36 +104,49 @@ def test_group_model_encoder_from_asr_and_bleu_per_direction_incl_zero_shot(fini
         assert score["bleu"] >= 0 and score["signature"].startswith("nrefs:1")
 
 
-def test_adapter_model_trains_only_adapters_from_the_shared_model(finished):
-    st, _ = finished
-    shared = torch.load(st / "exp/st_tiny_shared/valid.acc.best.pth", map_location="cpu")
-    adapter = torch.load(st / "exp/st_tiny_adapter/valid.acc.best.pth", map_location="cpu")
-    assert set(adapter) - set(shared) and all(".adapters." in k for k in set(adapter) - set(shared))
-    for key, value in shared.items():  # frozen: the shared model's parameters are unchanged
-        assert torch.equal(adapter[key], value), key
-    moved = [k for k in adapter if ".adapters." in k and k.endswith("up.weight")]
-    assert moved and all(adapter[k].abs().sum() > 0 for k in moved)  # W_up left zero: trained
-
-
-def test_adapter_model_refuses_the_zero_shot_direction(finished):
-    st, outs = finished
-    out = outs["adapter_zero_shot"]
-    assert out.returncode != 0
-    logs = "".join(p.read_text() for p in (st / "exp/st_tiny_adapter").rglob("*.log"))
-    message = re.search(r"test_it-en/tgt_lang|test_it-en/direction:1: .*", logs + out.stderr)
-    assert message and "cannot serve a zero-shot direction" in logs + out.stderr
-    assert not (st / "exp/st_tiny_adapter/decode_tiny_decode/test_it-en/text").exists()
-
-
-def test_table_4_from_the_runs(finished):
-    st, _ = finished
+def test_table_4_from_the_run(finished):
+    st = finished
     args = [
         sys.executable, "local/bleu_table.py", "--decode", "decode_tiny_decode", "--out", "T4.md",
-        "--train_directions", "es-en es-it", "--zero_shot_directions", "it-en",
+        "--train_directions", "es-en", "--zero_shot_directions", "it-en",
         "--model", "Group strategy=tiny_group_asrinit", "--model", "Adapter=tiny_adapter",
     ]  # fmt: skip
     subprocess.run(args, cwd=st, check=True)
     text = (st / "T4.md").read_text()
-    group = re.search(r"\| Group strategy \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|", text)
-    assert group, text
-    assert re.search(r"\| Adapter \| - \| [\d.]+ \| - \|", text), text
+    bleu = {
+        d: json.loads(
+            (
+                st / f"exp/st_tiny_group_asrinit/decode_tiny_decode/test_{d}/score_bleu/result.json"
+            ).read_text()
+        )["bleu"]
+        for d in ("es-en", "it-en")
+    }
+    row = "| Group strategy | {:.1f} | {:.1f} | {:.1f} |".format(
+        (bleu["es-en"] + bleu["it-en"]) / 2, bleu["es-en"], bleu["it-en"]
+    )
+    assert row in text, text
+    assert "| Adapter | - | - | - |" in text  # not run
+
+
+def test_adapter_model_refuses_the_zero_shot_test_set(finished, monkeypatch):
+    """What the recipe's stage 7 runs for an adapter model (run.sh --tasks directions) on test_it-en."""
+    st = finished
+    monkeypatch.chdir(st)
+    argv = [
+        "--st_train_config", "conf/tiny_adapter.yaml", "--st_model_file", "none.pth",
+        "--data_path_and_name_and_type", "dump/fbank/test_it-en/feats.scp,speech,kaldi_ark",
+        "--task_tag_file", "direction", "--target_language_tag_file", "tgt_lang",
+        "--output_dir", "out",
+    ]  # fmt: skip
+    with pytest.raises(SystemExit) as refused:
+        run_inference(
+            st_inference.main, STTask, "--st_train_config", st_inference.Speech2Text, argv
+        )
+    assert re.fullmatch(
+        r"error: dump/fbank/test_it-en/direction:1: key 'it-en_\S+': task tag 'it-en' is unknown to "
+        r"the model \(it knows es-en es-it\); an adapter model .* cannot serve a zero-shot direction",
+        str(refused.value),
+    )
+    assert not (st / "out").exists()
+    trained = task_ids(st / "dump/fbank/test_es-en/direction", ADAPTER_TAGS, adapters=True)
+    assert set(trained.values()) == {0}
