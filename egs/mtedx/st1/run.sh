@@ -16,6 +16,10 @@
 #     serves a zero-shot direction from a seen source and a seen target language.
 #   directions (adapter): one task per trained direction (task_tags) for encoder and decoder adapters;
 #     a zero-shot direction has no adapter and is refused at decoding (its test sets are left out).
+#   domains (multi-domain ST, Table 5; data from local/data.sh --other_domains or --mini_other_domain true):
+#     the task is the domain (task_tags), for encoder and decoder; the encoder starts from scratch
+#     (conf/train_st_group_domains[_mini].yaml). The joint shared baseline is the shared config with
+#     --tasks languages on the same data. Test sets of other domains: test_<domain>_<src>-<tgt>.
 #   Every model's decoder starts from a learned vector of the target language (target_languages).
 # The adapter model starts from the trained shared ST model (--init_from, default this recipe's shared run)
 # and trains only its adapters (model_conf.train_adapters_only):
@@ -76,12 +80,18 @@ case ${tasks} in
         tags="--task_tag_file direction --target_language_tag_file tgt_lang"
         test_sets=${train_sets}   # an adapter model has no zero-shot direction
         ;;
-    *) echo "$0: --tasks must be languages or directions, got '${tasks}'" >&2; exit 1 ;;
+    domains)
+        st_config=${st_config:-conf/train_st_group_domains${scale}.yaml}
+        ids=$(train_ids task_id=domain_id target_language_id=tgt_lang_id)
+        tags="--task_tag_file domain --target_language_tag_file tgt_lang"
+        test_sets="${train_sets} ${zero_shot_sets}"
+        ;;
+    *) echo "$0: --tasks must be languages, directions or domains, got '${tasks}'" >&2; exit 1 ;;
 esac
 kind=$(basename "${st_config}" .yaml)
 kind=${kind#train_st_}
 asr_init=(--asr_init "../asr1/exp/asr_train_asr_${kind%_mini}${scale}/valid.acc.ave.pth")
-[ "${tasks}" = directions ] && asr_init=(--asr_init "")   # all of it from the shared ST model
+[ "${tasks}" = languages ] || asr_init=(--asr_init "")   # adapters: all from the shared ST model
 # shellcheck disable=SC2001
 test_sets=$(sed 's/\([^ ]*\)/test_\1/g' <<< "${test_sets}")
 

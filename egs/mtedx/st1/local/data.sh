@@ -73,7 +73,7 @@ fi
 python -m espnet_ext.data.mtedx prepare_st --root "${root}" --train_directions "${train_directions}" \
     --test_directions "${train_directions} ${zero_shot_directions}" --out data
 domains=tedx
-if [ -n "${other_domains}" ]; then
+if [ -n "${other_domains}" ]; then  # adds a domain table to train and valid, and test_<domain>_* dirs
     # shellcheck disable=SC2086
     python local/combine_domains.py --data data ${other_domains//,/ }
     domains+=",$(tr ',' '\n' <<< "${other_domains}" | cut -d= -f1 | paste -sd, -)"
