@@ -7,12 +7,13 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 from espnet2.bin import st_inference
 from espnet2.tasks.st import STTask
-from recipe_fixture import TINY_TRAINING, run
+from recipe_fixture import TINY_TRAINING, make_recipe_copy, run
 
 from espnet_ext.bin.inference_entry import run as run_inference
 from espnet_ext.data.task_tags import task_ids
@@ -47,6 +48,7 @@ COMMON = [
     " --mini_valid_size 4 --mini_test_size 4 --mini_num_speakers 2 --mini_segments_per_talk 4:8",
 ]  # fmt: skip
 ADAPTER_TAGS = ["es-en", "es-it"]
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mtedx"
 
 
 def read_table(path):
@@ -150,3 +152,19 @@ def test_adapter_model_refuses_the_zero_shot_test_set(finished, monkeypatch):
     assert not (st / "out").exists()
     trained = task_ids(st / "dump/fbank/test_es-en/direction", ADAPTER_TAGS, adapters=True)
     assert set(trained.values()) == {0}
+
+
+def test_real_release_layout_through_data_preparation(tmp_path):
+    """Stage 1 on the fixture's es-en and zero-shot it-en releases (MTEDX set): the real-corpus path."""
+    st = make_recipe_copy("mtedx", "st1", tmp_path)
+    opts = "--train_directions es-en --zero_shot_directions it-en --src_langs es,it --tgt_langs en"
+    args = ["--stop_stage", "1", "--asr_init", "", "--test_sets", "test_es-en test_it-en"]
+    args += ["--local_data_opts", opts]
+    out = run(st, args, env={"MTEDX": str(FIXTURE)})
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert read_table(st / "data" / "test_it-en" / "text.tgt") == {
+        "it-en_Zx1Cv3Bn5Mm_00000300_00001520": "Thanks a lot.",
+        "it-en_Zx1Cv3Bn5Mm_00001920_00002570": "Bye.",
+    }
+    assert set(read_table(st / "data" / "train" / "src_lang_id").values()) == {"0"}
+    assert set(read_table(st / "data" / "valid" / "direction_id").values()) == {"0"}

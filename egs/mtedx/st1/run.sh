@@ -5,7 +5,8 @@
 # With MTEDX unset in db.sh this runs the embedded mini corpus (numbers spoken in es, fr, it, pt translated
 # into en, es, fr, it, pt) on a CPU.
 #   ./run.sh [--stage N] [--stop_stage M] [--st_config conf/train_st_{shared,subset,group}[_mini].yaml]
-#            [--asr_init ../asr1/exp/asr_<tag>/valid.acc.ave.pth] [--tasks languages|directions] [st.sh options]
+#            [--asr_init ../asr1/exp/asr_<tag>/valid.acc.ave.pth]
+#            [--tasks languages|directions|domains] [--init_from ST_MODEL] [st.sh options]
 # The encoder starts from ../asr1's model of the same kind (--asr_init; default: ../asr1's
 # train_asr_<kind>[_mini] run for the config's kind, so run ../asr1 with that config first): shared from
 # shared, subset from subset, group from group (the head-selection logits of the encoder are per source

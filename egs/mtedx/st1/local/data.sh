@@ -81,12 +81,11 @@ fi
 for dir in data/train data/valid data/test data/test_*; do
     [ -f "${dir}/domain" ] || awk '{print $1, "tedx"}' "${dir}/text" > "${dir}/domain"
 done
-direction_tags=$(tr ' ' '\n' <<< "${train_directions}" | paste -sd' ' -)
 for dir in data/train data/valid; do
     python -m espnet_ext.data.task_tags --task_tags "${src_langs//,/ }" "${dir}/src_lang" "${dir}/src_lang_id"
     python -m espnet_ext.data.task_tags --task_tags "${tgt_langs//,/ }" "${dir}/tgt_lang" "${dir}/tgt_lang_id"
     python -m espnet_ext.data.task_tags --task_tags "${domains//,/ }" "${dir}/domain" "${dir}/domain_id"
     if [ -z "${other_domains}" ]; then  # other domains have directions of their own
-        python -m espnet_ext.data.task_tags --task_tags "${direction_tags}" "${dir}/direction" "${dir}/direction_id"
+        python -m espnet_ext.data.task_tags --task_tags "${train_directions}" "${dir}/direction" "${dir}/direction_id"
     fi
 done
