@@ -32,12 +32,14 @@ def pytest_configure(config):
 # pytest-xdist (--dist loadgroup): the tests of one module stay on one worker, so its module-scoped
 # fixtures (a recipe run) run once; modules that share session fixtures share one group: the
 # librispeech recipe run with the Slurm tests (one local Slurm cluster per session), MuST-C's ASR run
-# with the ST recipe that starts from it.
+# with the ST recipe that starts from it, likewise mTEDx's.
 SHARED_GROUPS = {
     "test_librispeech_recipe.py": "librispeech+slurm",
     "test_librispeech_slurm.py": "librispeech+slurm",
     "test_mustc_asr_recipe.py": "mustc",
     "test_mustc_st_recipe.py": "mustc",
+    "test_mtedx_asr_recipe.py": "mtedx",
+    "test_mtedx_st_recipe.py": "mtedx",
 }
 
 

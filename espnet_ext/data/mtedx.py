@@ -21,14 +21,27 @@ Ids: ``<lang>_<talk>_<start ms:08d>_<end ms:08d>`` (the language first, so C ord
 talk ids of two languages never collide). Every split of every language is read and checked (segments
 inside their recordings, line-aligned text, no empty transcript) before anything is written.
 
+``prepare_st`` reads the ST pairs ``<src>-<tgt>`` (``<src>`` != ``<tgt>``). The release has 13 test
+directions; 10 of them have training data (``TRAIN_DIRECTIONS``), the other 3 (``ZERO_SHOT_DIRECTIONS``)
+only valid and test lists. Train and valid are read from the trained directions, test from every direction
+asked for; per direction a test dir ``<out>/test_<src>-<tgt>`` (BLEU per direction). The tables are those
+above with ``text`` the transcript, plus
+
+    text.src  the transcript   text.tgt  the translation (ESPnet st.sh with --src_lang src --tgt_lang tgt)
+    src_lang  <utt> <src>      tgt_lang  <utt> <tgt>      direction  <utt> <src>-<tgt>     (task tags)
+
+and ids ``<src>-<tgt>_<talk>_<start ms>_<end ms>`` (the same talk is released in several directions).
+
     python -m espnet_ext.data.mtedx prepare --root DIR --langs "es fr" --out data
+    python -m espnet_ext.data.mtedx prepare_st --root DIR --train_directions "es-en fr-en" \
+        --test_directions "es-en fr-en it-en" --out data
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from espnet_ext.data.datadir import (
@@ -43,6 +56,12 @@ from espnet_ext.errors import InputError
 PathLike = str | Path
 LANGUAGES = ("ar", "de", "el", "es", "fr", "it", "pt", "ru")  # mTEDx's 8 source languages
 SPLITS = ("train", "valid", "test")
+# the paper's Table 9: the directions with training data, and the three only tested (zero-shot)
+TRAIN_DIRECTIONS = (
+    "el-en", "es-en", "es-fr", "es-it", "es-pt", "fr-en", "fr-es", "fr-pt", "pt-en", "ru-en",
+)  # fmt: skip
+ZERO_SHOT_DIRECTIONS = ("it-en", "it-es", "pt-es")
+TARGET_LANGUAGES = ("en", "es", "fr", "it", "pt")
 RELEASE_URL = "https://www.openslr.org/100/"
 
 
@@ -63,23 +82,52 @@ def flac_of(wav_field: str) -> str:
     return f"{Path(wav_field).stem if wav_field.endswith(('.wav', '.flac')) else wav_field}.flac"
 
 
-def read_asr_split(root: PathLike, lang: str, split: str) -> list[Segment]:
-    """The segments of ``<lang>-<lang>/data/<split>``, ids prefixed with the language."""
-    split_dir = release_dir(root, lang, lang) / "data" / split
+def read_split(root: PathLike, src: str, tgt: str, split: str) -> list[Segment]:
+    """The segments of ``<src>-<tgt>/data/<split>``, ids prefixed with the language (ASR, src == tgt)
+    or the direction (ST)."""
+    split_dir = release_dir(root, src, tgt) / "data" / split
     if not split_dir.is_dir():
         raise InputError(
             f"split '{split}' is missing from the release (mTEDx splits: {', '.join(SPLITS)})",
             path=split_dir,
         )
+    prefix = src if src == tgt else f"{src}-{tgt}"
     return read_segments(
-        split_dir, split, lang, lang, flac_of, lambda wav: f"{lang}_{Path(flac_of(wav)).stem}"
+        split_dir, split, src, tgt, flac_of, lambda wav: f"{prefix}_{Path(flac_of(wav)).stem}"
     )
 
 
-def write_data_dir(dst: Path, segments: dict[str, list[Segment]]) -> None:
-    """One validated data dir of the segments of several languages ({lang: segments})."""
-    every = [(lang, s) for lang, segs in segments.items() for s in segs]
+def read_asr_split(root: PathLike, lang: str, split: str) -> list[Segment]:
+    """The segments of ``<lang>-<lang>/data/<split>``, ids prefixed with the language."""
+    return read_split(root, lang, lang, split)
+
+
+def asr_tables(lang: str, segment: Segment) -> dict[str, str]:
+    return {"lang": lang}
+
+
+def st_tables(direction: str, segment: Segment) -> dict[str, str]:
+    src, tgt = direction.split("-")
+    return {
+        "text.src": segment.source,
+        "text.tgt": segment.target,
+        "src_lang": src,
+        "tgt_lang": tgt,
+        "direction": direction,
+    }
+
+
+def write_data_dir(
+    dst: Path, segments: dict[str, list[Segment]], tables: Callable = asr_tables
+) -> None:
+    """One validated data dir of the segments of several tasks ({language or direction: segments});
+    ``tables(task, segment)`` gives the per-utterance tables beside the Kaldi ones."""
+    every = [(task, s) for task, segs in segments.items() for s in segs]
     utt2spk = {s.utt_id: s.talk for _, s in every}
+    extra: dict[str, dict[str, str]] = {}
+    for task, s in every:
+        for name, value in tables(task, s).items():
+            extra.setdefault(name, {})[s.utt_id] = value
     with atomic_dir(dst) as tmp:
         write_kaldi_map(tmp / "wav.scp", {s.talk: str(s.wav) for _, s in every})
         write_kaldi_map(
@@ -89,7 +137,8 @@ def write_data_dir(dst: Path, segments: dict[str, list[Segment]]) -> None:
         write_kaldi_map(tmp / "utt2spk", utt2spk)
         write_kaldi_map(tmp / "spk2utt", spk2utt_from_utt2spk(utt2spk))
         write_kaldi_map(tmp / "text", {s.utt_id: s.source for _, s in every})
-        write_kaldi_map(tmp / "lang", {s.utt_id: lang for lang, s in every})
+        for name, table in extra.items():
+            write_kaldi_map(tmp / name, table)
         validate_data_dir(tmp)
 
 
@@ -121,6 +170,54 @@ def prepare(
     return written
 
 
+def parse_direction(direction: str) -> tuple[str, str]:
+    """``<src>-<tgt>`` of mTEDx (src one of LANGUAGES, tgt another language) -> (src, tgt)."""
+    src, dash, tgt = direction.partition("-")
+    if not dash or src not in LANGUAGES or not tgt or tgt == src or "-" in tgt:
+        raise InputError(
+            f"'{direction}' is not an mTEDx ST direction <src>-<tgt> (src among "
+            f"{' '.join(LANGUAGES)}, tgt another language)"
+        )
+    return src, tgt
+
+
+def prepare_st(
+    root: PathLike,
+    train_directions: Sequence[str],
+    test_directions: Sequence[str],
+    out_dir: PathLike,
+    splits: Sequence[str] = SPLITS,
+) -> list[Path]:
+    """Write the multilingual ST data dirs (see the module doc); all is read before anything is written.
+
+    train and valid come from ``train_directions``; test from ``test_directions`` (trained and zero-shot),
+    which also get a dir each.
+    """
+    for direction in [*train_directions, *test_directions]:
+        parse_direction(direction)
+    if not train_directions or not test_directions:
+        raise InputError("needs at least one training and one test direction")
+    read = {
+        split: {
+            d: read_split(root, *parse_direction(d), split)
+            for d in (test_directions if split == "test" else train_directions)
+        }
+        for split in splits
+    }
+    written = []
+    for split, by_direction in read.items():
+        dst = Path(out_dir) / split
+        write_data_dir(dst, by_direction, st_tables)
+        written.append(dst)
+        if split == "test":
+            for direction, segments in by_direction.items():
+                written.append(Path(out_dir) / f"test_{direction}")
+                write_data_dir(written[-1], {direction: segments}, st_tables)
+        counts = ", ".join(f"{d} {len(segs)}" for d, segs in by_direction.items())
+        print(f"{dst}: segments per direction: {counts}", file=sys.stderr)
+    return written
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m espnet_ext.data.mtedx", description=__doc__.split("\n")[0]
@@ -134,9 +231,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--per_language", nargs="*", default=["test"], help="splits also per language"
     )
     prep.add_argument("--out", required=True)
+    st = commands.add_parser(
+        "prepare_st", help="write ST data dirs OUT/<split>, OUT/test_<src>-<tgt>"
+    )
+    st.add_argument("--root", required=True, help="the dir holding <src>-<tgt>/")
+    st.add_argument("--train_directions", default=" ".join(TRAIN_DIRECTIONS))
+    st.add_argument("--test_directions", default=" ".join(TRAIN_DIRECTIONS + ZERO_SHOT_DIRECTIONS))
+    st.add_argument("--splits", nargs="+", default=list(SPLITS))
+    st.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     try:
-        prepare(args.root, args.langs.split(), args.splits, args.out, args.per_language)
+        if args.command == "prepare_st":
+            prepare_st(
+                args.root,
+                args.train_directions.split(),
+                args.test_directions.split(),
+                args.out,
+                args.splits,
+            )
+        else:
+            prepare(args.root, args.langs.split(), args.splits, args.out, args.per_language)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -13,11 +13,16 @@ A recipe passes them as ESPnet2 data files (``--train_data_path_and_name_and_typ
 ``--allow_variable_data_keys true``, since ESPnet's tasks do not list them). Decoding outside ``forward``
 (ESPnet's ``Speech2Text`` / ``Text2Text``) calls ``model.set_task_id(...)`` once per utterance first.
 
+  ``target_language_id``  the target language of a multilingual decoder (``target_languages`` below).
+
 Options (``model_conf``): ``selection_kl_weight`` w of the eq. (3) KL added to the loss (reported as
 ``selection_kl`` in the stats); ``train_adapters_only`` freezes everything but the adapters;
 ``task_tags`` the tags of the tasks in id order (``[ar, de, es]``: ar is task 0), which decoding uses to
 map a data dir's tag file to ids (``espnet_ext.tasks.task_conditioned``); every task-conditioned module
-must have exactly that many tasks.
+must have exactly that many tasks. ``encoder_task_tags`` / ``decoder_task_tags`` give one side its own
+list (e.g. the encoder the source languages of the ASR model it starts from, the decoder the target
+languages). ``target_languages`` (ST/MT): the decoder starts from a learned vector of the utterance's
+target language instead of <sos> (``espnet_ext.nets.target_language``), ids from ``target_language_id``.
 """
 
 from __future__ import annotations
@@ -30,19 +35,23 @@ from espnet_ext.attention.head_selection import TaskConditioned, set_task_id
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.adapters import freeze_all_but_adapters
 from espnet_ext.nets.head_selection_transformer import selection_kl
+from espnet_ext.nets.target_language import attach_target_language_start
 
-TASK_KEYS = ("task_id", "encoder_task_id", "decoder_task_id")
+TASK_KEYS = ("task_id", "encoder_task_id", "decoder_task_id", "target_language_id")
 
 
-def check_task_tags(model, tags: list[str]) -> None:
-    """Refuse a tag list that is not one distinct tag per task of every task-conditioned module."""
+def check_task_tags(
+    model, tags: list[str], key: str = "model_conf.task_tags", prefix: str = ""
+) -> None:
+    """Refuse a tag list that is not one distinct tag per task of every task-conditioned module
+    (of ``model``, named ``prefix`` + its name in errors)."""
     if len(set(tags)) != len(tags):
-        raise ConfigError(f"task tags repeat: {tags}", key="model_conf.task_tags")
+        raise ConfigError(f"task tags repeat: {tags}", key=key)
     for name, module in model.named_modules():
         if isinstance(module, TaskConditioned) and module.num_tasks != len(tags):
             raise ConfigError(
-                f"{len(tags)} task tags, but {name} has num_tasks {module.num_tasks}",
-                key="model_conf.task_tags",
+                f"{len(tags)} task tags, but {prefix}{name} has num_tasks {module.num_tasks}",
+                key=key,
             )
 
 
@@ -55,18 +64,45 @@ class TaskConditionedModel:
         selection_kl_weight: float = 1.0,
         train_adapters_only: bool = False,
         task_tags: list[str] | None = None,
+        encoder_task_tags: list[str] | None = None,
+        decoder_task_tags: list[str] | None = None,
+        target_languages: list[str] | None = None,
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
         self.selection_kl_weight = selection_kl_weight
         self.task_tags = None if task_tags is None else [str(tag) for tag in task_tags]
-        if self.task_tags is not None:
-            check_task_tags(self, self.task_tags)
+        for side, own in (("encoder", encoder_task_tags), ("decoder", decoder_task_tags)):
+            tags = self.task_tags if own is None else [str(t) for t in own]
+            key = "model_conf.task_tags" if own is None else f"model_conf.{side}_task_tags"
+            if tags is not None and getattr(self, side, None) is not None:
+                check_task_tags(getattr(self, side), tags, key, prefix=f"{side}.")
+        self.target_language_start = None
+        if target_languages:
+            if len(set(target_languages)) != len(target_languages):
+                raise ConfigError(
+                    f"target languages repeat: {target_languages}",
+                    key="model_conf.target_languages",
+                )
+            self.target_language_start = attach_target_language_start(
+                self.decoder, len(target_languages), self.sos
+            )
         if train_adapters_only:
             freeze_all_but_adapters(self)
 
-    def set_task_id(self, task_id=None, encoder_task_id=None, decoder_task_id=None) -> None:
-        """Task ids per utterance for the encoder and the decoder (a side's own id wins)."""
+    def set_task_id(
+        self, task_id=None, encoder_task_id=None, decoder_task_id=None, target_language_id=None
+    ) -> None:
+        """Task ids per utterance for the encoder and the decoder (a side's own id wins), and the
+        target language of the decoder's start (models with ``target_languages``)."""
+        if self.target_language_start is not None:
+            if target_language_id is None:
+                raise InputError(
+                    "the model starts decoding from a target language: give target_language_id "
+                    "(a <utt> <language> tag file)",
+                    key="target_language_id",
+                )
+            self.target_language_start.set_language_id(target_language_id)
         sides = {"encoder": encoder_task_id, "decoder": decoder_task_id}
         for side, own in sides.items():
             ids = own if own is not None else task_id

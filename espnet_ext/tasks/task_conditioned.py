@@ -6,9 +6,12 @@ inference entry points take the task tags from the data dir being decoded:
   ``--task_tag_file NAME``          a file of the data dir (``<utt> <tag>``) giving both sides' task,
   ``--encoder_task_tag_file NAME``  / ``--decoder_task_tag_file NAME``  one side's (e.g. the source
                                     language for the encoder, the target language for the decoder);
+  ``--target_language_tag_file NAME``  the target language the decoder starts from (multilingual ST/MT);
 
 the data dir is that of the first ``--data_path_and_name_and_type`` file. The tags become ids through
-the model config's ``model_conf.task_tags`` (an unknown tag is refused with the tag file's path and line)
+the model config's ``model_conf.task_tags`` (a side's file: ``model_conf.<side>_task_tags`` when given;
+the target language: ``model_conf.target_languages``; an unknown tag is refused with the tag file's
+path and line)
 and reach ESPnet's loader as extra ``text_int`` data names (``task_id`` ...). While decoding runs, the
 predictor's ``__call__`` takes them off the batch and calls ``model.set_task_id`` before ESPnet's own
 code: every utterance is decoded with its own task's heads (or adapters).
@@ -40,6 +43,14 @@ TAG_OPTIONS = {
     "--task_tag_file": "task_id",
     "--encoder_task_tag_file": "encoder_task_id",
     "--decoder_task_tag_file": "decoder_task_id",
+    "--target_language_tag_file": "target_language_id",
+}
+# option -> the model_conf keys listing its tags, first given wins
+TAG_LISTS = {
+    "--task_tag_file": ("task_tags",),
+    "--encoder_task_tag_file": ("encoder_task_tags", "task_tags"),
+    "--decoder_task_tag_file": ("decoder_task_tags", "task_tags"),
+    "--target_language_tag_file": ("target_languages",),
 }
 # ESPnet inference module -> (predictor class, its model attribute)
 PREDICTORS = {
@@ -102,28 +113,35 @@ def decoding(espnet_main, argv: Sequence[str], model_config_option: str) -> Iter
     """
     files, rest = pop_options(argv, list(TAG_OPTIONS))
     config_path, config = read_model_config(rest, model_config_option)
-    tags = (config.get("model_conf") or {}).get("task_tags")
+    model_conf = config.get("model_conf") or {}
+    listed = [key for keys in TAG_LISTS.values() for key in keys if model_conf.get(key)]
     if not files:
-        if tags:
+        if listed:
             raise ConfigError(
-                f"the model is task-conditioned ({len(tags)} task tags): give "
+                f"the model is task-conditioned ({', '.join(dict.fromkeys(listed))}): give "
                 f"{' or '.join(TAG_OPTIONS)} (a <utt> <tag> file of the data dir)",
                 path=config_path,
-                key="model_conf.task_tags",
+                key=f"model_conf.{listed[0]}",
             )
         yield rest
         return
-    if not tags:
-        raise ConfigError(
-            f"{', '.join(files)} given, but the model config lists no task tags",
-            path=config_path,
-            key="model_conf.task_tags",
-        )
+    tag_lists = {}
+    for option in files:
+        given = [key for key in TAG_LISTS[option] if model_conf.get(key)]
+        if not given:
+            raise ConfigError(
+                f"{option} given, but the model config lists no {' or '.join(TAG_LISTS[option])}",
+                path=config_path,
+                key=f"model_conf.{TAG_LISTS[option][0]}",
+            )
+        tag_lists[option] = [str(tag) for tag in model_conf[given[0]]]
     data_dir, keys = decoded_data_dir(rest)
     extra = []
     with tempfile.TemporaryDirectory(prefix="task_ids.") as tmp:
         for option, name in files.items():
-            ids = task_ids(data_dir / name, tags, keys, adapters=_uses_adapters(config))
+            ids = task_ids(
+                data_dir / name, tag_lists[option], keys, adapters=_uses_adapters(config)
+            )
             table = Path(tmp) / TAG_OPTIONS[option]
             write_task_ids(table, ids)
             extra += [DATA_OPTION, f"{table},{TAG_OPTIONS[option]},text_int"]
@@ -147,7 +165,7 @@ def task_ids_from_batch(espnet_main) -> Iterator[None]:
     @functools.wraps(original)
     def call_with_task_ids(self, *args, **kwargs):
         ids = {name: kwargs.pop(name, None) for name in TAG_OPTIONS.values()}
-        getattr(self, model_attr).set_task_id(**ids)
+        getattr(self, model_attr).set_task_id(**{k: v for k, v in ids.items() if v is not None})
         return original(self, *args, **kwargs)
 
     with _patch_lock:

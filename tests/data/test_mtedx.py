@@ -101,3 +101,69 @@ def test_flac_name_of_the_yaml_wav_field():
     assert mtedx.flac_of("0u7tTptBo9I.wav") == "0u7tTptBo9I.flac"
     assert mtedx.flac_of("0u7tTptBo9I") == "0u7tTptBo9I.flac"
     assert mtedx.flac_of("a.b-c") == "a.b-c.flac"  # a talk id with a dot is no suffix
+
+
+# ST directions: es-en has training data, it-en is zero-shot (valid and test only, as in the release)
+
+
+@pytest.fixture(scope="module")
+def prepared_st(tmp_path_factory):
+    out = tmp_path_factory.mktemp("st")
+    mtedx.prepare_st(FIXTURE, ["es-en"], ["es-en", "it-en"], out)
+    return out
+
+
+def test_st_dirs_train_from_trained_directions_test_from_all(prepared_st):
+    names = ["test", "test_es-en", "test_it-en", "train", "valid"]
+    assert sorted(p.name for p in prepared_st.iterdir()) == names
+    train = read_kaldi_map(prepared_st / "train" / "text.tgt")
+    assert train == {
+        "es-en_yj7-Zq2Lr0k_00000300_00001570": "Thank you very much.",
+        "es-en_yj7-Zq2Lr0k_00001970_00003520": "It is an honour to be here.",
+    }
+    assert read_kaldi_map(prepared_st / "train" / "text.src") == {
+        "es-en_yj7-Zq2Lr0k_00000300_00001570": "Muchas gracias.",
+        "es-en_yj7-Zq2Lr0k_00001970_00003520": "Es un honor estar aquí.",
+    }
+    assert set(read_kaldi_map(prepared_st / "valid" / "direction").values()) == {"es-en"}
+    test = prepared_st / "test"
+    assert read_kaldi_map(test / "direction") == {
+        "es-en_Lp3Rx9-aV2s_00000300_00001360": "es-en",
+        "es-en_Lp3Rx9-aV2s_00001760_00002590": "es-en",
+        "it-en_Zx1Cv3Bn5Mm_00000300_00001520": "it-en",
+        "it-en_Zx1Cv3Bn5Mm_00001920_00002570": "it-en",
+    }
+    zero_shot = prepared_st / "test_it-en"
+    assert read_kaldi_map(zero_shot / "text.tgt") == {
+        "it-en_Zx1Cv3Bn5Mm_00000300_00001520": "Thanks a lot.",
+        "it-en_Zx1Cv3Bn5Mm_00001920_00002570": "Bye.",
+    }
+    assert set(read_kaldi_map(zero_shot / "src_lang").values()) == {"it"}
+    assert set(read_kaldi_map(zero_shot / "tgt_lang").values()) == {"en"}
+    wav = read_kaldi_map(zero_shot / "wav.scp")
+    assert wav["it-en_Zx1Cv3Bn5Mm"].endswith("it-en/data/test/wav/Zx1Cv3Bn5Mm.flac")
+
+
+def test_st_bad_directions_and_missing_train_split(tmp_path):
+    with pytest.raises(InputError, match="'en-es' is not an mTEDx ST direction"):
+        mtedx.prepare_st(FIXTURE, ["en-es"], ["es-en"], tmp_path / "out")
+    with pytest.raises(InputError, match="'es' is not an mTEDx ST direction"):
+        mtedx.prepare_st(FIXTURE, ["es-en"], ["es"], tmp_path / "out")
+    # a zero-shot direction has no training data: asking to train on it names the missing split
+    with pytest.raises(InputError, match=r"split 'train' is missing"):
+        mtedx.prepare_st(FIXTURE, ["it-en"], ["it-en"], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_st_translation_lines_must_align(tmp_path):
+    shutil.copytree(FIXTURE / "es-en", tmp_path / "es-en")
+    (tmp_path / "es-en" / "data" / "test" / "txt" / "test.en").write_text("Hello everyone.\n")
+    with pytest.raises(InputError, match=r"test.yaml:2: test.en has 1 lines"):
+        mtedx.prepare_st(tmp_path, ["es-en"], ["es-en"], tmp_path / "out", ["test"])
+
+
+def test_paper_directions_ten_trained_three_zero_shot():
+    assert len(mtedx.TRAIN_DIRECTIONS) == 10 and len(mtedx.ZERO_SHOT_DIRECTIONS) == 3
+    assert not set(mtedx.TRAIN_DIRECTIONS) & set(mtedx.ZERO_SHOT_DIRECTIONS)
+    targets = {d.split("-")[1] for d in mtedx.TRAIN_DIRECTIONS + mtedx.ZERO_SHOT_DIRECTIONS}
+    assert targets == set(mtedx.TARGET_LANGUAGES)

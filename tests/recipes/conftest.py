@@ -7,6 +7,9 @@ found them. Under pytest-xdist the modules of one recipe share an xdist group (s
 
 import pytest
 from recipe_fixture import (
+    MTEDX_ASR_ARGS,
+    MTEDX_TINY_ASR,
+    MTEDX_TINY_DECODE,
     MUSTC_ASR_ARGS,
     MUSTC_SHARED_ARGS,
     MUSTC_TINY_ASR,
@@ -39,3 +42,17 @@ def mustc_asr_finished(tmp_path_factory):
     out = run(asr, MUSTC_ASR_ARGS + MUSTC_SHARED_ARGS, env={"MUSTC": ""})
     assert out.returncode == 0, out.stderr[-4000:]
     return asr, out
+
+
+@pytest.fixture(scope="session")
+def mtedx_asr_finished(tmp_path_factory):
+    """egs/mtedx/asr1 after all stages on a tiny es/it mini corpus (group head selection), with
+    egs/mtedx/st1 beside it (not run): the recipe dir."""
+    dest = tmp_path_factory.mktemp("mtedx")
+    recipe = make_recipe_copy("mtedx", "asr1", dest)
+    make_recipe_copy("mtedx", "st1", dest)
+    (recipe / "conf" / "tiny_asr.yaml").write_text(MTEDX_TINY_ASR)
+    (recipe / "conf" / "tiny_decode.yaml").write_text(MTEDX_TINY_DECODE)
+    out = run(recipe, MTEDX_ASR_ARGS, env={"MTEDX": ""})
+    assert out.returncode == 0, out.stderr[-4000:]
+    return recipe

@@ -145,6 +145,32 @@ MUSTC_SHARED_ARGS = [
 ]
 
 
+# egs/mtedx/asr1 on a tiny multilingual mini corpus (es, it); egs/mtedx/st1 starts from its model.
+MTEDX_TINY_ASR = (
+    """\
+encoder: head_selection_s2t_transformer
+encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1, input_layer: s2t_conv1d,
+               conv_channels: 16, use_flash_attn: false, num_tasks: 2, head_candidates: 4,
+               selection_strategy: group}
+decoder: head_selection_transformer
+decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false, num_tasks: 2,
+               head_candidates: 4, selection_strategy: group}
+model: task_conditioned
+model_conf: {ctc_weight: 0.3, lsm_weight: 0.1, selection_kl_weight: 0.1, task_tags: [es, it]}
+frontend: null
+"""
+    + TINY_TRAINING
+)
+MTEDX_TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\n"
+MTEDX_ASR_ARGS = [
+    "--asr_config", "conf/tiny_asr.yaml", "--inference_config", "conf/tiny_decode.yaml",
+    "--nbpe", "40", "--test_sets", "test_es test_it",
+    "--local_data_opts",
+    "--mini_train_sizes es=30,it=10 --mini_valid_size 4 --mini_test_size 4 --mini_num_speakers 2"
+    " --mini_segments_per_talk 4:8",
+]  # fmt: skip
+
+
 def tiny_librispeech_recipe(dest: Path) -> Path:
     """The librispeech recipe with tiny configs (conf/tiny_*.yaml): all stages in a minute or two on a CPU."""
     recipe = make_recipe_copy("librispeech", "asr1", dest)

@@ -7,33 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from recipe_fixture import TINY_TRAINING, make_recipe_copy, run
+from recipe_fixture import make_recipe_copy, run
 
 from espnet_ext.analysis.head_sharing import analyse
 
-TINY_ASR = (
-    """\
-encoder: head_selection_s2t_transformer
-encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1, input_layer: s2t_conv1d,
-               conv_channels: 16, use_flash_attn: false, num_tasks: 2, head_candidates: 4,
-               selection_strategy: group}
-decoder: head_selection_transformer
-decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false, num_tasks: 2,
-               head_candidates: 4, selection_strategy: group}
-model: task_conditioned
-model_conf: {ctc_weight: 0.3, lsm_weight: 0.1, selection_kl_weight: 0.1, task_tags: [es, it]}
-frontend: null
-"""
-    + TINY_TRAINING
-)
-TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\n"
-TINY_ARGS = [
-    "--asr_config", "conf/tiny_asr.yaml", "--inference_config", "conf/tiny_decode.yaml",
-    "--nbpe", "40", "--test_sets", "test_es test_it",
-    "--local_data_opts",
-    "--mini_train_sizes es=30,it=10 --mini_valid_size 4 --mini_test_size 4 --mini_num_speakers 2"
-    " --mini_segments_per_talk 4:8",
-]  # fmt: skip
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mtedx"
 
 
@@ -42,13 +19,8 @@ def read_table(path):
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    recipe = make_recipe_copy("mtedx", "asr1", tmp_path_factory.mktemp("recipe"))
-    (recipe / "conf" / "tiny_asr.yaml").write_text(TINY_ASR)
-    (recipe / "conf" / "tiny_decode.yaml").write_text(TINY_DECODE)
-    out = run(recipe, TINY_ARGS, env={"MTEDX": ""})
-    assert out.returncode == 0, out.stderr[-4000:]
-    return recipe
+def finished(mtedx_asr_finished):
+    return mtedx_asr_finished
 
 
 def test_unequal_languages_with_tags_and_ids(finished):

@@ -14,7 +14,22 @@ language has its own numbers and speakers (its own seed stream); within a langua
 numbers and speakers (``corpus.plan_corpus``) and talks are dealt as ``talks.plan_talks`` deals them.
 espeak-ng speaks each language with its own voice (``speech.ESPEAK_VOICES``) and the speaker's variant.
 
+Speech translation (``TedxSTSpec``, ``generate_st``): per direction ``<src>-<tgt>`` a release dir in the
+same layout, speech and transcript in ``<src>``, the translation in ``<tgt>`` on the same line of
+``<split>.<tgt>``: the same number's words in the target language (num2words; Greek: our converter), so
+"doscientos tres" translates to "two hundred three". Directions and amounts follow mTEDx (the paper's
+Table 9): ten trained directions with deliberately unequal training amounts, and the zero-shot directions
+it-en, it-es, pt-es (train size 0) released, as in mTEDx, with valid and test lists only. Each direction
+has its own numbers and speakers (its own seed stream).
+
+A second domain (``domain="other"``, for multi-domain ST) speaks with other voices and at another rate:
+espeak-ng's Klatt variants instead of the m/f ones and ``OTHER_DOMAIN_RATE`` words per minute faster; it
+is written in the same layout under another root, read by the same reader, and its data dirs carry the
+domain tag.
+
     python -m espnet_ext.data.numbers.tedx --out DIR --train_sizes es=800,fr=800,it=200,pt=100
+    python -m espnet_ext.data.numbers.tedx --out DIR --st_train_sizes es-en=400,fr-en=300,it-en=0 \
+        [--domain other]
 """
 
 from __future__ import annotations
@@ -31,18 +46,20 @@ import numpy as np
 import soundfile
 
 from espnet_ext.data.datadir import atomic_dir
-from espnet_ext.data.mtedx import LANGUAGES
+from espnet_ext.data.mtedx import LANGUAGES, parse_direction
 from espnet_ext.data.numbers.__main__ import _splits
 from espnet_ext.data.numbers.corpus import CorpusSpec, inclusive_range
 from espnet_ext.data.numbers.modality import Utterance
 from espnet_ext.data.numbers.speech import (
     ESPEAK_VOICES,
     SAMPLE_RATE,
+    VOICE_VARIANTS,
     espeak_ng_version,
     synthesize,
     utterance_prosody,
 )
 from espnet_ext.data.numbers.talks import COMPLETE, LEAD_SILENCE_S, Talk, TalkSpec, plan_talks
+from espnet_ext.data.numbers.words import LANGUAGES as WORD_LANGUAGES
 from espnet_ext.data.numbers.words import number_to_words
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.fileio import atomic_write
@@ -77,14 +94,81 @@ class TedxSpec:
         return TalkSpec(corpus, self.segments_per_talk, tgt_lang=lang)  # the talks' language
 
 
+# ST training utterances per direction: mTEDx's ten trained directions, unequal as in its Table 9 (es-en,
+# fr-en, pt-en, es-pt, fr-es high; el-en, ru-en, es-it, es-fr low), and its three zero-shot ones (0)
+ST_TRAIN_SIZES = (
+    ("el-en", 60), ("es-en", 400), ("es-fr", 60), ("es-it", 80), ("es-pt", 240),
+    ("fr-en", 360), ("fr-es", 240), ("fr-pt", 150), ("pt-en", 360), ("ru-en", 60),
+    ("it-en", 0), ("it-es", 0), ("pt-es", 0),
+)  # fmt: skip
+DOMAINS = ("tedx", "other")
+OTHER_DOMAIN_VARIANTS = ("klatt", "klatt2", "klatt3", "klatt4", "klatt5", "klatt6")
+OTHER_DOMAIN_RATE = 50  # words per minute faster than the same speaker in TEDx
+
+
+@dataclass(frozen=True)
+class TedxSTSpec:
+    train_sizes: tuple[tuple[str, int], ...] = (
+        ST_TRAIN_SIZES  # (direction, utterances); 0: zero-shot
+    )
+    valid_size: int = 40  # per direction with training data
+    test_size: int = 60  # per direction
+    num_range: tuple[int, int] = (0, 999)
+    seed: int = 0
+    num_speakers: int = 6  # per direction and split (disjoint)
+    segments_per_talk: tuple[int, int] = (10, 20)
+    domain: str = "tedx"
+
+    def __post_init__(self):
+        directions = [d for d, _ in self.train_sizes]
+        if not directions or len(set(directions)) != len(directions):
+            raise ConfigError(
+                f"train_sizes needs distinct directions, got {directions}", key="train_sizes"
+            )
+        for direction, size in self.train_sizes:
+            try:
+                src, tgt = parse_direction(direction)
+            except InputError as e:
+                raise ConfigError(str(e), key="train_sizes") from None
+            if tgt not in WORD_LANGUAGES or size < 0:
+                raise ConfigError(
+                    f"'{direction}={size}': the target must be one of {' '.join(WORD_LANGUAGES)} "
+                    "and the size >= 0 (0: a zero-shot direction, valid and test only)",
+                    key="train_sizes",
+                )
+        if self.domain not in DOMAINS:
+            raise ConfigError(f"domain must be one of {' '.join(DOMAINS)}", key="domain")
+
+    def direction_spec(self, direction: str) -> TalkSpec:
+        """The talks of one direction: its own seed stream; no train split for a zero-shot direction."""
+        size = dict(self.train_sizes)[direction]
+        splits = ((("train", size),) if size else ()) + (
+            ("valid", self.valid_size),
+            ("test", self.test_size),
+        )
+        key = [self.seed, DOMAINS.index(self.domain), *direction.encode()]
+        seed = int(np.random.SeedSequence(key).generate_state(1)[0])
+        corpus = CorpusSpec(splits, self.num_range, seed, num_speakers=self.num_speakers)
+        return TalkSpec(corpus, self.segments_per_talk, tgt_lang=parse_direction(direction)[0])
+
+
 def talk_name(talk: Talk) -> str:
     return f"talk{talk.number:04d}"
 
 
-def _speech(lang: str, utt: Utterance) -> np.ndarray:
+def domain_voice(lang: str, utt: Utterance, domain: str = "tedx") -> tuple[str, int, int]:
+    """(espeak-ng voice, rate, pitch) of an utterance in a domain: the other domain swaps the speaker's
+    m/f variant for a Klatt one and speaks faster."""
     rate, pitch = utterance_prosody(utt)
-    voice = f"{ESPEAK_VOICES[lang]}+{utt.speaker.variant}"
-    return synthesize(number_to_words(utt.number, lang), voice, rate, pitch)
+    variant = utt.speaker.variant
+    if domain == "other":
+        variant = OTHER_DOMAIN_VARIANTS[VOICE_VARIANTS.index(variant) % len(OTHER_DOMAIN_VARIANTS)]
+        rate += OTHER_DOMAIN_RATE
+    return f"{ESPEAK_VOICES[lang]}+{variant}", rate, pitch
+
+
+def _speech(lang: str, utt: Utterance, domain: str = "tedx") -> np.ndarray:
+    return synthesize(number_to_words(utt.number, lang), *domain_voice(lang, utt, domain))
 
 
 def _write_talk(talk: Talk, speech: Sequence[np.ndarray], split_dir: Path) -> list[str]:
@@ -113,34 +197,36 @@ def signature(spec: TedxSpec, lang: str) -> dict:
     }
 
 
-def generate_language(out: Path, spec: TedxSpec, lang: str, nj: int = 1) -> Path:
-    """Write ``<out>/<lang>-<lang>/`` (returned); a finished one with these settings is kept."""
-    release = Path(out) / f"{lang}-{lang}"
-    expected = json.loads(json.dumps(signature(spec, lang)))
+def _generate_release(
+    release: Path, talk_spec: TalkSpec, src: str, tgt: str, signature: dict, nj: int, domain: str
+) -> Path:
+    """Write one release dir ``<src>-<tgt>`` (ASR: src == tgt); a finished one with ``signature`` is kept."""
+    expected = json.loads(json.dumps(signature))
     try:
         if json.loads((release / COMPLETE).read_text(encoding="utf-8")) == expected:
             return release
     except (OSError, ValueError):
         pass
-    talks = plan_talks(spec.language_spec(lang))
+    talks = plan_talks(talk_spec)
     utterances = [utt for talk in talks for utt in talk.utterances]
     with ThreadPoolExecutor(nj) as pool:  # each thread drives one espeak-ng process
         try:
-            audio = list(pool.map(lambda u: _speech(lang, u), utterances))
+            audio = list(pool.map(lambda u: _speech(src, u, domain), utterances))
         except RuntimeError as e:
             raise InputError(f"espeak-ng failed: {e}") from e
     by_id = dict(zip((u.utt_id for u in utterances), audio))
     with atomic_dir(release) as building:
-        for split in ("train", "valid", "test"):
+        for split, _ in talk_spec.corpus.splits:
             split_dir = building / "data" / split
             (split_dir / "wav").mkdir(parents=True)
             (split_dir / "txt").mkdir()
-            yaml_lines, words = [], []
+            lines: dict[str, list[str]] = {"yaml": [], src: [], tgt: []}
             for talk in (t for t in talks if t.split == split):
                 speech = [by_id[u.utt_id] for u in talk.utterances]
-                yaml_lines += _write_talk(talk, speech, split_dir)
-                words += [number_to_words(u.number, lang) for u in talk.utterances]
-            for ext, content in (("yaml", yaml_lines), (lang, words)):
+                lines["yaml"] += _write_talk(talk, speech, split_dir)
+                for lang in {src, tgt}:
+                    lines[lang] += [number_to_words(u.number, lang) for u in talk.utterances]
+            for ext, content in lines.items():
                 with atomic_write(split_dir / "txt" / f"{split}.{ext}") as f:
                     f.write("".join(line + "\n" for line in content))
         with atomic_write(building / COMPLETE) as f:
@@ -149,10 +235,57 @@ def generate_language(out: Path, spec: TedxSpec, lang: str, nj: int = 1) -> Path
     return release
 
 
+def generate_language(out: Path, spec: TedxSpec, lang: str, nj: int = 1) -> Path:
+    """Write ``<out>/<lang>-<lang>/`` (returned); a finished one with these settings is kept."""
+    release = Path(out) / f"{lang}-{lang}"
+    return _generate_release(
+        release, spec.language_spec(lang), lang, lang, signature(spec, lang), nj, "tedx"
+    )
+
+
+def st_signature(spec: TedxSTSpec, direction: str) -> dict:
+    return {
+        "generator_version": GENERATOR_VERSION,
+        "direction": direction,
+        "domain": spec.domain,
+        "spec": asdict(spec.direction_spec(direction)),
+        "espeak-ng": espeak_ng_version(),
+        "sample_rate": SAMPLE_RATE,
+    }
+
+
+def generate_st(out: Path, spec: TedxSTSpec, nj: int = 1) -> list[Path]:
+    """Write ``<out>/<src>-<tgt>/`` per direction (returned); finished ones with these settings are kept."""
+    if nj < 1:
+        raise ConfigError(f"nj must be >= 1, got {nj}", key="nj")
+    return [
+        _generate_release(
+            Path(out) / direction,
+            spec.direction_spec(direction),
+            *parse_direction(direction),
+            st_signature(spec, direction),
+            nj,
+            spec.domain,
+        )
+        for direction, _ in spec.train_sizes
+    ]
+
+
 def generate(out: Path, spec: TedxSpec, nj: int = 1) -> list[Path]:
     if nj < 1:
         raise ConfigError(f"nj must be >= 1, got {nj}", key="nj")
     return [generate_language(out, spec, lang, nj) for lang, _ in spec.train_sizes]
+
+
+def _direction_sizes(text: str) -> tuple[tuple[str, int], ...]:
+    """argparse type of ``--st_train_sizes``: ``es-en=400,it-en=0``."""
+    pairs = []
+    for item in text.split(","):
+        direction, eq, size = item.partition("=")
+        if not eq or not size.isdigit():
+            raise argparse.ArgumentTypeError(f"'{item}' is not <src>-<tgt>=<utterances>")
+        pairs.append((direction, int(size)))
+    return tuple(pairs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -172,8 +305,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--segments_per_talk", type=inclusive_range, default="10:20", help="lo:hi, inclusive"
     )
     parser.add_argument("--nj", type=int, default=1, help="espeak-ng processes at once")
+    parser.add_argument(
+        "--st_train_sizes",
+        type=_direction_sizes,
+        help="speech translation instead: <src>-<tgt>=N,... (N 0: zero-shot, valid and test only); "
+        "writes OUT/<src>-<tgt>/",
+    )
+    parser.add_argument("--domain", choices=DOMAINS, default="tedx", help="ST: the speech's domain")
     args = parser.parse_args(argv)
     try:
+        if args.st_train_sizes is not None:
+            st_spec = TedxSTSpec(
+                args.st_train_sizes,
+                args.valid_size,
+                args.test_size,
+                args.range,
+                args.seed,
+                args.num_speakers,
+                args.segments_per_talk,
+                args.domain,
+            )
+            for release in generate_st(args.out, st_spec, args.nj):
+                print(release)
+            return 0
         spec = TedxSpec(
             args.train_sizes,
             args.valid_size,
@@ -185,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for release in generate(args.out, spec, args.nj):
             print(release)
-    except InputError as e:
+    except InputError as e:  # ConfigError included
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

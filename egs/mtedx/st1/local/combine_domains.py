@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Multi-domain ST data (the head-selection paper's Table 5): other domains' data dirs added to mTEDx's.
+
+    local/combine_domains.py --data data covost=/data/covost2_st europarl=/data/europarl_st
+
+Each ``<domain>=<root>`` names a root of Kaldi data dirs ``train``, ``valid`` and ``test_<src>-<tgt>`` with
+the tables of ``espnet_ext.data.mtedx.prepare_st`` (``text.src``, ``text.tgt``, ``src_lang``, ``tgt_lang``,
+``direction``; wav.scp with or without segments). Every id (utterance, recording, speaker) of a domain is
+prefixed with ``<domain>_`` (two corpora may reuse talk or clip names), a ``domain`` table is added, and
+
+  data/train, data/valid        become mTEDx's (domain ``tedx``) and every domain's, combined;
+  data/test_<domain>_<src>-<tgt>  each test dir of a domain, for BLEU per domain and direction.
+
+Everything is read and checked before data/train and data/valid are replaced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parents[4]))
+
+from espnet_ext.data.datadir import (  # noqa: E402
+    atomic_dir,
+    combine_data_dirs,
+    fix_spk2utt,
+    read_kaldi_map,
+    table_files,
+    validate_data_dir,
+    write_kaldi_map,
+)
+from espnet_ext.errors import InputError  # noqa: E402
+
+BASE_DOMAIN = "tedx"
+
+
+def with_domain(src: Path, dst: Path, domain: str, prefix: str = "") -> None:
+    """``src`` copied to ``dst`` with ids prefixed by ``prefix`` and a ``domain`` table."""
+    validate_data_dir(src, require=("text.src", "text.tgt", "tgt_lang"))
+    utts = set(read_kaldi_map(src / "utt2spk"))
+    recordings = (src / "segments").exists()
+    with atomic_dir(dst) as tmp:
+        for path in table_files(src):
+            if path.name == "spk2utt":
+                continue  # rebuilt
+            table = read_kaldi_map(path)
+            by_recording = (path.name == "wav.scp" and recordings) or path.name.startswith("reco2")
+            if not by_recording and not set(table) <= utts:
+                raise InputError("a table keyed by neither utterances nor recordings", path=path)
+            if path.name == "segments":
+                table = {u: prefix + v for u, v in table.items()}  # "<recording> <start> <end>"
+            elif path.name == "utt2spk":
+                table = {u: prefix + v for u, v in table.items()}
+            write_kaldi_map(tmp / path.name, {prefix + k: v for k, v in table.items()})
+        write_kaldi_map(tmp / "domain", {prefix + u: domain for u in utts})
+        fix_spk2utt(tmp)
+        validate_data_dir(tmp, require=())
+
+
+def combine(data: Path, domains: dict[str, Path]) -> list[Path]:
+    """Add ``domains`` ({name: root}) to the ST data dirs under ``data`` (see the module doc)."""
+    if BASE_DOMAIN in domains:
+        raise InputError(f"'{BASE_DOMAIN}' is mTEDx's own domain; give the others another name")
+    written = []
+    with tempfile.TemporaryDirectory(prefix="domains.", dir=data) as staging:
+        staging = Path(staging)
+        for split in ("train", "valid"):
+            with_domain(data / split, staging / f"{split}.{BASE_DOMAIN}", BASE_DOMAIN)
+            for name, root in domains.items():
+                with_domain(root / split, staging / f"{split}.{name}", name, f"{name}_")
+        tests = {
+            (name, test.name): test
+            for name, root in domains.items()
+            for test in sorted(root.glob("test_*"))
+            if test.is_dir()
+        }
+        for (name, test_name), test in tests.items():
+            with_domain(test, staging / f"{name}.{test_name}", name, f"{name}_")
+        for split in ("train", "valid"):
+            sources = [staging / f"{split}.{d}" for d in (BASE_DOMAIN, *domains)]
+            combine_data_dirs(data / split, sources)
+            written.append(data / split)
+        for (name, test_name), _ in tests.items():
+            dst = data / f"test_{name}_{test_name.removeprefix('test_')}"
+            combine_data_dirs(dst, [staging / f"{name}.{test_name}"])
+            written.append(dst)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=Path("data"), help="mTEDx's ST data dirs")
+    parser.add_argument("domains", nargs="+", help="<domain>=<root of its data dirs>")
+    args = parser.parse_args(argv)
+    try:
+        domains = {}
+        for item in args.domains:
+            name, eq, root = item.partition("=")
+            if not eq or not name or not root or "_" in name or " " in name:
+                raise InputError(f"'{item}' is not <domain>=<root> (a domain name without '_')")
+            domains[name] = Path(root)
+        for path in combine(args.data, domains):
+            print(path)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
