@@ -22,11 +22,12 @@ from espnet2.utils.types import int_or_none, str2bool, str_or_none
 
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.baselines.convnet_classifier import ConvNetClassifier
+from espnet_ext.nets.swin.classifier import SwinClassifier
 from espnet_ext.tasks.abs_ext_task import AbsExtTask, read_list
 
 model_choices = ClassChoices(
     "model",
-    classes=dict(convnet=ConvNetClassifier),
+    classes=dict(convnet=ConvNetClassifier, swin=SwinClassifier),
     type_check=AbsESPnetModel,
     default="convnet",
 )
