@@ -14,7 +14,6 @@ import torch
 from espnet2.utils.types import str2bool, str_or_none
 
 from espnet_ext.attention.window import WindowAttention
-
 from espnet_ext.fileio import atomic_write
 from espnet_ext.tasks.abs_ext_task import inference_batches, inference_main, inference_parser
 from espnet_ext.tasks.image_classification import ImageClassificationTask, class_names

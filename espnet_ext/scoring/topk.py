@@ -26,7 +26,9 @@ def score_classification(ref_path, hyp_path, topk_path=None) -> dict:
         ranked = {p.utt_id: p.hyp.split() for p in read_ref_hyp(ref_path, topk_path)}
         ks = {len(classes) for classes in ranked.values()}
         if len(ks) != 1:
-            raise InputError(f"lines rank different numbers of classes: {sorted(ks)}", path=topk_path)
+            raise InputError(
+                f"lines rank different numbers of classes: {sorted(ks)}", path=topk_path
+            )
         for p in pairs:
             if ranked[p.utt_id][0] != p.hyp:
                 raise InputError(
