@@ -21,6 +21,7 @@ drloc_weight=0.5        # λ of the dense relative localization loss
 batch=128               # 128 (lr 1.25e-4) or 1024 (lr 1e-3), A.3.4
 imagenet_checkpoint=""  # ImageNet-1k Swin-T checkpoint: "w/ pre-training" columns (real corpus)
 matched_inference=false # relax at test time too ("+ matched inference")
+train_args=""           # more cls_train options, e.g. "--seed 3" (Table 7)
 __options_pass_to=./cls.sh
 . utils/parse_options.sh
 
@@ -57,7 +58,7 @@ tag+="_b${batch}"
 inference_tag=decode
 if [ "${matched_inference}" = true ]; then inference_tag=decode_matched; fi
 
-./cls.sh --cls_config "${config}" --cls_args "${model_args} ${batch_args}" --cls_tag "${tag}" \
+./cls.sh --cls_config "${config}" --cls_args "${model_args} ${batch_args} ${train_args}" --cls_tag "${tag}" \
     --pretrained_checkpoint "${imagenet_checkpoint}" --inference_args "--matched_inference ${matched_inference}" \
     --inference_tag "${inference_tag}" --train_num_threads "$(nproc)" \
     --results_title "CIFAR-100 (Swin-T, relaxed self-attention)" "$@"
