@@ -15,5 +15,5 @@ def test_swin_relaxed_benchmark_smoke_run():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [line for line in out.stdout.splitlines() if "ms" in line]
-    assert len(rows) == 4 and rows[0].startswith("plain") and "1.000" in rows[0]
+    assert len(rows) == 5 and rows[0].startswith("plain") and "1.000" in rows[0]
     assert rows[1].count("train <= 1.03x") == 1 and rows[2].count("train <= 1.03x") == 1
