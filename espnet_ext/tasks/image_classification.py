@@ -46,11 +46,13 @@ def timm_image_transform(conf: dict, train: bool) -> Callable[[np.ndarray], np.n
     from timm.data import create_transform
 
     conf = dict(conf)
-    if train:
-        transform = create_transform(is_training=True, **conf)
-    else:  # evaluation: only the geometry and normalisation options apply
+    if not train:  # evaluation: only the geometry and normalisation options apply
         keep = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
-        transform = create_transform(is_training=False, **{k: conf[k] for k in keep if k in conf})
+        conf = {k: conf[k] for k in keep if k in conf}
+    try:
+        transform = create_transform(is_training=train, **conf)
+    except (TypeError, ValueError, AssertionError) as e:
+        raise ConfigError(f"image_transform_conf: timm's create_transform refused it: {e}") from e
 
     def apply(image: np.ndarray) -> np.ndarray:
         if image.ndim != 3 or image.shape[-1] != 3:

@@ -10,7 +10,7 @@ from PIL import Image
 from training_checks import assert_trained_and_resumed, write_table
 
 from espnet_ext.bin import cls_inference
-from espnet_ext.errors import InputError
+from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.baselines.convnet_classifier import ConvNetClassifier
 from espnet_ext.tasks.image_classification import ImageClassificationTask
 
@@ -311,3 +311,5 @@ def test_timm_transform_in_the_preprocessor_matches_timm():
     assert first.shape == (48, 48, 3) and not np.allclose(first, second)  # random augmentation
     with pytest.raises(InputError, match="RGB"):
         evaluation("u2", {"image": image[..., 0]})
+    with pytest.raises(ConfigError, match="image_transform_conf"):
+        timm_image_transform({"input_size": 48, "auto_agument": "rand"}, train=True)
