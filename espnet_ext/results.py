@@ -284,6 +284,7 @@ SCANS = {
     "asr": ("score_wer", [("wer", "WER [%]"), ("cer", "CER [%]")]),
     "mt": ("score_bleu", [("bleu", "BLEU"), ("exact_match", "Exact match [%]")]),
     "st": ("score_bleu", [("bleu", "BLEU"), ("exact_match", "Exact match [%]")]),
+    "cls": ("score_topk", [("top1", "Top-1 accuracy [%]"), ("topk", "Top-5 accuracy [%]")]),
     "ocr": (
         "score_acc",
         [("seq_acc", "Sequence accuracy [%]"), ("char_acc", "Character accuracy [%]")],

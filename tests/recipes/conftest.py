@@ -5,8 +5,12 @@ found them. Under pytest-xdist the modules of one recipe share an xdist group (s
 ``--dist loadgroup``), so the run is made once, on one worker.
 """
 
+import os
+import subprocess
+
 import pytest
 from recipe_fixture import (
+    CIFAR100_TINY_ARGS,
     MTEDX_ASR_ARGS,
     MTEDX_TINY_ASR,
     MTEDX_TINY_DECODE,
@@ -15,6 +19,7 @@ from recipe_fixture import (
     MUSTC_TINY_ASR,
     MUSTC_TINY_DECODE,
     TINY_ARGS,
+    TINY_SWIN,
     make_recipe_copy,
     run,
     tiny_librispeech_recipe,
@@ -56,3 +61,37 @@ def mtedx_asr_finished(tmp_path_factory):
     out = run(recipe, MTEDX_ASR_ARGS, env={"MTEDX": ""})
     assert out.returncode == 0, out.stderr[-4000:]
     return recipe
+
+
+@pytest.fixture(scope="session")
+def cifar100_finished(tmp_path_factory):
+    """egs/cifar100/cls1 on the mini corpus with a tiny Swin: the baseline through all stages, then the
+    relaxed (+ drloc) and fuzzy variants trained and evaluated side by side (two processes, like two
+    Slurm jobs of a sweep), then RESULTS.md over all three. (recipe dir, {variant: completed run})."""
+    recipe = make_recipe_copy("cifar100", "cls1", tmp_path_factory.mktemp("cifar100"))
+    (recipe / "conf" / "tiny_swin.yaml").write_text(TINY_SWIN)
+    env = {"CIFAR100": ""}
+    runs = {"baseline": run(recipe, CIFAR100_TINY_ARGS + ["--stop_stage", "6"], env=env)}
+    assert runs["baseline"].returncode == 0, runs["baseline"].stderr[-4000:]
+    variants = {
+        "relaxed_drloc": ["--variant", "relaxed_drloc", "--matched_inference", "true"],
+        "fuzzy": ["--variant", "fuzzy", "--matched_inference", "true"],
+    }
+    procs = {
+        name: subprocess.Popen(
+            ["./run.sh", *CIFAR100_TINY_ARGS, "--stage", "4", "--stop_stage", "6", *args],
+            cwd=recipe,
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, args in variants.items()
+    }
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=600)
+        runs[name] = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+        assert proc.returncode == 0, stderr[-4000:]
+    runs["results"] = run(recipe, CIFAR100_TINY_ARGS + ["--stage", "7"], env=env)
+    assert runs["results"].returncode == 0, runs["results"].stderr[-4000:]
+    return recipe, runs

@@ -215,3 +215,34 @@ def run_until(recipe: Path, args: list[str], path: Path, timeout: int = 600) -> 
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     return proc
+
+
+# A Swin of two stages on 32x32 images (8x8 then 4x4 tokens, 4x4 windows: one shifted block) for cifar100/cls1.
+TINY_SWIN = """\
+model: swin
+model_conf: {img_size: 32, patch_size: 4, embed_dim: 16, depths: [2, 2], num_heads: [1, 2], window_size: 4,
+             drop_path_rate: 0.1, drloc_hidden: 16, drloc_pairs: 8}
+optim: adamw
+optim_conf: {lr: 0.002}
+batch_type: unsorted
+batch_size: 25
+max_epoch: 1
+best_model_criterion: [[valid, acc, max]]
+keep_nbest_models: 1
+num_workers: 0
+use_tensorboard: false
+use_matplotlib: false
+"""
+# One image per class and split; one job per stage, one thread per process.
+CIFAR100_TINY_ARGS = [
+    "--cls_config",
+    "conf/tiny_swin.yaml",
+    "--local_data_opts",
+    "--train_per_class 1 --test_per_class 1",
+    "--nj",
+    "1",
+    "--inference_nj",
+    "1",
+    "--train_num_threads",
+    "1",
+]

@@ -10,7 +10,7 @@ from PIL import Image
 from training_checks import assert_trained_and_resumed, write_table
 
 from espnet_ext.bin import cls_inference
-from espnet_ext.errors import InputError
+from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.baselines.convnet_classifier import ConvNetClassifier
 from espnet_ext.tasks.image_classification import ImageClassificationTask
 
@@ -216,3 +216,100 @@ def test_an_id_missing_from_one_data_file_is_named(corpus, tiny_run_options):
             + tiny_run_options
             + ["--output_dir", str(corpus / "exp")]
         )
+
+
+SWIN_CONFIG = """\
+model: swin
+model_conf: {img_size: 16, patch_size: 2, embed_dim: 8, depths: [2, 1], num_heads: [1, 2],
+             window_size: 4, gamma: 0.3, drloc_weight: 0.5, drloc_hidden: 8, drloc_pairs: 4}
+batch_type: unsorted
+batch_size: 4
+optim: adamw
+optim_conf: {lr: 0.01}
+"""
+
+
+def test_swin_trains_and_infers_top_k_with_and_without_matched_inference(corpus, tiny_run_options):
+    (corpus / "config.yaml").write_text(SWIN_CONFIG)
+    exp = corpus / "exp"
+    ImageClassificationTask.main(
+        cmd=task_args(corpus)
+        + data_args(corpus)
+        + tiny_run_options
+        + ["--output_dir", str(exp), "--max_epoch", "1"]
+    )
+    scp = corpus / "data" / "test" / "image.scp"
+    model, _ = ImageClassificationTask.build_model_from_file(
+        exp / "config.yaml", exp / "valid.acc.best.pth"
+    )
+    images = torch.stack(
+        [
+            torch.from_numpy(np.asarray(Image.open(p), dtype=np.float32) / 255)
+            for p in (line.split()[1] for line in scp.read_text().splitlines())
+        ]
+    )
+    for matched in ("false", "true"):
+        text, topk = corpus / f"text_{matched}", corpus / f"topk_{matched}"
+        cls_inference.main(
+            [
+                "--data_path_and_name_and_type",
+                f"{scp},image,image",
+                "--model_file",
+                str(exp / "valid.acc.best.pth"),
+                "--output_file",
+                str(text),
+                "--topk_file",
+                str(topk),
+                "--topk",
+                "2",
+                "--matched_inference",
+                matched,
+                "--batch_size",
+                "3",
+            ]
+        )
+        for module in model.modules():
+            if hasattr(module, "matched_inference"):
+                module.matched_inference = matched == "true"
+        with torch.no_grad():
+            expected = model.eval().classify(images).topk(2, dim=-1).indices
+        rows = [line.split() for line in topk.read_text().splitlines()]
+        assert [r[1:] for r in rows] == [[CLASSES[i] for i in e] for e in expected.tolist()]
+        assert [line.split()[1] for line in text.read_text().splitlines()] == [r[1] for r in rows]
+    # relaxation at test time changes the scores (γ = 0.3): the two rankings come from different models
+    logits = {}
+    for matched in (False, True):
+        for module in model.modules():
+            if hasattr(module, "matched_inference"):
+                module.matched_inference = matched
+        with torch.no_grad():
+            logits[matched] = model.classify(images)
+    assert not torch.allclose(logits[False], logits[True])
+
+
+def test_timm_transform_in_the_preprocessor_matches_timm():
+    from timm.data import create_transform
+
+    from espnet_ext.tasks.image_classification import LabelPreprocessor, timm_image_transform
+
+    conf = {
+        "input_size": 48,
+        "interpolation": "bicubic",
+        "auto_augment": "rand-m9-mstd0.5-inc1",
+        "re_prob": 0.25,
+        "crop_pct": 0.875,
+    }
+    image = np.random.default_rng(0).uniform(0, 1, (32, 32, 3)).astype(np.float32)
+    evaluation = LabelPreprocessor(False, 2, CLASSES, timm_image_transform(conf, train=False))
+    out = evaluation("u1", {"image": image.copy(), "label": "dark"})
+    reference = create_transform(48, is_training=False, interpolation="bicubic", crop_pct=0.875)
+    pil = Image.fromarray(np.round(image * 255).astype(np.uint8))
+    np.testing.assert_allclose(out["image"], reference(pil).permute(1, 2, 0).numpy(), atol=1e-6)
+    assert out["label"].tolist() == [0]
+    training = timm_image_transform(conf, train=True)
+    first, second = training(image), training(image)
+    assert first.shape == (48, 48, 3) and not np.allclose(first, second)  # random augmentation
+    with pytest.raises(InputError, match="RGB"):
+        evaluation("u2", {"image": image[..., 0]})
+    with pytest.raises(ConfigError, match="image_transform_conf"):
+        timm_image_transform({"input_size": 48, "auto_agument": "rand"}, train=True)

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Image classification on our ESPnet2 ImageClassificationTask, shared by every egs/<corpus>/cls1 recipe.
+# The recipe's run.sh sets options and calls this script; local/data.sh writes data/<set>/{image.scp,text}
+# (text: "<id> <class name>") and ${class_list} (class names, line n = class index n-1).
+# Stages:
+#    1 data preparation (local/data.sh) + validation (ids match, every image decodes)
+#    2 initialisation from an ImageNet checkpoint (only with --pretrained_checkpoint: official or timm
+#      Swin weights, strictly mapped; the classifier head is new)
+#    3 statistics (image shapes for batching)   4 training (ESPnet2's trainer: checkpoints, resume, DDP)
+#    5 evaluation: top-1 class and top-5 ranking per test image   6 scoring (top-1/top-5 accuracy)
+#    7 RESULTS.md
+set -euo pipefail
+command_line="$0$(printf " %q" "$@")"
+
+stage=1
+stop_stage=100
+nj=2                    # parallel jobs for statistics
+inference_nj=2          # parallel evaluation jobs
+ngpu=0                  # GPUs per node for training (0: CPU)
+train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
+num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
+cmd_backend=local       # local or slurm (see cmd.sh)
+expdir=exp
+local_data_opts=""      # options for local/data.sh
+train_set=train
+valid_set="test"
+test_sets="test"
+class_list=data/class_list
+cls_config=""
+cls_args=""             # extra arguments for cls_train, e.g. "--model_conf gamma=0.1"
+cls_tag=""
+pretrained_checkpoint=""  # ImageNet Swin checkpoint ({'model': state_dict} or timm's) to start from
+inference_args=""       # extra arguments for cls_inference, e.g. "--matched_inference true"
+inference_tag=decode
+inference_model=valid.acc.best.pth
+results_title="Image classification results"
+results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
+
+. ./path.sh
+. utils/parse_options.sh
+results_md=${results_md:-${expdir}/RESULTS.md}
+. ./cmd.sh
+. utils/pipeline.sh
+
+[ -n "${cls_config}" ] || die "--cls_config is required"
+cls_tag=${cls_tag:-$(basename "${cls_config}" .yaml)}
+cls_exp="${expdir}/cls_${cls_tag}"
+stats_dir="${expdir}/cls_stats_${train_set}"
+init_file="${cls_exp}/init/backbone.pth"
+num_classes() { wc -l < "${class_list}"; }
+
+prepare_data() {
+    local dset
+    # shellcheck disable=SC2086
+    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
+    require_files "${class_list}"
+    for dset in ${train_set} ${valid_set} ${test_sets}; do
+        ${train_cmd} "data/log/validate_${dset}.log" bash -c \
+            "python -m espnet_ext.data.datadir validate data/${dset} --require text,image.scp && \
+             python -m espnet_ext.data.types image data/${dset}/image.scp" || return 1
+    done
+}
+
+convert_checkpoint() {
+    ${train_cmd} "${cls_exp}/init/convert.log" python -m espnet_ext.nets.swin.checkpoint \
+        --checkpoint "${pretrained_checkpoint}" --config "${cls_config}" --num_classes "$(num_classes)" \
+        --out "${init_file}"
+}
+
+data_opts() {  # the training/validation data options of cls_train
+    echo --class_list "${class_list}" \
+        --train_data_path_and_name_and_type "data/${train_set}/image.scp,image,image" \
+        --train_data_path_and_name_and_type "data/${train_set}/text,label,text" \
+        --valid_data_path_and_name_and_type "data/${valid_set}/image.scp,image,image" \
+        --valid_data_path_and_name_and_type "data/${valid_set}/text,label,text"
+}
+
+cls_stats() {
+    # shellcheck disable=SC2046
+    collect_stats espnet_ext.bin.cls_train "${stats_dir}" "${nj}" "data/${train_set}/text" "data/${valid_set}/text" \
+        --config "${cls_config}" $(data_opts)
+}
+
+cls_train() {
+    local init=()
+    if [ -n "${pretrained_checkpoint}" ]; then
+        require_files "${init_file}"
+        init=(--init_param "${init_file}")
+    fi
+    mkdir -p "${cls_exp}"
+    # shellcheck disable=SC2046,SC2086
+    train_model "${cls_exp}/train.log" -- python -m espnet_ext.bin.cls_train --use_preprocessor true \
+        --config "${cls_config}" --output_dir "${cls_exp}" $(data_opts) "${init[@]}" \
+        --train_shape_file "${stats_dir}/train/image_shape" --valid_shape_file "${stats_dir}/valid/image_shape" \
+        ${cls_args}
+}
+
+evaluate() {
+    local dset dir
+    require_files "${cls_exp}/${inference_model}"
+    for dset in ${test_sets}; do
+        dir="${cls_exp}/${inference_tag}/${dset}"
+        rm -f "${dir}/topk"
+        # shellcheck disable=SC2086
+        decode_set "${dir}" "data/${dset}/image.scp" espnet_ext.bin.cls_inference text.JOB -- \
+            --train_config "${cls_exp}/config.yaml" --model_file "${cls_exp}/${inference_model}" \
+            --data_path_and_name_and_type "data/${dset}/image.scp,image,image" \
+            --output_file "${dir}/logdir/text.JOB" --topk_file "${dir}/logdir/topk.JOB" --topk 5 \
+            ${inference_args} || return 1
+        merge_shards "${dir}" topk.JOB "${dir}/topk" || return 1
+    done
+}
+
+score() {
+    local dset dir
+    for dset in ${test_sets}; do
+        dir="${cls_exp}/${inference_tag}/${dset}"
+        score_set score_topk "data/${dset}/text" "${dir}" 1 --topk "${dir}/topk" || return 1
+    done
+}
+
+write_results() {
+    python -m espnet_ext.results --scan cls --exp_dir "${expdir}" --test_sets "${test_sets}" \
+        --title "${results_title}" --notes "Config: \`${cls_config}\`; stages ${stage}-${stop_stage}, ${SECONDS} s." \
+        --out "${results_md}" --command "${command_line}"
+}
+
+run_stage 1 "data preparation" "data/.markers/${train_set}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
+if [ -n "${pretrained_checkpoint}" ]; then
+    run_stage 2 "ImageNet initialisation" "${cls_exp}/init" "$(fingerprint "${pretrained_checkpoint}" "${cls_config}" "${class_list}")" convert_checkpoint
+fi
+run_stage 3 "statistics" "${stats_dir}" "$(fingerprint "data/${train_set}/image.scp" "data/${valid_set}/image.scp" "${class_list}" "${cls_config}")" cls_stats
+run_stage 4 "training" "${cls_exp}" "$(fingerprint "${stats_dir}/train/image_shape" "${class_list}" "${cls_config}" "${cls_args}" "${pretrained_checkpoint}")" cls_train
+run_stage 5 "evaluation" "${cls_exp}/${inference_tag}" "$(fingerprint "${cls_exp}/${inference_model}" "${inference_args}" "${test_sets}")" evaluate
+# shellcheck disable=SC2046
+run_stage 6 "scoring" "${cls_exp}/${inference_tag}" "$(fingerprint $(for t in ${test_sets}; do echo "${cls_exp}/${inference_tag}/${t}/topk"; done))" score
+run_stage 7 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
+log "Finished: ${cls_exp}"

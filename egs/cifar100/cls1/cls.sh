@@ -1,0 +1,1 @@
+../../TEMPLATE/cls1/cls.sh

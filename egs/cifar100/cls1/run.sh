@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# CIFAR-100 image classification with Swin-T and relaxed self-attention (relaxed-attention paper, §4.4,
+# Table 4). With CIFAR100 unset in db.sh this runs on the embedded mini corpus (two MNIST digits per
+# 32x32 colour image, 100 classes) with a small Swin; with it set, on the CIFAR-100 python release
+# (--download true fetches it into ${CIFAR100}) with Swin-T at 224x224.
+#   ./run.sh [--variant baseline|no_stochastic_depth|drloc|smooth_focus|relaxed|relaxed_no_stochastic_depth|
+#             relaxed_drloc|fuzzy] [--gamma 0.1] [--fuzzy_std 0.03] [--batch 128|1024]
+#            [--imagenet_checkpoint swin_tiny_patch4_window7_224.pth] [--matched_inference true]
+#            [cls.sh options, e.g. --stage N --cmd_backend slurm --ngpu 1]
+# Table 4's rows are these variants; "+ matched inference" is the relaxed model evaluated with
+# --matched_inference true. conf/sweeps/table4.yaml runs them all, conf/sweeps/seeds.yaml Table 7.
+# The official ImageNet-1k Swin-T weights: https://github.com/SwinTransformer/storage/releases/download/
+# v1.0.0/swin_tiny_patch4_window7_224.pth (timm's state dicts load too).
+set -euo pipefail
+. ./db.sh
+
+variant=baseline        # Table 4 row (see above)
+gamma=0.1               # relaxation coefficient γ (γ0 of fuzzy relaxation); the paper's tuned value
+fuzzy_std=0.03          # σ of fuzzy relaxation (the paper's tuned value)
+drloc_weight=0.5        # λ of the dense relative localization loss
+batch=128               # 128 (lr 1.25e-4) or 1024 (lr 1e-3), A.3.4
+imagenet_checkpoint=""  # ImageNet-1k Swin-T checkpoint: "w/ pre-training" columns (real corpus)
+matched_inference=false # relax at test time too ("+ matched inference")
+train_args=""           # more cls_train options, e.g. "--seed 3" (Table 7)
+__options_pass_to=./cls.sh
+. utils/parse_options.sh
+
+relaxed="--model_conf gamma=${gamma}"
+case "${variant}" in
+    baseline) model_args="" ;;
+    no_stochastic_depth) model_args="--model_conf drop_path_rate=0.0" ;;
+    drloc) model_args="--model_conf drloc_weight=${drloc_weight}" ;;
+    smooth_focus) model_args="--model_conf smooth_focus=true" ;;
+    relaxed) model_args="${relaxed}" ;;
+    relaxed_no_stochastic_depth) model_args="${relaxed} --model_conf drop_path_rate=0.0" ;;
+    relaxed_drloc) model_args="${relaxed} --model_conf drloc_weight=${drloc_weight}" ;;
+    fuzzy) model_args="${relaxed} --model_conf fuzzy_std=${fuzzy_std}" ;;
+    *) echo "$0: unknown --variant ${variant}" >&2; exit 1 ;;
+esac
+case "${batch}" in
+    128) batch_args="" ;;  # the config's
+    1024) batch_args="--batch_size 1024 --optim_conf lr=1e-3 --scheduler_conf max_lr=1e-3 \
+--scheduler_conf min_lr=1e-5 --scheduler_conf first_cycle_steps=4900 --scheduler_conf warmup_steps=980" ;;
+    *) echo "$0: --batch is 128 or 1024 (the paper's two settings)" >&2; exit 1 ;;
+esac
+
+if [ -z "${CIFAR100}" ]; then
+    config=conf/train_swin_mini.yaml
+    batch_args=""  # the mini config has its own batch size and schedule
+else
+    config=conf/train_swin_t.yaml
+fi
+tag="${variant}"
+case "${variant}" in relaxed* | fuzzy) tag+="_g${gamma}" ;; esac
+[ "${variant}" = fuzzy ] && tag+="_s${fuzzy_std}"
+if [ -n "${imagenet_checkpoint}" ]; then tag+="_pt"; fi
+tag+="_b${batch}"
+inference_tag=decode
+if [ "${matched_inference}" = true ]; then inference_tag=decode_matched; fi
+
+./cls.sh --cls_config "${config}" --cls_args "${model_args} ${batch_args} ${train_args}" --cls_tag "${tag}" \
+    --pretrained_checkpoint "${imagenet_checkpoint}" --inference_args "--matched_inference ${matched_inference}" \
+    --inference_tag "${inference_tag}" --train_num_threads "$(nproc)" \
+    --results_title "CIFAR-100 (Swin-T, relaxed self-attention)" "$@"

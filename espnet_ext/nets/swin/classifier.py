@@ -1,0 +1,144 @@
+"""Swin image classifier for ``ImageClassificationTask`` (``--model swin``): the paper's §4.4 models.
+
+    logits = Linear(mean over tokens of LayerNorm(Swin(image)))
+    loss   = CE(logits, y; label smoothing 0.1 | Mixup/CutMix soft targets) + λ_drloc · L_drloc
+
+Relaxed self-attention (eq. 3), fuzzy relaxation and smooth focus are options of every window attention
+(``gamma``, ``fuzzy_std``, ``matched_inference``, ``smooth_focus``); ``drop_path_rate`` is stochastic depth
+(0 for the "- stochastic depth" rows); ``drloc_weight`` > 0 adds the dense relative localization loss.
+Mixup/CutMix (the Swin recipe's batch augmentation) use timm's ``Mixup`` in training when an alpha is > 0;
+an odd batch is mixed on its first B-1 images (timm mixes pairs) and the last keeps its smoothed label.
+Reported: ``loss``, ``loss_ce``, ``loss_drloc``, ``acc`` (top-1) and ``acc_top5`` on the true labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from espnet2.torch_utils.device_funcs import force_gatherable
+from espnet2.train.abs_espnet_model import AbsESPnetModel
+
+from espnet_ext.nets.baselines.convnet_classifier import images_to_nchw
+from espnet_ext.nets.swin.backbone import SwinTransformer
+from espnet_ext.nets.swin.drloc import DenseRelativeLocalization
+
+
+def topk_correct(logits: torch.Tensor, label: torch.Tensor, k: int) -> torch.Tensor:
+    """Fraction of rows whose label is among the k largest logits."""
+    top = logits.topk(min(k, logits.size(-1)), dim=-1).indices
+    return (top == label[:, None]).any(-1).float().mean()
+
+
+class SwinClassifier(AbsESPnetModel):
+    def __init__(
+        self,
+        num_classes: int,
+        in_channels: int = 3,
+        img_size: int = 224,
+        patch_size: int = 4,
+        embed_dim: int = 96,
+        depths: Sequence[int] = (2, 2, 6, 2),
+        num_heads: Sequence[int] = (3, 6, 12, 24),
+        window_size: int = 7,
+        mlp_ratio: float = 4.0,
+        drop_path_rate: float = 0.2,
+        gamma: float = 0.0,
+        fuzzy_std: float = 0.0,
+        matched_inference: bool = False,
+        smooth_focus: bool = False,
+        drloc_weight: float = 0.0,
+        drloc_pairs: int = 64,
+        drloc_hidden: int = 512,
+        label_smoothing: float = 0.1,
+        mixup_alpha: float = 0.0,
+        cutmix_alpha: float = 0.0,
+    ):
+        super().__init__()
+        self.num_classes = num_classes
+        self.in_channels = in_channels
+        self.label_smoothing = label_smoothing
+        self.backbone = SwinTransformer(
+            img_size=img_size,
+            patch_size=patch_size,
+            in_channels=in_channels,
+            embed_dim=embed_dim,
+            depths=depths,
+            num_heads=num_heads,
+            window_size=window_size,
+            mlp_ratio=mlp_ratio,
+            drop_path_rate=drop_path_rate,
+            attention_conf=dict(
+                gamma=gamma,
+                fuzzy_std=fuzzy_std,
+                matched_inference=matched_inference,
+                smooth_focus=smooth_focus,
+            ),
+        )
+        self.head = torch.nn.Linear(self.backbone.num_features, num_classes)
+        torch.nn.init.trunc_normal_(self.head.weight, std=0.02)
+        torch.nn.init.zeros_(self.head.bias)
+        self.drloc_weight = float(drloc_weight)
+        self.drloc = (
+            DenseRelativeLocalization(self.backbone.num_features, drloc_hidden, drloc_pairs)
+            if self.drloc_weight > 0
+            else None
+        )
+        self.mixup = None
+        if mixup_alpha > 0 or cutmix_alpha > 0:
+            from timm.data import Mixup
+
+            self.mixup = Mixup(
+                mixup_alpha=mixup_alpha,
+                cutmix_alpha=cutmix_alpha,
+                label_smoothing=label_smoothing,
+                num_classes=num_classes,
+            )
+
+    def classify(self, image: torch.Tensor) -> torch.Tensor:
+        """Images (B, H, W, C) -> class logits (B, num_classes)."""
+        return self.head(self.backbone(images_to_nchw(image, self.in_channels)))
+
+    def _mixed(self, x: torch.Tensor, label: torch.Tensor):
+        """Mixup/CutMix on the largest even prefix of the batch -> (images, soft targets)."""
+        even = x.size(0) - x.size(0) % 2
+        targets = F.one_hot(label, self.num_classes).to(x.dtype)
+        targets = targets * (1 - self.label_smoothing) + self.label_smoothing / self.num_classes
+        if even >= 2:
+            mixed, mixed_targets = self.mixup(x[:even].clone(), label[:even])
+            x = torch.cat([mixed, x[even:]])
+            targets = torch.cat([mixed_targets.to(x.dtype), targets[even:]])
+        return x, targets
+
+    def forward(
+        self, image: torch.Tensor, label: torch.Tensor, **kwargs
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+        label = label.view(-1)
+        x = images_to_nchw(image, self.in_channels)
+        if self.training and self.mixup is not None:
+            x, targets = self._mixed(x, label)
+        else:
+            targets = None
+        feature_map = self.backbone.feature_map(x)
+        logits = self.head(feature_map.mean(dim=(1, 2)))
+        if targets is None:
+            loss_ce = F.cross_entropy(logits, label, label_smoothing=self.label_smoothing)
+        else:
+            loss_ce = torch.sum(-targets * F.log_softmax(logits, dim=-1), dim=-1).mean()
+        loss = loss_ce
+        stats = dict(loss_ce=loss_ce.detach())
+        if self.drloc is not None:
+            loss_drloc = self.drloc(feature_map)
+            loss = loss + self.drloc_weight * loss_drloc
+            stats["loss_drloc"] = loss_drloc.detach()
+        with torch.no_grad():
+            stats.update(
+                loss=loss.detach(),
+                acc=topk_correct(logits, label, 1),
+                acc_top5=topk_correct(logits, label, 5),
+            )
+        return force_gatherable((loss, stats, image.size(0)), loss.device)
+
+    def collect_feats(self, image: torch.Tensor, **kwargs) -> dict[str, torch.Tensor]:
+        return {}  # nothing to normalise with corpus statistics (the image transform normalises)

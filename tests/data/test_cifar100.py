@@ -1,0 +1,123 @@
+"""The CIFAR-100 python-release reader on a fixture in the release's format, and the mini corpus."""
+
+import importlib.util
+import pickle
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from espnet_ext.data import cifar100
+from espnet_ext.data.types import decode_image
+from espnet_ext.errors import InputError
+
+_SPEC = importlib.util.spec_from_file_location(
+    "make_cifar100_fixture",
+    Path(__file__).resolve().parents[1] / "fixtures" / "cifar100" / "make_fixture.py",
+)
+fixture = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(fixture)
+
+
+@pytest.fixture
+def release(tmp_path):
+    return fixture.write_release(tmp_path / "release")
+
+
+def read_map(path):
+    return dict(line.split(maxsplit=1) for line in Path(path).read_text().splitlines())
+
+
+def test_read_batch_reshapes_channel_planes(release):
+    images, labels, names = cifar100.read_batch(release / "train")
+    assert images.shape == (6, 32, 32, 3) and images.dtype == np.uint8
+    assert labels.tolist() == [19, 29, 0, 11, 1, 86]
+    assert names[2] == "apple_s_000002.png"
+    # the fixture's pixel value is (image*40 + channel*80 + row*2 + column) % 256
+    assert images[1, 3, 5, 2] == (1 * 40 + 2 * 80 + 3 * 2 + 5) % 256
+    assert images[4, 31, 0, 0] == (4 * 40 + 0 + 62 + 0) % 256
+
+
+def test_prepare_writes_data_dirs_the_image_type_reads(release, tmp_path):
+    dirs = cifar100.prepare(release.parent, tmp_path / "data")
+    assert [d.name for d in dirs] == ["train", "test"]
+    class_list = (tmp_path / "data" / "class_list").read_text().split()
+    assert class_list[:3] == ["apple", "aquarium_fish", "baby"] and len(class_list) == 100
+    text = read_map(tmp_path / "data" / "test" / "text")
+    scp = read_map(tmp_path / "data" / "test" / "image.scp")
+    assert list(text.values()) == ["class_49", "class_33", "class_72", "apple"]
+    assert list(text) == list(scp)
+    images, _, _ = cifar100.read_batch(release / "test")
+    decoded = decode_image(scp[list(scp)[2]])  # RGB float in [0, 1]
+    np.testing.assert_allclose(decoded, images[2] / 255.0, atol=1e-6)
+
+
+def test_prepare_extracts_the_tarball(release, tmp_path):
+    source = tmp_path / "download"
+    source.mkdir()
+    with tarfile.open(source / "cifar-100-python.tar.gz", "w:gz") as tar:
+        tar.add(release, arcname="cifar-100-python")
+    cifar100.prepare(source, tmp_path / "data")
+    assert len(read_map(tmp_path / "data" / "train" / "text")) == 6
+
+
+def rewrite(path, change):
+    with open(path, "rb") as f:
+        batch = pickle.load(f, encoding="bytes")
+    change(batch)
+    with open(path, "wb") as f:
+        pickle.dump(batch, f, protocol=2)
+
+
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        (lambda b: b.pop(b"fine_labels"), "fine_labels"),
+        (lambda b: b.__setitem__(b"data", b[b"data"][:, :3000]), "data"),
+        (lambda b: b.__setitem__(b"filenames", b[b"filenames"][:2]), "filenames"),
+        (lambda b: b[b"fine_labels"].__setitem__(0, 100), "fine_labels"),
+    ],
+)
+def test_bad_batches_name_file_and_key(release, tmp_path, change, key):
+    rewrite(release / "test", change)
+    with pytest.raises(InputError) as error:
+        cifar100.prepare(release, tmp_path / "data")
+    assert error.value.path == str(release / "test") and key in str(error.value)
+    assert not (tmp_path / "data" / "train").exists()  # nothing written before every file was read
+
+
+def test_bad_meta_names_key(release, tmp_path):
+    rewrite(release / "meta", lambda b: b.pop(b"fine_label_names"))
+    with pytest.raises(InputError, match="fine_label_names") as error:
+        cifar100.prepare(release, tmp_path / "data")
+    assert error.value.path == str(release / "meta")
+
+
+def test_mini_release_is_deterministic_and_learnable_in_format(tmp_path):
+    a = cifar100.mini_release(tmp_path / "a", train_per_class=2, test_per_class=1, seed=3)
+    b = cifar100.mini_release(tmp_path / "b", train_per_class=2, test_per_class=1, seed=3)
+    for name in ("train", "test", "meta"):
+        assert (a / name).read_bytes() == (b / name).read_bytes()
+    images, labels, _ = cifar100.read_batch(a / "train")
+    assert images.shape == (200, 32, 32, 3)
+    assert sorted(labels.tolist()) == sorted(list(range(100)) * 2)
+    assert cifar100.read_class_names(a / "meta")[42] == "42"
+    # colour: the three channels of an image differ; images differ in colour and content
+    assert np.abs(images[0].astype(int)[..., 0] - images[0][..., 1]).max() > 0
+    assert len({images[i].tobytes() for i in range(20)}) == 20
+    dirs = cifar100.prepare(a, tmp_path / "data")
+    assert len(read_map(dirs[1] / "text")) == 100
+
+
+def test_compose_puts_the_two_digits_side_by_side():
+    rng = np.random.default_rng(0)
+    left = np.zeros((28, 28), np.uint8)
+    right = np.full((28, 28), 255, np.uint8)
+    image = cifar100.compose(left, right, rng).astype(float)
+    rows = image.reshape(32, 32, 3)
+    # the right half holds ink (foreground colour) on the digit rows, the left half only background
+    background = rows[0, 0]
+    digit_rows = [y for y in range(32) if np.abs(rows[y, 20] - background).max() > 50]
+    assert len(digit_rows) == 24
+    assert np.abs(rows[digit_rows, :16] - background).max() < 1

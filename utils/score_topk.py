@@ -1,0 +1,13 @@
+#!/usr/bin/env python3
+"""Top-1 and top-k accuracy of predicted classes; see espnet_ext/scoring/topk.py."""
+
+import sys
+from pathlib import Path
+
+# Works from a checkout (and through a recipe's utils link) even when espnet_ext is not installed.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+
+from espnet_ext.scoring.topk import main  # noqa: E402
+
+if __name__ == "__main__":
+    main()
