@@ -3,6 +3,7 @@ egs/europarl/mt1, LegoNN ASR models on "Europarl" and "TED", their modules compo
 decoded with no training, greedy CTC of encoder modules, fine-tuning of the composed models, Tables IV-VII."""
 
 import json
+import re
 
 import pytest
 from recipe_fixture import TINY_TRAINING, make_recipe_copy, run
@@ -90,5 +91,100 @@ def europarl_finished(tmp_path_factory):
     return asr, out
 
 
-def wer(path):
-    return json.loads(path.read_text(encoding="utf-8"))["wer"]
+def test_the_asr_vocabulary_is_the_mt_decoders(europarl_finished):
+    from espnet_ext.nets.lego.inventory import load_artefact
+
+    asr, _ = europarl_finished
+    decoder = load_artefact(asr / "exp" / "mt_modules" / "decoder.pt")
+    tokens = (asr / "data" / "token_list" / "bpe_unigram100" / "tokens.txt").read_text().split()
+    assert tokens == decoder["output_vocab"] == decoder["input_vocab"]
+
+
+def test_composed_models_hold_the_modules_of_three_experiments(europarl_finished):
+    import torch
+
+    from espnet_ext.nets.lego.inventory import load_artefact
+
+    asr, _ = europarl_finished
+    exp = asr / "exp"
+    decoder = load_artefact(exp / "mt_modules" / "decoder.pt")["state_dict"]
+    phones = load_artefact(exp / "asr_legonn" / "modules" / "encoder0.pt")["state_dict"]
+    ted_pron = load_artefact(exp / "ted" / "asr_ted_legonn" / "modules" / "encoder1.pt")[
+        "state_dict"
+    ]
+    composed = torch.load(exp / "asr_composed_v" / "model.pth", map_location="cpu")
+    for prefix, part in (
+        ("decoder.", decoder),
+        ("encoder.encoder_modules.0.", phones),
+        ("encoder.encoder_modules.1.", ted_pron),
+    ):
+        assert part and all(torch.equal(composed[prefix + k], v) for k, v in part.items())
+
+
+def test_composed_models_decode_without_training_and_fine_tune(europarl_finished):
+    import torch
+
+    asr, _ = europarl_finished
+    exp = asr / "exp"
+    test_ids = [
+        line.split()[0] for line in (asr / "data" / "test" / "text").read_text().splitlines()
+    ]
+    for name in ("iv", "v"):
+        composed = exp / f"asr_composed_{name}"
+        # decoded as composed: no training stage ran in that dir
+        assert not (composed / "train.log").exists()
+        hyp = (composed / "decode_tiny_decode" / "test" / "text").read_text().splitlines()
+        assert [line.split()[0] for line in hyp] == test_ids
+        scored = json.loads(
+            (composed / "decode_tiny_decode" / "test" / "score_wer" / "result.json").read_text()
+        )
+        assert scored["num_utts"] == len(test_ids)
+        tuned = exp / f"asr_finetuned_{name}"
+        config = (tuned / "config.yaml").read_text()
+        assert f"asr_composed_{name}/model.pth" in config  # --init_param of the composed model
+        before = torch.load(composed / "model.pth", map_location="cpu")
+        after = torch.load(tuned / "valid.acc.ave.pth", map_location="cpu")
+        assert before.keys() == after.keys()
+        assert any(not torch.equal(before[k], after[k]) for k in before)  # trained end to end
+        assert any(not torch.equal(before[k], after[k]) for k in before if k.startswith("decoder."))
+        assert (tuned / "decode_tiny_decode" / "test" / "score_wer" / "result.json").is_file()
+
+
+def test_greedy_ctc_of_encoder_modules_and_the_tables(europarl_finished):
+    from espnet_ext.data.arpabet import TOKENS
+
+    asr, _ = europarl_finished
+    exp = asr / "exp"
+    phones = (exp / "asr_legonn" / "ctc_greedy_module0" / "test" / "text").read_text().splitlines()
+    assert len(phones) == 8 and {p for line in phones for p in line.split()[1:]} <= set(TOKENS[2:])
+    words = (exp / "asr_legonn" / "ctc_greedy_module1" / "test" / "text").read_text()
+    assert "\u2581" not in words  # pieces written as words
+    for scored in ("asr_legonn/ctc_greedy_module1", "asr_composed_v/ctc_greedy_module1"):
+        assert (exp / scored / "test" / "score_wer" / "result.json").is_file()
+    tables = (exp / "RESULTS_legonn.md").read_text()
+    for title in ("Table IV", "Table V", "Table VI", "Table VII"):
+        assert f"### {title}:" in tables
+    # every cell measured but the baseline, which the tiny run leaves out (listed as not measured)
+    cells = re.findall(r"\| ([-\d.]+) \|", tables)
+    assert cells.count("-") == 2 and "baseline: no" in tables
+
+
+def test_a_decoder_artefact_is_required(europarl_finished):
+    import subprocess
+    import sys
+
+    asr, _ = europarl_finished
+    out = subprocess.run(
+        [
+            sys.executable,
+            "local/decoder_vocab.py",
+            "--artefact",
+            "exp/asr_legonn/modules/encoder0.pt",
+            "--out_dir",
+            str(asr / "x"),
+        ],
+        cwd=asr,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 1 and "encoder0.pt: is a encoder module, not a decoder" in out.stderr
