@@ -46,7 +46,7 @@ encoder_conf:
     + TINY_DECODER
     + TINY_TRAINING
 )
-TINY_FINETUNE = TINY_TRAINING.replace("max_epoch: 2", "max_epoch: 1").replace("0.002", "0.0005")
+TINY_FINETUNE = "model_conf: {on_short_ctc: report}\n" + TINY_TRAINING.replace("max_epoch: 2", "max_epoch: 1").replace("0.002", "0.0005")
 TINY_DECODE = "beam_size: 2\nctc_weight: 0.0\n"
 
 MT_CONF = """\

@@ -98,11 +98,13 @@ train_and_score() {  # train_and_score CONFIG TAG ASR.SH-SET-OPTIONS... -- ASR_A
         --asr_args "${args}"
 }
 
-# compose NAME ARTEFACT... : ${expdir}/asr_composed_NAME/{config.yaml,model.pth}
+# compose NAME ARTEFACT... : ${expdir}/asr_composed_NAME/{config.yaml,model.pth}; the decoder's BPE model is
+# named by its copy in ${token_dir} (the artefact names it relative to the MT recipe).
 compose() {
     local name=$1 out="${expdir}/asr_composed_$1"
     shift
-    python -m espnet_ext.bin.lego_compose --modules "$@" --output_dir "${out}"
+    python -m espnet_ext.bin.lego_compose --modules "$@" --output_dir "${out}" &&
+    local/merge_config.py "${out}/config.yaml" <(echo "bpemodel: ${token_dir}/bpe.model") "${out}/config.yaml"
 }
 export_modules() {  # export_modules EXP: EXP/modules/{encoder<i>,decoder}.pt
     python -m espnet_ext.bin.lego_export --config "$1/config.yaml" --model_file "$1/valid.acc.ave.pth" \

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A composed model's config.yaml with the training settings of a fine-tuning YAML on top (its keys win).
+"""A composed model's config.yaml with the training settings of a fine-tuning YAML on top (its keys win;
+model_conf is merged key by key, so the composed interface keys stay).
 
 local/merge_config.py exp/asr_composed_iv/config.yaml conf/finetune_mini.yaml exp/asr_composed_iv/finetune.yaml
 """
@@ -27,7 +28,11 @@ def main() -> int:
             file=sys.stderr,
         )
         return 1
-    config.update(settings)
+    for key, value in settings.items():
+        if key == "model_conf":
+            config[key] = {**config[key], **value}
+        else:
+            config[key] = value
     with atomic_write(sys.argv[3]) as f:
         yaml.safe_dump(config, f, sort_keys=False)
     return 0
