@@ -53,6 +53,8 @@ def main() -> int:
     args = parser.parse_args()
     s = Scores(args.expdir, args.test_set)
     baseline = s.decoded(args.baseline, "baseline") if args.baseline else "-"
+    if not args.baseline:
+        s.missing.append("baseline: not trained in this run (empty --baseline_config)")
     composed_iv = s.decoded("asr_composed_iv", "Table IV composed")
     composed_v = s.decoded("asr_composed_v", "Table V composed")
     parts = [
