@@ -8,7 +8,7 @@
 #    3 token list = the decoder's output vocabulary (local/decoder_vocab.py; the BPE it was trained with)
 #    4 Europarl LegoNN ASR: the encoder as two modules, phoneme recogniser -> pronunciation model (§V-C2),
 #      + its own decoder; trained, decoded, scored (asr.sh 8-11)
-#    5 TED LegoNN ASR, the same architecture on TED (its pronunciation model is Table V's)
+#    5 TED LegoNN ASR, the same architecture on TED (its pronunciation model is Table V's); trained only
 #    6 baseline encoder-decoder on Europarl (--baseline_config; empty skips it)
 #    7 module export and composition, two pre-trained modules or three (§VI-D):
 #      iv = the Europarl ASR encoder (both its modules) + the De-En decoder (Table IV);
@@ -89,13 +89,13 @@ if [ -z "${mt_decoder}" ]; then
     [ ! -f "${mt_modules}/base_dir" ] || mt_decoder_base=$(cat "${mt_modules}/base_dir")
 fi
 
-train_and_score() {  # train_and_score CONFIG TAG ASR.SH-SET-OPTIONS... -- ASR_ARGS
-    local config=$1 tag=$2 sets=() args
-    shift 2
+train_and_score() {  # train_and_score CONFIG TAG LAST_STAGE ASR.SH-SET-OPTIONS... -- ASR_ARGS
+    local config=$1 tag=$2 last=$3 sets=() args
+    shift 3
     while [ "$1" != "--" ]; do sets+=("$1"); shift; done
     args=$2
-    ./asr.sh --stage 8 --stop_stage 11 "${common[@]}" "${sets[@]}" --asr_config "${config}" --asr_tag "${tag}" \
-        --asr_args "${args}"
+    ./asr.sh --stage 8 --stop_stage "${last}" "${common[@]}" "${sets[@]}" --asr_config "${config}" \
+        --asr_tag "${tag}" --asr_args "${args}"
 }
 
 # compose NAME ARTEFACT... : ${expdir}/asr_composed_NAME/{config.yaml,model.pth}; the decoder's BPE model is
@@ -168,12 +168,12 @@ run_stage 1 "Europarl and TED data and features" "${dumpdir}/legonn" "$(date +%s
 run_stage 3 "token list of the MT decoder" "${token_dir}" "$(fingerprint "${mt_decoder}")" \
     local/decoder_vocab.py --artefact "${mt_decoder}" --base_dir "${mt_decoder_base}" --out_dir "${token_dir}"
 run_stage 4 "Europarl LegoNN ASR, phoneme + pronunciation modules" "${ep_exp}/legonn" "$(date +%s)" \
-    train_and_score "${asr_config}" legonn "${europarl[@]}" -- "${europarl_phn}"
+    train_and_score "${asr_config}" legonn 11 "${europarl[@]}" -- "${europarl_phn}"
 run_stage 5 "TED LegoNN ASR, phoneme + pronunciation modules" "${ted_exp}/legonn" "$(date +%s)" \
-    train_and_score "${asr_config}" ted_legonn "${ted[@]}" -- "${ted_phn}"
+    train_and_score "${asr_config}" ted_legonn 9 "${ted[@]}" -- "${ted_phn}"  # its modules are what counts
 if [ -n "${baseline_config}" ]; then
     run_stage 6 "baseline encoder-decoder" "${baseline_exp}/legonn" "$(date +%s)" \
-        train_and_score "${baseline_config}" baseline "${europarl[@]}" -- ""
+        train_and_score "${baseline_config}" baseline 11 "${europarl[@]}" -- ""
 fi
 run_stage 7 "module export and composition" "${expdir}/legonn" \
     "$(fingerprint "${ep_exp}/valid.acc.ave.pth" "${ted_exp}/valid.acc.ave.pth" "${mt_decoder}")" compose_all
