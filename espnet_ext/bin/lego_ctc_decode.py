@@ -6,6 +6,13 @@
 ``--src_text``: Kaldi-style ``utt-id tokens...`` lines, tokenized with the model's source tokenizer. Each
 output line is ``utt-id`` and the best path of module ``--module`` (default: the last encoder module) in
 its interface vocabulary, repeats merged and blanks dropped, tokens joined by spaces.
+
+A speech encoder (ESPnet2 ASR task) reads features instead:
+
+    python -m espnet_ext.bin.lego_ctc_decode --asr_train_config exp/x/config.yaml \
+        --asr_model_file exp/x/valid.acc.ave.pth --feats_scp dump/fbank/test/feats.scp --output ctc/text
+
+``--words`` writes SentencePiece pieces as words (pieces joined, ``▁`` starting a word), for WER.
 """
 
 from __future__ import annotations
@@ -31,11 +38,23 @@ def read_source(path: str) -> list[tuple[str, str]]:
     return utterances
 
 
-def decode(model, to_ids, utterances, module: int, device: str):
-    """-> [(utt-id, interface tokens)] for every source sentence, one at a time."""
-    token_list = model.encoder.encoder_modules[module].token_list
+def text_inputs(to_ids, utterances):
     for utt, text in utterances:
-        src = to_ids(text).to(device)[None]
+        yield utt, to_ids(text)
+
+
+def speech_inputs(feats_scp: str):
+    import kaldiio
+
+    for utt, feats in kaldiio.load_scp_sequential(feats_scp):
+        yield utt, torch.from_numpy(feats).float()
+
+
+def decode(model, inputs, module: int, device: str):
+    """-> [(utt-id, interface tokens)] for every (utt-id, source tokens or features), one at a time."""
+    token_list = model.encoder.encoder_modules[module].token_list
+    for utt, src in inputs:
+        src = src.to(device)[None]
         with torch.no_grad():
             log_probs, lengths = model.interfaces(src, torch.tensor([src.size(1)], device=device))[
                 module
@@ -43,37 +62,61 @@ def decode(model, to_ids, utterances, module: int, device: str):
         yield utt, [token_list[i] for i in greedy_decode(log_probs, lengths)[0]]
 
 
+def as_words(pieces: list[str]) -> list[str]:
+    """SentencePiece pieces -> words (a piece starting with ``▁`` starts a word)."""
+    return "".join(pieces).replace("\u2581", " ").split()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mt_train_config", required=True)
-    parser.add_argument("--mt_model_file", required=True)
-    parser.add_argument("--src_text", required=True, help="utt-id + source text per line")
+    parser.add_argument("--mt_train_config")
+    parser.add_argument("--mt_model_file")
+    parser.add_argument("--src_text", help="utt-id + source text per line")
+    parser.add_argument("--asr_train_config")
+    parser.add_argument("--asr_model_file")
+    parser.add_argument("--feats_scp", help="features of the utterances (kaldi_ark scp)")
+    parser.add_argument("--words", action="store_true", help="write SentencePiece pieces as words")
     parser.add_argument("--output", required=True, help="utt-id + CTC best path per line")
     parser.add_argument(
         "--module", type=int, default=-1, help="encoder module index (default last)"
     )
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
+    speech = args.asr_train_config is not None
+    wanted = (
+        ("asr_train_config", "asr_model_file", "feats_scp")
+        if speech
+        else ("mt_train_config", "mt_model_file", "src_text")
+    )
+    missing = [f"--{name}" for name in wanted if getattr(args, name) is None]
+    if missing:
+        parser.error(
+            f"{' '.join(missing)} required (MT: --mt_* and --src_text; ASR: --asr_* and --feats_scp)"
+        )
     try:
-        from espnet2.tasks.mt import MTTask
-
         import espnet_ext.registry
 
         espnet_ext.registry.install()
-        model, train_args = MTTask.build_model_from_file(
-            args.mt_train_config, args.mt_model_file, args.device
-        )
+        if speech:
+            from espnet2.tasks.asr import ASRTask as task
+        else:
+            from espnet2.tasks.mt import MTTask as task
+        config = args.asr_train_config if speech else args.mt_train_config
+        model_file = args.asr_model_file if speech else args.mt_model_file
+        model, train_args = task.build_model_from_file(config, model_file, args.device)
         if getattr(train_args, "model", None) != "legonn":
-            raise ConfigError(f"{args.mt_train_config} is not a LegoNN model", key="model")
+            raise ConfigError(f"{config} is not a LegoNN model", key="model")
         n_modules = len(model.encoder.encoder_modules)
         if not -n_modules <= args.module < n_modules:
             raise ConfigError(f"the model has {n_modules} encoder modules", key="--module")
-        to_ids = source_encoder(train_args)
-        utterances = read_source(args.src_text)
+        if speech:
+            inputs = speech_inputs(args.feats_scp)
+        else:
+            inputs = text_inputs(source_encoder(train_args), read_source(args.src_text))
         model.eval()
         with atomic_write(args.output) as f:
-            for utt, tokens in decode(model, to_ids, utterances, args.module, args.device):
-                f.write(f"{utt} {' '.join(tokens)}\n")
+            for utt, tokens in decode(model, inputs, args.module, args.device):
+                f.write(f"{utt} {' '.join(as_words(tokens) if args.words else tokens)}\n")
     except (ConfigError, InputError) as e:
         raise SystemExit(f"error: {e}") from e
 

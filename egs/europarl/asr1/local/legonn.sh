@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# LegoNN module reuse for Europarl-ST English ASR (LegoNN §IV-C, Tables IV-VII), on asr.sh and the module inventory.
+# Every training, decoding and scoring is an asr.sh call; what this script adds is the order and the module
+# plumbing (lego_export / lego_compose / lego_ctc_decode). Stages:
+#    1 Europarl and TED data, features, filtering (asr.sh 1-3; TED in ${dumpdir}/ted, ${expdir}/ted)
+#    2 the De-En MT decoder: --mt_decoder, or (empty) ${mt_recipe}/run.sh trains the mini De-En LegoNN MT
+#      model through mt.sh and its modules are exported to ${expdir}/mt_modules
+#    3 token list = the decoder's output vocabulary (local/decoder_vocab.py; the BPE it was trained with)
+#    4 Europarl LegoNN ASR: the encoder as two modules, phoneme recogniser -> pronunciation model (§V-C2),
+#      + its own decoder; trained, decoded, scored (asr.sh 8-11)
+#    5 TED LegoNN ASR, the same architecture on TED (its pronunciation model is Table V's); trained only
+#    6 baseline encoder-decoder on Europarl (--baseline_config; empty skips it)
+#    7 module export and composition, two pre-trained modules or three (§VI-D):
+#      iv = the Europarl ASR encoder (both its modules) + the De-En decoder (Table IV);
+#      v = Europarl phoneme recogniser + TED pronunciation model + De-En decoder (Table V);
+#      v_ted = TED phoneme recogniser + TED pronunciation model (+ the De-En decoder, unused by stage 9)
+#    8 decoding of the composed models with no training (asr.sh 10-11)
+#    9 greedy CTC decoding of encoder modules alone (Table VII; Table V's encoder-only rows), scored
+#   10 fine-tuning of the composed models iv and v end to end (--init_param), decoded, scored (Table VI)
+#   11 ${expdir}/RESULTS_legonn.md: Tables IV-VII (local/tables.py)
+set -euo pipefail
+
+stage=1
+stop_stage=100
+dumpdir=dump
+expdir=exp
+train_set=train
+valid_set=dev
+test_sets="test"
+ted_train_set=ted_train
+ted_valid_set=ted_dev
+nbpe=100                # names the token dir only: the vocabulary is the decoder's
+mt_decoder=""           # decoder.pt of a De-En LegoNN MT model (egs/wmt/mt1); empty: train the mini one
+mt_decoder_base=.       # dir the artefact's relative paths (its BPE model) are relative to
+mt_recipe=../mt1        # the recipe that trains the mini De-En model when --mt_decoder is empty
+mt_opts=""              # options for ${mt_recipe}/run.sh
+asr_config=""           # phoneme recogniser -> pronunciation model + decoder (Europarl and TED)
+baseline_config=""      # plain encoder-decoder (empty: no baseline)
+finetune_config=""      # training settings for fine-tuning a composed model (merged into its config)
+inference_config=""
+asr_opts=""             # options for every asr.sh call (nj, max_frames, ...)
+
+. ./path.sh
+. utils/parse_options.sh
+. ./cmd.sh
+. utils/pipeline.sh
+
+for name in asr_config finetune_config inference_config; do
+    [ -n "${!name}" ] || die "--${name} is required"
+done
+# shellcheck disable=SC2206
+common=(--nbpe "${nbpe}" --inference_config "${inference_config}" ${asr_opts})
+europarl=(--dumpdir "${dumpdir}" --expdir "${expdir}" --train_set "${train_set}" --valid_set "${valid_set}"
+          --test_sets "${test_sets}")
+ted=(--dumpdir "${dumpdir}/ted" --expdir "${expdir}/ted" --train_set "${ted_train_set}"
+     --valid_set "${ted_valid_set}" --test_sets "${test_sets}")
+token_dir="data/token_list/bpe_unigram${nbpe}"
+mt_modules="${expdir}/mt_modules"
+
+phoneme_targets() {  # phoneme_targets DUMPDIR TRAIN VALID: the CTC targets of a phoneme interface (key phn)
+    echo "--train_data_path_and_name_and_type $1/fbank/$2_filtered/phn_int,phn,text_int" \
+         "--valid_data_path_and_name_and_type $1/fbank/$3_filtered/phn_int,phn,text_int" \
+         "--allow_variable_data_keys true"
+}
+europarl_phn=$(phoneme_targets "${dumpdir}" "${train_set}" "${valid_set}")
+ted_phn=$(phoneme_targets "${dumpdir}/ted" "${ted_train_set}" "${ted_valid_set}")
+
+prepare_data() {
+    ./asr.sh --stop_stage 3 "${common[@]}" "${europarl[@]}" --asr_config "${asr_config}" &&
+    ./asr.sh --stage 2 --stop_stage 3 "${common[@]}" "${ted[@]}" --asr_config "${asr_config}"
+}
+
+mt_decoder_stage() {
+    local mt_exp out
+    out="$(pwd)/${mt_modules}"
+    # shellcheck disable=SC2086
+    (cd "${mt_recipe}" && ./run.sh ${mt_opts}) || return 1
+    # shellcheck disable=SC2086
+    mt_exp=$(cd "${mt_recipe}" && ./run.sh ${mt_opts} --print_exp true) || return 1
+    # The experiment's paths (token lists, BPE models) are relative to its recipe.
+    (cd "${mt_recipe}" && python -m espnet_ext.bin.lego_export --config "${mt_exp}/config.yaml" \
+        --model_file "${mt_exp}/valid.acc.ave.pth" --output_dir "${out}") || return 1
+    echo "${mt_recipe}" > "${mt_modules}/base_dir"
+}
+if [ -z "${mt_decoder}" ]; then
+    run_stage 2 "De-En LegoNN MT model (${mt_recipe})" "${mt_modules}" "$(fingerprint "${mt_recipe}/run.sh" "${mt_opts}")" \
+        mt_decoder_stage
+    mt_decoder="${mt_modules}/decoder.pt"
+    [ ! -f "${mt_modules}/base_dir" ] || mt_decoder_base=$(cat "${mt_modules}/base_dir")
+fi
+
+train_and_score() {  # train_and_score CONFIG TAG LAST_STAGE ASR.SH-SET-OPTIONS... -- ASR_ARGS
+    local config=$1 tag=$2 last=$3 sets=() args
+    shift 3
+    while [ "$1" != "--" ]; do sets+=("$1"); shift; done
+    args=$2
+    ./asr.sh --stage 8 --stop_stage "${last}" "${common[@]}" "${sets[@]}" --asr_config "${config}" \
+        --asr_tag "${tag}" --asr_args "${args}"
+}
+
+# compose NAME ARTEFACT... : ${expdir}/asr_composed_NAME/{config.yaml,model.pth}; the decoder's BPE model is
+# named by its copy in ${token_dir} (the artefact names it relative to the MT recipe).
+compose() {
+    local name=$1 out="${expdir}/asr_composed_$1"
+    shift
+    python -m espnet_ext.bin.lego_compose --modules "$@" --output_dir "${out}" &&
+    local/merge_config.py "${out}/config.yaml" <(echo "bpemodel: ${token_dir}/bpe.model") "${out}/config.yaml"
+}
+export_modules() {  # export_modules EXP: EXP/modules/{encoder<i>,decoder}.pt
+    python -m espnet_ext.bin.lego_export --config "$1/config.yaml" --model_file "$1/valid.acc.ave.pth" \
+        --output_dir "$1/modules"
+}
+# The trained models (the tags conf/sweeps/modules.yaml gives them too).
+ep_exp="${expdir}/asr_legonn"
+ted_exp="${expdir}/ted/asr_ted_legonn"
+baseline_exp="${expdir}/asr_baseline"
+compose_all() {
+    export_modules "${ep_exp}" && export_modules "${ted_exp}" &&
+    compose iv "${ep_exp}/modules/encoder0.pt" "${ep_exp}/modules/encoder1.pt" "${mt_decoder}" &&
+    compose v "${ep_exp}/modules/encoder0.pt" "${ted_exp}/modules/encoder1.pt" "${mt_decoder}" &&
+    compose v_ted "${ted_exp}/modules/encoder0.pt" "${ted_exp}/modules/encoder1.pt" "${mt_decoder}"
+}
+
+decode_composed() {
+    local name
+    for name in iv v; do
+        ./asr.sh --stage 10 --stop_stage 11 "${common[@]}" "${europarl[@]}" --skip_train true \
+            --asr_config "${expdir}/asr_composed_${name}/config.yaml" --asr_tag "composed_${name}" \
+            --inference_model model.pth || return 1
+    done
+}
+
+# ctc_score EXP MODEL MODULE KIND: greedy CTC of encoder module MODULE, scored against words (bpe) or phones
+ctc_score() {
+    local exp=$1 model=$2 module=$3 kind=$4 dset dir ref words=()
+    [ "${kind}" = bpe ] && words=(--words)
+    for dset in ${test_sets}; do
+        dir="${exp}/ctc_greedy_module${module}/${dset}"
+        mkdir -p "${dir}"
+        ref="${dumpdir}/fbank/${dset}/text"
+        [ "${kind}" = bpe ] || ref="${dumpdir}/fbank/${dset}/phn"
+        ${decode_cmd} "${dir}/ctc_decode.log" python -m espnet_ext.bin.lego_ctc_decode \
+            --asr_train_config "${exp}/config.yaml" --asr_model_file "${exp}/${model}" \
+            --feats_scp "${dumpdir}/fbank/${dset}/feats.scp" --module "${module}" "${words[@]}" \
+            --output "${dir}/text" || return 1
+        score_set score_wer "${ref}" "${dir}" 3 || return 1
+    done
+}
+ctc_all() {
+    ctc_score "${ep_exp}" valid.acc.ave.pth 0 phn &&
+    ctc_score "${ep_exp}" valid.acc.ave.pth 1 bpe &&
+    ctc_score "${expdir}/asr_composed_v" model.pth 1 bpe &&
+    ctc_score "${expdir}/asr_composed_v_ted" model.pth 1 bpe
+}
+
+finetune() {
+    local name composed
+    for name in iv v; do
+        composed="${expdir}/asr_composed_${name}"
+        local/merge_config.py "${composed}/config.yaml" "${finetune_config}" "${composed}/finetune.yaml" || return 1
+        ./asr.sh --stage 9 --stop_stage 11 "${common[@]}" "${europarl[@]}" --asr_config "${composed}/finetune.yaml" \
+            --asr_tag "finetuned_${name}" --asr_args "--init_param ${composed}/model.pth ${europarl_phn}" || return 1
+    done
+}
+
+run_stage 1 "Europarl and TED data and features" "${dumpdir}/legonn" "$(date +%s)" prepare_data
+[ -f "${mt_decoder}" ] || [ "${stop_stage}" -lt 3 ] || die "no MT decoder artefact ${mt_decoder}"
+run_stage 3 "token list of the MT decoder" "${token_dir}" "$(fingerprint "${mt_decoder}")" \
+    local/decoder_vocab.py --artefact "${mt_decoder}" --base_dir "${mt_decoder_base}" --out_dir "${token_dir}"
+run_stage 4 "Europarl LegoNN ASR, phoneme + pronunciation modules" "${ep_exp}/legonn" "$(date +%s)" \
+    train_and_score "${asr_config}" legonn 11 "${europarl[@]}" -- "${europarl_phn}"
+run_stage 5 "TED LegoNN ASR, phoneme + pronunciation modules" "${ted_exp}/legonn" "$(date +%s)" \
+    train_and_score "${asr_config}" ted_legonn 9 "${ted[@]}" -- "${ted_phn}"  # its modules are what counts
+if [ -n "${baseline_config}" ]; then
+    run_stage 6 "baseline encoder-decoder" "${baseline_exp}/legonn" "$(date +%s)" \
+        train_and_score "${baseline_config}" baseline 11 "${europarl[@]}" -- ""
+fi
+run_stage 7 "module export and composition" "${expdir}/legonn" \
+    "$(fingerprint "${ep_exp}/valid.acc.ave.pth" "${ted_exp}/valid.acc.ave.pth" "${mt_decoder}")" compose_all
+run_stage 8 "decoding the composed models (no training)" "${expdir}/legonn" "$(date +%s)" decode_composed
+run_stage 9 "greedy CTC decoding of encoder modules" "${expdir}/legonn" "$(date +%s)" ctc_all
+run_stage 10 "fine-tuning the composed models" "${expdir}/legonn" "$(date +%s)" finetune
+run_stage 11 "Tables IV-VII" "${expdir}/legonn" "$(date +%s)" \
+    python local/tables.py --expdir "${expdir}" --test_set "${test_sets%% *}" --europarl "$(basename "${ep_exp}")" \
+        ${baseline_config:+--baseline "$(basename "${baseline_exp}")"} \
+        --out "${expdir}/RESULTS_legonn.md"
+log "Finished: ${expdir}/RESULTS_legonn.md"
