@@ -47,7 +47,8 @@ asr_config=""
 asr_args=""             # extra arguments for asr_train / vsr_train
 avhubert_checkpoint=""  # video: fairseq AV-HuBERT checkpoint initialising the front-end and encoder
 unlabeled_set=""        # self-training (stages 13-14): the data/<set> to pseudo-label
-pseudo_min_confidence=-inf  # pseudo-labels kept when 1-best score / tokens >= this
+pseudo_label_exp=""     # the experiment whose model pseudo-labels it (default: this one's, stage 9)
+pseudo_min_confidence=""  # pseudo-labels kept when 1-best score / tokens >= this (empty: every non-empty 1-best)
 asr_tag=""
 attention_variant=baseline  # baseline, smooth_focus, relaxed_cross or relaxed_self (espnet_ext.attention.variants)
 relax_gamma=""          # relaxation coefficient of the relaxed variants (default: the paper's)
@@ -116,7 +117,8 @@ train_dir="${feats_dir}/${train_set}_filtered"
 valid_dir="${feats_dir}/${valid_set}_filtered"
 
 tokenizer_opts=(--token_type "${token_type}" --token_list "${token_list}" --non_linguistic_symbols none
-                --cleaner none --g2p none)
+                --cleaner none)
+[ "${input}" = speech ] && tokenizer_opts+=(--g2p none)  # LipReadingTask has no phoneme option
 [ "${token_type}" = bpe ] && tokenizer_opts+=(--bpemodel "${bpemodel}")
 
 make_tokens() {
@@ -219,7 +221,9 @@ score() {
 
 write_results() {
     local notes="Configs: \`${asr_config}\`, \`${inference_config}\`$(${use_lm} && echo ", LM \`${lm_config}\`")."
-    notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < 12 ? stop_stage : 12))):"
+    local last=12
+    [ -z "${unlabeled_set}" ] || last=14
+    notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < last ? stop_stage : last))):"
     notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
     [ -z "${results_notes}" ] || notes+=" ${results_notes}"
     python -m espnet_ext.results --scan asr --exp_dir "${expdir}" --test_sets "${test_sets}" \
@@ -254,10 +258,11 @@ pseudo_dir="${feats_dir}/${unlabeled_set}_pseudo_${asr_tag}"
 self_train_dir="${feats_dir}/${train_set}_filtered_self_${asr_tag}"
 
 pseudo_label() {
+    local asr_exp=${pseudo_label_exp:-${asr_exp}}  # e.g. the baseline's model for every variant
     decode "${unlabeled_set}" || return 1
     ${train_cmd} "${pseudo_dir}.log" python -m espnet_ext.data.pseudo_labels \
         --data_dir "${feats_dir}/${unlabeled_set}" --decode_dir "${asr_exp}/${inference_tag}/${unlabeled_set}" \
-        --out_dir "${pseudo_dir}" --min_confidence "${pseudo_min_confidence}" || return 1
+        --out_dir "${pseudo_dir}" ${pseudo_min_confidence:+"--min_confidence=${pseudo_min_confidence}"} || return 1
     rm -rf "${self_train_dir}"
     ${train_cmd} "${self_train_dir}.log" python -m espnet_ext.data.datadir combine "${self_train_dir}" \
         "${train_dir}" "${pseudo_dir}"
@@ -300,7 +305,7 @@ run_stage 11 "scoring" "${asr_exp}/${inference_tag}" "$(fingerprint $(for t in $
 run_stage 12 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
 if [ -n "${unlabeled_set}" ]; then
     [ "${input}" = video ] || die "--unlabeled_set (self-training) needs --input video"
-    run_stage 13 "pseudo-labels of ${unlabeled_set}" "${asr_exp}/${inference_tag}" "$(fingerprint "${asr_exp}/${inference_model}" "${feats_dir}/${unlabeled_set}/video.scp" "${inference_config}" "${inference_args}" "${use_lm}" "${pseudo_min_confidence}")" pseudo_label
-    run_stage 14 "self-training" "${asr_exp}_self_training" "$(fingerprint "${self_train_dir}/text" "${token_list}" "${asr_config}" "${asr_args}" "${inference_config}" "${inference_args}")" self_train
+    run_stage 13 "pseudo-labels of ${unlabeled_set}" "${asr_exp}/${inference_tag}" "$(fingerprint "${pseudo_label_exp:-${asr_exp}}/${inference_model}" "${feats_dir}/${unlabeled_set}/video.scp" "${inference_config}" "${inference_args}" "${use_lm}" "${pseudo_min_confidence}")" pseudo_label
+    run_stage 14 "self-training" "${asr_exp}_self_training" "$(fingerprint "${self_train_dir}/text" "${token_list}" "${asr_config}" "${asr_args}" "${inference_config}" "${inference_args}" "${inference_tag}" "${use_lm}" "${lm_exp}/${inference_lm}")" self_train
 fi
 log "Finished: ${asr_exp}"
