@@ -12,6 +12,7 @@ from espnet_ext.data.numbers.corpus import CorpusSpec, generate_corpus
 from espnet_ext.data.numbers.modality import Modality
 from espnet_ext.data.numbers.speech import SpeechModality
 from espnet_ext.data.numbers.text import PhonemeModality, TextModality
+from espnet_ext.data.numbers.video import VideoModality
 from espnet_ext.data.numbers.words import LANGUAGES
 from espnet_ext.errors import InputError
 
@@ -28,6 +29,10 @@ MODALITIES: dict[str, tuple[str, Callable[[argparse.Namespace], Modality]]] = {
     "phonemes": (
         "'phn': ARPAbet phones of the English words (g2p_en, offline NLTK data)",
         lambda a: PhonemeModality(nltk_data=a.nltk_data),
+    ),
+    "video": (
+        "lip videos of the first language's speech: 88x88 grey, 25 fps, '.npy' + 'video.scp'",
+        lambda a: VideoModality(lang=a.langs[0], video_dir=a.out / "video", nj=a.nj),
     ),
 }
 
