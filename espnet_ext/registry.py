@@ -80,6 +80,7 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
         ("model_choices", "task_conditioned", _TASK_MODELS + "TaskConditionedASRModel"),
         ("model_choices", "legonn", _LEGO + "model:LegoNNASRModel"),
         *_LEGONN_MODULES,
+        ("encoder_choices", "relaxed_avhubert", "espnet_ext.nets.avhubert.encoder:AVHubertEncoder"),
     ],
     "espnet2.tasks.st": [
         (

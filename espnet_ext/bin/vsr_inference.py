@@ -3,14 +3,23 @@
     python -m espnet_ext.bin.vsr_inference --data_path_and_name_and_type dump/test/video.scp,video,video \
         --model_file exp/vsr/valid.acc.ave.pth --output_file exp/vsr/decode_test/text \
         --beam_size 10 --ctc_weight 0.3 [--lm_train_config exp/lm/config.yaml --lm_file exp/lm/x.pth --lm_weight 0.5]
+        [--config conf/decode.yaml] [--score_file exp/vsr/decode_test/score] [--matched_inference true]
 
 Scorers as in ESPnet's ASR decoding: attention decoder (1 - ctc_weight), CTC prefix score (ctc_weight),
 optional LM (lm_weight) and a length bonus (penalty); ``BatchBeamSearch`` batches the beam of one video.
+``--config`` is a YAML of these options (the command line wins), as ESPnet's decoding configs.
+``--score_file`` gets ``<id> <score> <tokens>`` per video: the 1-best's total beam-search score and its
+length in tokens (with <eos>), from which self-training's confidence filter is computed.
+``--matched_inference true|false`` relaxes (or not) the model's relaxed attention at test time.
 """
 
+import argparse
+import contextlib
 import logging
+import sys
 
 import torch
+import yaml
 from espnet.nets.batch_beam_search import BatchBeamSearch
 from espnet.nets.beam_search import BeamSearch
 from espnet.nets.scorer_interface import BatchScorerInterface, PartialScorerInterface
@@ -18,12 +27,12 @@ from espnet.nets.scorers.ctc import CTCPrefixScorer
 from espnet.nets.scorers.length_bonus import LengthBonus
 from espnet2.tasks.lm import LMTask
 
+from espnet_ext.attention import matched_inference
 from espnet_ext.errors import ConfigError
 from espnet_ext.fileio import atomic_write
 from espnet_ext.tasks.abs_ext_task import (
     TextPreprocessor,
     inference_batches,
-    inference_main,
     inference_parser,
     load_state_dict_strictly,
 )
@@ -47,7 +56,29 @@ def get_parser():
         "--lm_train_config", type=str, default=None, help="config.yaml of an ESPnet LM"
     )
     group.add_argument("--lm_file", type=str, default=None)
+    parser.add_argument("--config", type=str, default=None, help="YAML of the options above")
+    parser.add_argument(
+        "--score_file", type=str, default=None, help="'<id> <score> <tokens>' of each 1-best"
+    )
     return parser
+
+
+def parse_args(cmd=None) -> argparse.Namespace:
+    """The command line over the ``--config`` YAML over the defaults; unknown YAML keys are refused."""
+    parser = get_parser()
+    given, _ = parser.parse_known_args(cmd)
+    if given.config is not None:
+        try:
+            with open(given.config, encoding="utf-8") as f:
+                config = yaml.safe_load(f) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise ConfigError(f"cannot read the decoding config: {e}", path=given.config) from e
+        known = {action.dest for action in parser._actions}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise ConfigError(f"unknown option(s) {', '.join(unknown)}", path=given.config)
+        parser.set_defaults(**config)
+    return parser.parse_args(cmd)
 
 
 def build_beam_search(model, args) -> BeamSearch:
@@ -100,7 +131,11 @@ def inference(args) -> None:
     model.eval()
     search = build_beam_search(model, args)
     text = TextPreprocessor.from_args(train_args, train=False)
-    with atomic_write(args.output_file) as out:
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(atomic_write(args.output_file))
+        scores = (
+            None if args.score_file is None else stack.enter_context(atomic_write(args.score_file))
+        )
         for ids, batch in inference_batches(LipReadingTask, train_args, args):
             for i, key in enumerate(ids):
                 length = batch["video_lengths"][i : i + 1]
@@ -115,10 +150,20 @@ def inference(args) -> None:
                     t for t in token_ids if t not in (model.sos, model.eos, model.blank_id)
                 ]
                 out.write(f"{key} {text.ids_to_text(token_ids)}".rstrip() + "\n")
+                if scores is not None:
+                    score = float(hypotheses[0].score) if hypotheses else float("-inf")
+                    scores.write(f"{key} {score:.6f} {len(token_ids) + 1}\n")
 
 
 def main(cmd=None):
-    inference_main(get_parser, inference, cmd)
+    matched, cmd = matched_inference.pop_option(sys.argv[1:] if cmd is None else cmd)
+    args = parse_args(cmd)
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s (%(module)s:%(lineno)d) %(levelname)s: %(message)s",
+    )
+    with matched_inference.applied_on_build(LipReadingTask, matched):
+        inference(args)
 
 
 if __name__ == "__main__":

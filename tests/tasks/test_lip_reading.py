@@ -205,8 +205,15 @@ def test_train_resume_and_beam_search(corpus, tiny_run_options):
     )
     test = corpus / "data" / "test"
     references = dict(line.split() for line in (test / "text").read_text().splitlines())
-    predictions = decode(corpus, exp, test, corpus / "decode" / "text", ctc_weight=0.3)
+    scores = corpus / "decode" / "score"
+    predictions = decode(
+        corpus, exp, test, corpus / "decode" / "text", ctc_weight=0.3, score_file=scores
+    )
     assert list(predictions) == list(references)  # every id, in scp order (.npy and .mp4 alike)
+    # --score_file: the 1-best's beam score and its length in tokens (characters here, + <eos>)
+    for line, (key, text) in zip(scores.read_text().splitlines(), predictions.items(), strict=True):
+        got_key, score, tokens = line.split()
+        assert got_key == key and float(score) < 0 and int(tokens) == len(text) + 1
     exact = sum(predictions[k] == v for k, v in references.items())
     assert exact >= 6, (predictions, references)  # unseen videos are lip-read
     ctc_only = decode(corpus, exp, test, corpus / "decode_ctc" / "text", ctc_weight=1.0)

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# Speech recognition pipeline on ESPnet2's ASR task, shared by every egs/<corpus>/asr1 recipe.
-# The recipe's run.sh sets options and calls this script; local/data.sh prepares its Kaldi data dirs.
+# Speech recognition pipeline on ESPnet2's ASR task, shared by every egs/<corpus>/asr1 recipe, and with
+# --input video the lip-reading (VSR) pipeline of egs/<corpus>/vsr1 on our LipReadingTask.
+# The recipe's run.sh sets options and calls this script; local/data.sh prepares its Kaldi data dirs
+# (speech: wav.scp + text; video: video.scp + text).
 # Stages (ESPnet order):
 #    1 data preparation (local/data.sh) + data-dir validation
-#    2 80-dim fbank features (kaldiio ark/scp, nj parallel jobs)
+#    2 80-dim fbank features (kaldiio ark/scp, nj parallel jobs); video: every video decoded, frame counts
 #    3 filtering of the training/validation sets by length (removed ids listed, never silent)
 #    4 token list (SentencePiece bpe/unigram, or characters)
 #    5 LM text + statistics    6 LM training    7 LM perplexity       (../lm1/lm.sh; --use_lm true)
 #    8 ASR statistics          9 ASR training   10 decoding   11 scoring (WER/CER)   12 RESULTS.md
+# Self-training (--unlabeled_set SET):
+#   13 pseudo-labels: SET decoded by the model of stage 9, confident 1-best kept (espnet_ext.data.pseudo_labels),
+#      combined with the training set
+#   14 a model trained on the union (stages 8-11 again, experiment <tag>_self_training) + RESULTS.md
 set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
@@ -36,8 +42,13 @@ token_type=bpe          # bpe (SentencePiece) or char
 nbpe=100
 bpemode=unigram
 bpe_opts=""             # extra options for espnet_ext.text.token_list
+input=speech            # speech (fbank features, asr_train) or video (grey mouth crops, vsr_train/vsr_inference)
 asr_config=""
-asr_args=""             # extra arguments for asr_train
+asr_args=""             # extra arguments for asr_train / vsr_train
+avhubert_checkpoint=""  # video: fairseq AV-HuBERT checkpoint initialising the front-end and encoder
+unlabeled_set=""        # self-training (stages 13-14): the data/<set> to pseudo-label
+pseudo_label_exp=""     # the experiment whose model pseudo-labels it (default: this one's, stage 9)
+pseudo_min_confidence=""  # pseudo-labels kept when 1-best score / tokens >= this (empty: every non-empty 1-best)
 asr_tag=""
 attention_variant=baseline  # baseline, smooth_focus, relaxed_cross or relaxed_self (espnet_ext.attention.variants)
 relax_gamma=""          # relaxation coefficient of the relaxed variants (default: the paper's)
@@ -57,6 +68,8 @@ lm_exp=""
 inference_lm=valid.loss.ave.pth
 results_title="ASR results"
 results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
+results_notes=""        # extra markdown for RESULTS.md (e.g. how a λ grid chose its weight)
+print_exp=false         # true: print the experiment dir these options name, and exit
 
 . ./path.sh
 . utils/parse_options.sh
@@ -73,7 +86,14 @@ ${skip_data_prep} && skip_stages+=" 1 2 3 4"
 ${skip_train} && skip_stages+=" 5 6 7 8 9"
 ${skip_eval} && skip_stages+=" 10 11 12"
 
-feats_dir="${dumpdir}/fbank"
+case ${input} in
+    speech) feats_dir="${dumpdir}/fbank" input_scp=feats.scp input_name=speech input_type=kaldi_ark
+            train_module=espnet_ext.bin.asr_train exp_kind=asr ;;
+    video)  feats_dir="${dumpdir}/video" input_scp=video.scp input_name=video input_type=video
+            train_module=espnet_ext.bin.vsr_train exp_kind=vsr ;;
+    *) die "--input must be speech or video, not '${input}'" ;;
+esac
+[ -z "${avhubert_checkpoint}" ] || [ "${input}" = video ] || die "--avhubert_checkpoint needs --input video"
 token_dir="data/token_list/${token_type}"
 [ "${token_type}" = bpe ] && token_dir="data/token_list/${token_type}_${bpemode}${nbpe}"
 token_list="${token_dir}/tokens.txt"
@@ -82,8 +102,9 @@ variant_opts=(--config "${asr_config}" --variant "${attention_variant}" --task a
 variant=$(python -m espnet_ext.attention.variants "${variant_opts[@]}") || die "bad attention variant"
 asr_args="$(sed -n 2p <<< "${variant}") ${asr_args}"
 asr_tag=${asr_tag:-$(basename "${asr_config}" .yaml)$(sed -n 1p <<< "${variant}")}
-asr_exp="${expdir}/asr_${asr_tag}"
-asr_stats_dir="${expdir}/asr_stats_${token_type}"
+asr_exp="${expdir}/${exp_kind}_${asr_tag}"
+if ${print_exp}; then echo "${asr_exp}"; exit 0; fi
+asr_stats_dir="${expdir}/${exp_kind}_stats_${token_type}"
 lm_tag=${lm_tag:-$(basename "${lm_config:-lm}" .yaml)}
 lm_exp=${lm_exp:-${expdir}/lm_${lm_tag}}
 if [ -z "${inference_tag}" ]; then
@@ -96,7 +117,8 @@ train_dir="${feats_dir}/${train_set}_filtered"
 valid_dir="${feats_dir}/${valid_set}_filtered"
 
 tokenizer_opts=(--token_type "${token_type}" --token_list "${token_list}" --non_linguistic_symbols none
-                --cleaner none --g2p none)
+                --cleaner none)
+[ "${input}" = speech ] && tokenizer_opts+=(--g2p none)  # LipReadingTask has no phoneme option
 [ "${token_type}" = bpe ] && tokenizer_opts+=(--bpemodel "${bpemodel}")
 
 make_tokens() {
@@ -119,47 +141,74 @@ run_lm_stages() {
         --lm_exp "${lm_exp}" --lm_stats_dir "${expdir}/lm_stats_${lm_tag}_${token_type}"
 }
 
+# model_data_opts: the training/validation data options of ${train_module} (set in ${model_data})
+model_data_opts() {
+    model_data=()
+    local split dir
+    for split in train valid; do
+        dir=${train_dir}
+        [ "${split}" = valid ] && dir=${valid_dir}
+        model_data+=("--${split}_data_path_and_name_and_type" "${dir}/${input_scp},${input_name},${input_type}"
+                     "--${split}_data_path_and_name_and_type" "${dir}/text,text,text")
+    done
+    # Speech: fbank dimension (+ global mean/variance normalisation in training); video: the front-end's.
+    [ "${input}" = speech ] && model_data+=(--input_size "$(cat "${train_dir}/feats_dim")")
+    return 0
+}
+
 asr_stats() {
-    require_files "${train_dir}/feats.scp" "${valid_dir}/feats.scp" "${token_list}"
-    collect_stats espnet_ext.bin.asr_train "${asr_stats_dir}" "${nj}" "${train_dir}/feats.scp" "${valid_dir}/feats.scp" \
-        "${tokenizer_opts[@]}" --config "${asr_config}" --input_size "$(cat "${train_dir}/feats_dim")" \
-        --train_data_path_and_name_and_type "${train_dir}/feats.scp,speech,kaldi_ark" \
-        --train_data_path_and_name_and_type "${train_dir}/text,text,text" \
-        --valid_data_path_and_name_and_type "${valid_dir}/feats.scp,speech,kaldi_ark" \
-        --valid_data_path_and_name_and_type "${valid_dir}/text,text,text" || return 1
+    require_files "${train_dir}/${input_scp}" "${valid_dir}/${input_scp}" "${token_list}"
+    model_data_opts
+    collect_stats "${train_module}" "${asr_stats_dir}" "${nj}" "${train_dir}/${input_scp}" "${valid_dir}/${input_scp}" \
+        "${tokenizer_opts[@]}" --config "${asr_config}" "${model_data[@]}" || return 1
     add_token_dim "${asr_stats_dir}" "${token_list}" "${token_type}"
 }
 
 asr_train() {
+    local init_opts=()
     mkdir -p "${asr_exp}"
+    model_data_opts
+    [ "${input}" = speech ] && model_data+=(--normalize global_mvn
+        --normalize_conf "stats_file=${asr_stats_dir}/train/feats_stats.npz")
+    if [ -n "${avhubert_checkpoint}" ]; then  # fairseq names -> ours, strictly checked, for --init_param
+        ${train_cmd} "${asr_exp}/avhubert_init.log" python -m espnet_ext.nets.avhubert.checkpoint \
+            --checkpoint "${avhubert_checkpoint}" --config "${asr_config}" --token_list "${token_list}" \
+            --out "${asr_exp}/avhubert_init.pth" || return 1
+        init_opts=(--init_param "${asr_exp}/avhubert_init.pth")
+    fi
     # shellcheck disable=SC2086
-    train_model "${asr_exp}/train.log" -- python -m espnet_ext.bin.asr_train --use_preprocessor true \
-        "${tokenizer_opts[@]}" --config "${asr_config}" --output_dir "${asr_exp}" \
-        --input_size "$(cat "${train_dir}/feats_dim")" \
-        --normalize global_mvn --normalize_conf "stats_file=${asr_stats_dir}/train/feats_stats.npz" \
-        --train_data_path_and_name_and_type "${train_dir}/feats.scp,speech,kaldi_ark" \
-        --train_data_path_and_name_and_type "${train_dir}/text,text,text" \
-        --valid_data_path_and_name_and_type "${valid_dir}/feats.scp,speech,kaldi_ark" \
-        --valid_data_path_and_name_and_type "${valid_dir}/text,text,text" \
-        --train_shape_file "${asr_stats_dir}/train/speech_shape" \
+    train_model "${asr_exp}/train.log" -- python -m "${train_module}" --use_preprocessor true \
+        "${tokenizer_opts[@]}" --config "${asr_config}" --output_dir "${asr_exp}" "${model_data[@]}" "${init_opts[@]}" \
+        --train_shape_file "${asr_stats_dir}/train/${input_name}_shape" \
         --train_shape_file "${asr_stats_dir}/train/text_shape.${token_type}" \
-        --valid_shape_file "${asr_stats_dir}/valid/speech_shape" \
+        --valid_shape_file "${asr_stats_dir}/valid/${input_name}_shape" \
         --valid_shape_file "${asr_stats_dir}/valid/text_shape.${token_type}" \
         --fold_length 800 --fold_length 150 ${asr_args}
 }
 
+# decode SET... : each set's 1-best into ${asr_exp}/${inference_tag}/<set>/text (video: + score)
 decode() {
-    local dset lm_opts=()
+    local dset dir lm_opts=()
     ${use_lm} && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
     require_files "${asr_exp}/${inference_model}"
-    for dset in ${test_sets}; do
-        local dir="${asr_exp}/${inference_tag}/${dset}"
-        # shellcheck disable=SC2086
-        decode_set "${dir}" "${feats_dir}/${dset}/feats.scp" espnet_ext.bin.asr_inference \
-            output.JOB/1best_recog/text -- --batch_size 1 --ngpu 0 --config "${inference_config}" \
-            --data_path_and_name_and_type "${feats_dir}/${dset}/feats.scp,speech,kaldi_ark" \
-            --asr_train_config "${asr_exp}/config.yaml" --asr_model_file "${asr_exp}/${inference_model}" \
-            "${lm_opts[@]}" --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
+    for dset in "$@"; do
+        dir="${asr_exp}/${inference_tag}/${dset}"
+        local data=(--data_path_and_name_and_type "${feats_dir}/${dset}/${input_scp},${input_name},${input_type}")
+        if [ "${input}" = speech ]; then
+            # shellcheck disable=SC2086
+            decode_set "${dir}" "${feats_dir}/${dset}/${input_scp}" espnet_ext.bin.asr_inference \
+                output.JOB/1best_recog/text -- --batch_size 1 --ngpu 0 --config "${inference_config}" "${data[@]}" \
+                --asr_train_config "${asr_exp}/config.yaml" --asr_model_file "${asr_exp}/${inference_model}" \
+                "${lm_opts[@]}" --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
+        else
+            # shellcheck disable=SC2086
+            decode_set "${dir}" "${feats_dir}/${dset}/${input_scp}" espnet_ext.bin.vsr_inference \
+                output.JOB/text -- --config "${inference_config}" "${data[@]}" \
+                --train_config "${asr_exp}/config.yaml" --model_file "${asr_exp}/${inference_model}" \
+                "${lm_opts[@]}" --output_file "${dir}/logdir/output.JOB/text" \
+                --score_file "${dir}/logdir/output.JOB/score" ${inference_args} || return 1
+            merge_shards "${dir}" output.JOB/score "${dir}/score" || return 1
+        fi
     done
 }
 
@@ -172,15 +221,69 @@ score() {
 
 write_results() {
     local notes="Configs: \`${asr_config}\`, \`${inference_config}\`$(${use_lm} && echo ", LM \`${lm_config}\`")."
-    notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < 12 ? stop_stage : 12))):"
+    local last=12
+    [ -z "${unlabeled_set}" ] || last=14
+    notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < last ? stop_stage : last))):"
     notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
+    [ -z "${results_notes}" ] || notes+=" ${results_notes}"
     python -m espnet_ext.results --scan asr --exp_dir "${expdir}" --test_sets "${test_sets}" \
         --title "${results_title}" --notes "${notes}" --out "${results_md}" --command "${command_line}"
 }
 
-run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_speech_data
-run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.scp" "data/${valid_set}/text" ${fbank_conf})" extract_features
-run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/feats.scp" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_speech_data
+# Video: tables checked (an unlabeled set needs no text), then every video decoded and counted.
+prepare_video_data() {
+    local dset
+    # shellcheck disable=SC2086
+    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
+    for dset in ${train_set} ${valid_set} ${test_sets}; do
+        ${train_cmd} "data/log/validate_${dset}.log" \
+            python -m espnet_ext.data.datadir validate "data/${dset}" --require text,video.scp || return 1
+    done
+    if [ -n "${unlabeled_set}" ]; then
+        ${train_cmd} "data/log/validate_${unlabeled_set}.log" \
+            python -m espnet_ext.data.datadir validate "data/${unlabeled_set}" --require video.scp || return 1
+    fi
+}
+
+check_videos() {
+    local dset
+    for dset in ${train_set} ${valid_set} ${test_sets} ${unlabeled_set}; do
+        ${train_cmd} "${feats_dir}/log/videos_${dset}.log" \
+            python -m espnet_ext.bin.vsr_prepare --data_dir "data/${dset}" --out_dir "${feats_dir}/${dset}" || return 1
+    done
+}
+
+# Self-training. The pseudo-labelled set joins the (filtered) training set; a second model is trained on it.
+pseudo_dir="${feats_dir}/${unlabeled_set}_pseudo_${asr_tag}"
+self_train_dir="${feats_dir}/${train_set}_filtered_self_${asr_tag}"
+
+pseudo_label() {
+    local asr_exp=${pseudo_label_exp:-${asr_exp}}  # e.g. the baseline's model for every variant
+    decode "${unlabeled_set}" || return 1
+    ${train_cmd} "${pseudo_dir}.log" python -m espnet_ext.data.pseudo_labels \
+        --data_dir "${feats_dir}/${unlabeled_set}" --decode_dir "${asr_exp}/${inference_tag}/${unlabeled_set}" \
+        --out_dir "${pseudo_dir}" ${pseudo_min_confidence:+"--min_confidence=${pseudo_min_confidence}"} || return 1
+    rm -rf "${self_train_dir}"
+    ${train_cmd} "${self_train_dir}.log" python -m espnet_ext.data.datadir combine "${self_train_dir}" \
+        "${train_dir}" "${pseudo_dir}"
+}
+
+self_train() {  # the stage functions see the second model's directories (bash locals are dynamic)
+    local train_dir=${self_train_dir} asr_stats_dir="${asr_stats_dir}_self_${asr_tag}"
+    local asr_exp="${asr_exp}_self_training"
+    # shellcheck disable=SC2086
+    asr_stats && asr_train && decode ${test_sets} && score && write_results
+}
+
+data_fp="$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${unlabeled_set}")"
+if [ "${input}" = speech ]; then
+    run_stage 1 "data preparation" "${dumpdir}" "${data_fp}" prepare_speech_data
+    run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.scp" "data/${valid_set}/text" ${fbank_conf})" extract_features
+else
+    run_stage 1 "data preparation" "${dumpdir}" "${data_fp}" prepare_video_data
+    run_stage 2 "video checks" "${dumpdir}" "$(fingerprint "${data_fp}" "data/${train_set}/video.scp" "data/${valid_set}/text")" check_videos
+fi
+run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/${input_scp}" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_speech_data
 run_stage 4 "token list" "${token_dir}" "$(fingerprint "${train_dir}/text" "${nbpe}" "${bpemode}" ${bpe_opts})" make_tokens
 if ${use_lm}; then
     [ -n "${lm_config}" ] || die "--use_lm true needs --lm_config"
@@ -189,15 +292,20 @@ if ${use_lm}; then
     run_stage 6 "LM training" "${lm_exp}" "${lm_fp}" run_lm_stages 4 4
     run_stage 7 "LM perplexity" "${lm_exp}" "${lm_fp}" run_lm_stages 5 5
 fi
-run_stage 8 "ASR statistics" "${asr_stats_dir}" "$(fingerprint "${train_dir}/feats.scp" "${valid_dir}/feats.scp" "${token_list}" "${asr_config}")" asr_stats
-run_stage 9 "ASR training" "${asr_exp}" "$(fingerprint "${asr_stats_dir}/train/feats_stats.npz" "${token_list}" "${asr_config}" "${asr_args}")" asr_train
+run_stage 8 "ASR statistics" "${asr_stats_dir}" "$(fingerprint "${train_dir}/${input_scp}" "${valid_dir}/${input_scp}" "${token_list}" "${asr_config}")" asr_stats
+run_stage 9 "ASR training" "${asr_exp}" "$(fingerprint "${asr_stats_dir}/train/${input_name}_shape" "${asr_stats_dir}/train/feats_stats.npz" "${token_list}" "${asr_config}" "${asr_args}" "${avhubert_checkpoint}")" asr_train
 # --inference_model last<N>.pth: the average of the last N epochs (espnet_ext.bin.average_checkpoints;
 # the training config must keep them: best_model_criterion [train, total_count, max]), made before
 # the decoding fingerprint is taken.
 [[ ${inference_model} =~ ^last[0-9]+\.pth$ ]] && run_stage 10 "averaging into ${inference_model}" \
     "${asr_exp}/.${inference_model%.pth}" "$(date +%s)" \
     python -m espnet_ext.bin.average_checkpoints --exp_dir "${asr_exp}" --model "${inference_model}"
-run_stage 10 "decoding" "${asr_exp}/${inference_tag}" "$(fingerprint "${asr_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" "${lm_exp}/${inference_lm}")" decode
+run_stage 10 "decoding" "${asr_exp}/${inference_tag}" "$(fingerprint "${asr_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" "${lm_exp}/${inference_lm}")" decode ${test_sets}
 run_stage 11 "scoring" "${asr_exp}/${inference_tag}" "$(fingerprint $(for t in ${test_sets}; do echo "${asr_exp}/${inference_tag}/${t}/text"; done))" score
 run_stage 12 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
+if [ -n "${unlabeled_set}" ]; then
+    [ "${input}" = video ] || die "--unlabeled_set (self-training) needs --input video"
+    run_stage 13 "pseudo-labels of ${unlabeled_set}" "${asr_exp}/${inference_tag}" "$(fingerprint "${pseudo_label_exp:-${asr_exp}}/${inference_model}" "${feats_dir}/${unlabeled_set}/video.scp" "${inference_config}" "${inference_args}" "${use_lm}" "${pseudo_min_confidence}")" pseudo_label
+    run_stage 14 "self-training" "${asr_exp}_self_training" "$(fingerprint "${self_train_dir}/text" "${token_list}" "${asr_config}" "${asr_args}" "${inference_config}" "${inference_args}" "${inference_tag}" "${use_lm}" "${lm_exp}/${inference_lm}")" self_train
+fi
 log "Finished: ${asr_exp}"

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Kaldi data dirs (video.scp + text + utt2spk) for the LRS3 recipe, plus data/lm_extended/text, the additional
+# LM text.
+#  - LRS3 empty (db.sh): the embedded mini corpus, numbers-world mouth videos (88x88 grey, 25 fps, rendered
+#    from espeak-ng's timed phonemes) as data/{train,dev,test}, and data/unlabeled: more videos without
+#    their text, the self-training set. The extended LM text is number words not in dev/test.
+#  - LRS3 set: the LRS3 release under ${LRS3} ({pretrain,trainval,test}/<speaker>/<id>.{mp4,txt}) read by
+#    espnet_ext.data.lrs3, mouth crops cut with the landmarks of --landmarks (AV-HuBERT's preparation
+#    format) or taken from already cropped videos (--roi); data/dev = ${dev_size} trainval videos of
+#    whole speakers held out of training (data/trainval_nodev), data/pretrain_trainval = the 433 h set.
+#    The self-training set is VoxCeleb2-en, 1,326 h (AV-HuBERT's vox-en id list), given as a prepared
+#    data dir of mouth crops (--voxceleb2_dir: video.scp [+ utt2spk]), copied to data/voxceleb2_en.
+#    The extended LM text is the LibriSpeech LM corpus (${LIBRISPEECH_LM}/librispeech-lm-norm.txt.gz)
+#    plus the LRS3 training text, as the paper's "additional data" LM.
+set -euo pipefail
+
+mini_splits="train=400,dev=60,test=60,unlabeled=400"
+mini_lm_sentences=3000
+mini_seed=0
+landmarks=""            # real: dir of AV-HuBERT-style landmark files (empty: --roi or full videos)
+roi=""                  # real: dir of already cropped mouth videos
+voxceleb2_dir=""        # real: data dir of VoxCeleb2-en mouth crops (the unlabeled set of self-training)
+dev_size=1200
+nj=2
+
+. ./path.sh
+. utils/parse_options.sh
+. ./db.sh
+
+# copy_tables SRC DST TABLE... : the named tables of a data dir into a fresh one
+copy_tables() {
+    local src=$1 dst=$2 table
+    shift 2
+    rm -rf "${dst}" && mkdir -p "${dst}"
+    for table in "$@"; do cp "${src}/${table}" "${dst}/${table}"; done
+}
+
+if [ -z "${LRS3}" ]; then
+    python -m espnet_ext.data.numbers --out data/mini --langs en --modalities speech,text,video \
+        --splits "${mini_splits}" --seed "${mini_seed}" --nj "${nj}"
+    for split in train dev test; do
+        copy_tables "data/mini/${split}" "data/${split}" video.scp text utt2spk
+    done
+    copy_tables data/mini/unlabeled data/unlabeled video.scp utt2spk  # the text is not given away
+    python -m espnet_ext.data.numbers --out data/mini_lm --langs en --modalities text \
+        --splits "lm=${mini_lm_sentences}" --seed "$((mini_seed + 1))"
+    mkdir -p data/lm_extended
+    # Number words of other sentences: the dev/test sentences are left out, as an external LM corpus would.
+    cut -d' ' -f2- data/dev/text data/test/text | sort -u > data/lm_extended/heldout
+    cut -d' ' -f2- data/mini_lm/lm/text | sort -u | comm -23 - data/lm_extended/heldout \
+        | awk '{ printf "lm%06d %s\n", NR, $0 }' > data/lm_extended/text
+    rm data/lm_extended/heldout
+    exit 0
+fi
+
+lrs3_opts=()
+[ -n "${landmarks}" ] && lrs3_opts+=(--landmarks "${landmarks}")
+[ -n "${roi}" ] && lrs3_opts+=(--roi "${roi}")
+python -m espnet_ext.data.lrs3 --lrs3 "${LRS3}" --out data --parts pretrain,trainval,test --nj "${nj}" "${lrs3_opts[@]}"
+# dev: the first speakers of trainval (C order) until ${dev_size} videos; whole speakers, none in training.
+mkdir -p data/dev data/trainval_nodev
+awk -v n="${dev_size}" '{ spk = $2 } count >= n && spk != last { done = 1 }
+     { last = spk; if (!done) { print $1; count++ } }' data/trainval/utt2spk > data/dev/ids
+for table in video.scp text utt2spk; do
+    awk 'NR == FNR { dev[$1]; next } $1 in dev' data/dev/ids "data/trainval/${table}" > "data/dev/${table}"
+    awk 'NR == FNR { dev[$1]; next } !($1 in dev)' data/dev/ids "data/trainval/${table}" > "data/trainval_nodev/${table}"
+done
+rm data/dev/ids
+for dir in data/dev data/trainval_nodev; do python -m espnet_ext.data.datadir fix_spk2utt "${dir}"; done
+python -m espnet_ext.data.datadir combine data/pretrain_trainval data/pretrain data/trainval_nodev
+if [ -n "${voxceleb2_dir}" ]; then
+    rm -rf data/voxceleb2_en && mkdir -p data/voxceleb2_en
+    cp "${voxceleb2_dir}/video.scp" data/voxceleb2_en/
+    if [ -f "${voxceleb2_dir}/utt2spk" ]; then cp "${voxceleb2_dir}/utt2spk" data/voxceleb2_en/; fi
+fi
+mkdir -p data/lm_extended
+{
+    cut -d' ' -f2- data/pretrain_trainval/text
+    if [ -n "${LIBRISPEECH_LM}" ]; then gunzip -c "${LIBRISPEECH_LM}/librispeech-lm-norm.txt.gz"; fi
+} | awk '{ printf "lm%09d %s\n", NR, $0 }' > data/lm_extended/text

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# LRS3 lip reading (the relaxed-attention paper, §4.2, Tables 2 and 6) on asr.sh's video input mode. With LRS3
+# unset in db.sh this runs the embedded mini corpus (mouth-shape videos of spoken English numbers) end to end
+# on a CPU; with it set, the LRS3 release (espnet_ext.data.lrs3; mouth crops from landmarks or given ROIs).
+#   ./run.sh [--stage N] [--stop_stage M] [--cmd_backend slurm] [--ngpu K --num_nodes J] [asr.sh options]
+# Options of this script (all others go to asr.sh):
+#   --setup 30h|433h|433h_self   fine-tuning data: LRS3 trainval (base model), pretrain + trainval (large
+#                                model), or that plus self-training on pseudo-labelled VoxCeleb2-en
+#                                (asr.sh stages 13-14). Mini corpus: the same stages on mini sets.
+#   --lm_text transcripts|extended   LM on the training transcripts, or + the additional text (real: the
+#                                LibriSpeech LM corpus ${LIBRISPEECH_LM}, as the paper)
+#   --lm_weights "0.05 0.1 0.15 0.2" with --use_lm true: decode dev with each LM weight, the best (WER)
+#                                decodes test (espnet_ext.analysis.sweep tune, conf/sweeps/lm_weight.yaml)
+# The paper's variants are asr.sh options on one training config:
+#   --attention_variant baseline|smooth_focus|relaxed_cross|relaxed_self [--relax_gamma G]
+#   --matched_inference true        relaxed attention also when decoding
+#   --avhubert_checkpoint X.pt      start from a released AV-HuBERT model (base_vox_iter5.pt for 30h,
+#                                   large_vox_iter5.pt otherwise)
+# conf/sweeps/paper_*.yaml run Table 2 through espnet_ext.analysis.sweep (one spec per setup).
+set -euo pipefail
+. ./db.sh
+
+setup=433h_self         # 30h, 433h or 433h_self
+lm_text=extended        # transcripts or extended
+lm_weights=""           # the LM-weight grid; empty: decode with the inference config's lm_weight
+__options_pass_to=./asr.sh
+. utils/parse_options.sh
+
+case "${setup}" in
+    30h | 433h | 433h_self) ;;
+    *) echo "$0: --setup must be 30h, 433h or 433h_self, not '${setup}'" >&2; exit 1 ;;
+esac
+unlabeled=()
+if [ -z "${LRS3}" ]; then
+    sets=(--train_set train --valid_set dev --test_sets "dev test")
+    [ "${setup}" = 433h_self ] && unlabeled=(--unlabeled_set unlabeled)
+    opts=(--asr_config conf/train_vsr_mini.yaml --inference_config conf/decode_vsr_mini.yaml
+          --lm_config conf/train_lm_mini.yaml --token_type bpe --nbpe 100 --bpe_opts "--hard_vocab_limit false"
+          --nj 2 --inference_nj 2 --train_num_threads "$(nproc)" --min_frames 5 --max_frames 500)
+    title="LRS3 recipe on the embedded mini corpus (mouth videos of spoken English numbers)"
+else
+    # 30 h = trainval; 433 h = pretrain + trainval (local/data.sh); dev = 1,200 held-out trainval videos.
+    case "${setup}" in
+        30h) sets=(--train_set trainval_nodev) config=conf/train_vsr_base.yaml ;;
+        *) sets=(--train_set pretrain_trainval) config=conf/train_vsr_large.yaml ;;
+    esac
+    sets+=(--valid_set dev --test_sets "dev test")
+    [ "${setup}" = 433h_self ] && unlabeled=(--unlabeled_set voxceleb2_en)
+    opts=(--asr_config "${config}" --inference_config conf/decode_vsr.yaml --lm_config conf/train_lm_transformer.yaml
+          --token_type bpe --nbpe 1000 --nj 32 --inference_nj 32 --min_frames 10 --max_frames 600)
+    title="LRS3 (${setup})"
+fi
+case "${lm_text}" in
+    transcripts) lm_opts=(--lm_tag transcripts) ;;
+    extended) lm_opts=(--lm_tag extended --lm_train_text data/lm_extended/text) ;;
+    *) echo "$0: --lm_text must be transcripts or extended, not '${lm_text}'" >&2; exit 1 ;;
+esac
+
+asr=(./asr.sh --input video "${sets[@]}" "${unlabeled[@]}" "${opts[@]}" "${lm_opts[@]}" --results_title "${title}")
+if [ -z "${lm_weights}" ]; then
+    "${asr[@]}" "$@"
+else
+    . ./path.sh
+    python -m espnet_ext.analysis.sweep tune --spec conf/sweeps/lm_weight.yaml --values "${lm_weights}" \
+        --label "decode_lm_${lm_text}" -- "${asr[@]}" "$@"
+fi

@@ -1,0 +1,201 @@
+"""Released AV-HuBERT checkpoints (fairseq format) -> our lip-reading model's front-end and encoder.
+
+A fairseq checkpoint is a ``torch.load``-able dict with ``model`` (the state dict) and ``cfg`` (or
+``args`` in older releases). Two layouts are read:
+
+- pre-trained (``AVHubertModel``): ``feature_extractor_video.resnet.*`` (3D conv + ResNet-18),
+  ``feature_extractor_video.proj``, ``layer_norm`` (over the fused audio/video channels),
+  ``post_extract_proj``, ``encoder.*`` (fairseq's wav2vec 2.0 TransformerEncoder: ``pos_conv.0`` with
+  weight norm, ``layers.N.self_attn.{q,k,v,out}_proj``, ``self_attn_layer_norm``, ``fc1``, ``fc2``,
+  ``final_layer_norm``; ``layer_norm``);
+- fine-tuned (``AVHubertSeq2Seq``): the same under ``encoder.w2v_model.``, plus ``decoder.*``.
+
+The name map is strict: every tensor of the checkpoint is either mapped onto one of ours or belongs to a
+part that a video-only recognizer does not use (``IGNORED``: the audio stream, the pre-training heads,
+and the fine-tuned decoder whose vocabulary is fairseq's, not ours); every tensor of our front-end and
+encoder must be filled, with the same shape. Anything else is an ``InputError`` listing all offending
+tensors. The architecture in the checkpoint's config (layers, width, heads, pre-LN) is checked too:
+attention heads cannot be seen in tensor shapes.
+
+    python -m espnet_ext.nets.avhubert.checkpoint --checkpoint large_vox_iter5.pt \
+        --config conf/train_vsr_large.yaml --token_list data/token_list/bpe_unigram1000/tokens.txt \
+        --out exp/avhubert_init.pth
+
+writes the mapped tensors as an ESPnet state dict for training's ``--init_param exp/avhubert_init.pth``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.fileio import atomic_write
+
+FINETUNED_PREFIX = "encoder.w2v_model."
+
+# fairseq name (regular expression, after the fine-tuned prefix is removed) -> our name template.
+RULES = [
+    (r"feature_extractor_video\.resnet\.(.+)", r"frontend.res_encoder.\1"),
+    (r"feature_extractor_video\.proj\.(weight|bias)", r"encoder.video_proj.\1"),
+    (r"layer_norm\.(weight|bias)", r"encoder.fuse_norm.\1"),
+    (r"post_extract_proj\.(weight|bias)", r"encoder.post_proj.\1"),
+    (r"encoder\.pos_conv\.0\.(weight_g|weight_v|bias)", r"encoder.pos_conv.\1"),
+    # fairseq >= 0.12 with torch's parametrized weight norm: original0 = g, original1 = v
+    (r"encoder\.pos_conv\.0\.parametrizations\.weight\.original0", r"encoder.pos_conv.weight_g"),
+    (r"encoder\.pos_conv\.0\.parametrizations\.weight\.original1", r"encoder.pos_conv.weight_v"),
+    (r"encoder\.layers\.(\d+)\.self_attn\.q_proj\.(weight|bias)", r"encoder.layers.\1.self_attn.linear_q.\2"),
+    (r"encoder\.layers\.(\d+)\.self_attn\.k_proj\.(weight|bias)", r"encoder.layers.\1.self_attn.linear_k.\2"),
+    (r"encoder\.layers\.(\d+)\.self_attn\.v_proj\.(weight|bias)", r"encoder.layers.\1.self_attn.linear_v.\2"),
+    (r"encoder\.layers\.(\d+)\.self_attn\.out_proj\.(weight|bias)", r"encoder.layers.\1.self_attn.linear_out.\2"),
+    (r"encoder\.layers\.(\d+)\.(self_attn_layer_norm|fc1|fc2|final_layer_norm)\.(weight|bias)",
+     r"encoder.layers.\1.\2.\3"),
+    (r"encoder\.layer_norm\.(weight|bias)", r"encoder.layer_norm.\1"),
+]  # fmt: skip
+
+# Checkpoint parts a video-only recognizer does not use, with the reason (listed when loading).
+IGNORED = {
+    r"feature_extractor_audio\..+": "audio stream",
+    r"mask_emb": "pre-training mask embedding",
+    r"label_embs_concat": "pre-training cluster embeddings",
+    r"final_proj\..+": "pre-training projection head",
+    r"target_glu\..+": "pre-training target GLU",
+    r"decoder\..+": "fine-tuned decoder (fairseq's vocabulary, not the recipe's token list)",
+}
+
+# Our parts that a checkpoint fills (the rest -- decoder, CTC -- is trained from scratch).
+LOADED_PREFIXES = ("frontend.", "encoder.")
+
+
+def read_checkpoint(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
+    """``(state dict, model config)`` of a fairseq checkpoint; the config is {} when it has none."""
+    try:
+        # fairseq stores its config as an omegaconf/argparse object: a full unpickle is needed
+        content = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, EOFError, ModuleNotFoundError, pickle.UnpicklingError) as e:
+        raise InputError(f"cannot read a fairseq checkpoint: {e}", path=path) from e
+    if not isinstance(content, Mapping) or not isinstance(content.get("model"), Mapping):
+        raise InputError("not a fairseq checkpoint: no 'model' state dict", path=path)
+    return dict(content["model"]), _model_config(content)
+
+
+def _model_config(content: Mapping) -> dict:
+    """The encoder's settings: ``cfg.model`` (``cfg.model.w2v_args.model`` when fine-tuned) or ``args``."""
+    cfg = content.get("cfg") or {}
+    if cfg:
+        model = dict(cfg.get("model") or {})
+        inner = (model.get("w2v_args") or {}).get("model") if "w2v_args" in model else None
+        return dict(inner) if inner else model
+    args = content.get("args")
+    return dict(vars(args)) if args is not None else {}
+
+
+def map_names(state: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """``(our name -> tensor, ignored checkpoint name -> reason)``; unmapped names raise ``InputError``."""
+    finetuned = any(name.startswith(FINETUNED_PREFIX) for name in state)
+    mapped, ignored, unmapped = {}, {}, []
+    for name, tensor in state.items():
+        inner = name
+        if finetuned:
+            inner = name[len(FINETUNED_PREFIX) :] if name.startswith(FINETUNED_PREFIX) else None
+            if inner is None and re.fullmatch(r"decoder\..+", name):
+                ignored[name] = IGNORED[r"decoder\..+"]
+                continue
+        target = None if inner is None else _our_name(inner)
+        if target is not None:
+            mapped[target] = tensor
+            continue
+        reason = None if inner is None else next(
+            (why for pattern, why in IGNORED.items() if re.fullmatch(pattern, inner)), None
+        )  # fmt: skip
+        if reason is None:
+            unmapped.append(name)
+        else:
+            ignored[name] = reason
+    if unmapped:
+        raise InputError(f"{len(unmapped)} checkpoint tensor(s) have no counterpart: "
+                         + ", ".join(sorted(unmapped)))  # fmt: skip
+    return mapped, ignored
+
+
+def _our_name(name: str) -> str | None:
+    for pattern, template in RULES:
+        match = re.fullmatch(pattern, name)
+        if match:
+            return match.expand(template)
+    return None
+
+
+def check_architecture(config: Mapping, model: torch.nn.Module) -> None:
+    """The checkpoint's encoder settings against ours (those its tensor shapes cannot show)."""
+    encoder = model.encoder
+    ours = {
+        "encoder_layers": len(encoder.layers),
+        "encoder_embed_dim": encoder.output_size(),
+        "encoder_attention_heads": encoder.layers[0].self_attn.h if len(encoder.layers) else None,
+        "layer_norm_first": encoder.layer_norm_first,
+        "modality_fuse": encoder.modality_fuse,
+    }
+    differing = [f"{key}: checkpoint {config[key]!r}, config {value!r}"
+                 for key, value in ours.items() if key in config and config[key] != value]  # fmt: skip
+    if differing:
+        raise ConfigError("the checkpoint's architecture differs from the encoder_conf: "
+                          + "; ".join(differing))  # fmt: skip
+
+
+def load_avhubert(model: torch.nn.Module, path: str | Path) -> dict[str, str]:
+    """Fill ``model.frontend`` and ``model.encoder`` from a checkpoint; returns the ignored tensors."""
+    state, config = read_checkpoint(path)
+    try:
+        check_architecture(config, model)
+        mapped, ignored = map_names(state)
+        ours = {k: v for k, v in model.state_dict().items() if k.startswith(LOADED_PREFIXES)}
+        problems = [f"missing: {name}" for name in sorted(set(ours) - set(mapped))]
+        problems += [f"not in the model: {name}" for name in sorted(set(mapped) - set(ours))]
+        problems += [
+            f"shape of {name}: checkpoint {tuple(mapped[name].shape)}, model {tuple(ours[name].shape)}"
+            for name in sorted(set(ours) & set(mapped))
+            if mapped[name].shape != ours[name].shape
+        ]
+        if problems:
+            raise InputError(f"does not fit the model ({len(problems)} problem(s)): "
+                             + "; ".join(problems))  # fmt: skip
+    except InputError as e:
+        raise type(e)(e.message, path=path) from e
+    model.load_state_dict({**model.state_dict(), **mapped})
+    return ignored
+
+
+def main(argv=None) -> None:
+    from espnet_ext.registry import build_model
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", required=True, help="fairseq AV-HuBERT checkpoint (.pt)")
+    parser.add_argument("--config", required=True, help="the lip-reading training YAML")
+    parser.add_argument("--token_list", required=True)
+    parser.add_argument("--out", required=True, help="ESPnet state dict for --init_param")
+    args = parser.parse_args(argv)
+    model = build_model(
+        "espnet_ext.tasks.lip_reading:LipReadingTask",
+        ["--config", args.config, "--token_list", args.token_list],
+    )
+    try:
+        ignored = load_avhubert(model, args.checkpoint)
+    except InputError as e:
+        sys.exit(f"error: {e}")
+    for name, reason in sorted(ignored.items()):
+        print(f"not used: {name} ({reason})", file=sys.stderr)
+    state = {k: v for k, v in model.state_dict().items() if k.startswith(LOADED_PREFIXES)}
+    with atomic_write(args.out, mode="wb") as out:
+        torch.save(state, out)
+    print(f"{args.out}: {len(state)} tensors from {args.checkpoint}")
+
+
+if __name__ == "__main__":
+    main()

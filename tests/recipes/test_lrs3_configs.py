@@ -1,0 +1,45 @@
+"""The full-size lip-reading configs are the paper's models (A.3.2): sizes, dropouts, label smoothing, and the
+total parameter counts it states (160 M base, 477 M large with 1,000 subword units)."""
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from espnet_ext.registry import build_model
+
+CONF = Path(__file__).resolve().parents[2] / "egs" / "lrs3" / "vsr1" / "conf"
+
+
+@pytest.mark.parametrize(
+    "name,blocks,dim,heads,decoder_blocks,paper_parameters",
+    [
+        ("train_vsr_base.yaml", 12, 768, 12, 6, 160e6),
+        ("train_vsr_large.yaml", 24, 1024, 16, 9, 477e6),
+    ],
+)
+def test_paper_models(tmp_path, name, blocks, dim, heads, decoder_blocks, paper_parameters):
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text(
+        "\n".join(["<blank>", "<unk>", *(f"t{i}" for i in range(997)), "<sos/eos>"]) + "\n"
+    )
+    with torch.device("meta"):  # the architecture only
+        model = build_model(
+            "espnet_ext.tasks.lip_reading:LipReadingTask",
+            ["--config", str(CONF / name), "--token_list", str(tokens)],
+        )
+    encoder, decoder = model.encoder, model.decoder
+    assert (len(encoder.layers), encoder.output_size(), encoder.layers[0].self_attn.h) == (
+        blocks, dim, heads)  # fmt: skip
+    assert len(decoder.decoders) == decoder_blocks and decoder.decoders[0].size == dim
+    layer = encoder.layers[0]
+    assert (layer.dropout.p, layer.activation_dropout.p, layer.self_attn.dropout_rate) == (
+        0.1, 0.1, 0.0)  # fmt: skip
+    assert encoder.layerdrop > 0 and model.criterion_att.smoothing == 0.1
+    total = sum(p.numel() for p in model.parameters())
+    assert total == pytest.approx(paper_parameters, rel=0.04), total
+    config = yaml.safe_load((CONF / name).read_text())
+    assert (
+        config["decoder_conf"]["use_flash_attn"] is False
+    )  # attention dropout alike on every site
