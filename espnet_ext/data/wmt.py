@@ -15,9 +15,10 @@ Training corpora keep their pairs in file order; a pair with an empty side (euro
 and counted, and the counts are printed, never dropped silently. Test sets must be aligned: the same docs
 with the same segment ids on both sides (an InputError names the file, line and doc/segment otherwise),
 and no empty segment. Ids: ``<corpus>-<n>`` (n the 1-based line, 9 digits) and
-``<set>-<docid>-<segid>`` for test sets. Whitespace runs become one space; ``--lowercase`` lowercases
-both sides (the Ro-En setup of the LegoNN paper). ``--task_tag`` also writes ``lang`` (``<utt> <tag>``),
-the task tag file of multilingual models (``espnet_ext.data.task_tags``).
+``<set>-<docid>-<segid>`` for test sets, after ``--id_prefix`` (which keeps language pairs apart when
+combined). Whitespace runs become one space; ``--lowercase`` lowercases both sides (the Ro-En setup of
+the LegoNN paper). ``--task_tag`` also writes ``lang`` (``<utt> <tag>``), the task tag file of
+multilingual models (``espnet_ext.data.task_tags``).
 
     python -m espnet_ext.data.wmt prepare --out data/train_de --src_lang de --tgt_lang en \\
         --plain europarl-v7.de-en.de europarl-v7.de-en.en --tsv news-commentary-v14.de-en.tsv
@@ -222,10 +223,12 @@ def prepare(
     tgt_lang: str,
     lowercase: bool = False,
     task_tag: str | None = None,
+    id_prefix: str = "",
 ) -> Path:
-    """One data dir of the pairs of ``corpora``, written whole or not at all."""
+    """One data dir of the pairs of ``corpora``, written whole or not at all; ``id_prefix`` keeps the
+    ids of several language pairs apart (``europarl-v7-...`` of de-en and fr-en) when combined."""
     pairs = [
-        Pair(p.id, normalise(p.src, lowercase), normalise(p.tgt, lowercase))
+        Pair(id_prefix + p.id, normalise(p.src, lowercase), normalise(p.tgt, lowercase))
         for corpus in corpora
         for p in corpus.pairs
     ]
@@ -255,6 +258,7 @@ def get_parser() -> argparse.ArgumentParser:
     prep.add_argument("--translator", default=None, help="xml: the reference to take")
     prep.add_argument("--lowercase", action="store_true")
     prep.add_argument("--task_tag", default=None, help="also write 'lang' with this tag")
+    prep.add_argument("--id_prefix", default="", help="put before every utterance id")
     return parser
 
 
@@ -269,7 +273,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError(
                 "give at least one --plain, --tsv, --sgm or --xml input", path=args.out
             )
-        prepare(args.out, corpora, args.src_lang, args.tgt_lang, args.lowercase, args.task_tag)
+        prepare(
+            args.out,
+            corpora,
+            args.src_lang,
+            args.tgt_lang,
+            args.lowercase,
+            args.task_tag,
+            args.id_prefix,
+        )
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
