@@ -26,6 +26,8 @@ multilingual models (``espnet_ext.data.task_tags``).
         --sgm newstest2013-src.de.sgm newstest2013-ref.en.sgm
     python -m espnet_ext.data.wmt prepare --out data/wmt22 --src_lang de --tgt_lang en \\
         --xml wmttest2022.de-en.xml
+    python -m espnet_ext.data.wmt prepare --out data/test --each --src_lang en --tgt_lang de \\
+        --dir WMT/de-en/test        # data/test_newstest2011, data/test_newstest2012, ...
 """
 
 from __future__ import annotations
@@ -216,6 +218,57 @@ def read_xml(path: PathLike, src_lang: str, tgt_lang: str, translator: str | Non
     return Corpus(pairs, 0, str(path))
 
 
+def release_corpora(
+    directory: PathLike, src_lang: str, tgt_lang: str, translator: str | None = None
+) -> tuple[list[Corpus], list[Path]]:
+    """Every corpus of the pair in ``directory`` (release files as WMT names them) and the files that
+    belong to none, in name order:
+
+      plain  ``NAME.<src>`` with ``NAME.<tgt>`` beside it (europarl-v7.de-en.de, corpus.ro ...)
+      tsv    ``*.tsv`` naming the pair
+      sgm    ``NAME-src.<src>.sgm`` + ``NAME-ref.<tgt>.sgm``, or the other direction's files read swapped
+             (newstest sets are multi-parallel: one direction's reference is the other's source)
+      xml    ``*.<src>-<tgt>.xml``
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError("no such release directory", path=directory)
+    files = sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
+    names = {p.name for p in files}
+    corpora, used = [], set()
+
+    def take(reader, *paths: Path, **kwargs) -> None:
+        corpora.append(reader(*paths, **kwargs))
+        used.update(p.name for p in paths)
+
+    for path in files:
+        name = path.name
+        if name in used:
+            continue
+        stem = name[: -len(src_lang) - 1]
+        if name.endswith(f".{src_lang}") and f"{stem}.{tgt_lang}" in names:
+            take(read_plain, path, directory / f"{stem}.{tgt_lang}")
+        elif name.endswith(".tsv") and _PAIR_IN_NAME.search(name):
+            match = _PAIR_IN_NAME.search(name)
+            if {match.group(1), match.group(2)} == {src_lang, tgt_lang}:
+                take(read_tsv, path, src_lang=src_lang, tgt_lang=tgt_lang)
+        elif (
+            name.endswith(f"-src.{src_lang}.sgm")
+            and (ref := name.replace(f"-src.{src_lang}.sgm", f"-ref.{tgt_lang}.sgm")) in names
+        ):
+            take(read_sgm, path, directory / ref)
+        elif (
+            name.endswith(f"-ref.{src_lang}.sgm")
+            and (other := name.replace(f"-ref.{src_lang}.sgm", f"-src.{tgt_lang}.sgm")) in names
+        ):
+            if name.replace("-ref.", "-src.") not in names:  # this direction's own files win
+                corpora.append(read_sgm(path, directory / other))
+            used.update((name, other))
+        elif name.endswith(f".{src_lang}-{tgt_lang}.xml"):
+            take(read_xml, path, src_lang=src_lang, tgt_lang=tgt_lang, translator=translator)
+    return corpora, [p for p in files if p.name not in used]
+
+
 def prepare(
     out: PathLike,
     corpora: Sequence[Corpus],
@@ -255,6 +308,17 @@ def get_parser() -> argparse.ArgumentParser:
     prep.add_argument("--tsv", action="append", default=[], metavar="FILE")
     prep.add_argument("--sgm", nargs=2, action="append", default=[], metavar=("SRC", "REF"))
     prep.add_argument("--xml", action="append", default=[], metavar="FILE")
+    prep.add_argument(
+        "--dir",
+        action="append",
+        default=[],
+        help="a directory of release files: every corpus of the pair in it (release_corpora)",
+    )
+    prep.add_argument(
+        "--each",
+        action="store_true",
+        help="one data dir per corpus, <out>_<corpus> (test sets by year), instead of one for all",
+    )
     prep.add_argument("--translator", default=None, help="xml: the reference to take")
     prep.add_argument("--lowercase", action="store_true")
     prep.add_argument("--task_tag", default=None, help="also write 'lang' with this tag")
@@ -264,31 +328,33 @@ def get_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = get_parser().parse_args(argv)
+    src, tgt = args.src_lang, args.tgt_lang
     try:
         corpora = [read_plain(s, t) for s, t in args.plain]
-        corpora += [read_tsv(f, args.src_lang, args.tgt_lang) for f in args.tsv]
+        corpora += [read_tsv(f, src, tgt) for f in args.tsv]
         corpora += [read_sgm(s, r) for s, r in args.sgm]
-        corpora += [read_xml(f, args.src_lang, args.tgt_lang, args.translator) for f in args.xml]
+        corpora += [read_xml(f, src, tgt, args.translator) for f in args.xml]
+        for directory in args.dir:
+            found, others = release_corpora(directory, src, tgt, args.translator)
+            corpora += found
+            for path in others:
+                print(f"{path}: not a {src}-{tgt} release file, not read", file=sys.stderr)
         if not corpora:
-            raise InputError(
-                "give at least one --plain, --tsv, --sgm or --xml input", path=args.out
-            )
-        prepare(
-            args.out,
-            corpora,
-            args.src_lang,
-            args.tgt_lang,
-            args.lowercase,
-            args.task_tag,
-            args.id_prefix,
-        )
+            raise InputError("no --plain, --tsv, --sgm, --xml or --dir corpus found", path=args.out)
+        names = [corpus_name(c.source.split(" + ")[0]) for c in corpora]
+        if args.each and len(set(names)) != len(names):
+            raise InputError(f"--each needs distinct corpus names, got {names}", path=args.out)
+        outputs = [f"{args.out}_{name}" for name in names] if args.each else [args.out]
+        groups = [[c] for c in corpora] if args.each else [corpora]
+        for out, group in zip(outputs, groups):
+            prepare(out, group, src, tgt, args.lowercase, args.task_tag, args.id_prefix)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     for corpus in corpora:
         dropped = f", {corpus.dropped} dropped (an empty side)" if corpus.dropped else ""
         print(f"{corpus.source}: {len(corpus.pairs)} pairs{dropped}")
-    print(f"-> {args.out}: {sum(len(c.pairs) for c in corpora)} pairs")
+    print(f"-> {' '.join(outputs)}: {sum(len(c.pairs) for c in corpora)} pairs")
     return 0
 
 

@@ -48,12 +48,13 @@ def test_unequal_training_sizes_equal_dev_and_test(corpus):
     sizes = {}
     for lang in ("de", "kk"):
         train = wmt.read_plain(
-            out / f"{lang}-en/train.{lang}-en.{lang}", out / f"{lang}-en/train.{lang}-en.en"
+            out / f"{lang}-en/train/train.{lang}-en.{lang}",
+            out / f"{lang}-en/train/train.{lang}-en.en",
         )
         dev = wmt.read_sgm(
-            out / f"{lang}-en/newsdev-src.{lang}.sgm", out / f"{lang}-en/newsdev-ref.en.sgm"
+            out / f"{lang}-en/dev/newsdev-src.{lang}.sgm", out / f"{lang}-en/dev/newsdev-ref.en.sgm"
         )
-        test = wmt.read_xml(out / f"{lang}-en/wmttest.{lang}-en.xml", lang, "en")
+        test = wmt.read_xml(out / f"{lang}-en/test/wmttest.{lang}-en.xml", lang, "en")
         sizes[lang] = (len(train.pairs), len(dev.pairs), len(test.pairs))
         assert train.dropped == 0
     assert sizes == {"de": (30, 5, 7), "kk": (6, 5, 7)}
@@ -64,11 +65,11 @@ def test_pairs_translate_the_same_number_and_splits_are_disjoint(corpus):
     numbers = spec.numbers("de")
     assert not set(numbers["train"]) & set(numbers["test"])
     assert not set(numbers["valid"]) & (set(numbers["test"]) | set(numbers["train"]))
-    test = wmt.read_xml(out / "de-en/wmttest.de-en.xml", "de", "en").pairs
+    test = wmt.read_xml(out / "de-en/test/wmttest.de-en.xml", "de", "en").pairs
     assert [(p.src, p.tgt) for p in test] == [
         (mini.words(n, "de"), mini.words(n, "en")) for n in numbers["test"]
     ]
-    reverse = wmt.read_xml(out / "de-en/wmttest.en-de.xml", "en", "de").pairs
+    reverse = wmt.read_xml(out / "de-en/test/wmttest.en-de.xml", "en", "de").pairs
     assert [(p.src, p.tgt) for p in reverse] == [(p.tgt, p.src) for p in test]
     assert [p.id for p in test][:4] == [
         "wmttest-de000-0001",
@@ -81,7 +82,7 @@ def test_pairs_translate_the_same_number_and_splits_are_disjoint(corpus):
 def test_deterministic_per_language_and_rerun_keeps_finished_output(corpus, tmp_path):
     out, spec, _ = corpus
     again = mini.generate(tmp_path, mini.WmtSpec((("kk", 6),), 5, 7, doc_size=3))
-    for name in ("train.kk-en.kk", "wmttest.en-kk.xml", "newsdev-ref.en.sgm"):
+    for name in ("train/train.kk-en.kk", "test/wmttest.en-kk.xml", "dev/newsdev-ref.en.sgm"):
         assert (again[0] / name).read_bytes() == (out / "kk-en" / name).read_bytes()
     stamp = (out / "de-en" / ".complete").stat().st_mtime_ns
     mini.generate(out, spec)

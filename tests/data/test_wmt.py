@@ -156,3 +156,39 @@ def test_cli_failure_leaves_no_data_dir(release, tmp_path, capsys):
         == 1
     )
     assert "line-parallel" in capsys.readouterr().err and not out.exists()
+
+
+def test_release_directory_finds_every_format_in_both_directions():
+    corpora, others = wmt.release_corpora(FIXTURE, "de", "en")
+    assert [c.source.split("/")[-1] for c in corpora] == [
+        "europarl-v7.de-en.en",
+        "news-commentary-v14.de-en.tsv",
+        "newstest2013-ref.en.sgm",
+        "wmttest2022.de-en.xml",
+    ]
+    assert others == []
+    reverse, others = wmt.release_corpora(FIXTURE, "en", "de")
+    assert [o.name for o in others] == ["wmttest2022.de-en.xml"]  # an xml file has one direction
+    sgm = {p.id: (p.src, p.tgt) for p in reverse[2].pairs}
+    assert sgm["newstest2013-1019-lemonde-0001"] == (
+        "That is Obama’s victory.",
+        "Das ist Obama’s Sieg.",
+    )
+    assert [p.src for p in reverse[0].pairs] == [p.tgt for p in corpora[0].pairs]
+
+
+def test_cli_each_corpus_of_a_directory_in_its_own_data_dir(tmp_path, capsys):
+    out = tmp_path / "test"
+    args = ["prepare", "--out", str(out), "--each", "--src_lang", "en", "--tgt_lang", "de"]
+    assert wmt.main([*args, "--dir", str(FIXTURE)]) == 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [
+        "test_europarl-v7",
+        "test_news-commentary-v14",
+        "test_newstest2013",
+    ]
+    assert (
+        read_kaldi_map(out.parent / "test_newstest2013" / "text.en")["newstest2013-1012-bbc-0001"]
+        == "A Republican strategy to counter the re-election of Obama"
+    )
+    assert "wmttest2022.de-en.xml: not a en-de release file, not read" in capsys.readouterr().err

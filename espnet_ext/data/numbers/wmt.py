@@ -2,12 +2,13 @@
 
 Per language X a release dir that ``espnet_ext.data.wmt`` reads as it reads WMT's own files::
 
-    <out>/<X>-en/train.<X>-en.<X>, train.<X>-en.en   line-parallel training text (plain)
-    <out>/<X>-en/newsdev-src.<X>.sgm, -ref.en.sgm     dev set, newstest-style SGML
-    <out>/<X>-en/wmttest.<X>-en.xml, wmttest.en-<X>.xml   test set, WMT21+ XML, both directions
-    <out>/<X>-en/.complete                            the settings, written last
+    <out>/<X>-en/train/train.<X>-en.<X>, train.<X>-en.en      line-parallel training text (plain)
+    <out>/<X>-en/dev/newsdev-src.<X>.sgm, newsdev-ref.en.sgm  dev set, newstest-style SGML
+    <out>/<X>-en/test/wmttest.<X>-en.xml, wmttest.en-<X>.xml  test set, WMT21+ XML, both directions
+    <out>/<X>-en/.complete                                    the settings, written last
 
-so the mini corpus runs the same readers as the real releases. Each sentence is one integer written as
+the layout ``espnet_ext.data.wmt prepare --dir`` reads, so the mini corpus runs the same readers as the
+real releases. Each sentence is one integer written as
 words (num2words; normalised as ``words.normalize_words``). The languages are those of the head-selection
 paper's WMT set (footnote 2) that num2words writes -- cs, de, es, fi, fr, kk, lt, lv, ro, ru, tr (not zh,
 et, gu) -- and el from our converter. Training sizes differ per language on purpose (``train_sizes``: the
@@ -146,15 +147,17 @@ def generate_language(out: Path, spec: WmtSpec, lang: str) -> Path:
         return [seg[i : i + spec.doc_size] for i in range(0, len(seg), spec.doc_size)]
 
     files = {
-        f"train.{pair}.{side}": "".join(line + "\n" for line in text["train", side])
+        f"train/train.{pair}.{side}": "".join(line + "\n" for line in text["train", side])
         for side in (lang, "en")
     }
-    files[f"newsdev-src.{lang}.sgm"] = _sgm("src", "newsdev", lang, docs("valid", lang), lang)
-    files["newsdev-ref.en.sgm"] = _sgm("ref", "newsdev", "en", docs("valid", "en"), lang)
+    files[f"dev/newsdev-src.{lang}.sgm"] = _sgm("src", "newsdev", lang, docs("valid", lang), lang)
+    files["dev/newsdev-ref.en.sgm"] = _sgm("ref", "newsdev", "en", docs("valid", "en"), lang)
     ours, english = (lang, docs("test", lang)), ("en", docs("test", "en"))
-    files[f"wmttest.{pair}.xml"] = _xml("wmttest", ours, english, lang)
-    files[f"wmttest.en-{lang}.xml"] = _xml("wmttest", english, ours, lang)
+    files[f"test/wmttest.{pair}.xml"] = _xml("wmttest", ours, english, lang)
+    files[f"test/wmttest.en-{lang}.xml"] = _xml("wmttest", english, ours, lang)
     with atomic_dir(release) as building:
+        for sub in ("train", "dev", "test"):
+            (building / sub).mkdir()
         for name, content in files.items():
             with atomic_write(building / name) as f:
                 f.write(content)
