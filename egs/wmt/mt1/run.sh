@@ -102,7 +102,7 @@ mt=(./mt.sh "${sets[@]}" "${opts[@]}" --dumpdir "dump/${data_mode}" --expdir "ex
 case "${mode}" in
     lego_compose)
         local/compose.sh --compose_config "${compose_config:-${mt_config}}" \
-            --finetune_config "conf/finetune_lego${scale}.yaml" -- "${mt[@]}" "$@"
+            --finetune_config "conf/finetune_lego${scale}.yaml" "${mt[@]}" "$@"
         ;;
     lego_swap)
         test_set=$(sed -n 's/.*--test_sets \([^ ]*\).*/\1/p' <<< "${sets[*]}")

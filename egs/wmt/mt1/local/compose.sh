@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
 # The LegoNN compose scenario (Dalmia et al. §IV-C2, Tables III and VI):
-#   local/compose.sh --compose_config C --finetune_config F -- ./mt.sh OPTIONS...
+#   local/compose.sh --compose_config C --finetune_config F ./mt.sh OPTIONS...
 # OPTIONS are the Ro-En test data's (run.sh --mode lego_compose builds them, with --expdir exp/lego_compose).
 # The Ro-En encoder (exp/lego_roen) and the De-En decoder (exp/lego_deen), both trained with config C, are
-# exported (lego_export) and composed (lego_compose) into <expdir>/mt_composed, which mt.sh decodes and scores
+# exported (lego_export) and composed (lego_compose) into <expdir>/mt_composed_<C's name>, which mt.sh decodes and scores
 # with no training (stages 9-11). Then that model is fine-tuned end to end: its config with the training
-# settings of F, --init_param its weights, as <expdir>/mt_composed_finetuned (stages 7-11).
+# settings of F, --init_param its weights, as <expdir>/mt_composed_<C's name>_finetuned (stages 7-11).
 set -euo pipefail
 compose_config=""
 finetune_config=""
 . utils/parse_options.sh
-[ "${1:-}" = "--" ] && shift
 mt=("$@")
 . ./path.sh
 
@@ -26,12 +25,13 @@ for exp in "${roen}" "${deen}"; do
     fi
     local/export.sh "${exp}" "${model}"
 done
-composed=$("${mt[@]}" --mt_tag composed --mt_config "${compose_config}" --print_exp true)
+tag=composed_$(basename "${compose_config}" .yaml)
+composed=$("${mt[@]}" --mt_tag "${tag}" --mt_config "${compose_config}" --print_exp true)
 if ! [ "${composed}/model.pth" -nt "${roen}/modules/encoder0.pt" ] || ! [ "${composed}/model.pth" -nt "${deen}/modules/decoder.pt" ]; then
     python -m espnet_ext.bin.lego_compose --modules "${roen}/modules/encoder0.pt" "${deen}/modules/decoder.pt" \
         --output_dir "${composed}"
 fi
-"${mt[@]}" --mt_tag composed --mt_config "${composed}/config.yaml" --inference_model model.pth --stage 9 --stop_stage 11
+"${mt[@]}" --mt_tag "${tag}" --mt_config "${composed}/config.yaml" --inference_model model.pth --stage 9 --stop_stage 11
 
 # The fine-tuning config: the composed architecture with F's training settings.
 python - "${composed}/config.yaml" "${finetune_config}" "${composed}/finetune.yaml" <<'PY'
@@ -46,5 +46,5 @@ if cmp -s "${composed}/finetune.yaml.tmp" "${composed}/finetune.yaml"; then  # u
 else
     mv "${composed}/finetune.yaml.tmp" "${composed}/finetune.yaml"
 fi
-"${mt[@]}" --mt_tag composed_finetuned --mt_config "${composed}/finetune.yaml" \
+"${mt[@]}" --mt_tag "${tag}_finetuned" --mt_config "${composed}/finetune.yaml" \
     --mt_args "--init_param ${composed}/model.pth" --stage 7 --stop_stage 11
