@@ -8,7 +8,9 @@
 #   multilingual_o2m  English -> the 14 languages; task = target language, selection in the decoder
 #       --mt_config conf/train_mt_{shared,subset,group,adapter}_<m2o|o2m>[_mini].yaml (default: group);
 #       adapter models start from the shared model of the same mode (--init_param, default its exp dir)
-#       BLEU per language: test sets <m2o|o2m>_test_<lang>; Table 1: local/table1.sh
+#       BLEU per language: test sets <m2o|o2m>_test_<lang>; Table 1: local/table1.py. Training reads the task
+#       ids through --mt_args: extra training options there must repeat them (see below). The mini test sets
+#       and the configs' task_tags follow local/data.sh's --mini_train_sizes: change the three together.
 #   lego_ende         WMT14 En->De, shared 32k BPE, dev newstest2013, test newstest2011-16 without 2013;
 #                     tokenized BLEU with compound splitting next to sacreBLEU (Tables I, X, XI)
 #   lego_deen         WMT19 De->En (no ParaCrawl) and
