@@ -79,8 +79,8 @@ case "${mode}" in
             dictionary=$([ "${pair}" = ende ] && echo lego_ende || echo lego_deroen)
             if [ "${pair}" = ende ]; then
                 sets+=(--test_sets "$(for y in 2011 2012 2014 2015 2016; do printf 'ende_test_newstest%s ' "${y}"; done)")
-                # fairseq's compound splitting (##AT##-##AT##) on Moses-tokenized output: the paper's BLEU
-                opts=(--bleu_opts "--tokenized_bleu --moses_lang de --split_compounds")
+                # Moses-tokenized, compound-split BLEU (multi-bleu.perl, as the paper) next to sacreBLEU
+                opts=(--bleu_opts "--tokenized_bleu --moses_lang de")
             else
                 sets+=(--test_sets "${pair}_test_$([ "${pair}" = roen ] && echo newstest2016 || echo newstest2019)")
                 opts=(--bleu_opts "--tokenized_bleu --moses_lang en")
