@@ -158,3 +158,31 @@ def test_composed_model_decoded_before_and_after_fine_tuning(composed):
     before = torch.load(exp / "mt_composed_tiny_lego/model.pth", map_location="cpu")
     after = torch.load(tuned / "valid.acc.ave.pth", map_location="cpu")
     assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_real_release_layout_through_filtering_on_the_fixtures(tmp_path):
+    """WMT set: ${WMT}/multilingual/de-en/{train,dev,test} with the fixture files (plain, tsv, sgm, xml)."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "wmt"
+    release = tmp_path / "wmt" / "multilingual" / "de-en"
+    for part, pattern in (("train", "[en][ue][rw]*[!m]"), ("dev", "*.sgm"), ("test", "*.xml")):
+        (release / part).mkdir(parents=True)
+        for path in fixture.glob(pattern):
+            (release / part / path.name).write_bytes(path.read_bytes())
+    assert len(list((release / "train").iterdir())) == 3  # europarl de + en, news-commentary tsv
+    recipe = make_recipe_copy("wmt", "mt1", tmp_path / "recipe")
+    args = ["--mode", "multilingual_m2o", "--stop_stage", "2", "--test_sets", "m2o_test_de"]
+    out = run(
+        recipe,
+        [*args, "--local_data_opts", "--task multilingual_m2o --langs de"],
+        {"WMT": str(tmp_path / "wmt")},
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    train = read_table(recipe / "dump/multilingual_m2o/raw/m2o_train_filtered/text.mul")
+    assert read_table(recipe / "data/m2o_train/text.mul")["de-europarl-v7-000000004"] == (
+        "Bitte erheben Sie sich."
+    )
+    # the real setup's length-ratio filter (1.5) drops it: 4 German words, 2 English
+    assert len(train) == 4 and "de-europarl-v7-000000004" not in train
+    assert read_table(recipe / "data/m2o_valid/task_id")["de-newstest2013-1012-bbc-0002"] == "0"
+    test = read_table(recipe / "data/m2o_test_de/text.en")
+    assert test["de-wmttest2022-ecommerce_12-0001"] == "Free shipping"

@@ -96,7 +96,8 @@ case "${mode}" in
 esac
 
 inference_config=conf/decode_mt${scale}.yaml
-title="WMT ${mode}$([ -n "${scale}" ] && echo " on the embedded mini corpus (number words; mini scale)")"
+title="WMT ${mode}"
+[ -z "${scale}" ] || title+=" on the embedded mini corpus (number words; mini scale)"
 # lego_compose decodes the Ro-En data of lego_roen, lego_swap the De-En data of lego_deen
 data_mode=$(case "${mode}" in lego_compose) echo lego_roen ;; lego_swap) echo lego_deen ;; *) echo "${mode}" ;; esac)
 mt=(./mt.sh "${sets[@]}" "${opts[@]}" --dumpdir "dump/${data_mode}" --expdir "exp/${mode}"
