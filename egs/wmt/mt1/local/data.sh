@@ -27,7 +27,7 @@ langs=cs,de,es,et,fi,fr,gu,kk,lt,lv,ro,ru,tr,zh   # real multilingual: the langu
 ende_nbpe=32000             # real: the shared En-De BPE
 deroen_nbpe=41000           # real: the joint De-En + Ro-En BPE
 bpe_opts=""                 # more options of espnet_ext.text.token_list for the LegoNN dictionaries
-mini_train_sizes=de=1200,es=1200,fr=1200,ru=1200,cs=1200,fi=150,kk=150,lt=150,lv=150,ro=150,tr=150
+mini_train_sizes=cs=1200,de=1200,es=1200,fi=150,fr=1200,kk=150,lt=150,lv=150,ro=150,ru=1200,tr=150  # mini: task-id order
 mini_lego_sizes=de=3000,ro=1000     # mini LegoNN: German (En-De and De-En) and Romanian
 mini_valid_size=100         # per language
 mini_test_size=100          # per language
