@@ -157,8 +157,11 @@ def _unescape(text: str) -> str:
     return text
 
 
-def read_xml_segments(path: PathLike) -> list[tuple[int, str, int, str]]:
-    """``(line number, docid, seg id, text)`` of every ``<seg>`` of an IWSLT xml file, in file order."""
+def read_xml_segments(
+    path: PathLike, straight_apostrophes: bool = True
+) -> list[tuple[int, str, int, str]]:
+    """``(line number, docid, seg id, text)`` of every ``<seg>`` of an IWSLT xml file (or a WMT sgm
+    file, the same SGML), in file order; ``straight_apostrophes`` writes ``’`` as ``'`` (fairseq's)."""
     segments = []
     docid = None
     for number, line in read_utf8_lines(path):
@@ -174,13 +177,19 @@ def read_xml_segments(path: PathLike) -> list[tuple[int, str, int, str]]:
             )
         if docid is None:
             raise InputError("<seg> outside a <doc docid=...>", path=path, line=number)
-        text = _unescape(seg.group(2)).replace("\u2019", "'").strip()
+        text = _unescape(seg.group(2)).strip()
+        if straight_apostrophes:
+            text = text.replace("\u2019", "'")
         segments.append((number, docid, int(seg.group(1)), text))
     return segments
 
 
-def read_test_set(name: str, src_path: PathLike, tgt_path: PathLike) -> list[Pair]:
-    src, tgt = read_xml_segments(src_path), read_xml_segments(tgt_path)
+def read_test_set(
+    name: str, src_path: PathLike, tgt_path: PathLike, straight_apostrophes: bool = True
+) -> list[Pair]:
+    """The aligned segments of a source and a reference file, ids ``<name>-<docid>-<segid>``."""
+    src = read_xml_segments(src_path, straight_apostrophes)
+    tgt = read_xml_segments(tgt_path, straight_apostrophes)
     for (line, doc, seg, _), (tgt_line, tgt_doc, tgt_seg, _) in zip(src, tgt):
         if (doc, seg) != (tgt_doc, tgt_seg):
             raise InputError(

@@ -41,6 +41,8 @@ tgt_nbpe=100
 bpemode=unigram
 src_bpe_opts=""         # extra options for espnet_ext.text.token_list (source / joint model)
 tgt_bpe_opts=""         # extra options for espnet_ext.text.token_list (target model)
+token_list_dir=""       # an existing vocabulary (tokens.txt [+ bpe.model]) for both sides: stage 3 trains
+                        # none (one joint dictionary shared by several language pairs, LegoNN §V-C1)
 mt_config=""
 mt_args=""              # extra arguments for mt_train
 mt_tag=""

@@ -1,0 +1,1 @@
+../../TEMPLATE/lm1/lm.sh

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Data dirs of egs/wmt/mt1 for one --task, read from WMT release directories by espnet_ext/data/wmt.py
+# (plain parallel text, tsv, newstest sgm, WMT21+ xml; python -m espnet_ext.data.wmt --help):
+#  multilingual_m2o  data/m2o_{train,valid} (every language -> English, source side text.mul) and
+#                    data/m2o_test_<x> per language;
+#  multilingual_o2m  data/o2m_... (English -> every language, target side text.mul); the source starts with
+#                    the target-language token <2x>, which tells every model (the shared one too) what to write;
+#     both with `lang` (the non-English language of the pair: the task) and `task_id` (its index in --langs);
+#  lego              data/{ende,deen,roen}_{train,valid} and data/<pair>_test_<set> per test set, De-En and
+#                    Ro-En lowercased, and the joint dictionaries of the LegoNN setups (§V): data/token_list/
+#                    lego_ende (En-De, shared BPE) and lego_deroen (one over De-En + Ro-En, so modules compose).
+# Release layout, one dir per pair (the files as WMT ships them, under any names release_corpora knows):
+#   <root>/<x>-en/train/   the training corpora (europarl-v7.de-en.{de,en}, commoncrawl.de-en.{de,en},
+#                          news-commentary-v14.de-en.tsv, corpus.{ro,en} ...)
+#   <root>/<x>-en/dev/     the dev set (newstest2013-src.de.sgm + newstest2013-ref.en.sgm, or an xml)
+#   <root>/<x>-en/test/    the test sets, one data dir each (newstest2011..2016 sgm, wmttest2022.de-en.xml)
+#  - WMT empty (db.sh): the embedded mini corpus (espnet_ext/data/numbers/wmt.py) in that layout under
+#    data/mini_release/{multilingual,lego}: number words of --mini_train_sizes' languages <-> English.
+#  - WMT set: ${WMT}/multilingual/<x>-en for the 14 languages of the head-selection paper (Liu et al. 2020's
+#    WMT collection), ${WMT}/wmt14/de-en (En-De, 4.5M pairs), ${WMT}/wmt19/de-en (De-En without ParaCrawl:
+#    leave it out of train/), ${WMT}/wmt16/ro-en (Ro-En). No download: WMT's corpora come from several
+#    sites under their own terms; fetch them from https://www.statmt.org/wmt14/ (wmt16, wmt19) into that layout.
+set -euo pipefail
+
+task=lego                   # multilingual_m2o, multilingual_o2m or lego
+langs=cs,de,es,et,fi,fr,gu,kk,lt,lv,ro,ru,tr,zh   # real multilingual: the languages, in task-id order
+ende_nbpe=32000             # real: the shared En-De BPE
+deroen_nbpe=41000           # real: the joint De-En + Ro-En BPE
+bpe_opts=""                 # more options of espnet_ext.text.token_list for the LegoNN dictionaries
+mini_train_sizes=cs=1200,de=1200,es=1200,fi=150,fr=1200,kk=150,lt=150,lv=150,ro=150,ru=1200,tr=150  # mini: task-id order
+mini_lego_sizes=de=3000,ro=1000     # mini LegoNN: German (En-De and De-En) and Romanian
+mini_valid_size=100         # per language
+mini_test_size=100          # per language
+mini_seed=0
+mini_nbpe=150               # mini LegoNN joint dictionary, and its SentencePiece options (German compounds
+mini_bpe_opts="--hard_vocab_limit false --max_sentencepiece_length 7"  # split into number morphemes)
+
+. ./path.sh
+. utils/parse_options.sh
+. ./db.sh
+
+# prepare OUT SRC TGT DIR [OPTIONS]: one data dir of every corpus of the pair in DIR
+prepare() {
+    local out=$1 src=$2 tgt=$3 dir=$4
+    shift 4
+    python -m espnet_ext.data.wmt prepare --out "${out}" --src_lang "${src}" --tgt_lang "${tgt}" --dir "${dir}" "$@"
+}
+
+# multilingual DIRECTION: every language's pairs with the non-English side as text.mul, then combined
+multilingual() {
+    local direction=$1 x src tgt
+    local root=${WMT:+${WMT}/multilingual}
+    root=${root:-data/mini_release/multilingual}
+    for x in ${langs//,/ }; do
+        if [ "${direction}" = m2o ]; then src=${x}; tgt=en; else src=en; tgt=${x}; fi
+        for split in train valid test; do
+            local out=data/${direction}_${split}_${x} release=${split/valid/dev}
+            prepare "${out}" "${src}" "${tgt}" "${root}/${x}-en/${release}" --task_tag "${x}" --id_prefix "${x}-"
+            mv "${out}/text.${x}" "${out}/text.mul"
+            if [ "${direction}" = o2m ]; then  # the target-language token
+                awk -v tag="<2${x}>" '{ $1 = $1 " " tag; print }' "${out}/text.en" > "${out}/text.en.tmp"
+                mv "${out}/text.en.tmp" "${out}/text.en"
+            fi
+        done
+    done
+    for split in train valid; do
+        # shellcheck disable=SC2046
+        python -m espnet_ext.data.datadir combine "data/${direction}_${split}" \
+            $(for x in ${langs//,/ }; do echo "data/${direction}_${split}_${x}"; done)
+    done
+    for dir in "data/${direction}_train" "data/${direction}_valid" "data/${direction}"_test_*; do
+        python -m espnet_ext.data.task_tags --task_tags "${langs//,/ }" "${dir}/lang" "${dir}/task_id"
+    done
+}
+
+# lego_pair NAME SRC TGT ROOT [OPTIONS]: data/NAME_{train,valid}, data/NAME_test_<set>
+lego_pair() {
+    local name=$1 src=$2 tgt=$3 root=$4
+    shift 4
+    prepare "data/${name}_train" "${src}" "${tgt}" "${root}/train" "$@"
+    prepare "data/${name}_valid" "${src}" "${tgt}" "${root}/dev" "$@"
+    prepare "data/${name}_test" "${src}" "${tgt}" "${root}/test" --each "$@"
+}
+
+# dictionary NAME NBPE TEXT...: one SentencePiece model over all TEXT files. Kept while its inputs are
+# unchanged: the experiments (and module artefacts) made with it must go on reading the same tokens.
+dictionary() {
+    local name=$1 nbpe=$2 out="data/token_list/$1" inputs
+    shift 2
+    inputs=$(cat "$@" | md5sum)" ${nbpe} ${bpe_opts}"
+    [ "$(cat "${out}/.inputs" 2> /dev/null)" != "${inputs}" ] || return 0
+    # shellcheck disable=SC2086
+    python -m espnet_ext.text.token_list --token_type bpe --model_type unigram --vocab_size "${nbpe}" \
+        --text "$@" --out_dir "${out}" ${bpe_opts}
+    echo "${inputs}" > "${out}/.inputs"
+}
+
+if [ -z "${WMT}" ]; then
+    langs=$(echo "${mini_train_sizes}" | tr ',' '\n' | cut -d= -f1 | paste -sd, -)
+    mini=(--valid_size "${mini_valid_size}" --test_size "${mini_test_size}" --seed "${mini_seed}")
+    case "${task}" in
+        multilingual_*) python -m espnet_ext.data.numbers.wmt --out data/mini_release/multilingual \
+            --train_sizes "${mini_train_sizes}" "${mini[@]}" ;;
+        lego) python -m espnet_ext.data.numbers.wmt --out data/mini_release/lego \
+            --train_sizes "${mini_lego_sizes}" "${mini[@]}" ;;
+    esac
+fi
+case "${task}" in
+    multilingual_m2o) multilingual m2o ;;
+    multilingual_o2m) multilingual o2m ;;
+    lego)
+        if [ -z "${WMT}" ]; then
+            ende=data/mini_release/lego/de-en; deen=${ende}; roen=data/mini_release/lego/ro-en
+        else
+            ende=${WMT}/wmt14/de-en; deen=${WMT}/wmt19/de-en; roen=${WMT}/wmt16/ro-en
+        fi
+        lego_pair ende en de "${ende}"
+        lego_pair deen de en "${deen}" --lowercase
+        lego_pair roen ro en "${roen}" --lowercase
+        deroen=(data/deen_train/text.de data/deen_train/text.en data/roen_train/text.ro data/roen_train/text.en)
+        if [ -z "${WMT}" ]; then  # one dictionary for every mini module
+            bpe_opts="${bpe_opts} ${mini_bpe_opts}"
+            dictionary lego_mini "${mini_nbpe}" "${deroen[@]}"
+        else
+            dictionary lego_ende "${ende_nbpe}" data/ende_train/text.en data/ende_train/text.de
+            dictionary lego_deroen "${deroen_nbpe}" "${deroen[@]}"
+        fi
+        ;;
+    *) echo "$0: --task must be multilingual_m2o, multilingual_o2m or lego, not '${task}'" >&2; exit 1 ;;
+esac

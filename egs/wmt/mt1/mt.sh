@@ -1,0 +1,1 @@
+../../TEMPLATE/mt1/mt.sh

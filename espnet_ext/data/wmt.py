@@ -1,0 +1,362 @@
+"""WMT release formats read into Kaldi-style MT data dirs (``text.<src>``, ``text.<tgt>``, ``text``).
+
+Formats (as statmt.org and the WMT test-set releases ship them):
+
+  plain   two line-parallel files, e.g. ``europarl-v7.de-en.de`` + ``europarl-v7.de-en.en``,
+          ``commoncrawl.de-en.{de,en}``, ``news-commentary-v9.de-en.{de,en}``, ``corpus.{ro,en}``
+  tsv     one pair per line, ``<first>\\t<second>``, the column order from the file name's pair
+          (``news-commentary-v14.de-en.tsv``: German first, whatever the translation direction)
+  sgm     newstest2011..2020 as two SGML files, ``newstest2013-src.de.sgm`` + ``newstest2013-ref.en.sgm``:
+          ``<doc docid="..."> <seg id="N">text</seg> ... </doc>``, entities decoded
+  xml     WMT21+ test sets, one file: ``<dataset><doc id=..><src lang=de><p><seg id=N>..</seg></p></src>
+          <ref lang=en translator=A><p><seg id=N>..</seg></p></ref></doc></dataset>``
+
+Training corpora keep their pairs in file order; a pair with an empty side (europarl has some) is dropped
+and counted, and the counts are printed, never dropped silently. Test sets must be aligned: the same docs
+with the same segment ids on both sides (an InputError names the file, line and doc/segment otherwise),
+and no empty segment. Ids: ``<corpus>-<n>`` (n the 1-based line, 9 digits) and
+``<set>-<docid>-<segid>`` for test sets, after ``--id_prefix`` (which keeps language pairs apart when
+combined). Whitespace runs become one space; ``--lowercase`` lowercases both sides (the Ro-En setup of
+the LegoNN paper). ``--task_tag`` also writes ``lang`` (``<utt> <tag>``), the task tag file of
+multilingual models (``espnet_ext.data.task_tags``).
+
+    python -m espnet_ext.data.wmt prepare --out data/train_de --src_lang de --tgt_lang en \\
+        --plain europarl-v7.de-en.de europarl-v7.de-en.en --tsv news-commentary-v14.de-en.tsv
+    python -m espnet_ext.data.wmt prepare --out data/newstest2013 --src_lang de --tgt_lang en \\
+        --sgm newstest2013-src.de.sgm newstest2013-ref.en.sgm
+    python -m espnet_ext.data.wmt prepare --out data/wmt22 --src_lang de --tgt_lang en \\
+        --xml wmttest2022.de-en.xml
+    python -m espnet_ext.data.wmt prepare --out data/test --each --src_lang en --tgt_lang de \\
+        --dir WMT/de-en/test        # data/test_newstest2011, data/test_newstest2012, ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.parsers import expat
+
+from espnet_ext.data.datadir import write_kaldi_map
+from espnet_ext.data.iwslt14 import Pair, read_test_set, write_mt_dir
+from espnet_ext.errors import InputError
+from espnet_ext.fileio import read_utf8_lines
+
+PathLike = str | Path
+_PAIR_IN_NAME = re.compile(r"(?:^|[.\-_])([a-z]{2,3})-([a-z]{2,3})(?:[.\-_]|$)")
+
+
+def corpus_name(path: PathLike) -> str:
+    """``europarl-v7.de-en.de`` -> ``europarl-v7``; ``newstest2013-src.de.sgm`` -> ``newstest2013``."""
+    name = Path(path).name.split(".")[0]
+    return re.sub(r"-(src|ref)$", "", name) or Path(path).name
+
+
+def normalise(text: str, lowercase: bool = False) -> str:
+    text = " ".join(text.split())
+    return text.lower() if lowercase else text
+
+
+@dataclass
+class Corpus:
+    """Pairs read from one input, and how many were dropped for an empty side."""
+
+    pairs: list[Pair]
+    dropped: int = 0
+    source: str = ""
+
+
+def _kept(name: str, numbered: Sequence[tuple[int, str, str]], source: str) -> Corpus:
+    pairs = [Pair(f"{name}-{n:09d}", s, t) for n, s, t in numbered if s.strip() and t.strip()]
+    return Corpus(pairs, len(numbered) - len(pairs), source)
+
+
+def read_plain(src_path: PathLike, tgt_path: PathLike) -> Corpus:
+    """Two line-parallel files; unequal line counts name the first line one of them lacks."""
+    src, tgt = list(read_utf8_lines(src_path)), list(read_utf8_lines(tgt_path))
+    if len(src) != len(tgt):
+        longer, shorter = (src_path, tgt_path) if len(src) > len(tgt) else (tgt_path, src_path)
+        raise InputError(
+            f"has {max(len(src), len(tgt))} lines but {Path(shorter).name} has "
+            f"{min(len(src), len(tgt))}: the files must be line-parallel",
+            path=longer,
+            line=min(len(src), len(tgt)) + 1,
+        )
+    numbered = [(n, s, t) for (n, s), (_, t) in zip(src, tgt)]
+    return _kept(corpus_name(src_path), numbered, f"{src_path} + {tgt_path}")
+
+
+def tsv_columns(path: PathLike, src_lang: str, tgt_lang: str) -> tuple[int, int]:
+    """(source column, target column) from the language pair in the file name."""
+    match = _PAIR_IN_NAME.search(Path(path).name)
+    if match is None or {match.group(1), match.group(2)} != {src_lang, tgt_lang}:
+        raise InputError(
+            f"cannot tell the column order: the file name must name the pair {src_lang}-{tgt_lang} "
+            "(e.g. news-commentary-v14.de-en.tsv)",
+            path=path,
+        )
+    return (0, 1) if match.group(1) == src_lang else (1, 0)
+
+
+def read_tsv(path: PathLike, src_lang: str, tgt_lang: str) -> Corpus:
+    src_col, tgt_col = tsv_columns(path, src_lang, tgt_lang)
+    numbered = []
+    for number, line in read_utf8_lines(path):
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise InputError(
+                f"expected 2 tab-separated fields, got {len(fields)}", path=path, line=number
+            )
+        numbered.append((number, fields[src_col], fields[tgt_col]))
+    return _kept(corpus_name(path), numbered, str(path))
+
+
+def read_sgm(src_path: PathLike, ref_path: PathLike) -> Corpus:
+    """newstest-style ``-src.<lang>.sgm`` + ``-ref.<lang>.sgm``: docs and segment ids aligned."""
+    pairs = read_test_set(corpus_name(src_path), src_path, ref_path, straight_apostrophes=False)
+    return Corpus(pairs, 0, f"{src_path} + {ref_path}")
+
+
+@dataclass
+class _XmlDoc:
+    docid: str
+    line: int
+    src: dict[str, tuple[int, str]] = field(default_factory=dict)
+    refs: dict[str, dict[str, tuple[int, str]]] = field(default_factory=dict)  # translator ->
+
+
+class _XmlReader:
+    """expat handlers collecting the segments of each doc's ``<src>`` and ``<ref>`` with line numbers."""
+
+    def __init__(self, path: PathLike, src_lang: str, tgt_lang: str):
+        self.path, self.src_lang, self.tgt_lang = path, src_lang, tgt_lang
+        self.docs: list[_XmlDoc] = []
+        self.side: dict | None = None  # the segment table being filled
+        self.seg: tuple[str, int] | None = None
+        self.text: list[str] = []
+        self.parser = expat.ParserCreate("utf-8")
+        self.parser.StartElementHandler = self.start
+        self.parser.EndElementHandler = self.end
+        self.parser.CharacterDataHandler = self.characters
+
+    def error(self, message: str) -> InputError:
+        return InputError(message, path=self.path, line=self.parser.CurrentLineNumber)
+
+    def start(self, name: str, attrs: dict) -> None:
+        line = self.parser.CurrentLineNumber
+        if name == "doc":
+            if "id" not in attrs:
+                raise self.error("<doc> without an id")
+            self.docs.append(_XmlDoc(attrs["id"], line))
+        elif name in ("src", "ref"):
+            if not self.docs:
+                raise self.error(f"<{name}> outside a <doc>")
+            want = self.src_lang if name == "src" else self.tgt_lang
+            if attrs.get("lang") != want:
+                raise self.error(f"<{name} lang={attrs.get('lang')!r}>, expected {want!r}")
+            doc = self.docs[-1]
+            self.side = (
+                doc.src if name == "src" else doc.refs.setdefault(attrs.get("translator", ""), {})
+            )
+        elif name == "seg":
+            if self.side is None or "id" not in attrs:
+                raise self.error("<seg> needs an id and must be inside <src> or <ref>")
+            if attrs["id"] in self.side:
+                raise self.error(f"segment id {attrs['id']} repeats in doc {self.docs[-1].docid}")
+            self.seg, self.text = (attrs["id"], line), []
+
+    def end(self, name: str) -> None:
+        if name == "seg" and self.seg is not None:
+            self.side[self.seg[0]] = (self.seg[1], "".join(self.text))
+            self.seg = None
+        elif name in ("src", "ref"):
+            self.side = None
+
+    def characters(self, data: str) -> None:
+        if self.seg is not None:
+            self.text.append(data)
+
+    def read(self) -> list[_XmlDoc]:
+        with open(self.path, "rb") as f:
+            try:
+                self.parser.ParseFile(f)
+            except expat.ExpatError as e:
+                raise InputError(
+                    f"not well-formed XML: {expat.errors.messages[e.code]}",
+                    path=self.path,
+                    line=e.lineno,
+                ) from None
+        return self.docs
+
+
+def read_xml(path: PathLike, src_lang: str, tgt_lang: str, translator: str | None = None) -> Corpus:
+    """A WMT21+ test set: each doc's source segments with its reference (``translator``, or the first
+    ``<ref>`` of the doc); the reference must hold exactly the source's segment ids."""
+    name = corpus_name(path)
+    pairs = []
+    for doc in _XmlReader(path, src_lang, tgt_lang).read():
+        if not doc.refs or (translator is not None and translator not in doc.refs):
+            which = f"translator {translator!r}" if translator is not None else tgt_lang
+            raise InputError(f"doc {doc.docid} has no {which} reference", path=path, line=doc.line)
+        ref = doc.refs[translator if translator is not None else next(iter(doc.refs))]
+        for seg_id in [*doc.src, *(s for s in ref if s not in doc.src)]:
+            if seg_id not in doc.src or seg_id not in ref:
+                line = (doc.src.get(seg_id) or ref[seg_id])[0]
+                side = "reference" if seg_id not in ref else "source"
+                raise InputError(
+                    f"doc {doc.docid} segment {seg_id} has no {side} segment", path=path, line=line
+                )
+            (src_line, src), (ref_line, tgt) = doc.src[seg_id], ref[seg_id]
+            for text, line in ((src, src_line), (tgt, ref_line)):
+                if not text.strip():
+                    raise InputError(f"doc {doc.docid} segment {seg_id} is empty", path, line)
+            seg_key = f"{int(seg_id):04d}" if seg_id.isdigit() else seg_id
+            pairs.append(Pair(f"{name}-{doc.docid.replace(' ', '_')}-{seg_key}", src, tgt))
+    return Corpus(pairs, 0, str(path))
+
+
+def release_corpora(
+    directory: PathLike, src_lang: str, tgt_lang: str, translator: str | None = None
+) -> tuple[list[Corpus], list[Path]]:
+    """Every corpus of the pair in ``directory`` (release files as WMT names them) and the files that
+    belong to none, in name order:
+
+      plain  ``NAME.<src>`` with ``NAME.<tgt>`` beside it (europarl-v7.de-en.de, corpus.ro ...)
+      tsv    ``*.tsv`` naming the pair
+      sgm    ``NAME-src.<src>.sgm`` + ``NAME-ref.<tgt>.sgm``, or the other direction's files read swapped
+             (newstest sets are multi-parallel: one direction's reference is the other's source)
+      xml    ``*.<src>-<tgt>.xml``
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError("no such release directory", path=directory)
+    files = sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
+    names = {p.name for p in files}
+    corpora, used = [], set()
+
+    def take(reader, *paths: Path, **kwargs) -> None:
+        corpora.append(reader(*paths, **kwargs))
+        used.update(p.name for p in paths)
+
+    for path in files:
+        name = path.name
+        if name in used:
+            continue
+        stem = name[: -len(src_lang) - 1]
+        if name.endswith(f".{src_lang}") and f"{stem}.{tgt_lang}" in names:
+            take(read_plain, path, directory / f"{stem}.{tgt_lang}")
+        elif name.endswith(".tsv") and _PAIR_IN_NAME.search(name):
+            match = _PAIR_IN_NAME.search(name)
+            if {match.group(1), match.group(2)} == {src_lang, tgt_lang}:
+                take(read_tsv, path, src_lang=src_lang, tgt_lang=tgt_lang)
+        elif (
+            name.endswith(f"-src.{src_lang}.sgm")
+            and (ref := name.replace(f"-src.{src_lang}.sgm", f"-ref.{tgt_lang}.sgm")) in names
+        ):
+            take(read_sgm, path, directory / ref)
+        elif (
+            name.endswith(f"-ref.{src_lang}.sgm")
+            and (other := name.replace(f"-ref.{src_lang}.sgm", f"-src.{tgt_lang}.sgm")) in names
+        ):
+            if name.replace("-ref.", "-src.") not in names:  # this direction's own files win
+                corpora.append(read_sgm(path, directory / other))
+            used.update((name, other))
+        elif name.endswith(f".{src_lang}-{tgt_lang}.xml"):
+            take(read_xml, path, src_lang=src_lang, tgt_lang=tgt_lang, translator=translator)
+    return corpora, [p for p in files if p.name not in used]
+
+
+def prepare(
+    out: PathLike,
+    corpora: Sequence[Corpus],
+    src_lang: str,
+    tgt_lang: str,
+    lowercase: bool = False,
+    task_tag: str | None = None,
+    id_prefix: str = "",
+) -> Path:
+    """One data dir of the pairs of ``corpora``, written whole or not at all; ``id_prefix`` keeps the
+    ids of several language pairs apart (``europarl-v7-...`` of de-en and fr-en) when combined."""
+    pairs = [
+        Pair(id_prefix + p.id, normalise(p.src, lowercase), normalise(p.tgt, lowercase))
+        for corpus in corpora
+        for p in corpus.pairs
+    ]
+    if not pairs:
+        raise InputError("no sentence pairs in the inputs", path=out)
+    write_mt_dir(out, pairs, src_lang, tgt_lang)
+    if task_tag is not None:
+        write_kaldi_map(Path(out) / "lang", {p.id: task_tag for p in pairs})
+    return Path(out)
+
+
+def get_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m espnet_ext.data.wmt",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    prep = commands.add_parser("prepare", help="write one data dir from WMT release files")
+    prep.add_argument("--out", required=True, help="the data dir to write")
+    prep.add_argument("--src_lang", required=True)
+    prep.add_argument("--tgt_lang", required=True)
+    prep.add_argument("--plain", nargs=2, action="append", default=[], metavar=("SRC", "TGT"))
+    prep.add_argument("--tsv", action="append", default=[], metavar="FILE")
+    prep.add_argument("--sgm", nargs=2, action="append", default=[], metavar=("SRC", "REF"))
+    prep.add_argument("--xml", action="append", default=[], metavar="FILE")
+    prep.add_argument(
+        "--dir",
+        action="append",
+        default=[],
+        help="a directory of release files: every corpus of the pair in it (release_corpora)",
+    )
+    prep.add_argument(
+        "--each",
+        action="store_true",
+        help="one data dir per corpus, <out>_<corpus> (test sets by year), instead of one for all",
+    )
+    prep.add_argument("--translator", default=None, help="xml: the reference to take")
+    prep.add_argument("--lowercase", action="store_true")
+    prep.add_argument("--task_tag", default=None, help="also write 'lang' with this tag")
+    prep.add_argument("--id_prefix", default="", help="put before every utterance id")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = get_parser().parse_args(argv)
+    src, tgt = args.src_lang, args.tgt_lang
+    try:
+        corpora = [read_plain(s, t) for s, t in args.plain]
+        corpora += [read_tsv(f, src, tgt) for f in args.tsv]
+        corpora += [read_sgm(s, r) for s, r in args.sgm]
+        corpora += [read_xml(f, src, tgt, args.translator) for f in args.xml]
+        for directory in args.dir:
+            found, others = release_corpora(directory, src, tgt, args.translator)
+            corpora += found
+            for path in others:
+                print(f"{path}: not a {src}-{tgt} release file, not read", file=sys.stderr)
+        if not corpora:
+            raise InputError("no --plain, --tsv, --sgm, --xml or --dir corpus found", path=args.out)
+        names = [corpus_name(c.source.split(" + ")[0]) for c in corpora]
+        if args.each and len(set(names)) != len(names):
+            raise InputError(f"--each needs distinct corpus names, got {names}", path=args.out)
+        outputs = [f"{args.out}_{name}" for name in names] if args.each else [args.out]
+        groups = [[c] for c in corpora] if args.each else [corpora]
+        for out, group in zip(outputs, groups):
+            prepare(out, group, src, tgt, args.lowercase, args.task_tag, args.id_prefix)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for corpus in corpora:
+        dropped = f", {corpus.dropped} dropped (an empty side)" if corpus.dropped else ""
+        print(f"{corpus.source}: {len(corpus.pairs)} pairs{dropped}")
+    print(f"-> {' '.join(outputs)}: {sum(len(c.pairs) for c in corpora)} pairs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Numbers-world WMT-style corpora: languages of the paper's WMT set, unequal training sizes, release formats
+that the WMT readers read back aligned."""
+
+import pytest
+
+from espnet_ext.data import wmt
+from espnet_ext.data.numbers import wmt as mini
+from espnet_ext.errors import ConfigError
+
+PAPER_LANGUAGES = {
+    "zh",
+    "cs",
+    "et",
+    "fi",
+    "fr",
+    "de",
+    "gu",
+    "kk",
+    "lv",
+    "lt",
+    "ro",
+    "ru",
+    "es",
+    "tr",
+}
+
+
+def test_at_least_eight_of_the_papers_languages_with_their_own_words():
+    ours = set(mini.LANGUAGES) & PAPER_LANGUAGES
+    assert len(ours) >= 8
+    assert mini.words(312, "de") == "dreihundertzwölf"
+    assert mini.words(4321, "kk") == "төрт мың үш жүз жиырма бір"  # num2words' "kz"
+    assert mini.words(21, "ro") == "douăzeci și unu"
+    assert mini.words(312, "en") == "three hundred and twelve"
+    assert len({mini.words(7, lang) for lang in ours}) == len(ours)  # really different languages
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    out = tmp_path_factory.mktemp("wmt_mini")
+    spec = mini.WmtSpec((("de", 30), ("kk", 6)), valid_size=5, test_size=7, doc_size=3)
+    return out, spec, mini.generate(out, spec)
+
+
+def test_unequal_training_sizes_equal_dev_and_test(corpus):
+    out, _, releases = corpus
+    assert [r.name for r in releases] == ["de-en", "kk-en"]
+    sizes = {}
+    for lang in ("de", "kk"):
+        train = wmt.read_plain(
+            out / f"{lang}-en/train/train.{lang}-en.{lang}",
+            out / f"{lang}-en/train/train.{lang}-en.en",
+        )
+        dev = wmt.read_sgm(
+            out / f"{lang}-en/dev/newsdev-src.{lang}.sgm", out / f"{lang}-en/dev/newsdev-ref.en.sgm"
+        )
+        test = wmt.read_xml(out / f"{lang}-en/test/wmttest.{lang}-en.xml", lang, "en")
+        sizes[lang] = (len(train.pairs), len(dev.pairs), len(test.pairs))
+        assert train.dropped == 0
+    assert sizes == {"de": (30, 5, 7), "kk": (6, 5, 7)}
+
+
+def test_pairs_translate_the_same_number_and_splits_are_disjoint(corpus):
+    out, spec, _ = corpus
+    numbers = spec.numbers("de")
+    assert not set(numbers["train"]) & set(numbers["test"])
+    assert not set(numbers["valid"]) & (set(numbers["test"]) | set(numbers["train"]))
+    test = wmt.read_xml(out / "de-en/test/wmttest.de-en.xml", "de", "en").pairs
+    assert [(p.src, p.tgt) for p in test] == [
+        (mini.words(n, "de"), mini.words(n, "en")) for n in numbers["test"]
+    ]
+    reverse = wmt.read_xml(out / "de-en/test/wmttest.en-de.xml", "en", "de").pairs
+    assert [(p.src, p.tgt) for p in reverse] == [(p.tgt, p.src) for p in test]
+    assert [p.id for p in test][:4] == [
+        "wmttest-de000-0001",
+        "wmttest-de000-0002",
+        "wmttest-de000-0003",
+        "wmttest-de001-0001",
+    ]
+
+
+def test_deterministic_per_language_and_rerun_keeps_finished_output(corpus, tmp_path):
+    out, spec, _ = corpus
+    again = mini.generate(tmp_path, mini.WmtSpec((("kk", 6),), 5, 7, doc_size=3))
+    for name in ("train/train.kk-en.kk", "test/wmttest.en-kk.xml", "dev/newsdev-ref.en.sgm"):
+        assert (again[0] / name).read_bytes() == (out / "kk-en" / name).read_bytes()
+    stamp = (out / "de-en" / ".complete").stat().st_mtime_ns
+    mini.generate(out, spec)
+    assert (out / "de-en" / ".complete").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(train_sizes=(("zh", 10),)), "needs distinct languages"),
+        (dict(train_sizes=(("de", 10), ("de", 5))), "needs distinct languages"),
+        (dict(train_sizes=(("de", 90),), num_range=(0, 99)), "cannot hold 290 distinct numbers"),
+    ],
+)
+def test_bad_settings_are_refused(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        mini.WmtSpec(**{"valid_size": 100, "test_size": 100, **kwargs})

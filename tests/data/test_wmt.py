@@ -1,0 +1,194 @@
+"""WMT release readers (plain, tsv, sgm, xml) on fixtures in the release formats, and their errors."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from espnet_ext.data import wmt
+from espnet_ext.data.datadir import read_kaldi_map
+from espnet_ext.errors import InputError
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "wmt"
+
+
+@pytest.fixture
+def release(tmp_path):
+    """A writable copy of the fixtures (tests corrupt single files)."""
+    return Path(shutil.copytree(FIXTURE, tmp_path / "wmt"))
+
+
+def test_plain_pairs_keep_line_numbers_and_count_empty_sides():
+    corpus = wmt.read_plain(FIXTURE / "europarl-v7.de-en.de", FIXTURE / "europarl-v7.de-en.en")
+    assert [p.id for p in corpus.pairs] == [
+        "europarl-v7-000000001",
+        "europarl-v7-000000002",
+        "europarl-v7-000000004",
+    ]
+    assert corpus.dropped == 1  # line 3: German side empty ("(Applause)" has no translation)
+    assert (
+        corpus.pairs[2].src == "Bitte   erheben Sie sich." and corpus.pairs[2].tgt == "Please rise."
+    )
+
+
+def test_plain_files_of_unequal_length_name_the_first_missing_line(release):
+    (release / "europarl-v7.de-en.en").write_text("one\ntwo\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"europarl-v7.de-en.de:3: has 4 lines but .*\.en has 2"):
+        wmt.read_plain(release / "europarl-v7.de-en.de", release / "europarl-v7.de-en.en")
+
+
+def test_tsv_column_order_comes_from_the_file_name():
+    de_en = wmt.read_tsv(FIXTURE / "news-commentary-v14.de-en.tsv", "de", "en")
+    en_de = wmt.read_tsv(FIXTURE / "news-commentary-v14.de-en.tsv", "en", "de")
+    assert [(p.src, p.tgt) for p in de_en.pairs] == [
+        ("Zwei Jahre später", "Two years later"),
+        ("Das Gold steigt.", "Gold is rising."),
+    ]
+    assert [(p.src, p.tgt) for p in en_de.pairs] == [(p.tgt, p.src) for p in de_en.pairs]
+    assert de_en.dropped == 1 and de_en.pairs[1].id == "news-commentary-v14-000000002"
+
+
+def test_tsv_errors_name_file_and_line(release):
+    path = release / "news-commentary-v14.de-en.tsv"
+    with pytest.raises(InputError, match="must name the pair ro-en"):
+        wmt.read_tsv(path, "ro", "en")
+    path.write_text("a\tb\nno tab here\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"\.tsv:2: expected 2 tab-separated fields, got 1"):
+        wmt.read_tsv(path, "de", "en")
+
+
+def test_sgm_test_set_aligned_by_doc_and_segment_entities_decoded():
+    corpus = wmt.read_sgm(FIXTURE / "newstest2013-src.de.sgm", FIXTURE / "newstest2013-ref.en.sgm")
+    pairs = {p.id: (p.src, p.tgt) for p in corpus.pairs}
+    assert list(pairs) == [
+        "newstest2013-1012-bbc-0001",
+        "newstest2013-1012-bbc-0002",
+        "newstest2013-1019-lemonde-0001",
+    ]
+    assert pairs["newstest2013-1012-bbc-0002"] == (
+        "Die Führungskräfte der Republikaner rechtfertigen ihre Politik & ihre „Gründe“.",
+        'Republican leaders justified their policy & their "reasons".',
+    )
+    assert pairs["newstest2013-1019-lemonde-0001"][1] == "That is Obama’s victory."  # kept as is
+
+
+def test_sgm_misaligned_segment_names_doc_segment_and_line(release):
+    ref = release / "newstest2013-ref.en.sgm"
+    ref.write_text(ref.read_text().replace('<seg id="2">', '<seg id="3">'), encoding="utf-8")
+    with pytest.raises(InputError, match=r"ref.en.sgm:7: doc 1012-bbc seg 3 here, but .*seg 2"):
+        wmt.read_sgm(release / "newstest2013-src.de.sgm", ref)
+
+
+def test_sgm_missing_segment_names_the_longer_file(release):
+    src = release / "newstest2013-src.de.sgm"
+    src.write_text(src.read_text().replace('<seg id="1">Das ist Obama’s Sieg.</seg>\n', ""))
+    with pytest.raises(
+        InputError, match=r"ref.en.sgm:12: doc 1019-lemonde seg 1 has no counterpart"
+    ):
+        wmt.read_sgm(src, release / "newstest2013-ref.en.sgm")
+
+
+def test_xml_first_reference_or_chosen_translator():
+    first = wmt.read_xml(FIXTURE / "wmttest2022.de-en.xml", "de", "en")
+    chosen = wmt.read_xml(FIXTURE / "wmttest2022.de-en.xml", "de", "en", translator="B")
+    assert [p.id for p in first.pairs] == [
+        "wmttest2022-test-de-speech#1-0001",
+        "wmttest2022-test-de-speech#1-0002",
+        "wmttest2022-test-de-speech#1-0003",
+        "wmttest2022-ecommerce_12-0001",
+    ]
+    assert [p.tgt for p in first.pairs][:2] == ["Good day & welcome.", "How are you?"]
+    assert [p.tgt for p in chosen.pairs][3] == "Shipping is free"
+    assert first.pairs[1].src == "Wie   geht es Ihnen?"  # normalised later, by prepare
+
+
+def test_xml_reference_missing_a_segment_names_doc_segment_and_line(release):
+    path = release / "wmttest2022.de-en.xml"
+    text = path.read_text().replace('<seg id="3">Thank you.</seg>', "", 1)
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(
+        InputError, match=r"xml:11: doc test-de-speech#1 segment 3 has no reference"
+    ):
+        wmt.read_xml(path, "de", "en")
+
+
+def test_xml_errors_wrong_language_unknown_translator_broken_xml(release):
+    path = release / "wmttest2022.de-en.xml"
+    with pytest.raises(InputError, match=r"xml:5: <src lang='de'>, expected 'cs'"):
+        wmt.read_xml(path, "cs", "en")
+    with pytest.raises(InputError, match=r"xml:4: doc test-de-speech#1 has no translator 'C'"):
+        wmt.read_xml(path, "de", "en", translator="C")
+    path.write_text(path.read_text().replace("</src>", "", 1), encoding="utf-8")
+    with pytest.raises(InputError, match=r"xml:\d+: not well-formed XML: mismatched tag"):
+        wmt.read_xml(path, "de", "en")
+
+
+def test_cli_writes_one_data_dir_from_several_formats_with_tags(tmp_path, capsys):
+    out = tmp_path / "train"
+    args = ["prepare", "--out", str(out), "--src_lang", "de", "--tgt_lang", "en"]
+    args += [
+        "--plain",
+        str(FIXTURE / "europarl-v7.de-en.de"),
+        str(FIXTURE / "europarl-v7.de-en.en"),
+    ]
+    args += ["--tsv", str(FIXTURE / "news-commentary-v14.de-en.tsv"), "--lowercase"]
+    args += ["--task_tag", "de"]
+    assert wmt.main(args) == 0
+    src, tgt = read_kaldi_map(out / "text.de"), read_kaldi_map(out / "text.en")
+    assert len(src) == 5 and list(src) == list(tgt) == list(read_kaldi_map(out / "text"))
+    assert src["europarl-v7-000000004"] == "bitte erheben sie sich."
+    assert set(read_kaldi_map(out / "lang").values()) == {"de"}
+    printed = capsys.readouterr().out
+    assert (
+        "3 pairs, 1 dropped (an empty side)" in printed
+        and "-> " + str(out) + ": 5 pairs" in printed
+    )
+
+
+def test_cli_failure_leaves_no_data_dir(release, tmp_path, capsys):
+    (release / "europarl-v7.de-en.en").write_text("x\n", encoding="utf-8")
+    out = tmp_path / "train"
+    args = ["prepare", "--out", str(out), "--src_lang", "de", "--tgt_lang", "en", "--plain"]
+    assert (
+        wmt.main(
+            [*args, str(release / "europarl-v7.de-en.de"), str(release / "europarl-v7.de-en.en")]
+        )
+        == 1
+    )
+    assert "line-parallel" in capsys.readouterr().err and not out.exists()
+
+
+def test_release_directory_finds_every_format_in_both_directions():
+    corpora, others = wmt.release_corpora(FIXTURE, "de", "en")
+    assert [c.source.split("/")[-1] for c in corpora] == [
+        "europarl-v7.de-en.en",
+        "news-commentary-v14.de-en.tsv",
+        "newstest2013-ref.en.sgm",
+        "wmttest2022.de-en.xml",
+    ]
+    assert others == []
+    reverse, others = wmt.release_corpora(FIXTURE, "en", "de")
+    assert [o.name for o in others] == ["wmttest2022.de-en.xml"]  # an xml file has one direction
+    sgm = {p.id: (p.src, p.tgt) for p in reverse[2].pairs}
+    assert sgm["newstest2013-1019-lemonde-0001"] == (
+        "That is Obama’s victory.",
+        "Das ist Obama’s Sieg.",
+    )
+    assert [p.src for p in reverse[0].pairs] == [p.tgt for p in corpora[0].pairs]
+
+
+def test_cli_each_corpus_of_a_directory_in_its_own_data_dir(tmp_path, capsys):
+    out = tmp_path / "test"
+    args = ["prepare", "--out", str(out), "--each", "--src_lang", "en", "--tgt_lang", "de"]
+    assert wmt.main([*args, "--dir", str(FIXTURE)]) == 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [
+        "test_europarl-v7",
+        "test_news-commentary-v14",
+        "test_newstest2013",
+    ]
+    assert (
+        read_kaldi_map(out.parent / "test_newstest2013" / "text.en")["newstest2013-1012-bbc-0001"]
+        == "A Republican strategy to counter the re-election of Obama"
+    )
+    assert "wmttest2022.de-en.xml: not a en-de release file, not read" in capsys.readouterr().err
