@@ -1,22 +1,11 @@
 """The head-selection benchmark runs end to end (its ratios are measured by running it in full, not here)."""
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 
-def test_head_selection_benchmark_smoke_run():
-    script = Path(__file__).with_name("bench_head_selection.py")
-    out = subprocess.run(
-        [sys.executable, str(script), "--quick", "--rounds", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = [line.split("|")[1:-1] for line in out.stdout.splitlines() if line.startswith("| ")]
+def test_head_selection_benchmark_smoke_run(run_benchmark):
+    stdout = run_benchmark("bench_head_selection.py")
+    rows = [line.split("|")[1:-1] for line in stdout.splitlines() if line.startswith("| ")]
     assert [r[0].strip() for r in rows[1:]] == [
         "train, one task",
         "train, mixed tasks",

@@ -1,6 +1,5 @@
 """The Multiformer benchmark runs end to end (its ratios are measured by running it in full, not here)."""
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -10,16 +9,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_multiformer import PeakMemory  # noqa: E402
 
 
-def test_multiformer_benchmark_smoke_run(tmp_path):
-    script = Path(__file__).with_name("bench_multiformer.py")
-    out = subprocess.run(
-        [sys.executable, str(script), "--quick", "--rounds", "1", "--out_dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]
+def test_multiformer_benchmark_smoke_run(run_benchmark, tmp_path):
+    stdout = run_benchmark("bench_multiformer.py", "--out_dir", str(tmp_path))
+    rows = [line for line in stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert [r.split("|")[1].strip() for r in rows] == ["64", "128", "256"]
     assert all(len(r.strip().strip("|").split("|")) == 9 for r in rows)  # T + (ms, MiB) x 4 kinds
     assert (tmp_path / "multiformer_bench.png").stat().st_size > 0
