@@ -218,8 +218,10 @@ def test_every_recipe_sweep_spec_loads_and_renders_before_any_run(spec, tmp_path
     monkeypatch.chdir(spec.parents[2])
     sweep = load_sweep(spec.relative_to(spec.parents[2]))
     assert sweep.runs and sweep.analyses
+    # the recipe's run.sh, or a pipeline of the recipe dir (europarl: ./asr.sh)
     for run in sweep.runs:
-        assert sweep.invocations(run)[0][:1] == ["./run.sh"]
+        command = sweep.invocations(run)[0][0]
+        assert command.startswith("./") and (spec.parents[2] / command).is_file()
     empty = {
         run: {d.name: {s: None for s in sweep.sets} for d in sweep.decodes if d.applies_to(run)}
         for run in sweep.runs

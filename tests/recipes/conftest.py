@@ -1,8 +1,9 @@
 """Recipe runs shared by several test modules: each recipe is prepared and trained once per session.
 
 Modules that branch from a shared run (other tags, stages, backends) must leave its outputs as they
-found them. Under pytest-xdist the modules of one recipe share an xdist group (see pytest.ini's
-``--dist loadgroup``), so the run is made once, on one worker.
+found them. The suite runs on two pytest-xdist workers with ``--dist loadfile``: a module's tests stay on
+one worker, so its module-scoped run is made once; a session run shared by two modules is made once per
+worker that needs it.
 """
 
 import os
