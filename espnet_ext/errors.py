@@ -6,6 +6,9 @@ Every reader and stage helper raises these so a user sees ``path:line: what is w
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
@@ -38,3 +41,20 @@ class InputError(ValueError):
 
 class ConfigError(InputError):
     """A configuration value that cannot work, refused before any work starts."""
+
+
+def reports_input_errors(
+    main: Callable[[Sequence[str] | None], int | None],
+) -> Callable[[Sequence[str] | None], int]:
+    """Wrap a command's ``main(argv)``: an InputError becomes ``error: <where>: <what>`` on stderr and exit
+    status 1 instead of a traceback (the message already names the file, line or key); success is 0."""
+
+    @functools.wraps(main)
+    def run(argv: Sequence[str] | None = None) -> int:
+        try:
+            return main(argv) or 0
+        except InputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+
+    return run
