@@ -1,8 +1,12 @@
-"""Test-wide environment: the project's tools on PATH, offline NLTK data, one thread per process."""
+"""Test-wide environment: the project's tools on PATH, offline NLTK data, one thread per process; and how
+the suite is spread over pytest-xdist workers (`-n 2 --dist loadfile`)."""
 
 import os
+import re
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,3 +27,47 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slurm: needs a real local Slurm (started by tools/slurm_start.sh)"
     )
+
+
+RECIPE_TESTS = ROOT / "tests" / "recipes"
+
+
+def shared_run_units() -> dict[str, str]:
+    """Test module name -> the name of the work unit it joins: modules that use the same session-scoped
+    recipe run (a fixture of tests/recipes/conftest.py) form one unit, so one worker makes the run once."""
+    fixtures = re.findall(
+        r'@pytest\.fixture\(scope="session"\)\s*def (\w+)',
+        (RECIPE_TESTS / "conftest.py").read_text(),
+    )
+    modules = {p.name: p.read_text() for p in sorted(RECIPE_TESTS.glob("test_*.py"))}
+    unit = {name: name for name in modules}
+    for fixture in fixtures:
+        joined = {unit[n] for n, text in modules.items() if re.search(rf"\b{fixture}\b", text)}
+        if joined:
+            first = min(joined)
+            unit = {n: first if u in joined else u for n, u in unit.items()}
+    return {name: u for name, u in unit.items() if u != name}
+
+
+def pytest_collection_modifyitems(config, items):
+    # The end-to-end recipe modules (minutes each) start first: queued behind the unit tests, the last of
+    # them would finish alone on one worker while the other waits.
+    items.sort(key=lambda item: RECIPE_TESTS not in item.path.parents)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    units = shared_run_units()
+
+    class SharedRunScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]  # test module names are unique
+            return units.get(module, module)
+
+    # Keep the collection order above (xdist would otherwise start with the modules holding most tests).
+    config.option.loadscopereorder = False
+    return SharedRunScheduling(config, log)

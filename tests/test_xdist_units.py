@@ -1,0 +1,34 @@
+"""The suite's spread over xdist workers (tests/conftest.py): modules sharing a recipe run stay together."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+
+def load_conftest():
+    spec = importlib.util.spec_from_file_location("suite_conftest", TESTS / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_modules_sharing_a_session_recipe_run_form_one_unit():
+    units = load_conftest().shared_run_units()
+    assert units["test_librispeech_slurm.py"] == "test_librispeech_recipe.py"
+    assert units["test_mustc_st_recipe.py"] == "test_mustc_asr_recipe.py"
+    assert units["test_mtedx_st_recipe.py"] == "test_mtedx_asr_recipe.py"
+    # a module with a run of its own (module-scoped) is its own unit
+    assert "test_wmt_recipe.py" not in units
+
+
+def test_every_user_of_each_session_run_lands_in_its_unit():
+    units = load_conftest().shared_run_units()
+    recipes = TESTS / "recipes"
+    conftest = (recipes / "conftest.py").read_text()
+    fixtures = re.findall(r'@pytest\.fixture\(scope="session"\)\s*def (\w+)', conftest)
+    assert "librispeech_finished" in fixtures
+    for fixture in fixtures:
+        users = [p.name for p in recipes.glob("test_*.py") if fixture in p.read_text()]
+        assert len({units.get(name, name) for name in users}) <= 1, (fixture, users)
