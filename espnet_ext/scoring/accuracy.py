@@ -18,7 +18,7 @@ from pathlib import Path
 import editdistance
 
 from espnet_ext.data.datadir import read_kaldi_map
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.scoring.ref_hyp import read_ref_hyp, write_result
 
 _DROP = str.maketrans("", "", string.punctuation + " ")
@@ -52,6 +52,7 @@ def score_accuracy(ref_path, hyp_path, entropy_path=None) -> dict[str, float]:
     return result
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="score_acc.py", description=__doc__.splitlines()[0])
     parser.add_argument("--ref", type=Path, required=True)
@@ -59,10 +60,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--entropy", type=Path, default=None)
     parser.add_argument("--out_dir", type=Path, required=True)
     args = parser.parse_args(argv)
-    try:
-        result = score_accuracy(args.ref, args.hyp, args.entropy)
-    except InputError as e:
-        sys.exit(f"score_acc: error: {e}")
+    result = score_accuracy(args.ref, args.hyp, args.entropy)
     report = (
         f"%SeqAcc {result['seq_acc']:.2f} %CharAcc {result['char_acc']:.2f} ({result['num_images']} images)"
         + (f" entropy {result['entropy']:.3f}" if "entropy" in result else "")
@@ -73,4 +71,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -26,7 +26,7 @@ from pathlib import Path
 from sacrebleu.metrics import BLEU
 from sacrebleu.metrics.bleu import _TOKENIZERS
 
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, reports_input_errors
 from espnet_ext.scoring.ref_hyp import Pair, read_ref_hyp, write_result
 
 # fairseq's scripts/compound_split_bleu.sh: perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'
@@ -152,20 +152,18 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
-    try:
-        result = score_files(
-            args.ref,
-            args.hyp,
-            args.out_dir,
-            args.tokenize,
-            args.lowercase,
-            args.tokenized_bleu,
-            args.moses_lang or None,
-        )
-    except InputError as e:
-        sys.exit(f"score_bleu: error: {e}")
+    result = score_files(
+        args.ref,
+        args.hyp,
+        args.out_dir,
+        args.tokenize,
+        args.lowercase,
+        args.tokenized_bleu,
+        args.moses_lang or None,
+    )
     tokenized = (
         f" tokenized BLEU {result['tokenized_bleu']:.2f}" if "tokenized_bleu" in result else ""
     )
@@ -176,4 +174,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.scoring.ref_hyp import read_ref_hyp, write_result
 
 
@@ -42,6 +42,7 @@ def score_classification(ref_path, hyp_path, topk_path=None) -> dict:
     return result
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="score_topk.py", description=__doc__.splitlines()[0])
     parser.add_argument("--ref", type=Path, required=True)
@@ -49,10 +50,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--topk", type=Path, default=None)
     parser.add_argument("--out_dir", type=Path, required=True)
     args = parser.parse_args(argv)
-    try:
-        result = score_classification(args.ref, args.hyp, args.topk)
-    except InputError as e:
-        sys.exit(f"score_topk: error: {e}")
+    result = score_classification(args.ref, args.hyp, args.topk)
     report = f"%Top1 {result['top1']:.2f}"
     if "topk" in result:
         report += f" %Top{result['k']} {result['topk']:.2f}"
@@ -63,4 +61,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

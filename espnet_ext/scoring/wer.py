@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jiwer
 
-from espnet_ext.errors import InputError
+from espnet_ext.errors import reports_input_errors
 from espnet_ext.scoring.ref_hyp import Pair, read_ref_hyp, write_result
 
 GAP = "***"
@@ -139,12 +139,10 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
-    try:
-        result = score_files(args.ref, args.hyp, args.out_dir)
-    except InputError as e:
-        sys.exit(f"score_wer: error: {e}")
+    result = score_files(args.ref, args.hyp, args.out_dir)
     print(
         f"{summary_line('WER', result['wer'], result['words'])} %CER {result['cer']:.2f} "
         f"%SER {result['ser']:.2f} ({result['num_utts']} utts) -> {args.out_dir / 'result.txt'}"
@@ -152,4 +150,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
