@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-from timing import fastest, model_steps
+from timing import fastest, model_steps, print_ratios
 
 from espnet_ext.nets.relaxed_transformer import (
     RelaxedCNNTransformerEncoder,
@@ -105,23 +105,7 @@ def main():
         f"model d={size}, {blocks} encoder + {blocks // 2} decoder blocks, batch {batch_size} x {frames} frames, "
         f"{args.device}, best of {rounds} interleaved rounds"
     )
-    print(
-        f"{'variant':34s} {'train step':>11s} {'ratio':>6s} {'inference':>10s} {'ratio':>6s}  target"
-    )
-    failed = []
-    for name in VARIANTS:
-        train_ratio, infer_ratio = train[name] / train[base], infer[name] / infer[base]
-        target = TARGETS.get(name)
-        verdict = ""
-        if target:
-            ok = train_ratio <= target[0] and infer_ratio <= target[1]
-            verdict = f"<= {target[0]:.2f}x / <= {target[1]:.2f}x: {'met' if ok else 'MISSED'}"
-            if not ok:
-                failed.append(name)
-        print(
-            f"{name:34s} {train[name] * 1e3:9.1f}ms {train_ratio:6.3f} {infer[name] * 1e3:8.1f}ms "
-            f"{infer_ratio:6.3f}  {verdict}"
-        )
+    failed = print_ratios(train, infer, base, TARGETS)
     return 1 if failed and not args.quick else 0
 
 

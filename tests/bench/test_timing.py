@@ -35,3 +35,15 @@ def test_model_steps_train_with_adam_and_infer_without_autograd():
     after = model.weight.detach().clone()
     timing.model_steps({"m": model}, inputs, train=False)["m"]()
     assert not model.training and torch.equal(model.weight, after)
+
+
+def test_ratio_rows_and_missed_targets(capsys):
+    train, infer = {"plain": 0.100, "relaxed": 0.102}, {"plain": 0.200, "relaxed": 0.210}
+    missed = timing.print_ratios(train, infer, "plain", {"relaxed": (1.03, 1.01)})
+    rows = capsys.readouterr().out.splitlines()
+    assert missed == ["relaxed"]  # train 1.02x met, inference 1.05x not
+    assert rows[1].split() == ["plain", "100.0ms", "1.000", "200.0ms", "1.000"]
+    assert rows[2].split()[1:5] == ["102.0ms", "1.020", "210.0ms", "1.050"]
+    assert rows[2].endswith("train <= 1.03x, inference <= 1.01x: MISSED")
+    assert timing.print_ratios(train, infer, "plain", {"relaxed": (1.03, None)}) == []
+    assert capsys.readouterr().out.splitlines()[2].endswith("train <= 1.03x: met")

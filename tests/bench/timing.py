@@ -66,3 +66,38 @@ def model_steps(
         else:
             steps[name] = functools.partial(_inference_step, model, inputs)
     return steps
+
+
+def print_ratios(
+    train: Mapping[str, float],
+    infer: Mapping[str, float],
+    base: str,
+    targets: Mapping[str, tuple[float | None, float | None]],
+) -> list[str]:
+    """Print a row per variant: training and inference step times, their ratios to ``base``'s and the
+    verdict on the variant's ``(training, inference)`` targets (None: no target); returns the variants
+    that missed a target."""
+    width = max(map(len, train)) + 2
+    print(
+        f"{'variant':{width}s} {'train step':>11s} {'ratio':>6s} {'inference':>10s} {'ratio':>6s}  target"
+    )
+    missed = []
+    for name in train:
+        ratios = train[name] / train[base], infer[name] / infer[base]
+        limits = targets.get(name, (None, None))
+        checks = [
+            (f"{what} <= {limit:.2f}x", ratio <= limit)
+            for what, ratio, limit in zip(("train", "inference"), ratios, limits)
+            if limit is not None
+        ]
+        verdict = ""
+        if checks:
+            ok = all(met for _, met in checks)
+            verdict = ", ".join(text for text, _ in checks) + f": {'met' if ok else 'MISSED'}"
+            if not ok:
+                missed.append(name)
+        print(
+            f"{name:{width}s} {train[name] * 1e3:9.1f}ms {ratios[0]:6.3f} {infer[name] * 1e3:8.1f}ms "
+            f"{ratios[1]:6.3f}  {verdict}"
+        )
+    return missed
