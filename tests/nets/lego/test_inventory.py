@@ -81,7 +81,7 @@ def test_modules_from_different_experiments_compose_into_one_model(tmp_path):
     out = lego_compose.main(
         ["--modules", str(a[0]), str(a[1]), str(b[1]), "--output_dir", str(tmp_path / "c")]
     )
-    assert out is None
+    assert out == 0
     composed, _ = MTTask.build_model_from_file(
         tmp_path / "c/config.yaml", tmp_path / "c/model.pth", "cpu"
     )
