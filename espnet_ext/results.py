@@ -40,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 MISSING = "-"
@@ -292,6 +292,7 @@ SCANS = {
 }
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m espnet_ext.results",
@@ -318,18 +319,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     cli_args = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(cli_args)
     command = args.command or shlex.join(["python", "-m", "espnet_ext.results", *cli_args])
-    try:
-        if args.spec is not None:
-            title, tables, notes = load_spec(args.spec)
-        else:
-            scorer, metrics = SCANS[args.scan]
-            tables = scan_tables(args.exp_dir, args.test_sets.split(), scorer, metrics)
-            title, notes = args.title, args.notes
-        write_results(args.out, title, tables, command, notes)
-    except InputError as e:
-        sys.exit(f"results: error: {e}")
+    if args.spec is not None:
+        title, tables, notes = load_spec(args.spec)
+    else:
+        scorer, metrics = SCANS[args.scan]
+        tables = scan_tables(args.exp_dir, args.test_sets.split(), scorer, metrics)
+        title, notes = args.title, args.notes
+    write_results(args.out, title, tables, command, notes)
     print(f"results: {len(tables)} table(s) -> {args.out}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

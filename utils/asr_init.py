@@ -27,7 +27,7 @@ try:
 except ImportError:  # not installed: use the checkout this script belongs to
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from espnet_ext.errors import InputError  # noqa: E402 (after the stdout swap)
+from espnet_ext.errors import InputError, reports_input_errors  # noqa: E402 (after the stdout swap)
 
 INIT_MODULES = ("frontend", "normalize", "encoder")
 SHOWN_KEYS = 8  # mismatching keys named in the error (then "... and N more")
@@ -73,6 +73,7 @@ def check_init(asr_state: dict, st_state: dict, asr_model: str | Path) -> list[s
     return modules
 
 
+@reports_input_errors
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--asr_model", type=Path, required=True, help="the ASR model file (.pth)")
@@ -84,17 +85,14 @@ def main(argv: list[str] | None = None) -> None:
 
     from espnet_ext.registry import build_model
 
-    try:
-        if not args.asr_model.is_file():
-            raise InputError("no such ASR model file", path=args.asr_model)
-        asr_state = torch.load(args.asr_model, map_location="cpu", weights_only=True)
-        st_state = build_model("st", st_options).state_dict()
-        modules = check_init(asr_state, st_state, args.asr_model)
-    except InputError as e:
-        raise SystemExit(f"error: {e}") from None
+    if not args.asr_model.is_file():
+        raise InputError("no such ASR model file", path=args.asr_model)
+    asr_state = torch.load(args.asr_model, map_location="cpu", weights_only=True)
+    st_state = build_model("st", st_options).state_dict()
+    modules = check_init(asr_state, st_state, args.asr_model)
     # One --init_param with every value: ESPnet's option takes nargs="*", a repeated one replaces the last.
     print("--init_param", " ".join(f"{args.asr_model}:{m}:{m}" for m in modules), file=_answer)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,4 +10,4 @@ sys.path.append(str(Path(__file__).resolve().parents[1]))
 from espnet_ext.scoring.topk import main  # noqa: E402
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ import yaml
 
 from espnet_ext.analysis.head_weights import load_state
 from espnet_ext.attention.head_selection import SELECTION_MASKS, gumbel_posterior
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 
 SIDES = ("encoder", "decoder")
 LOGITS = re.compile(r"^(encoder|decoder)\.(?:.*\.)?(\d+)\.self_attn\.selection_logits$")
@@ -143,21 +144,19 @@ def analyse(checkpoint: Path, config_path: Path, out_dir: Path) -> list[SideSele
     return sides
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", type=Path, required=True, help="model .pth (state dict)")
     parser.add_argument("--config", type=Path, required=True, help="the experiment's config.yaml")
     parser.add_argument("--out_dir", type=Path, required=True)
     args = parser.parse_args(argv)
-    try:
-        for sel in analyse(args.checkpoint, args.config, args.out_dir):
-            print(
-                f"{sel.side}: {sel.mask.shape[0]} layers, {sel.mask.shape[1]} tasks -> {args.out_dir}"
-            )
-    except InputError as error:
-        raise SystemExit(f"error: {error}") from None
+    for sel in analyse(args.checkpoint, args.config, args.out_dir):
+        print(
+            f"{sel.side}: {sel.mask.shape[0]} layers, {sel.mask.shape[1]} tasks -> {args.out_dir}"
+        )
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

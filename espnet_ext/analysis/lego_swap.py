@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 from espnet_ext.nets.lego.inventory import compose, export_modules
 from espnet_ext.nets.lego.source import source_encoder
@@ -158,6 +159,7 @@ def plot(names, matrix, title: str, path: Path) -> None:
     plt.close(fig)
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -175,34 +177,31 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--title", default="Swap matrix (BLEU)")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
-    try:
-        if len(args.experiment) < 2:
-            raise ConfigError("a swap matrix needs at least two experiments", key="--experiment")
-        sources = read_text(args.src_text, allow_empty=False, what="source")
-        refs = read_text(args.ref, allow_empty=False, what="reference")
-        if set(sources) != set(refs):
-            raise InputError("source and reference hold different utterance ids", path=args.ref)
-        names, matrix, reasons = swap_matrix(
-            [tuple(e) for e in args.experiment], sources, refs, args.beam_size, args.device
+    if len(args.experiment) < 2:
+        raise ConfigError("a swap matrix needs at least two experiments", key="--experiment")
+    sources = read_text(args.src_text, allow_empty=False, what="source")
+    refs = read_text(args.ref, allow_empty=False, what="reference")
+    if set(sources) != set(refs):
+        raise InputError("source and reference hold different utterance ids", path=args.ref)
+    names, matrix, reasons = swap_matrix(
+        [tuple(e) for e in args.experiment], sources, refs, args.beam_size, args.device
+    )
+    out = Path(args.output_dir)
+    with atomic_write(out / "swap_matrix.json") as f:
+        json.dump(
+            {
+                "names": names,
+                "bleu": matrix,
+                "not_swappable": [[*k, v] for k, v in reasons.items()],
+            },
+            f,
+            indent=1,
         )
-        out = Path(args.output_dir)
-        with atomic_write(out / "swap_matrix.json") as f:
-            json.dump(
-                {
-                    "names": names,
-                    "bleu": matrix,
-                    "not_swappable": [[*k, v] for k, v in reasons.items()],
-                },
-                f,
-                indent=1,
-            )
-        with atomic_write(out / "swap_matrix.md") as f:
-            f.write(markdown(names, matrix, reasons, args.title))
-        plot(names, matrix, args.title, out / "swap_matrix.png")
-        print(out / "swap_matrix.md")
-    except (ConfigError, InputError) as e:
-        raise SystemExit(f"error: {e}") from e
+    with atomic_write(out / "swap_matrix.md") as f:
+        f.write(markdown(names, matrix, reasons, args.title))
+    plot(names, matrix, args.title, out / "swap_matrix.png")
+    print(out / "swap_matrix.md")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -53,7 +53,7 @@ from pathlib import Path
 
 import yaml
 
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 REQUIRED = ("name", "command", "tag_option", "train_stages", "decode_stages", "result", "metric")
@@ -487,6 +487,7 @@ def write_collection(sweep: Sweep, results_md: str | None, command: str) -> list
     return written
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -516,30 +517,25 @@ def main(argv: Sequence[str] | None = None) -> None:
             "--results_md", default=None, help="also write the tables as this RESULTS.md"
         )
     args = parser.parse_args(argv)
-    try:
-        if args.command == "tune":
-            tune(load_tuning(args.spec, args.values), args.base, args.label)
+    if args.command == "tune":
+        tune(load_tuning(args.spec, args.values), args.base, args.label)
+        return
+    sweep = load_sweep(args.spec)
+    if args.command == "task":
+        run_task(sweep, args.index)
+        return
+    if args.command == "run":
+        local = Path(shlex.split(args.cmd)[0]).name == "run.py"
+        max_jobs = args.max_jobs_run or (1 if local else None)  # local runs share the cores
+        run_sweep(sweep, args.spec, args.cmd, max_jobs, args.dry_run)
+        if args.dry_run:
             return
-        sweep = load_sweep(args.spec)
-        if args.command == "task":
-            run_task(sweep, args.index)
-            return
-        if args.command == "run":
-            local = Path(shlex.split(args.cmd)[0]).name == "run.py"
-            max_jobs = args.max_jobs_run or (
-                1 if local else None
-            )  # local runs share this machine's cores
-            run_sweep(sweep, args.spec, args.cmd, max_jobs, args.dry_run)
-            if args.dry_run:
-                return
-        command = "python -m espnet_ext.analysis.sweep " + shlex.join(
-            list(argv if argv is not None else sys.argv[1:])
-        )
-        for path in write_collection(sweep, args.results_md, command):
-            print(path)
-    except (ConfigError, InputError) as e:
-        raise SystemExit(f"error: {e}") from e
+    command = "python -m espnet_ext.analysis.sweep " + shlex.join(
+        list(argv if argv is not None else sys.argv[1:])
+    )
+    for path in write_collection(sweep, args.results_md, command):
+        print(path)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

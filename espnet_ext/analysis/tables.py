@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from espnet_ext.errors import ConfigError
@@ -53,11 +53,27 @@ def _value(values: Values, run: str, decode: str, dset: str) -> float | None:
     return values[run][decode].get(dset)
 
 
-def mean_std(samples: Sequence[float | None]) -> tuple[float, float] | None:
-    """Mean and sample standard deviation, or None until every run has finished."""
+def mean_of(samples: Sequence[float | None]) -> float | None:
+    """The mean, or None until every sample is in (and for no samples: nothing to show)."""
     if not samples or any(s is None for s in samples):
         return None
-    return statistics.fmean(samples), (statistics.stdev(samples) if len(samples) > 1 else 0.0)
+    return statistics.fmean(samples)
+
+
+def mean_std(samples: Sequence[float | None]) -> tuple[float, float] | None:
+    """Mean and sample standard deviation, or None until every run has finished."""
+    mean = mean_of(samples)
+    if mean is None:
+        return None
+    return mean, (statistics.stdev(samples) if len(samples) > 1 else 0.0)
+
+
+def average_columns(
+    values: Mapping[str, float | None], averages: Mapping[str, Sequence[str]]
+) -> dict[str, float | None]:
+    """``{name: mean of values[member] over its members}`` for each average column (AVG over languages,
+    High / Low, AVG-T over trained directions ...); None where a member has no value yet."""
+    return {name: mean_of([values.get(m) for m in members]) for name, members in averages.items()}
 
 
 def _averages(spec: dict, sets: Sequence[str]) -> dict[str, list[str]]:
@@ -79,8 +95,7 @@ def _run_value(
     # A run name may depend on the column's set ("soft_{set}": one trained model per data set).
     if name not in averages:
         return _value(values, run.format(set=name), decode, name)
-    members = [_value(values, run.format(set=d), decode, d) for d in averages[name]]
-    return None if None in members else statistics.fmean(members)
+    return mean_of([_value(values, run.format(set=d), decode, d) for d in averages[name]])
 
 
 def paper_table(spec: dict, values: Values, sets: Sequence[str], fmt: str) -> Table:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from espnet_ext.decoding.checkpoint_average import last_epoch_files, write_average
-from espnet_ext.errors import InputError
+from espnet_ext.errors import reports_input_errors
 
 LAST_N = re.compile(r"last([1-9][0-9]*)\.pth")
 
@@ -40,6 +40,7 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = get_parser()
     args = parser.parse_args(argv)
@@ -56,13 +57,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("give either --exp_dir with --last, or model files")
     if args.exp_dir is not None and args.last is None:
         parser.error("--exp_dir needs --last")
-    try:
-        files = args.files or last_epoch_files(args.exp_dir, args.last, args.upto_epoch)
-        write_average(files, args.out)
-    except InputError as e:
-        sys.exit(f"average_checkpoints: error: {e}")
+    files = args.files or last_epoch_files(args.exp_dir, args.last, args.upto_epoch)
+    write_average(files, args.out)
     print(f"averaged {len(files)} models ({', '.join(p.name for p in files)}) -> {args.out}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,23 +12,22 @@ are refused.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import reports_input_errors
 from espnet_ext.nets.lego.inventory import compose
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modules", nargs="+", required=True, help="artefacts, decoder last")
     parser.add_argument("--output_dir", required=True)
     args = parser.parse_args(argv)
-    try:
-        for path in compose(args.modules, args.output_dir):
-            print(path)
-    except (ConfigError, InputError) as e:
-        raise SystemExit(f"error: {e}") from e
+    for path in compose(args.modules, args.output_dir):
+        print(path)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -18,11 +18,12 @@ A speech encoder (ESPnet2 ASR task) reads features instead:
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 import torch
 
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write, read_utf8_lines
 from espnet_ext.nets.lego.interface import greedy_decode
 from espnet_ext.nets.lego.source import source_encoder
@@ -67,6 +68,7 @@ def as_words(pieces: list[str]) -> list[str]:
     return "".join(pieces).replace("\u2581", " ").split()
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mt_train_config")
@@ -93,33 +95,30 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(
             f"{' '.join(missing)} required (MT: --mt_* and --src_text; ASR: --asr_* and --feats_scp)"
         )
-    try:
-        import espnet_ext.registry
+    import espnet_ext.registry
 
-        espnet_ext.registry.install()
-        if speech:
-            from espnet2.tasks.asr import ASRTask as task
-        else:
-            from espnet2.tasks.mt import MTTask as task
-        config = args.asr_train_config if speech else args.mt_train_config
-        model_file = args.asr_model_file if speech else args.mt_model_file
-        model, train_args = task.build_model_from_file(config, model_file, args.device)
-        if getattr(train_args, "model", None) != "legonn":
-            raise ConfigError(f"{config} is not a LegoNN model", key="model")
-        n_modules = len(model.encoder.encoder_modules)
-        if not -n_modules <= args.module < n_modules:
-            raise ConfigError(f"the model has {n_modules} encoder modules", key="--module")
-        if speech:
-            inputs = speech_inputs(args.feats_scp)
-        else:
-            inputs = text_inputs(source_encoder(train_args), read_source(args.src_text))
-        model.eval()
-        with atomic_write(args.output) as f:
-            for utt, tokens in decode(model, inputs, args.module, args.device):
-                f.write(f"{utt} {' '.join(as_words(tokens) if args.words else tokens)}\n")
-    except (ConfigError, InputError) as e:
-        raise SystemExit(f"error: {e}") from e
+    espnet_ext.registry.install()
+    if speech:
+        from espnet2.tasks.asr import ASRTask as task
+    else:
+        from espnet2.tasks.mt import MTTask as task
+    config = args.asr_train_config if speech else args.mt_train_config
+    model_file = args.asr_model_file if speech else args.mt_model_file
+    model, train_args = task.build_model_from_file(config, model_file, args.device)
+    if getattr(train_args, "model", None) != "legonn":
+        raise ConfigError(f"{config} is not a LegoNN model", key="model")
+    n_modules = len(model.encoder.encoder_modules)
+    if not -n_modules <= args.module < n_modules:
+        raise ConfigError(f"the model has {n_modules} encoder modules", key="--module")
+    if speech:
+        inputs = speech_inputs(args.feats_scp)
+    else:
+        inputs = text_inputs(source_encoder(train_args), read_source(args.src_text))
+    model.eval()
+    with atomic_write(args.output) as f:
+        for utt, tokens in decode(model, inputs, args.module, args.device):
+            f.write(f"{utt} {' '.join(as_words(tokens) if args.words else tokens)}\n")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -13,11 +13,12 @@ training-time check counts those). Exit status 1 when any utterance is too short
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 import torch
 
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
 from espnet_ext.nets.lego.olc import smallest_safe_ratio, too_short
 
@@ -59,7 +60,8 @@ def check(
     )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--input_shape_file", required=True)
     parser.add_argument("--target_shape_file", required=True)
@@ -68,24 +70,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--input_offset", type=int, default=0)
     parser.add_argument("--input_subsampling", type=int, default=1)
     args = parser.parse_args(argv)
-    try:
-        short, safe = check(
-            read_shape(args.input_shape_file),
-            read_shape(args.target_shape_file),
-            args.ratio,
-            args.max_length,
-            args.input_offset,
-            args.input_subsampling,
-        )
-    except (ConfigError, InputError) as e:
-        raise SystemExit(f"error: {e}") from e
+    short, safe = check(
+        read_shape(args.input_shape_file),
+        read_shape(args.target_shape_file),
+        args.ratio,
+        args.max_length,
+        args.input_offset,
+        args.input_subsampling,
+    )
     print(f"too short at ratio {args.ratio}, max_length {args.max_length}: {len(short)} utterances")
     for utt in short[:20]:
         print(f"  {utt}")
     print(f"smallest ratio fitting every target (before max_length): {safe:.4f}")
-    if short:
-        raise SystemExit(1)
+    return 1 if short else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from espnet_ext.data.datadir import atomic_dir, table_files, write_kaldi_map
 from espnet_ext.data.types import VideoScpReader
-from espnet_ext.errors import InputError
+from espnet_ext.errors import reports_input_errors
 
 
 def prepare(data_dir: Path, out_dir: Path) -> int:
@@ -31,17 +31,15 @@ def prepare(data_dir: Path, out_dir: Path) -> int:
     return len(frames)
 
 
+@reports_input_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data_dir", type=Path, required=True)
     parser.add_argument("--out_dir", type=Path, required=True)
     args = parser.parse_args(argv)
-    try:
-        count = prepare(args.data_dir, args.out_dir)
-    except InputError as e:
-        sys.exit(f"error: {e}")
+    count = prepare(args.data_dir, args.out_dir)
     print(f"{args.out_dir}: {count} videos decode")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

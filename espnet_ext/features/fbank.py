@@ -29,7 +29,7 @@ import numpy as np
 import soundfile
 
 from espnet_ext.data.datadir import Entry, read_kaldi_entries
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 # Kaldi's extract-segments tolerates a segment ending this far past the end of its recording.
@@ -358,24 +358,22 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
-    try:
-        if args.nj < 1:
-            raise InputError(f"--nj must be >= 1, got {args.nj}")
-        if args.command == "compute":
-            opts = FbankOptions(
-                args.n_mels, args.frame_length, args.frame_shift, args.sample_rate, args.dither
-            )
-            count = compute_shard(args.data_dir, args.out_dir, args.nj, args.job, opts)
-            scp = shard_paths(args.out_dir, args.job)["scp"]
-            print(f"fbank: shard {args.job}/{args.nj}: {count} utterances -> {scp}")
-        else:
-            count = merge_shards(args.data_dir, args.out_dir, args.nj)
-            print(f"fbank: {count} utterances -> {args.out_dir / 'feats.scp'}")
-    except InputError as e:
-        sys.exit(f"fbank: error: {e}")
+    if args.nj < 1:
+        raise InputError(f"--nj must be >= 1, got {args.nj}")
+    if args.command == "compute":
+        opts = FbankOptions(
+            args.n_mels, args.frame_length, args.frame_shift, args.sample_rate, args.dither
+        )
+        count = compute_shard(args.data_dir, args.out_dir, args.nj, args.job, opts)
+        scp = shard_paths(args.out_dir, args.job)["scp"]
+        print(f"fbank: shard {args.job}/{args.nj}: {count} utterances -> {scp}")
+    else:
+        count = merge_shards(args.data_dir, args.out_dir, args.nj)
+        print(f"fbank: {count} utterances -> {args.out_dir / 'feats.scp'}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

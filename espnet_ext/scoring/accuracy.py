@@ -9,7 +9,6 @@ wrote one (``--entropy <id> <H>`` lines, Table 3).
 
 from __future__ import annotations
 
-import argparse
 import string
 import sys
 from collections.abc import Sequence
@@ -18,8 +17,8 @@ from pathlib import Path
 import editdistance
 
 from espnet_ext.data.datadir import read_kaldi_map
-from espnet_ext.errors import InputError
-from espnet_ext.scoring.ref_hyp import read_ref_hyp, write_result
+from espnet_ext.errors import InputError, reports_input_errors
+from espnet_ext.scoring.ref_hyp import read_ref_hyp, ref_hyp_parser, write_scores
 
 _DROP = str.maketrans("", "", string.punctuation + " ")
 
@@ -52,25 +51,19 @@ def score_accuracy(ref_path, hyp_path, entropy_path=None) -> dict[str, float]:
     return result
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="score_acc.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--ref", type=Path, required=True)
-    parser.add_argument("--hyp", type=Path, required=True)
-    parser.add_argument("--entropy", type=Path, default=None)
-    parser.add_argument("--out_dir", type=Path, required=True)
+    parser = ref_hyp_parser("score_acc.py", __doc__.splitlines()[0])
+    parser.add_argument("--entropy", type=Path, default=None, help="<id> <attention entropy> lines")
     args = parser.parse_args(argv)
-    try:
-        result = score_accuracy(args.ref, args.hyp, args.entropy)
-    except InputError as e:
-        sys.exit(f"score_acc: error: {e}")
+    result = score_accuracy(args.ref, args.hyp, args.entropy)
     report = (
         f"%SeqAcc {result['seq_acc']:.2f} %CharAcc {result['char_acc']:.2f} ({result['num_images']} images)"
         + (f" entropy {result['entropy']:.3f}" if "entropy" in result else "")
     )
-    result.update(metric="seq_acc", ref=str(args.ref), hyp=str(args.hyp))
-    write_result(args.out_dir, result, report + "\n")
-    print(f"{report} -> {args.out_dir / 'result.txt'}")
+    path = write_scores(args.out_dir, result, report + "\n", "seq_acc", args.ref, args.hyp)
+    print(f"{report} -> {path}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

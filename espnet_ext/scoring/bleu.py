@@ -21,13 +21,12 @@ import argparse
 import re
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from sacrebleu.metrics import BLEU
 from sacrebleu.metrics.bleu import _TOKENIZERS
 
-from espnet_ext.errors import ConfigError, InputError
-from espnet_ext.scoring.ref_hyp import Pair, read_ref_hyp, write_result
+from espnet_ext.errors import ConfigError, reports_input_errors
+from espnet_ext.scoring.ref_hyp import Pair, read_ref_hyp, ref_hyp_parser, write_result
 
 # fairseq's scripts/compound_split_bleu.sh: perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g'
 _COMPOUND = re.compile(r"(\S)-(\S)")
@@ -121,22 +120,13 @@ def score_files(
     result = score_bleu(pairs, tokenize, lowercase)
     if with_tokenized:
         result.update(tokenized_bleu(pairs, moses_lang, lowercase))
-    result.update(metric="bleu", ref=str(ref_path), hyp=str(hyp_path))
+    result.update(metric="bleu", ref=str(ref_path), hyp=str(hyp_path))  # the report shows them
     write_result(out_dir, result, format_report(result))
     return result
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="score_bleu.py",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--ref", type=Path, required=True, help="reference Kaldi text file")
-    parser.add_argument(
-        "--hyp", type=Path, required=True, help="hypothesis Kaldi text file, same ids"
-    )
-    parser.add_argument("--out_dir", type=Path, required=True)
+    parser = ref_hyp_parser("score_bleu.py", __doc__)
     parser.add_argument(
         "--tokenize", default="13a", choices=list(_TOKENIZERS), help="sacrebleu tokenizer"
     )
@@ -152,20 +142,18 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
-    try:
-        result = score_files(
-            args.ref,
-            args.hyp,
-            args.out_dir,
-            args.tokenize,
-            args.lowercase,
-            args.tokenized_bleu,
-            args.moses_lang or None,
-        )
-    except InputError as e:
-        sys.exit(f"score_bleu: error: {e}")
+    result = score_files(
+        args.ref,
+        args.hyp,
+        args.out_dir,
+        args.tokenize,
+        args.lowercase,
+        args.tokenized_bleu,
+        args.moses_lang or None,
+    )
     tokenized = (
         f" tokenized BLEU {result['tokenized_bleu']:.2f}" if "tokenized_bleu" in result else ""
     )
@@ -176,4 +164,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

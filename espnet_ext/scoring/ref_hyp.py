@@ -1,4 +1,5 @@
-"""Paired reference/hypothesis Kaldi text files (``<id> <text>`` lines), read strictly, and result files.
+"""Paired reference/hypothesis Kaldi text files (``<id> <text>`` lines), read strictly, result files, and
+the options every scorer's command shares (``--ref``, ``--hyp``, ``--out_dir``).
 
 The two files must hold exactly the same ids. An empty hypothesis is a valid output (every reference
 word is then a deletion); an empty reference is a data error.
@@ -6,6 +7,7 @@ word is then a deletion); an empty reference is a data error.
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,3 +69,30 @@ def write_result(out_dir: PathLike, result: dict, report: str) -> Path:
         json.dump(result, f, indent=2, ensure_ascii=False)
         f.write("\n")
     return out_dir / "result.txt"
+
+
+def write_scores(
+    out_dir: PathLike,
+    result: dict,
+    report: str,
+    metric: str,
+    ref_path: PathLike,
+    hyp_path: PathLike,
+) -> Path:
+    """``write_result`` of ``result`` with the keys results tables read: its ``metric`` and the scored
+    files; returns the path of ``result.txt``."""
+    result.update(metric=metric, ref=str(ref_path), hyp=str(hyp_path))
+    return write_result(out_dir, result, report)
+
+
+def ref_hyp_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """A scorer's command line: ``--ref`` and ``--hyp`` Kaldi text files with the same ids, ``--out_dir``."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--ref", type=Path, required=True, help="reference Kaldi text file")
+    parser.add_argument(
+        "--hyp", type=Path, required=True, help="hypothesis Kaldi text file, same ids"
+    )
+    parser.add_argument("--out_dir", type=Path, required=True)
+    return parser

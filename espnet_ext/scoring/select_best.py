@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.results import lookup
 
 
@@ -48,6 +48,7 @@ def parse_run(text: str) -> tuple[str, str]:
     return label, path
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m espnet_ext.scoring.select_best",
@@ -62,10 +63,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     direction.add_argument("--max", action="store_true", help="higher is better (BLEU, accuracy)")
     direction.add_argument("--min", action="store_true", help="lower is better (WER)")
     args = parser.parse_args(argv)
-    try:
-        best, values = select_best(args.runs, args.metric, args.max)
-    except InputError as e:
-        sys.exit(f"select_best: error: {e}")
+    best, values = select_best(args.runs, args.metric, args.max)
     for label, value in values:
         print(
             f"{label}\t{args.metric} {value:.2f}" + ("\t<- best" if label == best else ""),
@@ -75,4 +73,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -7,13 +7,12 @@ classes.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from espnet_ext.errors import InputError
-from espnet_ext.scoring.ref_hyp import read_ref_hyp, write_result
+from espnet_ext.errors import InputError, reports_input_errors
+from espnet_ext.scoring.ref_hyp import read_ref_hyp, ref_hyp_parser, write_scores
 
 
 def score_classification(ref_path, hyp_path, topk_path=None) -> dict:
@@ -42,25 +41,19 @@ def score_classification(ref_path, hyp_path, topk_path=None) -> dict:
     return result
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="score_topk.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--ref", type=Path, required=True)
-    parser.add_argument("--hyp", type=Path, required=True)
-    parser.add_argument("--topk", type=Path, default=None)
-    parser.add_argument("--out_dir", type=Path, required=True)
+    parser = ref_hyp_parser("score_topk.py", __doc__.splitlines()[0])
+    parser.add_argument("--topk", type=Path, default=None, help="ranked classes, best first")
     args = parser.parse_args(argv)
-    try:
-        result = score_classification(args.ref, args.hyp, args.topk)
-    except InputError as e:
-        sys.exit(f"score_topk: error: {e}")
+    result = score_classification(args.ref, args.hyp, args.topk)
     report = f"%Top1 {result['top1']:.2f}"
     if "topk" in result:
         report += f" %Top{result['k']} {result['topk']:.2f}"
     report += f" ({result['num_images']} images)"
-    result.update(metric="top1", ref=str(args.ref), hyp=str(args.hyp))
-    write_result(args.out_dir, result, report + "\n")
-    print(f"{report} -> {args.out_dir / 'result.txt'}")
+    path = write_scores(args.out_dir, result, report + "\n", "top1", args.ref, args.hyp)
+    print(f"{report} -> {path}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

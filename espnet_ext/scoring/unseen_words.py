@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.scoring.bleu import format_report, score_bleu
 from espnet_ext.scoring.ref_hyp import Pair, read_ref_hyp, read_text, write_result
 
@@ -73,6 +73,7 @@ def score_unseen(train_text, ref_path, hyp_path, out_dir) -> dict:
     return result
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -84,10 +85,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--out_dir", type=Path, required=True)
     args = parser.parse_args(argv)
-    try:
-        result = score_unseen(args.train_text, args.ref, args.hyp, args.out_dir)
-    except InputError as e:
-        sys.exit(f"unseen_words: error: {e}")
+    result = score_unseen(args.train_text, args.ref, args.hyp, args.out_dir)
     print(
         f"BLEU {result['bleu']:.2f} on {result['num_utts']} sentences with unseen words, "
         f"unseen-word recall {result['unseen_word_recall']:.2f}% -> {args.out_dir / 'result.txt'}"
@@ -95,4 +93,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import jiwer
 
-from espnet_ext.errors import InputError
-from espnet_ext.scoring.ref_hyp import Pair, read_ref_hyp, write_result
+from espnet_ext.errors import reports_input_errors
+from espnet_ext.scoring.ref_hyp import Pair, read_ref_hyp, ref_hyp_parser, write_scores
 
 GAP = "***"
 
@@ -120,31 +119,18 @@ def score_files(ref_path, hyp_path, out_dir) -> dict:
     scores = score_wer(pairs)
     report = format_report(scores, pairs, ref_path, hyp_path)
     result = {key: value for key, value in scores.items() if key != "alignments"}
-    result.update(metric="wer", ref=str(ref_path), hyp=str(hyp_path))
-    write_result(out_dir, result, report)
+    write_scores(out_dir, result, report, "wer", ref_path, hyp_path)
     return result
 
 
 def get_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="score_wer.py",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--ref", type=Path, required=True, help="reference Kaldi text file")
-    parser.add_argument(
-        "--hyp", type=Path, required=True, help="hypothesis Kaldi text file, same ids"
-    )
-    parser.add_argument("--out_dir", type=Path, required=True)
-    return parser
+    return ref_hyp_parser("score_wer.py", __doc__)
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
-    try:
-        result = score_files(args.ref, args.hyp, args.out_dir)
-    except InputError as e:
-        sys.exit(f"score_wer: error: {e}")
+    result = score_files(args.ref, args.hyp, args.out_dir)
     print(
         f"{summary_line('WER', result['wer'], result['words'])} %CER {result['cer']:.2f} "
         f"%SER {result['ser']:.2f} ({result['num_utts']} utts) -> {args.out_dir / 'result.txt'}"
@@ -152,4 +138,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -24,7 +24,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from espnet_ext.data.datadir import read_kaldi_entries
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 BLANK, UNK, SOS_EOS = "<blank>", "<unk>", "<sos/eos>"
@@ -188,6 +188,7 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
     options = SentencePieceOptions(
@@ -201,14 +202,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         num_threads=args.num_threads,
         seed=args.seed,
     )
-    try:
-        path = make_token_list(args.token_type, args.text, args.out_dir, options, args.space_symbol)
-    except InputError as e:
-        sys.exit(f"token_list: error: {e}")
+    path = make_token_list(args.token_type, args.text, args.out_dir, options, args.space_symbol)
     with open(path, encoding="utf-8") as f:
         count = sum(1 for _ in f)
     print(f"token_list: {count} tokens ({args.token_type}) -> {path}")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

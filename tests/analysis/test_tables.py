@@ -3,6 +3,7 @@
 import pytest
 
 from espnet_ext.analysis.tables import (
+    average_columns,
     gamma_runs,
     internal_lm,
     lm_improvement,
@@ -57,6 +58,14 @@ def test_seed_rows_show_mean_and_sample_std():
     text = render_table(paper_table(spec, VALUES, ["dev", "test"], ".2f"))
     assert "| Baseline | 2.00 ± 1.41 | 2.00 ± 0.00 |" in text
     assert mean_std([1.0, None]) is None
+
+
+def test_average_columns_wait_for_every_member():
+    bleu = {"es": 20.0, "fr": 10.0, "it": 15.0, "pt": None}
+    averages = {"Trained": ["es", "fr"], "All": ["es", "fr", "it", "pt"], "None": []}
+    # (20 + 10) / 2 = 15; pt not scored yet -> no average over all; an empty group shows nothing
+    assert average_columns(bleu, averages) == {"Trained": 15.0, "All": None, "None": None}
+    assert average_columns({**bleu, "pt": 5.0}, averages)["All"] == 12.5  # (20+10+15+5) / 4
 
 
 def test_internal_lm_reductions(tmp_path):

@@ -12,17 +12,18 @@ on one batch (B = 8 utterances of T = 256 frames):
   train, mixed tasks  the same with tasks 0..7 (the batch is split per task: 8 groups of one utterance)
   inference           forward without gradients, eval mode, one task (selection fixed)
 
-The variants are interleaved round-robin and the fastest round is kept. Goals (issue): train one task
-<= 1.10x the shared model, inference <= 1.02x; the mixed batch is reported.
+The variants are interleaved round-robin and the fastest round is kept (tests/bench/timing.py); a
+head-selection step includes giving the layers the batch's task ids, as the model's forward does.
+Goals (issue): train one task <= 1.10x the shared model, inference <= 1.02x; the mixed batch is reported.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
+from timing import fastest
 
 from espnet_ext.attention.head_selection import set_task_id
 from espnet_ext.nets.head_selection_transformer import HeadSelectionTransformerEncoder
@@ -63,14 +64,6 @@ def inference_step(model, xs, lengths):
         model(xs, lengths)
 
 
-def timed(fn, device) -> float:
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
 def measure(args) -> dict[str, tuple[float, float]]:
     """{setting: (shared seconds, head-selection seconds)}, the fastest of ``rounds`` rounds each."""
     device = torch.device(args.device)
@@ -84,15 +77,17 @@ def measure(args) -> dict[str, tuple[float, float]]:
         "train, mixed tasks": (train_step, mixed),
         "inference": (inference_step, one_task),
     }
-    best = {name: [float("inf"), float("inf")] for name in settings}
-    for r in range(args.rounds + 1):  # round 0 warms up
-        for name, (step, tasks) in settings.items():
-            set_task_id(selecting, tasks)
-            for i, model in enumerate((shared, selecting)):
-                elapsed = timed(lambda m=model, s=step: s(m, xs, lengths), device)
-                if r:
-                    best[name][i] = min(best[name][i], elapsed)
-    return {name: tuple(times) for name, times in best.items()}
+
+    def selecting_step(step, tasks):
+        set_task_id(selecting, tasks)
+        step(selecting, xs, lengths)
+
+    steps = {}
+    for name, (step, tasks) in settings.items():
+        steps[name, "shared"] = lambda s=step: s(shared, xs, lengths)
+        steps[name, "selecting"] = lambda s=step, t=tasks: selecting_step(s, t)
+    best = fastest(steps, args.rounds, device)
+    return {name: (best[name, "shared"], best[name, "selecting"]) for name in settings}
 
 
 def main(argv=None) -> int:

@@ -13,17 +13,18 @@ Decoding: a composed three-module LegoNN ASR model (speech -> phonemes with OLC 
 RF 5 ingestor and OLC 1/3.5 -> WEmb decoder, §V-C2) against a one-module ESPnet ASR Transformer of matched
 size, both decoded by ESPnet's ``BatchBeamSearch`` (beam 5) for exactly ``--steps`` output tokens (an
 <eos> before that is not accepted, so random weights give both the same amount of work), one utterance.
-The models alternate round-robin so machine load hits both alike; the fastest round of each is reported.
+The models alternate round-robin so machine load hits both alike; the fastest round of each is reported
+(tests/bench/timing.py).
 Targets: LegoNN / plain <= 1.5x for both.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 from argparse import Namespace
 
 import torch
+from timing import fastest
 
 TARGET = 1.5
 
@@ -181,15 +182,11 @@ def same_size_plain(target: int, make_config, decoder_blocks, task="mt"):
     return best[1], best[2]
 
 
-def step_time(model, optimizer, batch) -> float:
-    start = time.perf_counter()
+def train_step(model, optimizer, batch) -> None:
     loss, _, _ = model(**batch)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-    if batch["text"].is_cuda:
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
 
 
 def main():
@@ -217,31 +214,28 @@ def main():
     batch = dict(text=tokens, text_lengths=lengths, src_text=tokens, src_text_lengths=lengths)
     batch = {k: v.to(args.device) for k, v in batch.items()}
     models = {"plain encoder-decoder": plain, "LegoNN (OLC x2, WEmb)": lego}
-    runs = {}
+    steps = {}
     for name, model in models.items():
-        model.to(args.device).train()
-        runs[name] = (model, torch.optim.Adam(model.parameters(), lr=1e-4), [])
-        step_time(model, runs[name][1], batch)  # warm-up
-    for _ in range(rounds):
-        for model, optimizer, times in runs.values():
-            times.append(step_time(model, optimizer, batch))
-    base = min(runs["plain encoder-decoder"][2])
+        optimizer = torch.optim.Adam(model.to(args.device).train().parameters(), lr=1e-4)
+        steps[name] = lambda m=model, o=optimizer: train_step(m, o, batch)
+    times = fastest(steps, rounds, args.device)
+    base = times["plain encoder-decoder"]
     print(f"device={args.device} threads=1 batch={batch_size}x{length} d={dim} rounds={rounds}")
     print(f"plain encoder blocks matched to LegoNN size: {depth}")
     print(f"{'model':28s} {'params':>10s} {'step ms':>9s} {'ratio':>6s}")
-    for name, (model, _, times) in runs.items():
-        ratio = min(times) / base
-        print(f"{name:28s} {n_params(model):10d} {1000 * min(times):9.1f} {ratio:6.3f}")
-    lego_ratio = min(runs["LegoNN (OLC x2, WEmb)"][2]) / base
+    for name, model in models.items():
+        ratio = times[name] / base
+        print(f"{name:28s} {n_params(model):10d} {1000 * times[name]:9.1f} {ratio:6.3f}")
+    lego_ratio = times["LegoNN (OLC x2, WEmb)"] / base
     verdict = "within" if lego_ratio <= TARGET else "ABOVE"
     print(f"LegoNN / plain = {lego_ratio:.3f}: {verdict} the {TARGET}x target")
     decoding(args, rounds, dim, heads, units, n_vocab)
 
 
-def beam_decode_time(model, speech, steps: int) -> float:
+def beam_search(model):
     from espnet.nets.batch_beam_search import BatchBeamSearch
 
-    search = BatchBeamSearch(
+    return BatchBeamSearch(
         scorers={"decoder": model.decoder},
         weights={"decoder": 1.0},
         beam_size=5,
@@ -249,11 +243,12 @@ def beam_decode_time(model, speech, steps: int) -> float:
         sos=model.sos,
         eos=model.eos,
     )
-    start = time.perf_counter()
+
+
+def beam_decode(model, search, speech, steps: int) -> None:
     with torch.no_grad():
         memory, _ = model.encode(speech[None], torch.tensor([speech.size(0)], device=speech.device))
         search(memory[0], maxlenratio=-steps, minlenratio=-(steps - 1))
-    return time.perf_counter() - start
 
 
 def decoding(args, rounds, dim, heads, units, n_vocab):
@@ -271,20 +266,18 @@ def decoding(args, rounds, dim, heads, units, n_vocab):
     models = {"plain ASR Transformer": plain.eval(), "LegoNN 3 modules (ASR)": lego}
     speech = torch.randn(frames, feats, generator=torch.Generator().manual_seed(0))
     speech = speech.to(args.device)
-    times = {name: [] for name in models}
-    for model in models.values():
-        model.to(args.device)
-        beam_decode_time(model, speech, steps)  # warm-up
-    for _ in range(rounds):
-        for name, model in models.items():
-            times[name].append(beam_decode_time(model, speech, steps))
-    base = min(times["plain ASR Transformer"])
+    decodes = {}
+    for name, model in models.items():
+        search = beam_search(model.to(args.device))
+        decodes[name] = lambda m=model, s=search: beam_decode(m, s, speech, steps)
+    times = fastest(decodes, rounds, args.device)
+    base = times["plain ASR Transformer"]
     print(f"\ndecoding: {frames} frames, beam 5, {steps} tokens; plain encoder blocks: {depth}")
     print(f"{'model':28s} {'params':>10s} {'decode ms':>9s} {'ratio':>6s}")
     for name, model in models.items():
-        ratio = min(times[name]) / base
-        print(f"{name:28s} {n_params(model):10d} {1000 * min(times[name]):9.1f} {ratio:6.3f}")
-    ratio = min(times["LegoNN 3 modules (ASR)"]) / base
+        ratio = times[name] / base
+        print(f"{name:28s} {n_params(model):10d} {1000 * times[name]:9.1f} {ratio:6.3f}")
+    ratio = times["LegoNN 3 modules (ASR)"] / base
     verdict = "within" if ratio <= TARGET else "ABOVE"
     print(f"LegoNN ASR decoding / plain = {ratio:.3f}: {verdict} the {TARGET}x target")
 

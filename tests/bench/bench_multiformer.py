@@ -6,9 +6,9 @@
 For T = 512, 1024, 2048, 4096 frames, one encoder (s2t_transformer_s layer sizes: d 256, FFN 2048, 4 heads,
 dropout 0.1, training mode; 2 layers on the frames directly, no front end) per head kind -- 4 x Full,
 4 x Local(64), 4 x Conv(5, 2), 4 x Fast -- runs forward + backward on one utterance. Time: the variants
-are interleaved round-robin and the fastest round is kept. Peak memory: every tensor the step allocates
-(activations, saved tensors, gradients; parameters excluded), tracked through PyTorch's dispatcher, so
-it is the same number on CPU and CUDA and independent of the allocator's caching.
+are interleaved round-robin and the fastest round is kept (tests/bench/timing.py). Peak memory: every
+tensor the step allocates (activations, saved tensors, gradients; parameters excluded), tracked through
+PyTorch's dispatcher, so it is the same number on CPU and CUDA and independent of the allocator's caching.
 Also a single 4 x Full MHMA layer against ESPnet's MultiHeadedAttention (the same weights) at T = 1024.
 
 Goals: at T=4096 Local >= 8x less peak memory and >= 4x faster than Full; Conv(5,2) >= 3x faster than
@@ -20,11 +20,11 @@ linear, 2 quadratic; Full's k is printed for reference); the Full MHMA layer <= 
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import torch
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
+from timing import fastest
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
@@ -94,23 +94,12 @@ def step(model, xs, lengths):
     model.zero_grad(set_to_none=True)
 
 
-def timed(fn, device) -> float:
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
 def measure(models: dict, length: int, size: int, rounds: int, device):
     xs = torch.randn(1, length, size, device=device)
     lengths = torch.tensor([length], device=device)
-    best = {name: float("inf") for name in models}
-    for r in range(rounds + 1):  # round 0 warms up
-        for name, model in models.items():
-            elapsed = timed(lambda m=model: step(m, xs, lengths), device)
-            if r:
-                best[name] = min(best[name], elapsed)
+    best = fastest(
+        {name: lambda m=m: step(m, xs, lengths) for name, m in models.items()}, rounds, device
+    )
     peak = {}
     for name, model in models.items():
         with PeakMemory() as memory:
@@ -130,12 +119,7 @@ def layer_against_espnet(size: int, length: int, rounds: int, device) -> tuple[f
     def run(module):
         module(x, x, x, None).sum().backward()
 
-    best = {"espnet": float("inf"), "mhma": float("inf")}
-    for r in range(rounds + 1):
-        for name, module in (("espnet", espnet), ("mhma", mhma)):
-            elapsed = timed(lambda m=module: run(m), device)
-            if r:
-                best[name] = min(best[name], elapsed)
+    best = fastest({"espnet": lambda: run(espnet), "mhma": lambda: run(mhma)}, rounds, device)
     return best["espnet"], best["mhma"]
 
 

@@ -7,7 +7,8 @@ One ESPnet ASR model (CNN preprocessing + Transformer encoder-decoder) is built 
 the same weights and batch: plain ESPnet attention, relaxed encoder self-attention (γ=0.01, attention
 dropout on, so the explicit weight path), relaxed cross attention (γ=0.25) and smooth focus in the cross
 attention. Each measurement interleaves the variants round-robin, so machine load hits all of them alike,
-and reports the fastest of the rounds (the least disturbed). Training = forward + backward + Adam step;
+and reports the fastest of the rounds (the least disturbed; tests/bench/timing.py). Training = forward +
+backward + Adam step;
 inference = encoder + teacher-forced decoder in eval mode with matched inference (the fused SDPA path).
 Targets: relaxed self-attention training step <= 1.03x the plain model, fused inference <= 1.01x.
 """
@@ -15,9 +16,9 @@ Targets: relaxed self-attention training step <= 1.03x the plain model, fused in
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from timing import fastest, model_steps, print_ratios
 
 from espnet_ext.nets.relaxed_transformer import (
     RelaxedCNNTransformerEncoder,
@@ -74,28 +75,6 @@ def build(encoder_sites, decoder_sites, size, blocks, vocab):
     return Seq2Seq(encoder, decoder)
 
 
-def measure(models, batch, rounds, train):
-    best = {name: float("inf") for name in models}
-    optimizers = {name: torch.optim.Adam(m.parameters(), lr=1e-4) for name, m in models.items()}
-    for r in range(rounds + 1):  # round 0 warms up allocators and kernels
-        for name, model in models.items():
-            model.train(train)
-            start = time.perf_counter()
-            if train:
-                logits = model(*batch)
-                logits.float().logsumexp(-1).mean().backward()
-                optimizers[name].step()
-                optimizers[name].zero_grad(set_to_none=True)
-            else:
-                with torch.inference_mode():
-                    model(*batch)
-            if batch[0].is_cuda:
-                torch.cuda.synchronize()
-            if r:
-                best[name] = min(best[name], time.perf_counter() - start)
-    return best
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--quick", action="store_true", help="small model and batch (smoke run)")
@@ -118,31 +97,15 @@ def main():
     models = {
         name: build(*sites, size, blocks, vocab).to(args.device) for name, sites in VARIANTS.items()
     }
-    train = measure(models, batch, rounds, train=True)
-    infer = measure(models, batch, rounds, train=False)
+    train = fastest(model_steps(models, batch, train=True), rounds, args.device)
+    infer = fastest(model_steps(models, batch, train=False), rounds, args.device)
 
     base = "plain (ESPnet attention)"
     print(
         f"model d={size}, {blocks} encoder + {blocks // 2} decoder blocks, batch {batch_size} x {frames} frames, "
         f"{args.device}, best of {rounds} interleaved rounds"
     )
-    print(
-        f"{'variant':34s} {'train step':>11s} {'ratio':>6s} {'inference':>10s} {'ratio':>6s}  target"
-    )
-    failed = []
-    for name in VARIANTS:
-        train_ratio, infer_ratio = train[name] / train[base], infer[name] / infer[base]
-        target = TARGETS.get(name)
-        verdict = ""
-        if target:
-            ok = train_ratio <= target[0] and infer_ratio <= target[1]
-            verdict = f"<= {target[0]:.2f}x / <= {target[1]:.2f}x: {'met' if ok else 'MISSED'}"
-            if not ok:
-                failed.append(name)
-        print(
-            f"{name:34s} {train[name] * 1e3:9.1f}ms {train_ratio:6.3f} {infer[name] * 1e3:8.1f}ms "
-            f"{infer_ratio:6.3f}  {verdict}"
-        )
+    failed = print_ratios(train, infer, base, TARGETS)
     return 1 if failed and not args.quick else 0
 
 

@@ -8,7 +8,7 @@ attention, relaxed self-attention (γ = 0.1, eq. 3), fuzzy relaxation (γ ~ N(0.
 call) and smooth focus (the explicit weight path; no target), plus a second copy of the plain model: its
 ratio shows how far the machine's noise alone moves a ratio. The variants run interleaved, the order
 rotated every round so none is always first (a shared, loaded machine favours no position); the fastest
-round of each counts. Training = forward + backward + Adam step;
+round of each counts (tests/bench/timing.py). Training = forward + backward + Adam step;
 inference = eval mode with matched inference (relaxation at test time, the fused path).
 Target: relaxed and fuzzy training step <= 1.03x the plain model.
 """
@@ -18,8 +18,10 @@ from __future__ import annotations
 import argparse
 
 import torch
+from timing import fastest, model_steps, print_ratios
 
 from espnet_ext.nets.swin.classifier import SwinClassifier
+from tests.nets.swin.small_swin import SMALL_SWIN
 
 VARIANTS = {
     "plain window attention": {},
@@ -28,16 +30,10 @@ VARIANTS = {
     "smooth focus": {"smooth_focus": True},
     "plain again (noise control)": {},
 }
-TARGET = 1.03
-TARGETED = ("relaxed self-attention γ=0.1", "fuzzy relaxation γ0=0.1 σ=0.03")
-SMALL = dict(
-    img_size=32,
-    patch_size=2,
-    embed_dim=24,
-    depths=(2, 2, 2, 2),
-    num_heads=(1, 2, 2, 4),
-    window_size=4,
-)
+TARGETS = {  # (training step, inference) ratio to the plain model; inference has no target
+    "relaxed self-attention γ=0.1": (1.03, None),
+    "fuzzy relaxation γ0=0.1 σ=0.03": (1.03, None),
+}
 
 
 class Logits(torch.nn.Module):
@@ -54,31 +50,6 @@ def build(options: dict, config: dict) -> Logits:
     return Logits(SwinClassifier(num_classes=100, **config, **options))
 
 
-def measure(models: dict, batch, rounds: int, train: bool) -> dict[str, float]:
-    """Fastest step time of each model over ``rounds`` rotated round-robin rounds (after one warm-up)."""
-    import time
-
-    names = list(models)
-    best = dict.fromkeys(names, float("inf"))
-    optimizers = {name: torch.optim.Adam(m.parameters(), lr=1e-4) for name, m in models.items()}
-    for r in range(rounds + 1):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            model = models[name].train(train)
-            start = time.perf_counter()
-            if train:
-                model(*batch).logsumexp(-1).mean().backward()
-                optimizers[name].step()
-                optimizers[name].zero_grad(set_to_none=True)
-            else:
-                with torch.inference_mode():
-                    model(*batch)
-            if batch[0].is_cuda:
-                torch.cuda.synchronize()
-            if r:
-                best[name] = min(best[name], time.perf_counter() - start)
-    return best
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small Swin on 32x32 (smoke run)")
@@ -86,36 +57,21 @@ def main():
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--batch_size", type=int, default=None)
     args = parser.parse_args()
-    config, size, batch_size, rounds = (SMALL, 32, 4, 2) if args.quick else ({}, 224, 4, 10)
+    config, size, batch_size, rounds = (SMALL_SWIN, 32, 4, 2) if args.quick else ({}, 224, 4, 10)
     rounds = args.rounds or rounds
     batch_size = args.batch_size or batch_size
     torch.manual_seed(1)
     batch = (torch.rand(batch_size, size, size, 3, device=args.device),)
     models = {name: build(opts, config).to(args.device) for name, opts in VARIANTS.items()}
-    train = measure(models, batch, rounds, train=True)
-    infer = measure(models, batch, rounds, train=False)
+    train = fastest(model_steps(models, batch, train=True), rounds, args.device)
+    infer = fastest(model_steps(models, batch, train=False), rounds, args.device)
 
     base = "plain window attention"
     print(
         f"Swin {'small 32x32' if args.quick else 'T 224x224'}, batch {batch_size}, {args.device}, "
         f"{torch.get_num_threads()} threads, best of {rounds} interleaved rounds"
     )
-    print(
-        f"{'variant':32s} {'train step':>11s} {'ratio':>6s} {'inference':>10s} {'ratio':>6s}  target"
-    )
-    failed = []
-    for name in VARIANTS:
-        train_ratio, infer_ratio = train[name] / train[base], infer[name] / infer[base]
-        verdict = ""
-        if name in TARGETED:
-            ok = train_ratio <= TARGET
-            verdict = f"train <= {TARGET:.2f}x: {'met' if ok else 'MISSED'}"
-            if not ok:
-                failed.append(name)
-        print(
-            f"{name:32s} {train[name] * 1e3:9.1f}ms {train_ratio:6.3f} {infer[name] * 1e3:8.1f}ms "
-            f"{infer_ratio:6.3f}  {verdict}"
-        )
+    failed = print_ratios(train, infer, base, TARGETS)
     return 1 if failed and not args.quick else 0
 
 

@@ -33,20 +33,31 @@ def make_recipe_copy(corpus: str, task: str, dest: Path) -> Path:
     return recipe
 
 
-# Training settings of every tiny ESPnet2 config: two epochs of batches of 8, nothing written but checkpoints.
-TINY_TRAINING = """\
-optim: adam
-optim_conf: {lr: 0.002}
-batch_type: folded
-batch_size: 8
-max_epoch: 2
-best_model_criterion: [[valid, acc, max]]
-keep_nbest_models: 2
-num_workers: 0
-use_tensorboard: false
-use_matplotlib: false
-num_att_plot: 0
-"""
+# Training settings of the tiny ESPnet2 configs (YAML values): two epochs of batches of 8, nothing written
+# but checkpoints.
+_TRAINING = dict(
+    optim="adam",
+    optim_conf="{lr: 0.002}",
+    batch_type="folded",
+    batch_size="8",
+    max_epoch="2",
+    best_model_criterion="[[valid, acc, max]]",
+    keep_nbest_models="2",
+    num_workers="0",
+    use_tensorboard="false",
+    use_matplotlib="false",
+    num_att_plot="0",
+)
+
+
+def tiny_training(**changes: str | None) -> str:
+    """The YAML lines of the tiny training settings with ``changes`` (a value of None leaves the key out:
+    ESPnet's default)."""
+    settings = {**_TRAINING, **changes}
+    return "".join(f"{key}: {value}\n" for key, value in settings.items() if value is not None)
+
+
+TINY_TRAINING = tiny_training()
 
 TINY_ASR = (
     """\
@@ -64,31 +75,24 @@ TINY_OCR = """\
 model: soft_attention
 model_conf: {channels: [4, 8, 8, 8], lstm_units: 8, attention_dim: 8, decoder_units: 8, embed_dim: 4,
              stn_channels: 4}
-optim: adam
-optim_conf: {lr: 0.01}
-batch_type: sorted
-batch_size: 16
-max_epoch: 1
-best_model_criterion: [[valid, acc, max]]
-keep_nbest_models: 1
-num_workers: 0
-use_tensorboard: false
-use_matplotlib: false
-num_att_plot: 0
-"""
+""" + tiny_training(
+    optim_conf="{lr: 0.01}",
+    batch_type="sorted",
+    batch_size="16",
+    max_epoch="1",
+    keep_nbest_models="1",
+)
 
 TINY_LM = """\
 lm: seq_rnn
 lm_conf: {unit: 16, nlayers: 1, tie_weights: true}
-optim: adam
-batch_type: folded
-batch_size: 8
-max_epoch: 1
-best_model_criterion: [[valid, loss, min]]
-num_workers: 0
-use_tensorboard: false
-use_matplotlib: false
-"""
+""" + tiny_training(
+    optim_conf=None,
+    max_epoch="1",
+    best_model_criterion="[[valid, loss, min]]",
+    keep_nbest_models=None,
+    num_att_plot=None,
+)
 TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\nlm_weight: 0.5\n"
 
 TINY_ARGS = [
@@ -115,18 +119,7 @@ encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks
 decoder: transformer
 decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false}
 frontend: null
-optim: adam
-optim_conf: {lr: 0.002}
-batch_type: folded
-batch_size: 8
-max_epoch: 1
-best_model_criterion: [[valid, acc, max]]
-keep_nbest_models: 1
-num_workers: 0
-use_tensorboard: false
-use_matplotlib: false
-num_att_plot: 0
-"""
+""" + tiny_training(max_epoch="1", keep_nbest_models="1")
 MUSTC_TINY_ASR = MUSTC_TINY_MODEL + "model_conf: {ctc_weight: 0.3, lsm_weight: 0.1}\n"
 MUSTC_TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\n"
 MUSTC_ASR_ARGS = [
@@ -222,17 +215,14 @@ TINY_SWIN = """\
 model: swin
 model_conf: {img_size: 32, patch_size: 4, embed_dim: 16, depths: [2, 2], num_heads: [1, 2], window_size: 4,
              drop_path_rate: 0.1, drloc_hidden: 16, drloc_pairs: 8}
-optim: adamw
-optim_conf: {lr: 0.002}
-batch_type: unsorted
-batch_size: 25
-max_epoch: 1
-best_model_criterion: [[valid, acc, max]]
-keep_nbest_models: 1
-num_workers: 0
-use_tensorboard: false
-use_matplotlib: false
-"""
+""" + tiny_training(
+    optim="adamw",
+    batch_type="unsorted",
+    batch_size="25",
+    max_epoch="1",
+    keep_nbest_models="1",
+    num_att_plot=None,
+)
 # One image per class and split; one job per stage, one thread per process.
 CIFAR100_TINY_ARGS = [
     "--cls_config",

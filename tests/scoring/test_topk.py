@@ -21,19 +21,24 @@ def test_top1_and_top3_by_hand(tmp_path):
     )
     result = score_classification(ref, hyp, topk)
     assert result["top1"] == 25.0 and result["topk"] == 50.0 and result["k"] == 3
-    main(
-        [
-            "--ref",
-            str(ref),
-            "--hyp",
-            str(hyp),
-            "--topk",
-            str(topk),
-            "--out_dir",
-            str(tmp_path / "s"),
-        ]
+    assert (
+        main(
+            [
+                "--ref",
+                str(ref),
+                "--hyp",
+                str(hyp),
+                "--topk",
+                str(topk),
+                "--out_dir",
+                str(tmp_path / "s"),
+            ]
+        )
+        == 0
     )
-    assert json.loads((tmp_path / "s" / "result.json").read_text())["topk"] == 50.0
+    written = json.loads((tmp_path / "s" / "result.json").read_text())
+    assert written["topk"] == 50.0 and written["metric"] == "top1"
+    assert (written["ref"], written["hyp"]) == (str(ref), str(hyp))
     assert (tmp_path / "s" / "result.txt").read_text().startswith("%Top1 25.00 %Top3 50.00")
 
 

@@ -118,4 +118,4 @@ def test_command_line(files, tmp_path):
         capture_output=True,
         text=True,
     )
-    assert bad.returncode != 0 and "unseen_words: error:" in bad.stderr
+    assert bad.returncode == 1 and bad.stderr.startswith("error: ")

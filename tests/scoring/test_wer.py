@@ -165,5 +165,5 @@ def test_command_line(tmp_path, hand_case):
         text=True,
     )
     assert run.returncode == 1
-    assert f"score_wer: error: {hand_case[0]}:2: key 'u2': id not in" in run.stderr
+    assert f"error: {hand_case[0]}:2: key 'u2': id not in" in run.stderr
     assert not (tmp_path / "bad").exists()

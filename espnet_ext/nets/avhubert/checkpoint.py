@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 FINETUNED_PREFIX = "encoder.w2v_model."
@@ -172,6 +172,7 @@ def load_avhubert(model: torch.nn.Module, path: str | Path) -> dict[str, str]:
     return ignored
 
 
+@reports_input_errors
 def main(argv=None) -> None:
     from espnet_ext.registry import build_model
 
@@ -185,10 +186,7 @@ def main(argv=None) -> None:
         "espnet_ext.tasks.lip_reading:LipReadingTask",
         ["--config", args.config, "--token_list", args.token_list],
     )
-    try:
-        ignored = load_avhubert(model, args.checkpoint)
-    except InputError as e:
-        sys.exit(f"error: {e}")
+    ignored = load_avhubert(model, args.checkpoint)
     for name, reason in sorted(ignored.items()):
         print(f"not used: {name} ({reason})", file=sys.stderr)
     state = {k: v for k, v in model.state_dict().items() if k.startswith(LOADED_PREFIXES)}
@@ -198,4 +196,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

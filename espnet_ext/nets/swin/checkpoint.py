@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 
 _BUFFERS = ("relative_position_index", "attn_mask")
 
@@ -95,6 +95,7 @@ def load_backbone(backbone: torch.nn.Module, path: str | Path) -> None:
     backbone.load_state_dict(state, strict=True)
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="ImageNet Swin checkpoint -> --init_param file")
     parser.add_argument("--checkpoint", required=True, help="official or timm Swin checkpoint")
@@ -105,15 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from espnet_ext.fileio import atomic_write
     from espnet_ext.registry import build_model
 
-    try:
-        model = build_model(
-            "espnet_ext.tasks.image_classification:ImageClassificationTask",
-            ["--config", args.config, "--num_classes", str(args.num_classes)],
-        )
-        load_backbone(model.backbone, args.checkpoint)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    model = build_model(
+        "espnet_ext.tasks.image_classification:ImageClassificationTask",
+        ["--config", args.config, "--num_classes", str(args.num_classes)],
+    )
+    load_backbone(model.backbone, args.checkpoint)
     state = {f"backbone.{k}": v for k, v in model.backbone.state_dict().items()}
     with atomic_write(args.out, mode="wb") as f:
         torch.save(state, f)

@@ -6,15 +6,7 @@ import torch
 
 from espnet_ext.errors import ConfigError
 from espnet_ext.nets.swin.backbone import DropPath, SwinTransformer, shifted_window_mask
-
-SMALL = dict(
-    img_size=32,
-    patch_size=2,
-    embed_dim=24,
-    depths=(2, 2, 2, 2),
-    num_heads=(1, 2, 2, 4),
-    window_size=4,
-)
+from tests.nets.swin.small_swin import SMALL_SWIN
 
 
 def timm_swin(**config):
@@ -22,7 +14,7 @@ def timm_swin(**config):
     return timm.create_model("swin_tiny_patch4_window7_224", pretrained=False, **config).eval()
 
 
-@pytest.mark.parametrize("config", [{}, SMALL], ids=["swin_t_224", "small_32"])
+@pytest.mark.parametrize("config", [{}, SMALL_SWIN], ids=["swin_t_224", "small_32"])
 def test_same_weights_same_features_as_timm(config):
     torch.manual_seed(0)
     reference = timm_swin(**config)
@@ -42,8 +34,8 @@ def test_parameter_count_is_swin_t():
 
 
 def test_shift_masks_and_window_sizes_match_timm():
-    reference = timm_swin(**SMALL)
-    ours = SwinTransformer(**SMALL)
+    reference = timm_swin(**SMALL_SWIN)
+    ours = SwinTransformer(**SMALL_SWIN)
     for stage_ref, stage in zip(reference.layers, ours.layers):
         for block_ref, block in zip(stage_ref.blocks, stage.blocks):
             assert block.window_size == block_ref.window_size[0]

@@ -1,5 +1,7 @@
 """Loading ImageNet Swin checkpoints (official and timm layouts) into the CIFAR-100 classifier."""
 
+import json
+
 import pytest
 import timm
 import torch
@@ -7,21 +9,13 @@ import torch
 from espnet_ext.errors import InputError
 from espnet_ext.nets.swin import checkpoint
 from espnet_ext.nets.swin.backbone import SwinTransformer
-
-SMALL = dict(
-    img_size=32,
-    patch_size=2,
-    embed_dim=24,
-    depths=(2, 2, 2, 2),
-    num_heads=(1, 2, 2, 4),
-    window_size=4,
-)
+from tests.nets.swin.small_swin import SMALL_SWIN
 
 
 @pytest.fixture(scope="module")
 def imagenet():
     torch.manual_seed(0)
-    return timm.create_model("swin_tiny_patch4_window7_224", pretrained=False, **SMALL).eval()
+    return timm.create_model("swin_tiny_patch4_window7_224", pretrained=False, **SMALL_SWIN).eval()
 
 
 def official_layout(state):
@@ -49,7 +43,7 @@ def test_checkpoint_loads_and_reproduces_imagenet_features(tmp_path, imagenet, l
         assert any(k.startswith("layers.0.downsample") for k in official_layout(state))
     else:
         torch.save(state, path)
-    ours = SwinTransformer(**SMALL).eval()
+    ours = SwinTransformer(**SMALL_SWIN).eval()
     checkpoint.load_backbone(ours, path)
     images = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
@@ -60,10 +54,7 @@ def test_converter_replaces_the_1000_class_head(tmp_path, imagenet):
     path = tmp_path / "swin.pth"
     torch.save({"model": official_layout(imagenet.state_dict())}, path)
     config = tmp_path / "swin.yaml"
-    config.write_text(
-        "model: swin\nmodel_conf: {img_size: 32, patch_size: 2, embed_dim: 24, depths: [2, 2, 2, 2], "
-        "num_heads: [1, 2, 2, 4], window_size: 4}\n"
-    )
+    config.write_text(f"model: swin\nmodel_conf: {json.dumps(SMALL_SWIN)}\n")  # JSON is YAML
     out = tmp_path / "init.pth"
     assert (
         checkpoint.main(
@@ -91,7 +82,7 @@ def test_converter_replaces_the_1000_class_head(tmp_path, imagenet):
 def test_other_window_size_is_refused(tmp_path, imagenet):
     path = tmp_path / "swin.pth"
     torch.save(imagenet.state_dict(), path)
-    other = SwinTransformer(**{**SMALL, "window_size": 2})
+    other = SwinTransformer(**{**SMALL_SWIN, "window_size": 2})
     with pytest.raises(InputError, match="relative-position table") as error:
         checkpoint.load_backbone(other, path)
     assert error.value.path == str(path)
@@ -104,11 +95,11 @@ def test_missing_and_foreign_keys_are_refused(tmp_path, imagenet):
     path = tmp_path / "swin.pth"
     torch.save(state, path)
     with pytest.raises(InputError, match="missing.*norm.weight.*unexpected.*extra.weight"):
-        checkpoint.load_backbone(SwinTransformer(**SMALL), path)
+        checkpoint.load_backbone(SwinTransformer(**SMALL_SWIN), path)
 
 
 def test_not_a_state_dict_is_refused(tmp_path):
     path = tmp_path / "x.pth"
     path.write_bytes(b"not a checkpoint")
     with pytest.raises(InputError, match="cannot read"):
-        checkpoint.load_backbone(SwinTransformer(**SMALL), path)
+        checkpoint.load_backbone(SwinTransformer(**SMALL_SWIN), path)

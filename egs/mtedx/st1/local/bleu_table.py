@@ -22,7 +22,8 @@ from pathlib import Path
 # Works from a checkout (and through the recipe's utils link) even when espnet_ext is not installed.
 sys.path.append(str(Path(__file__).resolve().parents[4]))
 
-from espnet_ext.errors import InputError  # noqa: E402
+from espnet_ext.analysis.tables import average_columns  # noqa: E402
+from espnet_ext.errors import InputError, reports_input_errors  # noqa: E402
 from espnet_ext.results import Cell, Table, lookup, write_results  # noqa: E402
 
 AVERAGES = ("AVG-A", "AVG-T", "AVG-Z")
@@ -32,18 +33,8 @@ def averages(
     bleu: Mapping[str, float | None], trained: Sequence[str], zero_shot: Sequence[str]
 ) -> dict[str, float | None]:
     """AVG-A / AVG-T / AVG-Z of BLEU per direction; None where a covered direction has no score."""
-
-    def mean(directions: Sequence[str]) -> float | None:
-        scores = [bleu.get(d) for d in directions]
-        if not scores or any(s is None for s in scores):
-            return None
-        return sum(scores) / len(scores)
-
-    return {
-        "AVG-A": mean([*trained, *zero_shot]),
-        "AVG-T": mean(trained),
-        "AVG-Z": mean(zero_shot),
-    }
+    covered = {"AVG-A": [*trained, *zero_shot], "AVG-T": trained, "AVG-Z": zero_shot}
+    return average_columns(bleu, covered)
 
 
 def read_bleu(exp_dir: Path, tag: str, decode: str, directions: Sequence[str]) -> dict:
@@ -82,6 +73,7 @@ def tables(
     return [table4, per_direction]
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--exp_dir", type=Path, default=Path("exp"))
@@ -96,18 +88,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     trained, zero_shot = args.train_directions.split(), args.zero_shot_directions.split()
-    try:
-        models = {}
-        for item in args.model:
-            label, eq, tag = item.partition("=")
-            if not eq or not label or not tag:
-                raise InputError(f"--model '{item}' is not <row label>=<st_tag>", key="--model")
-            models[label] = read_bleu(args.exp_dir, tag, args.decode, [*trained, *zero_shot])
-        command = " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])
-        write_results(args.out, args.title, tables(models, trained, zero_shot), command, args.notes)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    models = {}
+    for item in args.model:
+        label, eq, tag = item.partition("=")
+        if not eq or not label or not tag:
+            raise InputError(f"--model '{item}' is not <row label>=<st_tag>", key="--model")
+        models[label] = read_bleu(args.exp_dir, tag, args.decode, [*trained, *zero_shot])
+    command = " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])
+    write_results(args.out, args.title, tables(models, trained, zero_shot), command, args.notes)
     return 0
 
 

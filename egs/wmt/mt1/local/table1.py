@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import math
 import sys
 from pathlib import Path
 
-from espnet_ext.errors import InputError
+from espnet_ext.analysis.tables import average_columns
+from espnet_ext.errors import InputError, reports_input_errors
 
 DIRECTIONS = ("o2m", "m2o")
 
@@ -38,16 +39,12 @@ def language_scores(exp: Path, decode: str, direction: str) -> dict[str, float]:
 
 def averages(scores: dict[str, float], high: set[str]) -> tuple[float, float, float]:
     """(AVG-A, High, Low); High/Low are NaN when no language of the scores is in that group."""
-
-    def mean(langs):
-        values = [scores[lang] for lang in langs]
-        return statistics.fmean(values) if values else float("nan")
-
-    return (
-        mean(scores),
-        mean(s for s in scores if s in high),
-        mean(s for s in scores if s not in high),
-    )
+    groups = {
+        "AVG-A": list(scores),
+        "High": [lang for lang in scores if lang in high],
+        "Low": [lang for lang in scores if lang not in high],
+    }
+    return tuple(math.nan if v is None else v for v in average_columns(scores, groups).values())
 
 
 def experiment(root: Path, tag: str, direction: str) -> Path:
@@ -75,6 +72,7 @@ def table(root: Path, rows: list[tuple[str, str]], decode: str, high: set[str]) 
     return "\n".join(lines) + "\n"
 
 
+@reports_input_errors
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--exp", type=Path, default=Path("exp"))
@@ -82,14 +80,10 @@ def main(argv=None) -> int:
     parser.add_argument("--high", required=True, help="the high-resource languages")
     parser.add_argument("--row", nargs=2, action="append", required=True, metavar=("LABEL", "TAG"))
     args = parser.parse_args(argv)
-    try:
-        print(
-            table(args.exp, [tuple(r) for r in args.row], args.decode, set(args.high.split())),
-            end="",
-        )
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    print(
+        table(args.exp, [tuple(r) for r in args.row], args.decode, set(args.high.split())),
+        end="",
+    )
     return 0
 
 

@@ -1,0 +1,49 @@
+"""The benchmarks' timing rule: a warm-up round, rotated interleaved rounds, the fastest round counts."""
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+import timing  # noqa: E402
+
+
+def test_rounds_rotate_and_the_fastest_counts(monkeypatch):
+    clock, order = [0.0], []
+    durations = {"a": [9.0, 3.0, 2.0, 4.0], "b": [9.0, 5.0, 6.0, 1.0], "c": [9.0, 7.0, 7.0, 7.0]}
+
+    def step(name):
+        order.append(name)
+        clock[0] += durations[name].pop(0)
+
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+    best = timing.fastest({n: lambda n=n: step(n) for n in "abc"}, rounds=3, device="cpu")
+    # warm-up (not counted), then each round starts one variant later
+    assert order == list("abcbcacababc")
+    assert best == {"a": 2.0, "b": 1.0, "c": 7.0}  # the warm-up's 9.0 never counts
+
+
+def test_model_steps_train_with_adam_and_infer_without_autograd():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 4)
+    before = model.weight.detach().clone()
+    inputs = (torch.randn(2, 3),)
+    timing.model_steps({"m": model}, inputs, train=True)["m"]()
+    assert model.training and model.weight.grad is None  # stepped, gradients cleared
+    assert not torch.equal(model.weight, before)
+    after = model.weight.detach().clone()
+    timing.model_steps({"m": model}, inputs, train=False)["m"]()
+    assert not model.training and torch.equal(model.weight, after)
+
+
+def test_ratio_rows_and_missed_targets(capsys):
+    train, infer = {"plain": 0.100, "relaxed": 0.102}, {"plain": 0.200, "relaxed": 0.210}
+    missed = timing.print_ratios(train, infer, "plain", {"relaxed": (1.03, 1.01)})
+    rows = capsys.readouterr().out.splitlines()
+    assert missed == ["relaxed"]  # train 1.02x met, inference 1.05x not
+    assert rows[1].split() == ["plain", "100.0ms", "1.000", "200.0ms", "1.000"]
+    assert rows[2].split()[1:5] == ["102.0ms", "1.020", "210.0ms", "1.050"]
+    assert rows[2].endswith("train <= 1.03x, inference <= 1.01x: MISSED")
+    assert timing.print_ratios(train, infer, "plain", {"relaxed": (1.03, None)}) == []
+    assert capsys.readouterr().out.splitlines()[2].endswith("train <= 1.03x: met")
