@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from espnet_ext.data.datadir import read_kaldi_entries, write_kaldi_map
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 VOWELS = ("AA", "AE", "AH", "AO", "AW", "AY", "EH", "ER", "EY", "IH", "IY", "OW", "OY", "UH", "UW")
@@ -66,7 +66,8 @@ def write_g2p(text: Path, out: Path, nltk_data: str | None) -> int:
     return len(table)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m espnet_ext.data.arpabet", description=__doc__.split("\n")[0]
     )
@@ -83,18 +84,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ids.add_argument("--phn", type=Path, required=True)
     ids.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    try:
-        if args.command == "token_list":
-            with atomic_write(args.out) as f:
-                f.write("".join(f"{t}\n" for t in TOKENS))
-        elif args.command == "g2p":
-            print(f"{args.out}: {write_g2p(args.text, args.out, args.nltk_data)} utterances")
-        else:
-            print(f"{args.out}: {write_ids(args.phn, args.out)} utterances")
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    if args.command == "token_list":
+        with atomic_write(args.out) as f:
+            f.write("".join(f"{t}\n" for t in TOKENS))
+    elif args.command == "g2p":
+        print(f"{args.out}: {write_g2p(args.text, args.out, args.nltk_data)} utterances")
+    else:
+        print(f"{args.out}: {write_ids(args.phn, args.out)} utterances")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from espnet_ext.data.numbers.speech import SpeechModality
 from espnet_ext.data.numbers.text import PhonemeModality, TextModality
 from espnet_ext.data.numbers.video import VideoModality
 from espnet_ext.data.numbers.words import LANGUAGES
-from espnet_ext.errors import InputError
+from espnet_ext.errors import reports_input_errors
 
 # name -> (what it writes, how to build it from the parsed options). A new modality adds one line here.
 MODALITIES: dict[str, tuple[str, Callable[[argparse.Namespace], Modality]]] = {
@@ -181,7 +181,8 @@ examples:
     return parser
 
 
-def main(argv=None) -> int:
+@reports_input_errors
+def main(argv=None) -> None:
     parser = get_parser()
     args = parser.parse_args(argv)
     names = list(dict.fromkeys(("text",) + tuple(args.modalities)))
@@ -191,23 +192,19 @@ def main(argv=None) -> int:
             f"unknown modalities {', '.join(unknown)}; choose from {', '.join(MODALITIES)}"
         )
     start = time.time()
-    try:
-        spec = CorpusSpec(
-            splits=args.splits,
-            num_range=args.num_range,
-            seed=args.seed,
-            exclude_last_digits=args.exclude_last_digit,
-            exclude_words=args.exclude_words,
-            exclude_words_lang=args.exclude_words_lang,
-            exclude_splits=args.exclude_splits,
-            speakers=args.speakers,
-            num_speakers=args.num_speakers,
-        )
-        modalities = [MODALITIES[name][1](args) for name in names]
-        generated = generate_corpus(args.out, spec, modalities)
-    except InputError as e:
-        print(f"{parser.prog}: error: {e}", file=sys.stderr)
-        return 1
+    spec = CorpusSpec(
+        splits=args.splits,
+        num_range=args.num_range,
+        seed=args.seed,
+        exclude_last_digits=args.exclude_last_digit,
+        exclude_words=args.exclude_words,
+        exclude_words_lang=args.exclude_words_lang,
+        exclude_splits=args.exclude_splits,
+        speakers=args.speakers,
+        num_speakers=args.num_speakers,
+    )
+    modalities = [MODALITIES[name][1](args) for name in names]
+    generated = generate_corpus(args.out, spec, modalities)
     sizes = ", ".join(f"{name} {size}" for name, size in spec.splits)
     state = (
         f"generated in {time.time() - start:.1f} s"
@@ -215,7 +212,6 @@ def main(argv=None) -> int:
         else "already complete, nothing to do"
     )
     print(f"{args.out}: {sizes} ({'+'.join(names)}): {state}")
-    return 0
 
 
 if __name__ == "__main__":

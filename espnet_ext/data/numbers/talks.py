@@ -44,7 +44,7 @@ from espnet_ext.data.numbers.speech import (
     write_wav,
 )
 from espnet_ext.data.numbers.words import LANGUAGES, number_to_words
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 GENERATOR_VERSION = 1  # bump when the same settings would produce different output
@@ -168,7 +168,8 @@ def generate_talks(out: Path, spec: TalkSpec, nj: int = 1) -> Path:
     return release
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m espnet_ext.data.numbers.talks", description=__doc__.split("\n")[0]
     )
@@ -185,21 +186,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tgt_lang", default="de")
     parser.add_argument("--nj", type=int, default=1, help="espeak-ng processes at once")
     args = parser.parse_args(argv)
-    try:
-        corpus = CorpusSpec(
-            splits=args.splits,
-            num_range=args.range,
-            seed=args.seed,
-            num_speakers=args.num_speakers,
-        )
-        release = generate_talks(
-            args.out, TalkSpec(corpus, args.segments_per_talk, args.tgt_lang), args.nj
-        )
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    corpus = CorpusSpec(
+        splits=args.splits,
+        num_range=args.range,
+        seed=args.seed,
+        num_speakers=args.num_speakers,
+    )
+    release = generate_talks(
+        args.out, TalkSpec(corpus, args.segments_per_talk, args.tgt_lang), args.nj
+    )
     print(release)
-    return 0
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ from espnet_ext.data.numbers.speech import (
 from espnet_ext.data.numbers.talks import COMPLETE, LEAD_SILENCE_S, Talk, TalkSpec, plan_talks
 from espnet_ext.data.numbers.words import LANGUAGES as WORD_LANGUAGES
 from espnet_ext.data.numbers.words import number_to_words
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 GENERATOR_VERSION = 1  # bump when the same settings would produce different output
@@ -288,7 +288,8 @@ def _direction_sizes(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(pairs)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m espnet_ext.data.numbers.tedx", description=__doc__.split("\n")[0]
     )
@@ -313,36 +314,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--domain", choices=DOMAINS, default="tedx", help="ST: the speech's domain")
     args = parser.parse_args(argv)
-    try:
-        if args.st_train_sizes is not None:
-            st_spec = TedxSTSpec(
-                args.st_train_sizes,
-                args.valid_size,
-                args.test_size,
-                args.range,
-                args.seed,
-                args.num_speakers,
-                args.segments_per_talk,
-                args.domain,
-            )
-            for release in generate_st(args.out, st_spec, args.nj):
-                print(release)
-            return 0
-        spec = TedxSpec(
-            args.train_sizes,
-            args.valid_size,
-            args.test_size,
-            args.range,
-            args.seed,
-            args.num_speakers,
-            args.segments_per_talk,
+    shared = (
+        args.valid_size,
+        args.test_size,
+        args.range,
+        args.seed,
+        args.num_speakers,
+        args.segments_per_talk,
+    )
+    if args.st_train_sizes is not None:
+        releases = generate_st(
+            args.out, TedxSTSpec(args.st_train_sizes, *shared, args.domain), args.nj
         )
-        for release in generate(args.out, spec, args.nj):
-            print(release)
-    except InputError as e:  # ConfigError included
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    else:
+        releases = generate(args.out, TedxSpec(args.train_sizes, *shared), args.nj)
+    for release in releases:
+        print(release)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from espnet_ext.data.numbers.__main__ import _splits
 from espnet_ext.data.numbers.corpus import COMPLETE, inclusive_range
 from espnet_ext.data.numbers.greek import MAX_GREEK, greek_number_words
 from espnet_ext.data.numbers.words import normalize_words
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 GENERATOR_VERSION = 1  # bump when the same settings would produce different output
@@ -170,7 +170,8 @@ def generate(out: Path, spec: WmtSpec) -> list[Path]:
     return [generate_language(out, spec, lang) for lang, _ in spec.train_sizes]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m espnet_ext.data.numbers.wmt", description=__doc__.split("\n")[0]
     )
@@ -182,16 +183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--doc_size", type=int, default=10, help="segments per dev/test document")
     args = parser.parse_args(argv)
-    try:
-        spec = WmtSpec(
-            args.train_sizes, args.valid_size, args.test_size, args.range, args.seed, args.doc_size
-        )
-        for release in generate(args.out, spec):
-            print(release)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    spec = WmtSpec(
+        args.train_sizes, args.valid_size, args.test_size, args.range, args.seed, args.doc_size
+    )
+    for release in generate(args.out, spec):
+        print(release)
 
 
 if __name__ == "__main__":
