@@ -36,13 +36,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from espnet_ext.data.compressed_audio import pipe_command
-from espnet_ext.data.datadir import (
-    atomic_dir,
-    spk2utt_from_utt2spk,
-    validate_data_dir,
-    write_kaldi_map,
-)
-from espnet_ext.errors import InputError
+from espnet_ext.data.datadir import write_data_dir
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
 
 PathLike = str | Path
@@ -194,20 +189,13 @@ def asr_text(segments: list[Segment], src: str, split_path: Path) -> dict[str, s
     return text
 
 
-def write_data_dir(dst: Path, segments: list[Segment], text: dict[str, str], extra: dict) -> None:
-    utt2spk = {s.utt_id: s.speech for s in segments}
-    with atomic_dir(dst) as tmp:
-        write_kaldi_map(tmp / "wav.scp", {s.speech: pipe_command(s.audio) for s in segments})
-        write_kaldi_map(
-            tmp / "segments",
-            {s.utt_id: [s.speech, f"{s.start:.3f}", f"{s.end:.3f}"] for s in segments},
-        )
-        write_kaldi_map(tmp / "utt2spk", utt2spk)
-        write_kaldi_map(tmp / "spk2utt", spk2utt_from_utt2spk(utt2spk))
-        write_kaldi_map(tmp / "text", text)
-        for name, table in extra.items():
-            write_kaldi_map(tmp / name, table)
-        validate_data_dir(tmp)
+def kaldi_tables(segments: list[Segment]) -> dict[str, dict]:
+    """wav.scp (a speech decoded by a pipe), segments and utt2spk (the speech: one speaker each)."""
+    return {
+        "wav.scp": {s.speech: pipe_command(s.audio) for s in segments},
+        "segments": {s.utt_id: [s.speech, f"{s.start:.3f}", f"{s.end:.3f}"] for s in segments},
+        "utt2spk": {s.utt_id: s.speech for s in segments},
+    }
 
 
 def prepare(
@@ -220,17 +208,16 @@ def prepare(
     texts = {}
     for split, segments in read.items():
         if task == "asr":
-            texts[split] = (asr_text(segments, src, Path(root) / src / tgt / split), {})
+            texts[split] = {"text": asr_text(segments, src, Path(root) / src / tgt / split)}
         else:
             source = {s.utt_id: s.source for s in segments}
             target = {s.utt_id: s.target for s in segments}
-            texts[split] = (target, {f"text.{src}": source, f"text.{tgt}": target})
+            texts[split] = {"text": target, f"text.{src}": source, f"text.{tgt}": target}
     written = []
     for split, segments in read.items():
         dst = Path(out_dir) / split.replace("-", "_")
-        text, extra = texts[split]
-        extra["lang"] = {s.utt_id: src for s in segments}  # a task tag (espnet_ext.data.task_tags)
-        write_data_dir(dst, segments, text, extra)
+        lang = {s.utt_id: src for s in segments}  # a task tag (espnet_ext.data.task_tags)
+        write_data_dir(dst, {**kaldi_tables(segments), **texts[split], "lang": lang})
         print(
             f"{dst}: {len(segments)} segments of {len({s.speech for s in segments})} speeches",
             file=sys.stderr,
@@ -239,7 +226,8 @@ def prepare(
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m espnet_ext.data.europarl_st", description=__doc__.split("\n")[0]
     )
@@ -252,12 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prep.add_argument("--task", default="asr", choices=TASKS)
     prep.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    try:
-        prepare(args.root, args.src, args.tgt, args.splits, args.task, args.out)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    prepare(args.root, args.src, args.tgt, args.splits, args.task, args.out)
 
 
 if __name__ == "__main__":
