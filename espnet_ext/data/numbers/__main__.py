@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from espnet_ext.data.numbers.corpus import CorpusSpec, generate_corpus
+from espnet_ext.data.numbers.corpus import CorpusSpec, comma_list, generate_corpus, name_sizes
 from espnet_ext.data.numbers.modality import Modality
 from espnet_ext.data.numbers.speech import SpeechModality
 from espnet_ext.data.numbers.text import PhonemeModality, TextModality
@@ -37,21 +37,6 @@ MODALITIES: dict[str, tuple[str, Callable[[argparse.Namespace], Modality]]] = {
 }
 
 
-def _csv(text: str) -> tuple[str, ...]:
-    return tuple(item.strip() for item in text.split(",") if item.strip())
-
-
-def _splits(text: str) -> tuple[tuple[str, int], ...]:
-    try:
-        return tuple(
-            (name.strip(), int(size)) for name, size in (item.split("=") for item in _csv(text))
-        )
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected name=size[,name=size...], got '{text}'"
-        ) from None
-
-
 def _range(text: str) -> tuple[int, int]:
     try:
         lo, hi = (int(x) for x in text.split(":"))
@@ -62,7 +47,7 @@ def _range(text: str) -> tuple[int, int]:
 
 def _digits(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(d) for d in _csv(text))
+        return tuple(int(d) for d in comma_list(text))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected digits like 7 or 3,7, got '{text}'") from None
 
@@ -96,20 +81,20 @@ examples:
     )
     parser.add_argument(
         "--langs",
-        type=_csv,
+        type=comma_list,
         default="en",
         help=f"comma-separated languages of {','.join(LANGUAGES)}; the first is spoken and goes to 'text' "
         "(default: %(default)s)",
     )
     parser.add_argument(
         "--modalities",
-        type=_csv,
+        type=comma_list,
         default="speech,text",
         help=f"comma-separated, of {','.join(MODALITIES)}; 'text' is always written (default: %(default)s)",
     )
     parser.add_argument(
         "--splits",
-        type=_splits,
+        type=name_sizes,
         default="train=2000,dev=200,test=200",
         help="split names and sizes (default: %(default)s)",
     )
@@ -134,7 +119,7 @@ examples:
     )
     parser.add_argument(
         "--exclude_words",
-        type=_csv,
+        type=comma_list,
         default="",
         help="hold numbers whose words (in --exclude_words_lang) contain one of these whole words "
         "out of --exclude_splits",
@@ -146,7 +131,7 @@ examples:
     )
     parser.add_argument(
         "--exclude_splits",
-        type=_csv,
+        type=comma_list,
         default="train",
         help="splits that --exclude_last_digit and --exclude_words apply to (default: %(default)s)",
     )
