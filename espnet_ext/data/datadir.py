@@ -392,6 +392,21 @@ def fix_spk2utt(data_dir: PathLike) -> Path:
     return target
 
 
+def segment_times(start: str, end: str, path: PathLike, line: int) -> tuple[float, float]:
+    """A release's segment bounds as seconds, ``0 <= start < end``; InputError at ``path:line`` if not."""
+    try:
+        start_s, end_s = float(start), float(end)
+    except ValueError:
+        raise InputError(
+            f"start {start!r} and end {end!r} must be seconds", path=path, line=line
+        ) from None
+    if not 0 <= start_s < end_s:
+        raise InputError(
+            f"segment start {start_s} must be >= 0 and < end {end_s}", path=path, line=line
+        )
+    return start_s, end_s
+
+
 def write_data_dir(
     dst: PathLike,
     tables: Mapping[str, Mapping[str, str | Sequence[str]]],

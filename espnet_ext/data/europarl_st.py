@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from espnet_ext.data.compressed_audio import pipe_command
-from espnet_ext.data.datadir import write_data_dir
+from espnet_ext.data.datadir import segment_times, write_data_dir
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
 
@@ -121,17 +121,7 @@ def _parse_segment(line: str, path: Path, number: int) -> tuple[str, float, floa
             path=path,
             line=number,
         )
-    try:
-        start, end = float(fields[1]), float(fields[2])
-    except ValueError:
-        raise InputError(
-            f"start {fields[1]!r} and end {fields[2]!r} must be seconds", path=path, line=number
-        ) from None
-    if not 0 <= start < end:
-        raise InputError(
-            f"segment start {start} must be >= 0 and < end {end}", path=path, line=number
-        )
-    return fields[0], start, end
+    return fields[0], *segment_times(fields[1], fields[2], path, number)
 
 
 def read_split(root: PathLike, src: str, tgt: str, split: str) -> list[Segment]:

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from espnet_ext.data.datadir import write_data_dir
+from espnet_ext.data.datadir import segment_times, write_data_dir
 from espnet_ext.data.europarl_st import normalise_english
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
@@ -97,18 +97,7 @@ def read_stm(stm: Path, sph_dir: Path) -> tuple[list[Segment], list[str]]:
                 line=number,
             )
         talk, _, speaker, start_field, end_field = fields[:5]
-        try:
-            start, end = float(start_field), float(end_field)
-        except ValueError:
-            raise InputError(
-                f"start {start_field!r} and end {end_field!r} must be seconds",
-                path=stm,
-                line=number,
-            ) from None
-        if not 0 <= start < end:
-            raise InputError(
-                f"segment start {start} must be >= 0 and < end {end}", path=stm, line=number
-            )
+        start, end = segment_times(start_field, end_field, stm, number)
         sph = sph_dir / f"{talk}.sph"
         if not sph.is_file():
             raise InputError(f"audio file {sph} is missing", path=stm, line=number)

@@ -14,6 +14,7 @@ from espnet_ext.data.datadir import (
     fix_spk2utt,
     read_kaldi_entries,
     read_kaldi_map,
+    segment_times,
     spk2utt_from_utt2spk,
     validate_data_dir,
     write_data_dir,
@@ -350,6 +351,23 @@ def test_atomic_dir_replaces_only_on_success(tmp_path):
         (tmp / "b").write_text("3")
     assert sorted(p.name for p in dst.iterdir()) == ["b"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+
+
+@pytest.mark.parametrize(
+    "start, end, needle",
+    [
+        ("0.3s", "1.0", "x.lst:4: start '0.3s' and end '1.0' must be seconds"),
+        ("2.0", "1.0", "x.lst:4: segment start 2.0 must be >= 0 and < end 1.0"),
+        ("-0.5", "1.0", "x.lst:4: segment start -0.5 must be >= 0 and < end 1.0"),
+        ("1.0", "1.0", "x.lst:4: segment start 1.0 must be >= 0 and < end 1.0"),
+    ],
+)
+def test_segment_times_refuses_what_is_not_a_segment(start, end, needle):
+    assert error_of(segment_times, start, end, "x.lst", 4) == needle
+
+
+def test_segment_times_reads_seconds():
+    assert segment_times("0", "1.25", "x.lst", 1) == (0.0, 1.25)
 
 
 def test_write_data_dir_writes_sorted_tables_spk2utt_and_reports(tmp_path):
