@@ -16,12 +16,11 @@ consonants, after ``<blank>`` (the CTC blank, id 0) and ``<unk>``::
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from espnet_ext.data.datadir import read_kaldi_entries, write_kaldi_map
+from espnet_ext.data.datadir import command_parser, read_kaldi_entries, write_kaldi_map
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
@@ -68,10 +67,7 @@ def write_g2p(text: Path, out: Path, nltk_data: str | None) -> int:
 
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.arpabet", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser, commands = command_parser("espnet_ext.data.arpabet", __doc__)
     listing = commands.add_parser("token_list", help="write the interface vocabulary")
     listing.add_argument("out", type=Path)
     g2p = commands.add_parser("g2p", help="Kaldi text -> phones (phn)")

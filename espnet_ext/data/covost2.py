@@ -28,7 +28,6 @@ every asked split has been read.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from espnet_ext.data.compressed_audio import pipe_command
-from espnet_ext.data.datadir import write_data_dir
+from espnet_ext.data.datadir import command_parser, write_data_dir
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
 
@@ -185,10 +184,7 @@ def prepare(
 
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.covost2", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser, commands = command_parser("espnet_ext.data.covost2", __doc__)
     prep = commands.add_parser("prepare", help="write Kaldi data dirs of one CoVoST 2 direction")
     prep.add_argument(
         "--cv_root", required=True, help="Common Voice language dir (clips/, validated.tsv)"

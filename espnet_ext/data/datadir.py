@@ -29,7 +29,7 @@ import shutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write, read_utf8_lines
@@ -470,12 +470,16 @@ def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> list[st
     return utts
 
 
+def command_parser(module: str, doc: str) -> tuple[argparse.ArgumentParser, Any]:
+    """The parser of ``python -m <module>`` described by the first line of ``doc``, and its required
+    sub-commands (``prepare``, ``check``, ...) to add to: how a data command line starts."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n")[0])
+    return parser, parser.add_subparsers(dest="command", required=True)
+
+
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.datadir", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser, commands = command_parser("espnet_ext.data.datadir", __doc__)
     validate = commands.add_parser(
         "validate", help="check a data dir; exit 1 with file:line on the first problem"
     )

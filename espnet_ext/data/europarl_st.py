@@ -27,7 +27,6 @@ fields, speeches listed and their audio present, no empty text) before anything 
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import unicodedata
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from espnet_ext.data.compressed_audio import pipe_command
-from espnet_ext.data.datadir import segment_times, write_data_dir
+from espnet_ext.data.datadir import command_parser, segment_times, write_data_dir
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
 
@@ -218,10 +217,7 @@ def prepare(
 
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.europarl_st", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser, commands = command_parser("espnet_ext.data.europarl_st", __doc__)
     prep = commands.add_parser("prepare", help="write Kaldi data dirs of a language pair")
     prep.add_argument("--root", required=True, help="the release dir holding <src>/audios")
     prep.add_argument("--src", default="en")

@@ -19,7 +19,6 @@ read by ``read_lm_text``.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import itertools
 import os
@@ -30,7 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from espnet_ext.data.datadir import audio_problem, write_data_dir
+from espnet_ext.data.datadir import audio_problem, command_parser, write_data_dir
 from espnet_ext.data.download import DownloadError
 from espnet_ext.data.download import download as fetch
 from espnet_ext.errors import InputError, reports_input_errors
@@ -393,10 +392,7 @@ def _parts(values: Sequence[str]) -> list[str]:
 
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> int | None:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.librispeech", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser, commands = command_parser("espnet_ext.data.librispeech", __doc__)
     dl = commands.add_parser(
         "download", help="fetch, verify and extract parts into DEST/LibriSpeech/"
     )

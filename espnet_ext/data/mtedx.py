@@ -39,12 +39,11 @@ and ids ``<src>-<tgt>_<talk>_<start ms>_<end ms>`` (the same talk is released in
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from espnet_ext.data.datadir import write_data_dir
+from espnet_ext.data.datadir import command_parser, write_data_dir
 from espnet_ext.data.mustc import Segment, kaldi_tables, read_segments
 from espnet_ext.errors import InputError, reports_input_errors
 
@@ -203,10 +202,7 @@ def prepare_st(
 
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.mtedx", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser, commands = command_parser("espnet_ext.data.mtedx", __doc__)
     prep = commands.add_parser("prepare", help="write Kaldi data dirs OUT/<split>[_<lang>]")
     prep.add_argument("--root", required=True, help="the dir holding <lang>-<lang>/")
     prep.add_argument("--langs", required=True, help="source languages, e.g. 'es fr it'")

@@ -30,7 +30,6 @@ what to fetch.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import tarfile
@@ -41,7 +40,7 @@ from typing import NamedTuple
 import soundfile
 import yaml
 
-from espnet_ext.data.datadir import write_data_dir
+from espnet_ext.data.datadir import command_parser, write_data_dir
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.features.fbank import MAX_SEGMENT_OVERSHOOT_S
 from espnet_ext.fileio import read_utf8_lines
@@ -263,10 +262,7 @@ def prepare(root: PathLike, tgt_lang: str, splits: Sequence[str], out_dir: PathL
 
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.mustc", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser, commands = command_parser("espnet_ext.data.mustc", __doc__)
     for name, help_text in (
         ("check", "find the release (extracting its tarball), or explain the manual download"),
         ("prepare", "write Kaldi data dirs OUT/<split with _>"),

@@ -27,13 +27,12 @@ TED-LIUM does not use, is refused by the data-dir check naming the file). Ids ar
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from espnet_ext.data.datadir import segment_times, write_data_dir
+from espnet_ext.data.datadir import command_parser, segment_times, write_data_dir
 from espnet_ext.data.europarl_st import normalise_english
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
@@ -158,10 +157,7 @@ def prepare(
 
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.tedlium", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser, commands = command_parser("espnet_ext.data.tedlium", __doc__)
     prep = commands.add_parser("prepare", help="write Kaldi data dirs")
     prep.add_argument("--root", required=True, help="TEDLIUM_release-3/")
     prep.add_argument("--splits", nargs="+", default=list(SPLITS), choices=SPLITS)
