@@ -1,6 +1,5 @@
 """The numbers-world plan and its Kaldi data dirs (text modalities; speech is in test_numbers_speech.py)."""
 
-import argparse
 import importlib.util
 import os
 from pathlib import Path
@@ -18,7 +17,7 @@ from espnet_ext.data.numbers import (
     plan_corpus,
 )
 from espnet_ext.data.numbers.__main__ import main
-from espnet_ext.data.numbers.corpus import add_release_options, marker_matches, write_marker
+from espnet_ext.data.numbers.corpus import marker_matches, release_parser, write_marker
 from espnet_ext.data.numbers.tedx import TedxSpec
 from espnet_ext.data.numbers.wmt import WmtSpec
 from espnet_ext.data.numbers.words import number_to_words
@@ -410,9 +409,14 @@ def test_marker_matches_only_the_settings_it_records(tmp_path):
     ],
 )
 def test_release_options_default_to_the_spec(spec, defaults):
-    parser = argparse.ArgumentParser()
-    add_release_options(parser, spec)
-    args = parser.parse_args([])
+    parser = release_parser("espnet_ext.data.numbers.x", "Doc line.\n\nMore.", "writes OUT/", spec)
+    assert (
+        parser.prog == "python -m espnet_ext.data.numbers.x" and parser.description == "Doc line."
+    )
+    with pytest.raises(SystemExit):
+        parser.parse_args([])  # --out is required
+    args = parser.parse_args(["--out", "o"])
+    assert args.out == Path("o")
     assert (args.train_sizes, args.valid_size, args.test_size, args.range, args.seed) == defaults
-    args = parser.parse_args(["--train_sizes", " de=5, ro=3 ,", "--range", "10:99"])
+    args = parser.parse_args(["--out", "o", "--train_sizes", " de=5, ro=3 ,", "--range", "10:99"])
     assert args.train_sizes == (("de", 5), ("ro", 3)) and args.range == (10, 99)

@@ -129,9 +129,12 @@ def name_sizes(text: str) -> tuple[tuple[str, int], ...]:
         ) from None
 
 
-def add_release_options(parser: argparse.ArgumentParser, defaults) -> None:
-    """The options of a per-language release generator (``numbers.wmt``, ``numbers.tedx``), defaulting
-    to the fields of its spec ``defaults``: --train_sizes, --valid_size, --test_size, --range, --seed."""
+def release_parser(module: str, doc: str, out_help: str, defaults) -> argparse.ArgumentParser:
+    """The parser of a per-language release generator ``python -m <module>`` (``numbers.wmt``,
+    ``numbers.tedx``): --out, then --train_sizes, --valid_size, --test_size, --range and --seed
+    defaulting to the fields of its spec ``defaults``; the caller adds its own options."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help=out_help)
     train_sizes = ",".join(f"{name}={size}" for name, size in defaults.train_sizes)
     lo, hi = defaults.num_range
     parser.add_argument("--train_sizes", type=name_sizes, default=train_sizes)
@@ -141,6 +144,7 @@ def add_release_options(parser: argparse.ArgumentParser, defaults) -> None:
         "--range", type=inclusive_range, default=f"{lo}:{hi}", help="numbers lo:hi, inclusive"
     )
     parser.add_argument("--seed", type=int, default=defaults.seed)
+    return parser
 
 
 def inclusive_range(text: str) -> tuple[int, int]:

@@ -47,8 +47,8 @@ import soundfile
 from espnet_ext.data.mtedx import LANGUAGES, parse_direction
 from espnet_ext.data.numbers.corpus import (
     CorpusSpec,
-    add_release_options,
     inclusive_range,
+    release_parser,
 )
 from espnet_ext.data.numbers.modality import Utterance
 from espnet_ext.data.numbers.speech import (
@@ -260,11 +260,9 @@ def _direction_sizes(text: str) -> tuple[tuple[str, int], ...]:
 
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.numbers.tedx", description=__doc__.split("\n")[0]
+    parser = release_parser(
+        "espnet_ext.data.numbers.tedx", __doc__, "writes OUT/<lang>-<lang>/", TedxSpec()
     )
-    parser.add_argument("--out", type=Path, required=True, help="writes OUT/<lang>-<lang>/")
-    add_release_options(parser, TedxSpec())
     parser.add_argument("--num_speakers", type=int, default=6, help="per language and split")
     parser.add_argument(
         "--segments_per_talk", type=inclusive_range, default="10:20", help="lo:hi, inclusive"

@@ -22,7 +22,6 @@ Romanian -> English sharing the English decoder, English -> German) the same wri
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -35,8 +34,8 @@ from num2words import num2words
 from espnet_ext.data.datadir import atomic_dir
 from espnet_ext.data.numbers.corpus import (
     COMPLETE,
-    add_release_options,
     marker_matches,
+    release_parser,
     write_marker,
 )
 from espnet_ext.data.numbers.greek import MAX_GREEK, greek_number_words
@@ -171,11 +170,9 @@ def generate(out: Path, spec: WmtSpec) -> list[Path]:
 
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.numbers.wmt", description=__doc__.split("\n")[0]
+    parser = release_parser(
+        "espnet_ext.data.numbers.wmt", __doc__, "writes OUT/<lang>-en/", WmtSpec()
     )
-    parser.add_argument("--out", type=Path, required=True, help="writes OUT/<lang>-en/")
-    add_release_options(parser, WmtSpec())
     parser.add_argument("--doc_size", type=int, default=10, help="segments per dev/test document")
     args = parser.parse_args(argv)
     spec = WmtSpec(
