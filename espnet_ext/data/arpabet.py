@@ -16,13 +16,12 @@ consonants, after ``<blank>`` (the CTC blank, id 0) and ``<unk>``::
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from espnet_ext.data.datadir import read_kaldi_entries, write_kaldi_map
-from espnet_ext.errors import InputError
+from espnet_ext.data.datadir import command_parser, read_kaldi_entries, write_kaldi_map
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 VOWELS = ("AA", "AE", "AH", "AO", "AW", "AY", "EH", "ER", "EY", "IH", "IY", "OW", "OY", "UH", "UW")
@@ -66,11 +65,9 @@ def write_g2p(text: Path, out: Path, nltk_data: str | None) -> int:
     return len(table)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.arpabet", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
+    parser, commands = command_parser("espnet_ext.data.arpabet", __doc__)
     listing = commands.add_parser("token_list", help="write the interface vocabulary")
     listing.add_argument("out", type=Path)
     g2p = commands.add_parser("g2p", help="Kaldi text -> phones (phn)")
@@ -83,18 +80,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ids.add_argument("--phn", type=Path, required=True)
     ids.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    try:
-        if args.command == "token_list":
-            with atomic_write(args.out) as f:
-                f.write("".join(f"{t}\n" for t in TOKENS))
-        elif args.command == "g2p":
-            print(f"{args.out}: {write_g2p(args.text, args.out, args.nltk_data)} utterances")
-        else:
-            print(f"{args.out}: {write_ids(args.phn, args.out)} utterances")
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    if args.command == "token_list":
+        with atomic_write(args.out) as f:
+            f.write("".join(f"{t}\n" for t in TOKENS))
+    elif args.command == "g2p":
+        print(f"{args.out}: {write_g2p(args.text, args.out, args.nltk_data)} utterances")
+    else:
+        print(f"{args.out}: {write_ids(args.phn, args.out)} utterances")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 
 IMAGE_SIZE = 32
 NUM_CLASSES = 100
@@ -220,7 +220,8 @@ def mini_release(
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     prep = commands.add_parser("prepare", help="release -> data/{train,test}, data/class_list")
@@ -238,23 +239,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     mini.add_argument("--test_per_class", type=int, default=5)
     mini.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    try:
-        if args.command == "download":
-            from espnet_ext.data.download import download
+    if args.command == "download":
+        from espnet_ext.data.download import download
 
-            download(URL, Path(args.dest) / "cifar-100-python.tar.gz", ("md5", MD5))
-        elif args.command == "prepare":
-            for path in prepare(args.release, args.out):
-                print(f"{path}: written", file=sys.stderr)
-        else:
-            if args.train_per_class < 1 or args.test_per_class < 1:
-                raise ConfigError("--train_per_class and --test_per_class must be at least 1")
-            mini_release(args.out, args.train_per_class, args.test_per_class, args.seed)
-            print(f"{args.out}: mini CIFAR-100 release written", file=sys.stderr)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+        download(URL, Path(args.dest) / "cifar-100-python.tar.gz", ("md5", MD5))
+    elif args.command == "prepare":
+        for path in prepare(args.release, args.out):
+            print(f"{path}: written", file=sys.stderr)
+    else:
+        if args.train_per_class < 1 or args.test_per_class < 1:
+            raise ConfigError("--train_per_class and --test_per_class must be at least 1")
+        mini_release(args.out, args.train_per_class, args.test_per_class, args.seed)
+        print(f"{args.out}: mini CIFAR-100 release written", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 
 SAMPLE_RATE = 16000
 
@@ -66,6 +66,7 @@ def pipe_command(path: str | Path) -> str:
     return f"python -m espnet_ext.data.compressed_audio {shlex.quote(str(Path(path).absolute()))} |"
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1 or args[0].startswith("-"):
@@ -73,11 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"usage: python -m espnet_ext.data.compressed_audio FILE  ({__doc__.splitlines()[0]})"
         )
         return 2
-    try:
-        data = wav_bytes(decode(args[0]))
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    data = wav_bytes(decode(args[0]))
     sys.stdout.buffer.write(data)
     return 0
 

@@ -28,7 +28,6 @@ every asked split has been read.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -36,13 +35,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from espnet_ext.data.compressed_audio import pipe_command
-from espnet_ext.data.datadir import (
-    atomic_dir,
-    spk2utt_from_utt2spk,
-    validate_data_dir,
-    write_kaldi_map,
-)
-from espnet_ext.errors import InputError
+from espnet_ext.data.datadir import command_parser, write_data_dir
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
 
 PathLike = str | Path
@@ -170,27 +164,27 @@ def prepare(
         utt2spk = {c.utt_id: c.speaker for c in clips}
         sentence = {c.utt_id: c.sentence for c in clips}
         translation = {c.utt_id: c.translation for c in clips}
+        texts = (
+            {"text": sentence}
+            if task == "asr"
+            else {"text": translation, f"text.{src}": sentence, f"text.{tgt}": translation}
+        )
         dst = Path(out_dir) / split
-        with atomic_dir(dst) as tmp:
-            write_kaldi_map(tmp / "wav.scp", {c.utt_id: pipe_command(c.mp3) for c in clips})
-            write_kaldi_map(tmp / "utt2spk", utt2spk)
-            write_kaldi_map(tmp / "spk2utt", spk2utt_from_utt2spk(utt2spk))
-            write_kaldi_map(tmp / "text", sentence if task == "asr" else translation)
-            write_kaldi_map(tmp / "lang", {c.utt_id: src for c in clips})
-            if task == "st":
-                write_kaldi_map(tmp / f"text.{src}", sentence)
-                write_kaldi_map(tmp / f"text.{tgt}", translation)
-            validate_data_dir(tmp)
+        tables = {
+            "wav.scp": {c.utt_id: pipe_command(c.mp3) for c in clips},
+            "utt2spk": utt2spk,
+            "lang": {c.utt_id: src for c in clips},
+            **texts,
+        }
+        write_data_dir(dst, tables)
         print(f"{dst}: {len(clips)} clips, {len(set(utt2spk.values()))} speakers", file=sys.stderr)
         written.append(dst)
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.covost2", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
+    parser, commands = command_parser("espnet_ext.data.covost2", __doc__)
     prep = commands.add_parser("prepare", help="write Kaldi data dirs of one CoVoST 2 direction")
     prep.add_argument(
         "--cv_root", required=True, help="Common Voice language dir (clips/, validated.tsv)"
@@ -202,12 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prep.add_argument("--task", default="st", choices=TASKS)
     prep.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    try:
-        prepare(args.cv_root, args.covost_tsv, args.src, args.tgt, args.splits, args.task, args.out)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    prepare(args.cv_root, args.covost_tsv, args.src, args.tgt, args.splits, args.task, args.out)
 
 
 if __name__ == "__main__":

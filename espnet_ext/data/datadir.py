@@ -14,6 +14,8 @@ Command line::
     python -m espnet_ext.data.datadir validate <dir> [--check_audio] [--require wav.scp,text,utt2spk]
     python -m espnet_ext.data.datadir fix_spk2utt <dir>
     python -m espnet_ext.data.datadir combine <out_dir> <dir> <dir> ...
+
+Readers write their output with ``write_data_dir`` (tables + derived spk2utt, validated, atomic).
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ import shutil
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write, read_utf8_lines
 
 PathLike = str | Path
@@ -390,6 +392,44 @@ def fix_spk2utt(data_dir: PathLike) -> Path:
     return target
 
 
+def segment_times(start: str, end: str, path: PathLike, line: int) -> tuple[float, float]:
+    """A release's segment bounds as seconds, ``0 <= start < end``; InputError at ``path:line`` if not."""
+    try:
+        start_s, end_s = float(start), float(end)
+    except ValueError:
+        raise InputError(
+            f"start {start!r} and end {end!r} must be seconds", path=path, line=line
+        ) from None
+    if not 0 <= start_s < end_s:
+        raise InputError(
+            f"segment start {start_s} must be >= 0 and < end {end_s}", path=path, line=line
+        )
+    return start_s, end_s
+
+
+def write_data_dir(
+    dst: PathLike,
+    tables: Mapping[str, Mapping[str, str | Sequence[str]]],
+    files: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Write a reader's data dir at ``dst`` whole or not at all; returns its utterance ids.
+
+    ``tables``: file name -> ``{id: value}`` (wav.scp, segments, text, utt2spk, text.<lang>, ...),
+    each written sorted by :func:`write_kaldi_map`; spk2utt is derived from utt2spk. ``files``: name
+    -> content written as given (a report such as a list of skipped segments, not a table). The dir
+    is validated (:func:`validate_data_dir`) before it replaces ``dst``, so a reader's mistake leaves
+    nothing that looks finished.
+    """
+    with atomic_dir(dst) as tmp:
+        for name, table in tables.items():
+            write_kaldi_map(tmp / name, table)
+        write_kaldi_map(tmp / "spk2utt", spk2utt_from_utt2spk(tables["utt2spk"]))
+        for name, content in (files or {}).items():
+            (tmp / name).write_text(content, encoding="utf-8")
+        utts = validate_data_dir(tmp)
+    return utts
+
+
 def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> list[str]:
     """Concatenate data dirs (Kaldi's combine_data.sh): tables present in every source, spk2utt rebuilt.
 
@@ -430,11 +470,16 @@ def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> list[st
     return utts
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.datadir", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+def command_parser(module: str, doc: str) -> tuple[argparse.ArgumentParser, Any]:
+    """The parser of ``python -m <module>`` described by the first line of ``doc``, and its required
+    sub-commands (``prepare``, ``check``, ...) to add to: how a data command line starts."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n")[0])
+    return parser, parser.add_subparsers(dest="command", required=True)
+
+
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
+    parser, commands = command_parser("espnet_ext.data.datadir", __doc__)
     validate = commands.add_parser(
         "validate", help="check a data dir; exit 1 with file:line on the first problem"
     )
@@ -453,22 +498,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     combine.add_argument("out_dir")
     combine.add_argument("sources", nargs="+")
     args = parser.parse_args(argv)
-    try:
-        if args.command == "validate":
-            require = [name for name in args.require.split(",") if name]
-            utts = validate_data_dir(args.data_dir, require=require, check_audio=args.check_audio)
-            print(f"{args.data_dir}: ok, {len(utts)} utterances")
-        elif args.command == "fix_spk2utt":
-            print(f"wrote {fix_spk2utt(args.data_dir)}")
-        else:
-            utts = combine_data_dirs(args.out_dir, args.sources)
-            print(
-                f"{args.out_dir}: combined {len(utts)} utterances from {len(args.sources)} data dirs"
-            )
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    if args.command == "validate":
+        require = [name for name in args.require.split(",") if name]
+        utts = validate_data_dir(args.data_dir, require=require, check_audio=args.check_audio)
+        print(f"{args.data_dir}: ok, {len(utts)} utterances")
+    elif args.command == "fix_spk2utt":
+        print(f"wrote {fix_spk2utt(args.data_dir)}")
+    else:
+        utts = combine_data_dirs(args.out_dir, args.sources)
+        print(f"{args.out_dir}: combined {len(utts)} utterances from {len(args.sources)} data dirs")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ fields, speeches listed and their audio present, no empty text) before anything 
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import unicodedata
@@ -36,13 +35,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from espnet_ext.data.compressed_audio import pipe_command
-from espnet_ext.data.datadir import (
-    atomic_dir,
-    spk2utt_from_utt2spk,
-    validate_data_dir,
-    write_kaldi_map,
-)
-from espnet_ext.errors import InputError
+from espnet_ext.data.datadir import command_parser, segment_times, write_data_dir
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
 
 PathLike = str | Path
@@ -126,17 +120,7 @@ def _parse_segment(line: str, path: Path, number: int) -> tuple[str, float, floa
             path=path,
             line=number,
         )
-    try:
-        start, end = float(fields[1]), float(fields[2])
-    except ValueError:
-        raise InputError(
-            f"start {fields[1]!r} and end {fields[2]!r} must be seconds", path=path, line=number
-        ) from None
-    if not 0 <= start < end:
-        raise InputError(
-            f"segment start {start} must be >= 0 and < end {end}", path=path, line=number
-        )
-    return fields[0], start, end
+    return fields[0], *segment_times(fields[1], fields[2], path, number)
 
 
 def read_split(root: PathLike, src: str, tgt: str, split: str) -> list[Segment]:
@@ -194,20 +178,13 @@ def asr_text(segments: list[Segment], src: str, split_path: Path) -> dict[str, s
     return text
 
 
-def write_data_dir(dst: Path, segments: list[Segment], text: dict[str, str], extra: dict) -> None:
-    utt2spk = {s.utt_id: s.speech for s in segments}
-    with atomic_dir(dst) as tmp:
-        write_kaldi_map(tmp / "wav.scp", {s.speech: pipe_command(s.audio) for s in segments})
-        write_kaldi_map(
-            tmp / "segments",
-            {s.utt_id: [s.speech, f"{s.start:.3f}", f"{s.end:.3f}"] for s in segments},
-        )
-        write_kaldi_map(tmp / "utt2spk", utt2spk)
-        write_kaldi_map(tmp / "spk2utt", spk2utt_from_utt2spk(utt2spk))
-        write_kaldi_map(tmp / "text", text)
-        for name, table in extra.items():
-            write_kaldi_map(tmp / name, table)
-        validate_data_dir(tmp)
+def kaldi_tables(segments: list[Segment]) -> dict[str, dict]:
+    """wav.scp (a speech decoded by a pipe), segments and utt2spk (the speech: one speaker each)."""
+    return {
+        "wav.scp": {s.speech: pipe_command(s.audio) for s in segments},
+        "segments": {s.utt_id: [s.speech, f"{s.start:.3f}", f"{s.end:.3f}"] for s in segments},
+        "utt2spk": {s.utt_id: s.speech for s in segments},
+    }
 
 
 def prepare(
@@ -220,17 +197,16 @@ def prepare(
     texts = {}
     for split, segments in read.items():
         if task == "asr":
-            texts[split] = (asr_text(segments, src, Path(root) / src / tgt / split), {})
+            texts[split] = {"text": asr_text(segments, src, Path(root) / src / tgt / split)}
         else:
             source = {s.utt_id: s.source for s in segments}
             target = {s.utt_id: s.target for s in segments}
-            texts[split] = (target, {f"text.{src}": source, f"text.{tgt}": target})
+            texts[split] = {"text": target, f"text.{src}": source, f"text.{tgt}": target}
     written = []
     for split, segments in read.items():
         dst = Path(out_dir) / split.replace("-", "_")
-        text, extra = texts[split]
-        extra["lang"] = {s.utt_id: src for s in segments}  # a task tag (espnet_ext.data.task_tags)
-        write_data_dir(dst, segments, text, extra)
+        lang = {s.utt_id: src for s in segments}  # a task tag (espnet_ext.data.task_tags)
+        write_data_dir(dst, {**kaldi_tables(segments), **texts[split], "lang": lang})
         print(
             f"{dst}: {len(segments)} segments of {len({s.speech for s in segments})} speeches",
             file=sys.stderr,
@@ -239,11 +215,9 @@ def prepare(
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.europarl_st", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
+    parser, commands = command_parser("espnet_ext.data.europarl_st", __doc__)
     prep = commands.add_parser("prepare", help="write Kaldi data dirs of a language pair")
     prep.add_argument("--root", required=True, help="the release dir holding <src>/audios")
     prep.add_argument("--src", default="en")
@@ -252,12 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prep.add_argument("--task", default="asr", choices=TASKS)
     prep.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    try:
-        prepare(args.root, args.src, args.tgt, args.splits, args.task, args.out)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    prepare(args.root, args.src, args.tgt, args.splits, args.task, args.out)
 
 
 if __name__ == "__main__":

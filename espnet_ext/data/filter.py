@@ -37,7 +37,7 @@ from espnet_ext.data.datadir import (
     validate_data_dir,
     write_kaldi_map,
 )
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 
 REMOVED = "removed.txt"
 
@@ -190,7 +190,8 @@ def _probe_utterance_table(path: Path, all_utts: set[str]) -> str | None:
     return "utterance" if keys == all_utts else None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m espnet_ext.data.filter", description=__doc__.split("\n")[0]
     )
@@ -219,22 +220,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with two --text_names: drop pairs above this word ratio",
     )
     args = parser.parse_args(argv)
-    try:
-        report = filter_data_dir(
-            args.src,
-            args.dst,
-            args.min_frames,
-            args.max_frames,
-            args.max_text_chars,
-            args.max_text_words,
-            [name for name in args.text_names.split(",") if name],
-            args.max_length_ratio,
-        )
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    report = filter_data_dir(
+        args.src,
+        args.dst,
+        args.min_frames,
+        args.max_frames,
+        args.max_text_chars,
+        args.max_text_words,
+        [name for name in args.text_names.split(",") if name],
+        args.max_length_ratio,
+    )
     print(report.summary())
-    return 0
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ from pathlib import Path
 from espnet_ext.data.datadir import atomic_dir, validate_data_dir, write_kaldi_map
 from espnet_ext.data.download import DownloadError, file_digest
 from espnet_ext.data.download import download as fetch
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
 
 PathLike = str | Path
@@ -330,7 +330,8 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> int | None:
     args = get_parser().parse_args(argv)
     try:
         if args.command == "prepare":
@@ -340,13 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         else:
             print(f"IWSLT14 de-en in {download(args.dest, args.url, args.sha256)}")
-    except InputError as e:
+    except DownloadError as e:  # a failed fetch, not bad input (InputError): rerunning resumes
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except DownloadError as e:  # rerunning resumes
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return None
 
 
 if __name__ == "__main__":

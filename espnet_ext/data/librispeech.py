@@ -19,7 +19,6 @@ read by ``read_lm_text``.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import itertools
 import os
@@ -30,16 +29,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from espnet_ext.data.datadir import (
-    atomic_dir,
-    audio_problem,
-    spk2utt_from_utt2spk,
-    validate_data_dir,
-    write_kaldi_map,
-)
+from espnet_ext.data.datadir import audio_problem, command_parser, write_data_dir
 from espnet_ext.data.download import DownloadError
 from espnet_ext.data.download import download as fetch
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write, read_utf8_lines
 
 PathLike = str | Path
@@ -275,13 +268,13 @@ def prepare(
                 raise InputError(message, path=corpus / "SPEAKERS.TXT", key=u.reader)
         utt2spk = {u.utt_id: u.speaker for u in utterances}
         dst = Path(out_dir) / part.replace("-", "_")
-        with atomic_dir(dst) as tmp:
-            write_kaldi_map(tmp / "wav.scp", {u.utt_id: str(u.flac) for u in utterances})
-            write_kaldi_map(tmp / "text", {u.utt_id: u.text for u in utterances})
-            write_kaldi_map(tmp / "utt2spk", utt2spk)
-            write_kaldi_map(tmp / "spk2utt", spk2utt_from_utt2spk(utt2spk))
-            write_kaldi_map(tmp / "spk2gender", {u.speaker: genders[u.reader] for u in utterances})
-            validate_data_dir(tmp)
+        tables = {
+            "wav.scp": {u.utt_id: str(u.flac) for u in utterances},
+            "text": {u.utt_id: u.text for u in utterances},
+            "utt2spk": utt2spk,
+            "spk2gender": {u.speaker: genders[u.reader] for u in utterances},
+        }
+        write_data_dir(dst, tables)
         print(
             f"{dst}: {len(utterances)} utterances, {len(set(utt2spk.values()))} speakers (chapters)",
             file=sys.stderr,
@@ -397,11 +390,9 @@ def _parts(values: Sequence[str]) -> list[str]:
     return [p for value in values for p in value.replace(",", " ").split()]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.librispeech", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> int | None:
+    parser, commands = command_parser("espnet_ext.data.librispeech", __doc__)
     dl = commands.add_parser(
         "download", help="fetch, verify and extract parts into DEST/LibriSpeech/"
     )
@@ -445,10 +436,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{args.out}: {write_lm_text(args.src, args.out, args.max_lines)} lines",
                 file=sys.stderr,
             )
-    except (InputError, DownloadError) as e:
+    except DownloadError as e:  # a failed fetch, not bad input (InputError): rerunning resumes
         print(f"error: {e}", file=sys.stderr)
         return 1
-    return 0
+    return None
 
 
 if __name__ == "__main__":

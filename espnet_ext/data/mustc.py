@@ -30,7 +30,6 @@ what to fetch.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import tarfile
@@ -41,13 +40,8 @@ from typing import NamedTuple
 import soundfile
 import yaml
 
-from espnet_ext.data.datadir import (
-    atomic_dir,
-    spk2utt_from_utt2spk,
-    validate_data_dir,
-    write_kaldi_map,
-)
-from espnet_ext.errors import InputError
+from espnet_ext.data.datadir import command_parser, write_data_dir
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.features.fbank import MAX_SEGMENT_OVERSHOOT_S
 from espnet_ext.fileio import read_utf8_lines
 
@@ -231,6 +225,16 @@ def read_segments(
     return [segments[key] for key in sorted(segments)]
 
 
+def kaldi_tables(segments: Sequence[Segment]) -> dict[str, dict]:
+    """wav.scp (a talk's wav), segments, utt2spk (the talk: one speaker each) and text (the source)."""
+    return {
+        "wav.scp": {s.talk: str(s.wav) for s in segments},
+        "segments": {s.utt_id: [s.talk, f"{s.start:.6f}", f"{s.end:.6f}"] for s in segments},
+        "utt2spk": {s.utt_id: s.talk for s in segments},
+        "text": {s.utt_id: s.source for s in segments},
+    }
+
+
 def prepare(root: PathLike, tgt_lang: str, splits: Sequence[str], out_dir: PathLike) -> list[Path]:
     """Write one validated data dir per split; every split is read (and checked) before any is written."""
     release = release_dir(root, tgt_lang)
@@ -244,32 +248,21 @@ def prepare(root: PathLike, tgt_lang: str, splits: Sequence[str], out_dir: PathL
     written = []
     for split, segments in read.items():
         dst = Path(out_dir) / data_dir_name(split)
-        utt2spk = {s.utt_id: s.talk for s in segments}
-        with atomic_dir(dst) as tmp:
-            write_kaldi_map(tmp / "wav.scp", {s.talk: str(s.wav) for s in segments})
-            write_kaldi_map(
-                tmp / "segments",
-                {s.utt_id: [s.talk, f"{s.start:.6f}", f"{s.end:.6f}"] for s in segments},
-            )
-            write_kaldi_map(tmp / "utt2spk", utt2spk)
-            write_kaldi_map(tmp / "spk2utt", spk2utt_from_utt2spk(utt2spk))
-            write_kaldi_map(tmp / "text", {s.utt_id: s.source for s in segments})
-            write_kaldi_map(tmp / "text.en", {s.utt_id: s.source for s in segments})
-            write_kaldi_map(tmp / f"text.{tgt_lang}", {s.utt_id: s.target for s in segments})
-            validate_data_dir(tmp)
+        tables = kaldi_tables(segments)
+        tables["text.en"] = tables["text"]
+        tables[f"text.{tgt_lang}"] = {s.utt_id: s.target for s in segments}
+        write_data_dir(dst, tables)
         print(
-            f"{dst}: {len(segments)} segments of {len(set(utt2spk.values()))} talks",
+            f"{dst}: {len(segments)} segments of {len(set(tables['utt2spk'].values()))} talks",
             file=sys.stderr,
         )
         written.append(dst)
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.mustc", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
+    parser, commands = command_parser("espnet_ext.data.mustc", __doc__)
     for name, help_text in (
         ("check", "find the release (extracting its tarball), or explain the manual download"),
         ("prepare", "write Kaldi data dirs OUT/<split with _>"),
@@ -283,15 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     prep.add_argument("--splits", nargs="+", default=list(SPLITS))
     prep.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    try:
-        if args.command == "check":
-            print(check_release(args.root, args.tgt_lang))
-        else:
-            prepare(args.root, args.tgt_lang, args.splits, args.out)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    if args.command == "check":
+        print(check_release(args.root, args.tgt_lang))
+    else:
+        prepare(args.root, args.tgt_lang, args.splits, args.out)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from espnet_ext.data.datadir import (
     read_kaldi_map,
     write_kaldi_map,
 )
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 
 # Tables copied (restricted to the kept videos) from the unlabeled data dir; a reference text there,
 # if any, is not a label and is left out.
@@ -109,6 +109,7 @@ def write_pseudo_labels(
     return len(kept), len(dropped)
 
 
+@reports_input_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -122,11 +123,11 @@ def main(argv=None) -> None:
     try:
         kept, dropped = write_pseudo_labels(args.data_dir, args.decode_dir, args.out_dir,
                                             args.min_confidence)  # fmt: skip
-    except InputError as e:
+    except InputError:  # also clear what a killed earlier run left half-built
         shutil.rmtree(args.out_dir.with_name(args.out_dir.name + ".tmp"), ignore_errors=True)
-        sys.exit(f"error: {e}")
+        raise
     print(f"{args.out_dir}: kept {kept} of {kept + dropped} videos (dropped: dropped.txt)")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

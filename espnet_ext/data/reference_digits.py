@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from espnet_ext.errors import ConfigError
+from espnet_ext.errors import ConfigError, reports_input_errors
 
 PATCH = (24, 32)  # (width, height)
 FONT_SIZE = 36
@@ -58,20 +58,16 @@ def reference_digits(font_path=None) -> np.ndarray:
     return np.stack([render_digit(d, font_path) for d in range(10)])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help=".npy file of shape (10, 32, 24)")
     args = parser.parse_args(argv)
     from espnet_ext.fileio import atomic_write
 
-    try:
-        images = reference_digits()
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    images = reference_digits()
     with atomic_write(args.out, mode="wb") as f:
         np.save(f, images)
-    return 0
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 
 ALPHABET = set(string.digits + string.ascii_lowercase)
 MAX_LENGTH = 16
@@ -93,6 +93,7 @@ def read_lmdb(
         env.close()
 
 
+@reports_input_errors
 def main(argv: Sequence[str] | None = None) -> int:
     from espnet_ext.data.mnist import write_image_dir
 
@@ -113,16 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     skipped: Counter = Counter()
-    try:
-        samples = [
-            (image, label)
-            for _, image, label in read_lmdb(
-                args.lmdb, args.max_length, skipped, keep_unusable=args.unusable == "error"
-            )
-        ]
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    samples = [
+        (image, label)
+        for _, image, label in read_lmdb(
+            args.lmdb, args.max_length, skipped, keep_unusable=args.unusable == "error"
+        )
+    ]
     if not samples:
         print(f"error: {args.lmdb}: no usable sample ({dict(skipped)})", file=sys.stderr)
         return 1

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from espnet_ext.data.datadir import read_kaldi_entries
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 ZERO_SHOT_HINT = (
@@ -70,18 +70,14 @@ def write_task_ids(path: str | Path, ids: dict[str, int]) -> None:
             f.write(f"{key} {ids[key]}\n")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task_tags", required=True, help="the model's tags in id order")
     parser.add_argument("tag_file", help="<utt> <tag> lines")
     parser.add_argument("out", help="<utt> <task id> lines (text_int)")
     args = parser.parse_args(argv)
-    try:
-        write_task_ids(args.out, task_ids(args.tag_file, args.task_tags.split()))
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    write_task_ids(args.out, task_ids(args.tag_file, args.task_tags.split()))
 
 
 if __name__ == "__main__":

@@ -27,20 +27,14 @@ TED-LIUM does not use, is refused by the data-dir check naming the file). Ids ar
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from espnet_ext.data.datadir import (
-    atomic_dir,
-    spk2utt_from_utt2spk,
-    validate_data_dir,
-    write_kaldi_map,
-)
+from espnet_ext.data.datadir import command_parser, segment_times, write_data_dir
 from espnet_ext.data.europarl_st import normalise_english
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
 
 PathLike = str | Path
@@ -102,18 +96,7 @@ def read_stm(stm: Path, sph_dir: Path) -> tuple[list[Segment], list[str]]:
                 line=number,
             )
         talk, _, speaker, start_field, end_field = fields[:5]
-        try:
-            start, end = float(start_field), float(end_field)
-        except ValueError:
-            raise InputError(
-                f"start {start_field!r} and end {end_field!r} must be seconds",
-                path=stm,
-                line=number,
-            ) from None
-        if not 0 <= start < end:
-            raise InputError(
-                f"segment start {start} must be >= 0 and < end {end}", path=stm, line=number
-            )
+        start, end = segment_times(start_field, end_field, stm, number)
         sph = sph_dir / f"{talk}.sph"
         if not sph.is_file():
             raise InputError(f"audio file {sph} is missing", path=stm, line=number)
@@ -156,19 +139,14 @@ def prepare(
     read = {split: read_split(root, split, train_from) for split in splits}
     written = []
     for split, (segments, removed) in read.items():
-        utt2spk = {s.utt_id: s.speaker for s in segments}
         dst = Path(out_dir) / split
-        with atomic_dir(dst) as tmp:
-            write_kaldi_map(tmp / "wav.scp", {s.talk: str(s.sph) for s in segments})
-            write_kaldi_map(
-                tmp / "segments",
-                {s.utt_id: [s.talk, f"{s.start:.2f}", f"{s.end:.2f}"] for s in segments},
-            )
-            write_kaldi_map(tmp / "utt2spk", utt2spk)
-            write_kaldi_map(tmp / "spk2utt", spk2utt_from_utt2spk(utt2spk))
-            write_kaldi_map(tmp / "text", {s.utt_id: s.text for s in segments})
-            (tmp / REMOVED).write_text("".join(f"{r}\n" for r in removed), encoding="utf-8")
-            validate_data_dir(tmp)
+        tables = {
+            "wav.scp": {s.talk: str(s.sph) for s in segments},
+            "segments": {s.utt_id: [s.talk, f"{s.start:.2f}", f"{s.end:.2f}"] for s in segments},
+            "utt2spk": {s.utt_id: s.speaker for s in segments},
+            "text": {s.utt_id: s.text for s in segments},
+        }
+        write_data_dir(dst, tables, files={REMOVED: "".join(f"{r}\n" for r in removed)})
         print(
             f"{dst}: {len(segments)} segments; {len(removed)} skipped (listed in {dst / REMOVED})",
             file=sys.stderr,
@@ -177,23 +155,16 @@ def prepare(
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.tedlium", description=__doc__.split("\n")[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
+    parser, commands = command_parser("espnet_ext.data.tedlium", __doc__)
     prep = commands.add_parser("prepare", help="write Kaldi data dirs")
     prep.add_argument("--root", required=True, help="TEDLIUM_release-3/")
     prep.add_argument("--splits", nargs="+", default=list(SPLITS), choices=SPLITS)
     prep.add_argument("--train_from", default="legacy", choices=("legacy", "data"))
     prep.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    try:
-        prepare(args.root, args.splits, args.out, args.train_from)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    prepare(args.root, args.splits, args.out, args.train_from)
 
 
 if __name__ == "__main__":

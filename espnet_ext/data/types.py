@@ -14,13 +14,15 @@ ESPnet2 reads every data file through ``espnet2.train.dataset.DATA_TYPES`` (type
 
 from __future__ import annotations
 
+import argparse
 import collections.abc
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
 
 
@@ -164,15 +166,14 @@ def check_scp(scp, kind: str) -> int:
     return len(reader)
 
 
-if __name__ == "__main__":
-    import argparse
-    import sys
-
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="decode every entry of an image or video scp")
     parser.add_argument("kind", choices=sorted(DATA_TYPES))
     parser.add_argument("scp")
-    args = parser.parse_args()
-    try:
-        print(f"{args.scp}: {check_scp(args.scp, args.kind)} {args.kind}s decode")
-    except InputError as e:
-        sys.exit(f"error: {e}")
+    args = parser.parse_args(argv)
+    print(f"{args.scp}: {check_scp(args.scp, args.kind)} {args.kind}s decode")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -42,7 +42,7 @@ from xml.parsers import expat
 
 from espnet_ext.data.datadir import write_kaldi_map
 from espnet_ext.data.iwslt14 import Pair, read_test_set, write_mt_dir
-from espnet_ext.errors import InputError
+from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
 
 PathLike = str | Path
@@ -326,36 +326,32 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
     src, tgt = args.src_lang, args.tgt_lang
-    try:
-        corpora = [read_plain(s, t) for s, t in args.plain]
-        corpora += [read_tsv(f, src, tgt) for f in args.tsv]
-        corpora += [read_sgm(s, r) for s, r in args.sgm]
-        corpora += [read_xml(f, src, tgt, args.translator) for f in args.xml]
-        for directory in args.dir:
-            found, others = release_corpora(directory, src, tgt, args.translator)
-            corpora += found
-            for path in others:
-                print(f"{path}: not a {src}-{tgt} release file, not read", file=sys.stderr)
-        if not corpora:
-            raise InputError("no --plain, --tsv, --sgm, --xml or --dir corpus found", path=args.out)
-        names = [corpus_name(c.source.split(" + ")[0]) for c in corpora]
-        if args.each and len(set(names)) != len(names):
-            raise InputError(f"--each needs distinct corpus names, got {names}", path=args.out)
-        outputs = [f"{args.out}_{name}" for name in names] if args.each else [args.out]
-        groups = [[c] for c in corpora] if args.each else [corpora]
-        for out, group in zip(outputs, groups):
-            prepare(out, group, src, tgt, args.lowercase, args.task_tag, args.id_prefix)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    corpora = [read_plain(s, t) for s, t in args.plain]
+    corpora += [read_tsv(f, src, tgt) for f in args.tsv]
+    corpora += [read_sgm(s, r) for s, r in args.sgm]
+    corpora += [read_xml(f, src, tgt, args.translator) for f in args.xml]
+    for directory in args.dir:
+        found, others = release_corpora(directory, src, tgt, args.translator)
+        corpora += found
+        for path in others:
+            print(f"{path}: not a {src}-{tgt} release file, not read", file=sys.stderr)
+    if not corpora:
+        raise InputError("no --plain, --tsv, --sgm, --xml or --dir corpus found", path=args.out)
+    names = [corpus_name(c.source.split(" + ")[0]) for c in corpora]
+    if args.each and len(set(names)) != len(names):
+        raise InputError(f"--each needs distinct corpus names, got {names}", path=args.out)
+    outputs = [f"{args.out}_{name}" for name in names] if args.each else [args.out]
+    groups = [[c] for c in corpora] if args.each else [corpora]
+    for out, group in zip(outputs, groups):
+        prepare(out, group, src, tgt, args.lowercase, args.task_tag, args.id_prefix)
     for corpus in corpora:
         dropped = f", {corpus.dropped} dropped (an empty side)" if corpus.dropped else ""
         print(f"{corpus.source}: {len(corpus.pairs)} pairs{dropped}")
     print(f"-> {' '.join(outputs)}: {sum(len(c.pairs) for c in corpora)} pairs")
-    return 0
 
 
 if __name__ == "__main__":

@@ -14,8 +14,10 @@ from espnet_ext.data.datadir import (
     fix_spk2utt,
     read_kaldi_entries,
     read_kaldi_map,
+    segment_times,
     spk2utt_from_utt2spk,
     validate_data_dir,
+    write_data_dir,
     write_kaldi_map,
 )
 from espnet_ext.errors import InputError
@@ -349,6 +351,55 @@ def test_atomic_dir_replaces_only_on_success(tmp_path):
         (tmp / "b").write_text("3")
     assert sorted(p.name for p in dst.iterdir()) == ["b"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+
+
+@pytest.mark.parametrize(
+    "start, end, needle",
+    [
+        ("0.3s", "1.0", "x.lst:4: start '0.3s' and end '1.0' must be seconds"),
+        ("2.0", "1.0", "x.lst:4: segment start 2.0 must be >= 0 and < end 1.0"),
+        ("-0.5", "1.0", "x.lst:4: segment start -0.5 must be >= 0 and < end 1.0"),
+        ("1.0", "1.0", "x.lst:4: segment start 1.0 must be >= 0 and < end 1.0"),
+    ],
+)
+def test_segment_times_refuses_what_is_not_a_segment(start, end, needle):
+    assert error_of(segment_times, start, end, "x.lst", 4) == needle
+
+
+def test_segment_times_reads_seconds():
+    assert segment_times("0", "1.25", "x.lst", 1) == (0.0, 1.25)
+
+
+def test_write_data_dir_writes_sorted_tables_spk2utt_and_reports(tmp_path):
+    dst = tmp_path / "train"
+    tables = {
+        "wav.scp": {"talk2": "/a/talk2.wav", "talk1": "/a/talk1.wav"},
+        "segments": {"talk2_0": ["talk2", "0.00", "1.50"], "talk1_0": ["talk1", "0.25", "2.00"]},
+        "utt2spk": {"talk2_0": "talk2", "talk1_0": "talk1"},
+        "text": {"talk2_0": "zwei", "talk1_0": "eins"},
+    }
+    utts = write_data_dir(dst, tables, files={"removed.txt": "talk3_0 ignored (x.stm:4)\n"})
+    assert utts == ["talk1_0", "talk2_0"]
+    assert (dst / "wav.scp").read_text() == "talk1 /a/talk1.wav\ntalk2 /a/talk2.wav\n"
+    assert (dst / "segments").read_text() == "talk1_0 talk1 0.25 2.00\ntalk2_0 talk2 0.00 1.50\n"
+    assert (dst / "spk2utt").read_text() == "talk1 talk1_0\ntalk2 talk2_0\n"
+    assert (dst / "removed.txt").read_text() == "talk3_0 ignored (x.stm:4)\n"
+    assert sorted(p.name for p in dst.iterdir()) == [
+        "removed.txt", "segments", "spk2utt", "text", "utt2spk", "wav.scp"
+    ]  # fmt: skip
+
+
+def test_write_data_dir_refuses_an_inconsistent_dir_and_keeps_the_old_one(tmp_path, data_dir):
+    before = {p.name: p.read_text() for p in data_dir.iterdir()}
+    tables = {
+        "wav.scp": {"u1": "/a/u1.wav", "u2": "/a/u2.wav"},
+        "utt2spk": {"u1": "s", "u2": "s"},
+        "text": {"u1": "one"},  # u2 has no transcript
+    }
+    message = error_of(write_data_dir, data_dir, tables)
+    assert "u2" in message and "data.tmp" in message
+    assert {p.name: p.read_text() for p in data_dir.iterdir()} == before
+    assert not (tmp_path / "data.tmp").exists()
 
 
 # ------------------------------------------------------------------------------------------------

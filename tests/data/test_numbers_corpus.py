@@ -17,6 +17,9 @@ from espnet_ext.data.numbers import (
     plan_corpus,
 )
 from espnet_ext.data.numbers.__main__ import main
+from espnet_ext.data.numbers.corpus import marker_matches, release_parser, write_marker
+from espnet_ext.data.numbers.tedx import TedxSpec
+from espnet_ext.data.numbers.wmt import WmtSpec
 from espnet_ext.data.numbers.words import number_to_words
 from espnet_ext.errors import ConfigError
 
@@ -382,3 +385,38 @@ def test_cli_help_explains_the_options(capsys):
         "phonemes",
     ):
         assert word in text
+
+
+def test_marker_matches_only_the_settings_it_records(tmp_path):
+    signature = {"spec": {"splits": (("train", 4),)}, "version": 1}
+    marker = tmp_path / ".complete"
+    assert not marker_matches(marker, signature)  # none yet
+    write_marker(marker, signature)
+    assert marker.read_text() == (
+        '{\n "spec": {\n  "splits": [\n   [\n    "train",\n    4\n   ]\n  ]\n },\n "version": 1\n}\n'
+    )
+    assert marker_matches(marker, signature)  # tuples equal the lists read back
+    assert not marker_matches(marker, {**signature, "version": 2})
+    marker.write_text('{"spec": ')  # cut short
+    assert not marker_matches(marker, signature)
+
+
+@pytest.mark.parametrize(
+    "spec, defaults",
+    [
+        (WmtSpec(), ((("de", 2000), ("fr", 2000), ("ro", 200)), 100, 100, (0, 9999), 0)),
+        (TedxSpec(), ((("es", 800), ("fr", 800), ("it", 200), ("pt", 100)), 40, 60, (0, 999), 0)),
+    ],
+)
+def test_release_options_default_to_the_spec(spec, defaults):
+    parser = release_parser("espnet_ext.data.numbers.x", "Doc line.\n\nMore.", "writes OUT/", spec)
+    assert (
+        parser.prog == "python -m espnet_ext.data.numbers.x" and parser.description == "Doc line."
+    )
+    with pytest.raises(SystemExit):
+        parser.parse_args([])  # --out is required
+    args = parser.parse_args(["--out", "o"])
+    assert args.out == Path("o")
+    assert (args.train_sizes, args.valid_size, args.test_size, args.range, args.seed) == defaults
+    args = parser.parse_args(["--out", "o", "--train_sizes", " de=5, ro=3 ,", "--range", "10:99"])
+    assert args.train_sizes == (("de", 5), ("ro", 3)) and args.range == (10, 99)

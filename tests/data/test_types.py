@@ -185,6 +185,17 @@ def test_check_scp_decodes_every_image_and_names_the_bad_one(tmp_path):
         check_scp(scp, "image")
 
 
+def test_check_command_reports_the_bad_entry_with_status_1(tmp_path, capsys):
+    Image.fromarray(np.zeros((4, 6), np.uint8)).save(tmp_path / "a.png")
+    scp = tmp_path / "image.scp"
+    scp.write_text(f"a {tmp_path / 'a.png'}\n")
+    assert types.main(["image", str(scp)]) == 0
+    assert capsys.readouterr().out == f"{scp}: 1 images decode\n"
+    scp.write_text(f"a {tmp_path / 'a.png'}\nb {tmp_path / 'none.png'}\n")
+    assert types.main(["image", str(scp)]) == 1
+    assert capsys.readouterr().err.startswith(f"error: {scp}:2: key 'b': ")
+
+
 def test_video_type_refuses_other_frame_rates_naming_the_line(tmp_path):
     from espnet_ext.data.video import write_video
 

@@ -8,13 +8,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from espnet_ext.data.numbers.corpus import CorpusSpec, generate_corpus
+from espnet_ext.data.numbers.corpus import CorpusSpec, comma_list, generate_corpus, name_sizes
 from espnet_ext.data.numbers.modality import Modality
 from espnet_ext.data.numbers.speech import SpeechModality
 from espnet_ext.data.numbers.text import PhonemeModality, TextModality
 from espnet_ext.data.numbers.video import VideoModality
 from espnet_ext.data.numbers.words import LANGUAGES
-from espnet_ext.errors import InputError
+from espnet_ext.errors import reports_input_errors
 
 # name -> (what it writes, how to build it from the parsed options). A new modality adds one line here.
 MODALITIES: dict[str, tuple[str, Callable[[argparse.Namespace], Modality]]] = {
@@ -37,21 +37,6 @@ MODALITIES: dict[str, tuple[str, Callable[[argparse.Namespace], Modality]]] = {
 }
 
 
-def _csv(text: str) -> tuple[str, ...]:
-    return tuple(item.strip() for item in text.split(",") if item.strip())
-
-
-def _splits(text: str) -> tuple[tuple[str, int], ...]:
-    try:
-        return tuple(
-            (name.strip(), int(size)) for name, size in (item.split("=") for item in _csv(text))
-        )
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected name=size[,name=size...], got '{text}'"
-        ) from None
-
-
 def _range(text: str) -> tuple[int, int]:
     try:
         lo, hi = (int(x) for x in text.split(":"))
@@ -62,7 +47,7 @@ def _range(text: str) -> tuple[int, int]:
 
 def _digits(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(d) for d in _csv(text))
+        return tuple(int(d) for d in comma_list(text))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected digits like 7 or 3,7, got '{text}'") from None
 
@@ -96,20 +81,20 @@ examples:
     )
     parser.add_argument(
         "--langs",
-        type=_csv,
+        type=comma_list,
         default="en",
         help=f"comma-separated languages of {','.join(LANGUAGES)}; the first is spoken and goes to 'text' "
         "(default: %(default)s)",
     )
     parser.add_argument(
         "--modalities",
-        type=_csv,
+        type=comma_list,
         default="speech,text",
         help=f"comma-separated, of {','.join(MODALITIES)}; 'text' is always written (default: %(default)s)",
     )
     parser.add_argument(
         "--splits",
-        type=_splits,
+        type=name_sizes,
         default="train=2000,dev=200,test=200",
         help="split names and sizes (default: %(default)s)",
     )
@@ -134,7 +119,7 @@ examples:
     )
     parser.add_argument(
         "--exclude_words",
-        type=_csv,
+        type=comma_list,
         default="",
         help="hold numbers whose words (in --exclude_words_lang) contain one of these whole words "
         "out of --exclude_splits",
@@ -146,7 +131,7 @@ examples:
     )
     parser.add_argument(
         "--exclude_splits",
-        type=_csv,
+        type=comma_list,
         default="train",
         help="splits that --exclude_last_digit and --exclude_words apply to (default: %(default)s)",
     )
@@ -181,7 +166,8 @@ examples:
     return parser
 
 
-def main(argv=None) -> int:
+@reports_input_errors
+def main(argv=None) -> None:
     parser = get_parser()
     args = parser.parse_args(argv)
     names = list(dict.fromkeys(("text",) + tuple(args.modalities)))
@@ -191,23 +177,19 @@ def main(argv=None) -> int:
             f"unknown modalities {', '.join(unknown)}; choose from {', '.join(MODALITIES)}"
         )
     start = time.time()
-    try:
-        spec = CorpusSpec(
-            splits=args.splits,
-            num_range=args.num_range,
-            seed=args.seed,
-            exclude_last_digits=args.exclude_last_digit,
-            exclude_words=args.exclude_words,
-            exclude_words_lang=args.exclude_words_lang,
-            exclude_splits=args.exclude_splits,
-            speakers=args.speakers,
-            num_speakers=args.num_speakers,
-        )
-        modalities = [MODALITIES[name][1](args) for name in names]
-        generated = generate_corpus(args.out, spec, modalities)
-    except InputError as e:
-        print(f"{parser.prog}: error: {e}", file=sys.stderr)
-        return 1
+    spec = CorpusSpec(
+        splits=args.splits,
+        num_range=args.num_range,
+        seed=args.seed,
+        exclude_last_digits=args.exclude_last_digit,
+        exclude_words=args.exclude_words,
+        exclude_words_lang=args.exclude_words_lang,
+        exclude_splits=args.exclude_splits,
+        speakers=args.speakers,
+        num_speakers=args.num_speakers,
+    )
+    modalities = [MODALITIES[name][1](args) for name in names]
+    generated = generate_corpus(args.out, spec, modalities)
     sizes = ", ".join(f"{name} {size}" for name, size in spec.splits)
     state = (
         f"generated in {time.time() - start:.1f} s"
@@ -215,7 +197,6 @@ def main(argv=None) -> int:
         else "already complete, nothing to do"
     )
     print(f"{args.out}: {sizes} ({'+'.join(names)}): {state}")
-    return 0
 
 
 if __name__ == "__main__":

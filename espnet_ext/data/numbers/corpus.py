@@ -111,6 +111,42 @@ class CorpusSpec:
         return out
 
 
+def comma_list(text: str) -> tuple[str, ...]:
+    """argparse type of comma-separated options: the stripped, non-empty items."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def name_sizes(text: str) -> tuple[tuple[str, int], ...]:
+    """argparse type of ``name=size[,name=size...]`` options (splits, per-language train sizes)."""
+    try:
+        return tuple(
+            (name.strip(), int(size))
+            for name, size in (item.split("=") for item in comma_list(text))
+        )
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected name=size[,name=size...], got '{text}'"
+        ) from None
+
+
+def release_parser(module: str, doc: str, out_help: str, defaults) -> argparse.ArgumentParser:
+    """The parser of a per-language release generator ``python -m <module>`` (``numbers.wmt``,
+    ``numbers.tedx``): --out, then --train_sizes, --valid_size, --test_size, --range and --seed
+    defaulting to the fields of its spec ``defaults``; the caller adds its own options."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help=out_help)
+    train_sizes = ",".join(f"{name}={size}" for name, size in defaults.train_sizes)
+    lo, hi = defaults.num_range
+    parser.add_argument("--train_sizes", type=name_sizes, default=train_sizes)
+    parser.add_argument("--valid_size", type=int, default=defaults.valid_size, help="per language")
+    parser.add_argument("--test_size", type=int, default=defaults.test_size, help="per language")
+    parser.add_argument(
+        "--range", type=inclusive_range, default=f"{lo}:{hi}", help="numbers lo:hi, inclusive"
+    )
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    return parser
+
+
 def inclusive_range(text: str) -> tuple[int, int]:
     """argparse type of the ``lo:hi`` options (number ranges, segments per talk): inclusive bounds."""
     try:
@@ -189,7 +225,7 @@ def _write_speaker_tables(utterances: Sequence[Utterance], out_dir: Path) -> Non
     write_kaldi_map(out_dir / "utt2num", {u.utt_id: str(u.number) for u in utterances})
 
 
-def _write_marker(path: Path, content: dict) -> None:
+def write_marker(path: Path, content: dict) -> None:
     with atomic_write(path) as f:
         json.dump(content, f, indent=1, sort_keys=True)
         f.write("\n")
@@ -203,24 +239,29 @@ def corpus_signature(spec: CorpusSpec, modalities: Sequence[Modality]) -> dict:
     }
 
 
-def _read_marker(path: Path) -> dict:
+def read_marker(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 
 
+def marker_matches(path: Path, signature: dict) -> bool:
+    """True when the marker ``path`` records exactly ``signature`` (a finished dir of these settings)."""
+    # Through JSON, so tuples compare equal to the lists read back.
+    return read_marker(path) == json.loads(json.dumps(signature))
+
+
 def is_complete(out: Path, signature: dict) -> bool:
     """True when ``out`` holds a finished corpus generated with exactly these settings."""
-    # Through JSON, so tuples compare equal to the lists read back.
-    if _read_marker(out / COMPLETE) != json.loads(json.dumps(signature)):
+    if not marker_matches(out / COMPLETE, signature):
         return False
     return all((out / name / COMPLETE).is_file() for name, _ in signature["spec"]["splits"])
 
 
 def _remove_old_splits(out: Path, keep: Sequence[str]) -> None:
     """Remove split dirs a previous generation wrote that the new settings no longer have."""
-    previous = _read_marker(out / COMPLETE).get("spec", {}).get("splits", [])
+    previous = read_marker(out / COMPLETE).get("spec", {}).get("splits", [])
     for name, _ in previous:
         if name not in keep and (out / name / COMPLETE).is_file():
             shutil.rmtree(out / name)
@@ -246,6 +287,6 @@ def generate_corpus(out: Path, spec: CorpusSpec, modalities: Sequence[Modality])
             for modality in modalities:
                 modality.generate(utterances, building)
             _write_speaker_tables(utterances, building)
-            _write_marker(building / COMPLETE, {"split": split, "utterances": len(utterances)})
-    _write_marker(out / COMPLETE, signature)
+            write_marker(building / COMPLETE, {"split": split, "utterances": len(utterances)})
+    write_marker(out / COMPLETE, signature)
     return True

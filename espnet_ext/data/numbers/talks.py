@@ -22,9 +22,8 @@ The release dir is built beside its place and renamed into it: nothing half-writ
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,8 +31,15 @@ from pathlib import Path
 import numpy as np
 
 from espnet_ext.data.datadir import atomic_dir
-from espnet_ext.data.numbers.__main__ import _splits
-from espnet_ext.data.numbers.corpus import CorpusSpec, inclusive_range, plan_corpus
+from espnet_ext.data.numbers.corpus import (
+    COMPLETE,
+    CorpusSpec,
+    inclusive_range,
+    marker_matches,
+    name_sizes,
+    plan_corpus,
+    write_marker,
+)
 from espnet_ext.data.numbers.modality import Utterance
 from espnet_ext.data.numbers.speech import (
     ESPEAK_VOICES,
@@ -44,11 +50,10 @@ from espnet_ext.data.numbers.speech import (
     write_wav,
 )
 from espnet_ext.data.numbers.words import LANGUAGES, number_to_words
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 GENERATOR_VERSION = 1  # bump when the same settings would produce different output
-COMPLETE = ".complete"
 LEAD_SILENCE_S = 0.5  # before a talk's first number
 GAP_S = (0.2, 0.8)  # silence after each number, drawn per gap in 10 ms steps
 
@@ -135,17 +140,34 @@ def generate_talks(out: Path, spec: TalkSpec, nj: int = 1) -> Path:
     if nj < 1:
         raise ConfigError(f"nj must be >= 1, got {nj}")
     release = Path(out) / f"en-{spec.tgt_lang}"
-    expected = json.loads(json.dumps(signature(spec)))
-    try:
-        if json.loads((release / COMPLETE).read_text(encoding="utf-8")) == expected:
-            return release
-    except (OSError, ValueError):
-        pass
+    return write_release(
+        release, spec, ("en", spec.tgt_lang), signature(spec), _speech, _write_talk, nj
+    )
+
+
+def write_release(
+    release: Path,
+    spec: TalkSpec,
+    langs: Sequence[str],
+    expected: dict,
+    speak: Callable[[Utterance], np.ndarray],
+    write_talk: Callable[[Talk, list[np.ndarray], Path], list[str]],
+    nj: int,
+) -> Path:
+    """Write a release dir in MuST-C's layout, ``data/<split>/{wav/,txt/<split>.{yaml,<lang>...}}``
+    (returned); a finished one whose marker records ``expected`` is kept.
+
+    ``speak(utterance)`` synthesises one number (``nj`` at once), ``write_talk(talk, speech,
+    split_dir)`` writes a talk's audio and returns its yaml lines; ``langs`` (the source first; once
+    for ASR) get the number words, line-parallel with the yaml.
+    """
+    if marker_matches(release / COMPLETE, expected):
+        return release
     talks = plan_talks(spec)
     utterances = [utt for talk in talks for utt in talk.utterances]
     with ThreadPoolExecutor(nj) as pool:  # each thread drives one espeak-ng process
         try:
-            audio = dict(zip((u.utt_id for u in utterances), pool.map(_speech, utterances)))
+            audio = dict(zip((u.utt_id for u in utterances), pool.map(speak, utterances)))
         except RuntimeError as e:
             raise InputError(f"espeak-ng failed: {e}") from e
     with atomic_dir(release) as building:
@@ -153,27 +175,27 @@ def generate_talks(out: Path, spec: TalkSpec, nj: int = 1) -> Path:
             split_dir = building / "data" / split
             (split_dir / "wav").mkdir(parents=True)
             (split_dir / "txt").mkdir()
-            lines = {"yaml": [], "en": [], spec.tgt_lang: []}
+            lines: dict[str, list[str]] = {ext: [] for ext in ("yaml", *langs)}
             for talk in (t for t in talks if t.split == split):
-                speech = [audio[u.utt_id] for u in talk.utterances]
-                lines["yaml"] += _write_talk(talk, speech, split_dir)
-                for lang in ("en", spec.tgt_lang):
+                lines["yaml"] += write_talk(
+                    talk, [audio[u.utt_id] for u in talk.utterances], split_dir
+                )
+                for lang in dict.fromkeys(langs):
                     lines[lang] += [number_to_words(u.number, lang) for u in talk.utterances]
             for ext, content in lines.items():
                 with atomic_write(split_dir / "txt" / f"{split}.{ext}") as f:
                     f.write("".join(line + "\n" for line in content))
-        with atomic_write(building / COMPLETE) as f:
-            json.dump(expected, f, indent=1, sort_keys=True)
-            f.write("\n")
+        write_marker(building / COMPLETE, expected)
     return release
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m espnet_ext.data.numbers.talks", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--out", type=Path, required=True, help="writes OUT/en-<tgt_lang>/")
-    parser.add_argument("--splits", type=_splits, default="train=2000,dev=200,tst-COMMON=200")
+    parser.add_argument("--splits", type=name_sizes, default="train=2000,dev=200,tst-COMMON=200")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num_speakers", type=int, default=8, help="per split (disjoint)")
     parser.add_argument(
@@ -185,21 +207,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tgt_lang", default="de")
     parser.add_argument("--nj", type=int, default=1, help="espeak-ng processes at once")
     args = parser.parse_args(argv)
-    try:
-        corpus = CorpusSpec(
-            splits=args.splits,
-            num_range=args.range,
-            seed=args.seed,
-            num_speakers=args.num_speakers,
-        )
-        release = generate_talks(
-            args.out, TalkSpec(corpus, args.segments_per_talk, args.tgt_lang), args.nj
-        )
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    corpus = CorpusSpec(
+        splits=args.splits,
+        num_range=args.range,
+        seed=args.seed,
+        num_speakers=args.num_speakers,
+    )
+    release = generate_talks(
+        args.out, TalkSpec(corpus, args.segments_per_talk, args.tgt_lang), args.nj
+    )
     print(release)
-    return 0
 
 
 if __name__ == "__main__":

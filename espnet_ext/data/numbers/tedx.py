@@ -35,20 +35,21 @@ domain tag.
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import soundfile
 
-from espnet_ext.data.datadir import atomic_dir
 from espnet_ext.data.mtedx import LANGUAGES, parse_direction
-from espnet_ext.data.numbers.__main__ import _splits
-from espnet_ext.data.numbers.corpus import CorpusSpec, inclusive_range
+from espnet_ext.data.numbers.corpus import (
+    CorpusSpec,
+    inclusive_range,
+    release_parser,
+)
 from espnet_ext.data.numbers.modality import Utterance
 from espnet_ext.data.numbers.speech import (
     ESPEAK_VOICES,
@@ -58,11 +59,10 @@ from espnet_ext.data.numbers.speech import (
     synthesize,
     utterance_prosody,
 )
-from espnet_ext.data.numbers.talks import COMPLETE, LEAD_SILENCE_S, Talk, TalkSpec, plan_talks
+from espnet_ext.data.numbers.talks import LEAD_SILENCE_S, Talk, TalkSpec, write_release
 from espnet_ext.data.numbers.words import LANGUAGES as WORD_LANGUAGES
 from espnet_ext.data.numbers.words import number_to_words
-from espnet_ext.errors import ConfigError, InputError
-from espnet_ext.fileio import atomic_write
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 
 GENERATOR_VERSION = 1  # bump when the same settings would produce different output
 
@@ -201,38 +201,8 @@ def _generate_release(
     release: Path, talk_spec: TalkSpec, src: str, tgt: str, signature: dict, nj: int, domain: str
 ) -> Path:
     """Write one release dir ``<src>-<tgt>`` (ASR: src == tgt); a finished one with ``signature`` is kept."""
-    expected = json.loads(json.dumps(signature))
-    try:
-        if json.loads((release / COMPLETE).read_text(encoding="utf-8")) == expected:
-            return release
-    except (OSError, ValueError):
-        pass
-    talks = plan_talks(talk_spec)
-    utterances = [utt for talk in talks for utt in talk.utterances]
-    with ThreadPoolExecutor(nj) as pool:  # each thread drives one espeak-ng process
-        try:
-            audio = list(pool.map(lambda u: _speech(src, u, domain), utterances))
-        except RuntimeError as e:
-            raise InputError(f"espeak-ng failed: {e}") from e
-    by_id = dict(zip((u.utt_id for u in utterances), audio))
-    with atomic_dir(release) as building:
-        for split, _ in talk_spec.corpus.splits:
-            split_dir = building / "data" / split
-            (split_dir / "wav").mkdir(parents=True)
-            (split_dir / "txt").mkdir()
-            lines: dict[str, list[str]] = {"yaml": [], src: [], tgt: []}
-            for talk in (t for t in talks if t.split == split):
-                speech = [by_id[u.utt_id] for u in talk.utterances]
-                lines["yaml"] += _write_talk(talk, speech, split_dir)
-                for lang in {src, tgt}:
-                    lines[lang] += [number_to_words(u.number, lang) for u in talk.utterances]
-            for ext, content in lines.items():
-                with atomic_write(split_dir / "txt" / f"{split}.{ext}") as f:
-                    f.write("".join(line + "\n" for line in content))
-        with atomic_write(building / COMPLETE) as f:
-            json.dump(expected, f, indent=1, sort_keys=True)
-            f.write("\n")
-    return release
+    speak = functools.partial(_speech, src, domain=domain)
+    return write_release(release, talk_spec, (src, tgt), signature, speak, _write_talk, nj)
 
 
 def generate_language(out: Path, spec: TedxSpec, lang: str, nj: int = 1) -> Path:
@@ -288,18 +258,11 @@ def _direction_sizes(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(pairs)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.numbers.tedx", description=__doc__.split("\n")[0]
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = release_parser(
+        "espnet_ext.data.numbers.tedx", __doc__, "writes OUT/<lang>-<lang>/", TedxSpec()
     )
-    parser.add_argument("--out", type=Path, required=True, help="writes OUT/<lang>-<lang>/")
-    parser.add_argument("--train_sizes", type=_splits, default="es=800,fr=800,it=200,pt=100")
-    parser.add_argument("--valid_size", type=int, default=40, help="per language")
-    parser.add_argument("--test_size", type=int, default=60, help="per language")
-    parser.add_argument(
-        "--range", type=inclusive_range, default="0:999", help="numbers lo:hi, inclusive"
-    )
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num_speakers", type=int, default=6, help="per language and split")
     parser.add_argument(
         "--segments_per_talk", type=inclusive_range, default="10:20", help="lo:hi, inclusive"
@@ -313,36 +276,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--domain", choices=DOMAINS, default="tedx", help="ST: the speech's domain")
     args = parser.parse_args(argv)
-    try:
-        if args.st_train_sizes is not None:
-            st_spec = TedxSTSpec(
-                args.st_train_sizes,
-                args.valid_size,
-                args.test_size,
-                args.range,
-                args.seed,
-                args.num_speakers,
-                args.segments_per_talk,
-                args.domain,
-            )
-            for release in generate_st(args.out, st_spec, args.nj):
-                print(release)
-            return 0
-        spec = TedxSpec(
-            args.train_sizes,
-            args.valid_size,
-            args.test_size,
-            args.range,
-            args.seed,
-            args.num_speakers,
-            args.segments_per_talk,
+    shared = (
+        args.valid_size,
+        args.test_size,
+        args.range,
+        args.seed,
+        args.num_speakers,
+        args.segments_per_talk,
+    )
+    if args.st_train_sizes is not None:
+        releases = generate_st(
+            args.out, TedxSTSpec(args.st_train_sizes, *shared, args.domain), args.nj
         )
-        for release in generate(args.out, spec, args.nj):
-            print(release)
-    except InputError as e:  # ConfigError included
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    else:
+        releases = generate(args.out, TedxSpec(args.train_sizes, *shared), args.nj)
+    for release in releases:
+        print(release)
 
 
 if __name__ == "__main__":

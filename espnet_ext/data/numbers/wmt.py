@@ -22,8 +22,6 @@ Romanian -> English sharing the English decoder, English -> German) the same wri
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -34,11 +32,15 @@ import numpy as np
 from num2words import num2words
 
 from espnet_ext.data.datadir import atomic_dir
-from espnet_ext.data.numbers.__main__ import _splits
-from espnet_ext.data.numbers.corpus import COMPLETE, inclusive_range
+from espnet_ext.data.numbers.corpus import (
+    COMPLETE,
+    marker_matches,
+    release_parser,
+    write_marker,
+)
 from espnet_ext.data.numbers.greek import MAX_GREEK, greek_number_words
 from espnet_ext.data.numbers.words import normalize_words
-from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.errors import ConfigError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 GENERATOR_VERSION = 1  # bump when the same settings would produce different output
@@ -128,12 +130,9 @@ def signature(spec: WmtSpec, lang: str) -> dict:
 def generate_language(out: Path, spec: WmtSpec, lang: str) -> Path:
     """Write ``<out>/<lang>-en/`` (returned); a finished one with these settings is kept."""
     release = Path(out) / f"{lang}-en"
-    expected = json.loads(json.dumps(signature(spec, lang)))
-    try:
-        if json.loads((release / COMPLETE).read_text(encoding="utf-8")) == expected:
-            return release
-    except (OSError, ValueError):
-        pass
+    expected = signature(spec, lang)
+    if marker_matches(release / COMPLETE, expected):
+        return release
     numbers = spec.numbers(lang)
     text = {
         (split, side): [words(n, side) for n in numbers[split]]
@@ -161,8 +160,7 @@ def generate_language(out: Path, spec: WmtSpec, lang: str) -> Path:
         for name, content in files.items():
             with atomic_write(building / name) as f:
                 f.write(content)
-        with atomic_write(building / COMPLETE) as f:
-            json.dump(expected, f, indent=1, sort_keys=True)
+        write_marker(building / COMPLETE, expected)
     return release
 
 
@@ -170,28 +168,18 @@ def generate(out: Path, spec: WmtSpec) -> list[Path]:
     return [generate_language(out, spec, lang) for lang, _ in spec.train_sizes]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m espnet_ext.data.numbers.wmt", description=__doc__.split("\n")[0]
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = release_parser(
+        "espnet_ext.data.numbers.wmt", __doc__, "writes OUT/<lang>-en/", WmtSpec()
     )
-    parser.add_argument("--out", type=Path, required=True, help="writes OUT/<lang>-en/")
-    parser.add_argument("--train_sizes", type=_splits, default="de=2000,fr=2000,ro=200")
-    parser.add_argument("--valid_size", type=int, default=100, help="per language")
-    parser.add_argument("--test_size", type=int, default=100, help="per language")
-    parser.add_argument("--range", type=inclusive_range, default="0:9999", help="lo:hi, inclusive")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--doc_size", type=int, default=10, help="segments per dev/test document")
     args = parser.parse_args(argv)
-    try:
-        spec = WmtSpec(
-            args.train_sizes, args.valid_size, args.test_size, args.range, args.seed, args.doc_size
-        )
-        for release in generate(args.out, spec):
-            print(release)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    spec = WmtSpec(
+        args.train_sizes, args.valid_size, args.test_size, args.range, args.seed, args.doc_size
+    )
+    for release in generate(args.out, spec):
+        print(release)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from espnet_ext.data.datadir import (  # noqa: E402
     validate_data_dir,
     write_kaldi_map,
 )
-from espnet_ext.errors import InputError  # noqa: E402
+from espnet_ext.errors import InputError, reports_input_errors  # noqa: E402
 
 BASE_DOMAIN = "tedx"
 
@@ -91,24 +91,20 @@ def combine(data: Path, domains: dict[str, Path]) -> list[Path]:
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=Path("data"), help="mTEDx's ST data dirs")
     parser.add_argument("domains", nargs="+", help="<domain>=<root of its data dirs>")
     args = parser.parse_args(argv)
-    try:
-        domains = {}
-        for item in args.domains:
-            name, eq, root = item.partition("=")
-            if not eq or not name or not root or "_" in name or " " in name:
-                raise InputError(f"'{item}' is not <domain>=<root> (a domain name without '_')")
-            domains[name] = Path(root)
-        for path in combine(args.data, domains):
-            print(path)
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    domains = {}
+    for item in args.domains:
+        name, eq, root = item.partition("=")
+        if not eq or not name or not root or "_" in name or " " in name:
+            raise InputError(f"'{item}' is not <domain>=<root> (a domain name without '_')")
+        domains[name] = Path(root)
+    for path in combine(args.data, domains):
+        print(path)
 
 
 if __name__ == "__main__":
