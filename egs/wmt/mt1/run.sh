@@ -104,7 +104,7 @@ data_mode=$(case "${mode}" in lego_compose) echo lego_roen ;; lego_swap) echo le
 mt=(./mt.sh "${sets[@]}" "${opts[@]}" --dumpdir "dump/${data_mode}" --expdir "exp/${mode}"
     --inference_config "${inference_config}" --inference_model "${inference_model}" --results_title "${title}")
 [ "${print_exp}" = false ] || [[ ${mode} != lego_compose && ${mode} != lego_swap ]] ||
-    { echo "$0: --print_exp: --mode ${mode} has no one experiment" >&2; exit 1; }
+    { echo "$0: --print_exp: --mode ${mode} has no single experiment to print" >&2; exit 1; }
 case "${mode}" in
     lego_compose)
         local/compose.sh --compose_config "${compose_config:-${mt_config}}" \
