@@ -5,6 +5,9 @@
 # fingerprint (options + input files), so reruns are cheap and a changed config or input redoes the work.
 # The marker is written only after the stage function returned 0; a failure removes it and exits.
 #
+# Shared stage steps:
+#   skip_when FLAG STAGE...                     a --skip_* flag: STAGE... join ${skip_stages} if FLAG is true
+#   prepare_data_dirs CHECK...                  stage 1: local/data.sh, then every set checked by CHECK
 # Evaluation (every pipeline's decoding and scoring stages):
 #   decode_set DIR KEYS MODULE HYP -- ARGS...   sharded decoding of one test set into DIR/text
 #   merge_shards DIR PATTERN OUT                 per-job outputs of the last decode_set -> OUT, atomically
@@ -54,6 +57,27 @@ run_stage() {
     mkdir -p "$(dirname "${marker}")"
     echo "${fp}" > "${marker}.tmp" && mv "${marker}.tmp" "${marker}"
     log "Stage ${n}: ${title}: done in $((SECONDS - start)) s"
+}
+
+# skip_when FLAG STAGE... : STAGE... join ${skip_stages} when FLAG (the value of a --skip_* option) is true;
+# it is compared with "true", so no value is ever run as a command
+skip_when() {
+    local flag=$1
+    shift
+    if [ "${flag}" = true ]; then skip_stages="${skip_stages:-} $*"; fi
+}
+
+# prepare_data_dirs CHECK... : a pipeline's data preparation. local/data.sh ${local_data_opts} (a ${train_cmd}
+# job, log data/log/data_prep.log), then each of ${train_set} ${valid_set} ${test_sets} checked by the
+# ${train_cmd} job CHECK..., every "{}" in its words replaced by the set's name (log data/log/validate_<set>.log).
+# Fails at the first job that fails.
+prepare_data_dirs() {
+    local dset
+    # shellcheck disable=SC2086
+    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
+    for dset in ${train_set} ${valid_set} ${test_sets}; do
+        ${train_cmd} "data/log/validate_${dset}.log" "${@//\{\}/${dset}}" || return 1
+    done
 }
 
 # require_files FILE... : fail naming the first missing input (typically a skipped earlier stage)

@@ -9,13 +9,7 @@
 # shellcheck disable=SC2154
 
 prepare_speech_data() {
-    local dset
-    # shellcheck disable=SC2086
-    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
-    for dset in ${train_set} ${valid_set} ${test_sets}; do
-        ${train_cmd} "data/log/validate_${dset}.log" \
-            python -m espnet_ext.data.datadir validate "data/${dset}" --check_audio "$@" || return 1
-    done
+    prepare_data_dirs python -m espnet_ext.data.datadir validate "data/{}" --check_audio "$@"
 }
 
 extract_features() {

@@ -15,7 +15,7 @@ if [ -n "${token_list_dir:-}" ]; then
     [ "${src_token_type}" = "${tgt_token_type}" ] || die "--token_list_dir needs one token type for both sides"
     src_token_dir=${token_list_dir}
     tgt_token_dir=${token_list_dir}
-elif ${token_joint}; then
+elif [ "${token_joint}" = true ]; then
     [ "${src_token_type}" = "${tgt_token_type}" ] || die "--token_joint true needs one token type for both sides"
     src_token_dir="data/token_list/$(token_name "${tgt_token_type}" "${tgt_nbpe}" "${src_lang}${tgt_lang}")"
     tgt_token_dir=${src_token_dir}
@@ -35,7 +35,7 @@ make_translation_tokens() {
     if [ -n "${token_list_dir:-}" ]; then
         require_files "${tgt_token_list}"
         [ "${tgt_token_type}" != bpe ] || require_files "${tgt_token_dir}/bpe.model"
-    elif ${token_joint}; then
+    elif [ "${token_joint}" = true ]; then
         make_token_list "${tgt_token_type}" "${tgt_nbpe}" "${tgt_token_dir}" "${src_bpe_opts}" \
             "${train_dir}/${src_text}" "${train_dir}/${tgt_text}"
     else

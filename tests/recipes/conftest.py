@@ -26,6 +26,7 @@ from recipe_fixture import (
     tiny_librispeech_recipe,
 )
 from slurm_fixtures import slurm_cluster  # noqa: F401
+from wmt_fixture import LEGO_ARGS, tiny_wmt_recipe
 
 
 @pytest.fixture(scope="session")
@@ -35,6 +36,16 @@ def librispeech_finished(tmp_path_factory):
     out = run(recipe, TINY_ARGS)
     assert out.returncode == 0, out.stderr[-4000:]
     return recipe, out
+
+
+@pytest.fixture(scope="session")
+def wmt_lego_deen(tmp_path_factory):
+    """The tiny egs/wmt/mt1 after --mode lego_deen (the De-En LegoNN model, its modules exported): the
+    recipe dir. test_wmt_recipe.py runs its other modes in it, egs/europarl/asr1 takes the decoder."""
+    recipe = tiny_wmt_recipe(tmp_path_factory.mktemp("wmt"))
+    out = run(recipe, ["--mode", "lego_deen", *LEGO_ARGS], env={"WMT": ""})
+    assert out.returncode == 0, out.stderr[-4000:]
+    return recipe
 
 
 @pytest.fixture(scope="session")

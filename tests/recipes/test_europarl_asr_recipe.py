@@ -1,6 +1,7 @@
-"""egs/europarl/asr1 end to end on a tiny numbers world: the mini De-En LegoNN MT model trained through
-egs/europarl/mt1, LegoNN ASR models on "Europarl" and "TED", their modules composed with the MT decoder,
-decoded with no training, greedy CTC of encoder modules, fine-tuning of the composed models, Tables IV-VII."""
+"""egs/europarl/asr1 end to end on a tiny numbers world: the De-En LegoNN MT model of egs/wmt/mt1 (the
+session's tiny run, reused, not trained again), LegoNN ASR models on "Europarl" and "TED", their modules
+composed with its decoder, decoded with no training, greedy CTC of encoder modules, fine-tuning of the
+composed models, Tables IV-VII."""
 
 import json
 import re
@@ -15,21 +16,7 @@ decoder: legonn
 decoder_conf: {{attention_dim: 32, attention_heads: 2, linear_units: 64, num_blocks: 1,
                ingestor: {{type: wemb, {INGEST}}}}}
 """
-TINY_MT = (
-    f"""\
-model: legonn
-model_conf: {{lsm_weight: 0.1}}
-frontend: embed
-frontend_conf: {{embed_dim: 32}}
-encoder: legonn
-encoder_conf:
-    modules:
-    -   {{token_list: data/token_list/bpe_unigram100_en/tokens.txt, input_layer: none, {BLOCK},
-          olc: {{ratio: 4.0, max_length: 120, num_blocks: 1}}}}
-"""
-    + TINY_DECODER
-    + TINY_TRAINING.replace("max_epoch: 2", "max_epoch: 3")
-)
+ONE_EPOCH = TINY_TRAINING.replace("max_epoch: 2", "max_epoch: 1")
 SPEECH = "frontend: null\nspecaug: null\n"
 TINY_ASR = (
     f"""\
@@ -44,21 +31,13 @@ encoder_conf:
           ingestor: {{receptive_field: 5, {INGEST}}}, olc: {{ratio: 0.342857, max_length: 130, num_blocks: 1}}}}
 """
     + TINY_DECODER
-    + TINY_TRAINING
+    + ONE_EPOCH
 )
-TINY_FINETUNE = "model_conf: {on_short_ctc: report}\n" + TINY_TRAINING.replace(
-    "max_epoch: 2", "max_epoch: 1"
-).replace("0.002", "0.0005")
+TINY_FINETUNE = "model_conf: {on_short_ctc: report}\n" + ONE_EPOCH.replace("0.002", "0.0005")
 TINY_DECODE = "beam_size: 2\nctc_weight: 0.0\n"
 
-MT_CONF = """\
-mt_config=conf/tiny_mt.yaml
-local_data_opts="--mini_splits train=80,valid=10,test=10"
-nj=1
-inference_nj=1
-"""
 ASR_CONF = """\
-local_data_opts="--mini_splits train=40,dev=8,test=8 --mini_ted_splits train=40,dev=8"
+local_data_opts="--mini_splits train=24,dev=4,test=4 --mini_ted_splits train=24,dev=4"
 nj=1
 inference_nj=1
 train_num_threads=1
@@ -69,35 +48,36 @@ baseline_config=""
 finetune_config=conf/tiny_finetune.yaml
 inference_config=conf/tiny_decode.yaml
 asr_opts="--config conf/tiny_asr.conf"
-mt_opts="--config conf/tiny_mt.conf"
+mt_opts="--config conf/tiny_lego.conf"
+mt_recipe={wmt}
 """
+DEEN = "exp/lego_deen/mt_tiny_lego"
 
 
 @pytest.fixture(scope="module")
-def europarl_finished(tmp_path_factory):
-    dest = tmp_path_factory.mktemp("europarl")
-    asr = make_recipe_copy("europarl", "asr1", dest)
-    mt = make_recipe_copy("europarl", "mt1", dest)
-    (mt / "conf" / "tiny_mt.yaml").write_text(TINY_MT)
-    (mt / "conf" / "tiny_mt.conf").write_text(MT_CONF)
+def europarl_finished(tmp_path_factory, wmt_lego_deen):
+    asr = make_recipe_copy("europarl", "asr1", tmp_path_factory.mktemp("europarl"))
     for name, text in (
         ("tiny_asr.yaml", TINY_ASR),
         ("tiny_finetune.yaml", TINY_FINETUNE),
         ("tiny_decode.yaml", TINY_DECODE),
         ("tiny_asr.conf", ASR_CONF),
-        ("tiny.conf", RECIPE_CONF),
+        ("tiny.conf", RECIPE_CONF.format(wmt=wmt_lego_deen)),
     ):
         (asr / "conf" / name).write_text(text)
-    out = run(asr, ["--config", "conf/tiny.conf"], env={"EUROPARL_ST": ""})
+    mt_model = wmt_lego_deen / DEEN / "valid.acc.ave.pth"
+    trained = mt_model.stat().st_mtime_ns
+    out = run(asr, ["--config", "conf/tiny.conf"], env={"EUROPARL_ST": "", "WMT": ""})
     assert out.returncode == 0, out.stderr[-6000:]
-    return asr, out
+    assert mt_model.stat().st_mtime_ns == trained  # the wmt recipe's model, not trained again
+    return asr, wmt_lego_deen
 
 
 def test_the_asr_vocabulary_is_the_mt_decoders(europarl_finished):
     from espnet_ext.nets.lego.inventory import load_artefact
 
-    asr, _ = europarl_finished
-    decoder = load_artefact(asr / "exp" / "mt_modules" / "decoder.pt")
+    asr, wmt = europarl_finished
+    decoder = load_artefact(wmt / DEEN / "modules" / "decoder.pt")
     tokens = (asr / "data" / "token_list" / "bpe_unigram100" / "tokens.txt").read_text().split()
     assert tokens == decoder["output_vocab"] == decoder["input_vocab"]
 
@@ -107,9 +87,9 @@ def test_composed_models_hold_the_modules_of_three_experiments(europarl_finished
 
     from espnet_ext.nets.lego.inventory import load_artefact
 
-    asr, _ = europarl_finished
+    asr, wmt = europarl_finished
     exp = asr / "exp"
-    decoder = load_artefact(exp / "mt_modules" / "decoder.pt")["state_dict"]
+    decoder = load_artefact(wmt / DEEN / "modules" / "decoder.pt")["state_dict"]
     phones = load_artefact(exp / "asr_legonn" / "modules" / "encoder0.pt")["state_dict"]
     ted_pron = load_artefact(exp / "ted" / "asr_ted_legonn" / "modules" / "encoder1.pt")[
         "state_dict"
@@ -158,7 +138,7 @@ def test_greedy_ctc_of_encoder_modules_and_the_tables(europarl_finished):
     asr, _ = europarl_finished
     exp = asr / "exp"
     phones = (exp / "asr_legonn" / "ctc_greedy_module0" / "test" / "text").read_text().splitlines()
-    assert len(phones) == 8 and {p for line in phones for p in line.split()[1:]} <= set(TOKENS[2:])
+    assert len(phones) == 4 and {p for line in phones for p in line.split()[1:]} <= set(TOKENS[2:])
     words = (exp / "asr_legonn" / "ctc_greedy_module1" / "test" / "text").read_text()
     assert "\u2581" not in words  # pieces written as words
     for scored in ("asr_legonn/ctc_greedy_module1", "asr_composed_v/ctc_greedy_module1"):
@@ -190,3 +170,11 @@ def test_a_decoder_artefact_is_required(europarl_finished):
         text=True,
     )
     assert out.returncode == 1 and "encoder0.pt: is a encoder module, not a decoder" in out.stderr
+
+
+def test_the_decoder_comes_from_the_corpus_db_sh_names(tmp_path):
+    asr = make_recipe_copy("europarl", "asr1", tmp_path)
+    out = run(asr, [], env={"EUROPARL_ST": "", "WMT": str(tmp_path)})
+    assert out.returncode == 1
+    assert "EUROPARL_ST and WMT (db.sh) must be both set or both empty" in out.stderr
+    assert not (asr / "data").exists()

@@ -8,74 +8,23 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from recipe_fixture import TINY_TRAINING, make_recipe_copy, run
+from recipe_fixture import make_recipe_copy, run
+from wmt_fixture import COMMON, LEGO_ARGS, tiny_wmt_recipe
 
-TINY_TASK_MT = """\
-frontend: embed
-frontend_conf: {{embed_dim: 32}}
-encoder: {encoder}
-encoder_conf: {{output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1, input_layer: null,
-               use_flash_attn: false{selection}}}
-decoder: transformer
-decoder_conf: {{attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false}}
-model: task_conditioned
-model_conf: {{lsm_weight: 0.1, selection_kl_weight: 0.1, task_tags: [de, kk]}}
-"""
-SELECTION = ", num_tasks: 2, head_candidates: 4, selection_strategy: group"
-TINY_LEGO = """\
-frontend: embed
-frontend_conf: {embed_dim: 32}
-encoder: legonn
-encoder_conf:
-    modules:
-    -   {token_list: data/token_list/lego_mini/tokens.txt, input_layer: none, output_size: 32,
-         attention_heads: 2, linear_units: 64, num_blocks: 1, olc: {ratio: 3.0, max_length: 128}}
-decoder: legonn
-decoder_conf: {attention_dim: 32, attention_heads: 2, linear_units: 64, num_blocks: 1,
-               ingestor: {type: wemb, num_blocks: 1, attention_heads: 2, linear_units: 64}}
-model: legonn
-model_conf: {lsm_weight: 0.1, on_short_ctc: report}
-"""
-TINY_DECODE = "beam_size: 2\nctc_weight: 0.0\nmaxlenratio: 3.0\n"
-COMMON = ["--inference_model", "valid.acc.ave.pth", "--nj", "1", "--inference_nj", "1"]
 M2O_ARGS = [
     "--mode", "multilingual_m2o", "--tgt_nbpe", "60", "--test_sets", "m2o_test_de m2o_test_kk",
     "--local_data_opts",
     "--task multilingual_m2o --mini_train_sizes de=60,kk=15 --mini_valid_size 4 --mini_test_size 4",
 ]  # fmt: skip
-LEGO_DATA = [
-    "--local_data_opts",
-    "--task lego --mini_lego_sizes de=80,ro=30 --mini_valid_size 4 --mini_test_size 6 --mini_nbpe 60",
-]
 
 
 def read_table(path):
     return dict(line.split(" ", 1) for line in path.read_text(encoding="utf-8").splitlines())
 
 
-def tiny_recipe(dest: Path) -> Path:
-    recipe = make_recipe_copy("wmt", "mt1", dest)
-    conf = recipe / "conf"
-    conf.joinpath("tiny_shared.yaml").write_text(
-        TINY_TASK_MT.format(encoder="transformer", selection="") + TINY_TRAINING
-    )
-    conf.joinpath("tiny_group.yaml").write_text(
-        TINY_TASK_MT.format(encoder="head_selection_transformer", selection=SELECTION)
-        + TINY_TRAINING
-    )
-    conf.joinpath("tiny_lego.yaml").write_text(TINY_LEGO + TINY_TRAINING)
-    # the mini decoding config, with beam 2
-    conf.joinpath("decode_mt_mini.yaml").write_text(TINY_DECODE)
-    return recipe
-
-
 @pytest.fixture(scope="module")
-def recipe(tmp_path_factory):
-    return tiny_recipe(tmp_path_factory.mktemp("wmt"))
-
-
-@pytest.fixture(scope="module")
-def multilingual(recipe):
+def multilingual(tmp_path_factory):
+    recipe = tiny_wmt_recipe(tmp_path_factory.mktemp("wmt"))
     for config in ("shared", "group"):
         out = run(
             recipe, [*M2O_ARGS, *COMMON, "--mt_config", f"conf/tiny_{config}.yaml"], {"WMT": ""}
@@ -85,10 +34,10 @@ def multilingual(recipe):
 
 
 @pytest.fixture(scope="module")
-def composed(recipe):
-    for mode in ("lego_deen", "lego_roen", "lego_compose"):
-        args = ["--mode", mode, "--mt_config", "conf/tiny_lego.yaml", *COMMON, *LEGO_DATA]
-        out = run(recipe, args, {"WMT": ""})
+def composed(wmt_lego_deen):
+    recipe = wmt_lego_deen
+    for mode in ("lego_roen", "lego_compose"):  # lego_deen: the session's run
+        out = run(recipe, ["--mode", mode, *LEGO_ARGS], {"WMT": ""})
         assert out.returncode == 0, out.stderr[-4000:]
     return recipe
 

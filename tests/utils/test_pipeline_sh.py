@@ -152,3 +152,82 @@ def test_a_failed_job_leaves_no_merged_text(tmp_path):
     assert not (tmp_path / "exp/test/text").exists()
     assert not (tmp_path / "exp/.stages/stage1.done").exists()
     assert "decoding" in failed.stderr and "failed" in failed.stderr
+
+
+PREPARE_SCRIPT = """#!/usr/bin/env bash
+set -euo pipefail
+stage=1
+stop_stage=100
+skip_train=false
+local_data_opts=""
+train_set=train
+valid_set=dev
+test_sets="test1 test2"
+. "{root}/utils/parse_options.sh"
+. "{root}/egs/TEMPLATE/asr1/cmd.sh"
+. "{root}/utils/pipeline.sh"
+skip_stages=""
+skip_when "${{skip_train}}" 2 3
+prepare() {{ prepare_data_dirs bash -c 'test -s data/{{}}/text && echo "checked {{}}" >> checked.txt'; }}
+run_stage 1 "data preparation" data "$(date +%s)" prepare
+run_stage 2 "training" exp x touch trained
+run_stage 3 "more training" exp x touch trained_more
+"""
+# local/data.sh of the test: one data dir per set, the set named by --empty left with an empty text
+DATA_SH = """#!/usr/bin/env bash
+empty=""
+. utils/parse_options.sh
+for dset in train dev test1 test2; do
+    mkdir -p "data/${dset}"
+    [ "${dset}" = "${empty}" ] && : > "data/${dset}/text" || echo "${dset}1 a b" > "data/${dset}/text"
+done
+"""
+
+
+def make_prepare(tmp_path):
+    (tmp_path / "utils").symlink_to(ROOT / "utils")
+    (tmp_path / "local").mkdir()
+    for path, text in (
+        (tmp_path / "local/data.sh", DATA_SH),
+        (tmp_path / "prep.sh", PREPARE_SCRIPT),
+    ):
+        path.write_text(text.format(root=ROOT) if path.name == "prep.sh" else text)
+        path.chmod(0o755)
+    return lambda *args: subprocess.run(
+        ["./prep.sh", *args], cwd=tmp_path, capture_output=True, text=True
+    )
+
+
+def test_prepare_data_dirs_checks_every_set_by_name(tmp_path):
+    run = make_prepare(tmp_path)
+    assert run("--stop_stage", "1").returncode == 0
+    assert (tmp_path / "checked.txt").read_text().split("\n")[:-1] == [
+        f"checked {s}" for s in ("train", "dev", "test1", "test2")
+    ]
+    assert (tmp_path / "data/log/validate_test2.log").is_file()
+
+
+def test_prepare_data_dirs_stops_at_the_first_failed_check(tmp_path):
+    run = make_prepare(tmp_path)
+    out = run("--stop_stage", "1", "--local_data_opts", "--empty test1")
+    assert out.returncode != 0 and "Stage 1 (data preparation) failed" in out.stderr
+    assert (tmp_path / "checked.txt").read_text().split("\n")[:-1] == [
+        "checked train",
+        "checked dev",
+    ]
+    assert not (tmp_path / "data/.stages/stage1.done").exists()
+
+
+def test_skip_when_skips_the_stages_of_a_true_flag_only(tmp_path):
+    run = make_prepare(tmp_path)
+    assert run().returncode == 0 and (tmp_path / "trained_more").exists()
+    (tmp_path / "trained_more").unlink()
+    (tmp_path / "exp/.stages/stage3.done").unlink()
+    skipped = run("--stage", "2", "--skip_train", "true")
+    assert skipped.returncode == 0 and "Stage 3: more training: skipped" in skipped.stderr
+    assert not (tmp_path / "trained_more").exists()
+    # a --config file may set any value: one that is not "true" is no skip, and never run as a command
+    (tmp_path / "typo.conf").write_text('skip_train="touch ran_as_a_command"\n')
+    again = run("--stage", "2", "--config", "typo.conf")
+    assert again.returncode == 0 and (tmp_path / "trained_more").exists()
+    assert not (tmp_path / "ran_as_a_command").exists()

@@ -80,11 +80,11 @@ results_md=${results_md:-${expdir}/RESULTS.md}
 
 [ -n "${asr_config}" ] || die "--asr_config is required"
 [ -n "${inference_config}" ] || die "--inference_config is required"
-if ${use_lm} && [ -n "${lm_inference_config}" ]; then inference_config=${lm_inference_config}; fi
+if [ "${use_lm}" = true ] && [ -n "${lm_inference_config}" ]; then inference_config=${lm_inference_config}; fi
 skip_stages=""
-${skip_data_prep} && skip_stages+=" 1 2 3 4"
-${skip_train} && skip_stages+=" 5 6 7 8 9"
-${skip_eval} && skip_stages+=" 10 11 12"
+skip_when "${skip_data_prep}" 1 2 3 4
+skip_when "${skip_train}" 5 6 7 8 9
+skip_when "${skip_eval}" 10 11 12
 
 case ${input} in
     speech) feats_dir="${dumpdir}/fbank" input_scp=feats.scp input_name=speech input_type=kaldi_ark
@@ -103,16 +103,16 @@ variant=$(python -m espnet_ext.attention.variants "${variant_opts[@]}") || die "
 asr_args="$(sed -n 2p <<< "${variant}") ${asr_args}"
 asr_tag=${asr_tag:-$(basename "${asr_config}" .yaml)$(sed -n 1p <<< "${variant}")}
 asr_exp="${expdir}/${exp_kind}_${asr_tag}"
-if ${print_exp}; then echo "${asr_exp}"; exit 0; fi
+if [ "${print_exp}" = true ]; then echo "${asr_exp}"; exit 0; fi
 asr_stats_dir="${expdir}/${exp_kind}_stats_${token_type}"
 lm_tag=${lm_tag:-$(basename "${lm_config:-lm}" .yaml)}
 lm_exp=${lm_exp:-${expdir}/lm_${lm_tag}}
 if [ -z "${inference_tag}" ]; then
     inference_tag=decode_$(basename "${inference_config}" .yaml)
-    ${use_lm} && inference_tag+="_lm_${lm_tag}"
-    ${matched_inference} && inference_tag+="_matched"
+    [ "${use_lm}" = true ] && inference_tag+="_lm_${lm_tag}"
+    [ "${matched_inference}" = true ] && inference_tag+="_matched"
 fi
-${matched_inference} && inference_args+=" --matched_inference true"
+[ "${matched_inference}" = true ] && inference_args+=" --matched_inference true"
 train_dir="${feats_dir}/${train_set}_filtered"
 valid_dir="${feats_dir}/${valid_set}_filtered"
 
@@ -189,7 +189,7 @@ asr_train() {
 # decode SET... : each set's 1-best into ${asr_exp}/${inference_tag}/<set>/text (video: + score)
 decode() {
     local dset dir lm_opts=()
-    ${use_lm} && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
+    [ "${use_lm}" = true ] && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
     require_files "${asr_exp}/${inference_model}"
     for dset in "$@"; do
         dir="${asr_exp}/${inference_tag}/${dset}"
@@ -220,7 +220,7 @@ score() {
 }
 
 write_results() {
-    local notes="Configs: \`${asr_config}\`, \`${inference_config}\`$(${use_lm} && echo ", LM \`${lm_config}\`")."
+    local notes="Configs: \`${asr_config}\`, \`${inference_config}\`$([ "${use_lm}" = true ] && echo ", LM \`${lm_config}\`")."
     local last=12
     [ -z "${unlabeled_set}" ] || last=14
     notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < last ? stop_stage : last))):"
@@ -285,7 +285,7 @@ else
 fi
 run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/${input_scp}" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_speech_data
 run_stage 4 "token list" "${token_dir}" "$(fingerprint "${train_dir}/text" "${nbpe}" "${bpemode}" ${bpe_opts})" make_tokens
-if ${use_lm}; then
+if [ "${use_lm}" = true ]; then
     [ -n "${lm_config}" ] || die "--use_lm true needs --lm_config"
     lm_fp="$(fingerprint "${train_dir}/text" ${lm_train_text} "${token_list}" "${lm_config}" "${lm_args}")"
     run_stage 5 "LM text + statistics" "${lm_exp}" "${lm_fp}" run_lm_stages 1 3

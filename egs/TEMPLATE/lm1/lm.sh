@@ -54,7 +54,7 @@ prepare_text() {
     local f i=0
     for f in ${lm_train_text}; do
         require_files "${f}"
-        if ${lm_text_has_ids}; then cat "${f}"; else awk -v p="lm$((i++))_" '{ printf "%s%09d %s\n", p, NR, $0 }' "${f}"; fi
+        if [ "${lm_text_has_ids}" = true ]; then cat "${f}"; else awk -v p="lm$((i++))_" '{ printf "%s%09d %s\n", p, NR, $0 }' "${f}"; fi
     done | sort -u -k1,1 > "${text_dir}/train.txt.tmp"
     mv "${text_dir}/train.txt.tmp" "${text_dir}/train.txt"
     log "LM training text: $(wc -l < "${text_dir}/train.txt") lines"

@@ -75,9 +75,9 @@ results_md=${results_md:-${expdir}/RESULTS.md}
 [ -n "${mt_config}" ] || die "--mt_config is required"
 [ -n "${inference_config}" ] || die "--inference_config is required"
 skip_stages=""
-${skip_data_prep} && skip_stages+=" 1 2 3"
-${skip_train} && skip_stages+=" 4 5 6 7 8"
-${skip_eval} && skip_stages+=" 9 10 11"
+skip_when "${skip_data_prep}" 1 2 3
+skip_when "${skip_train}" 4 5 6 7 8
+skip_when "${skip_eval}" 9 10 11
 
 raw_dir="${dumpdir}/raw"
 train_dir="${raw_dir}/${train_set}_filtered"
@@ -90,25 +90,23 @@ variant=$(python -m espnet_ext.attention.variants "${variant_opts[@]}") || die "
 mt_args="$(sed -n 2p <<< "${variant}") ${mt_args}"
 mt_tag=${mt_tag:-$(basename "${mt_config}" .yaml)$(sed -n 1p <<< "${variant}")}
 mt_exp="${expdir}/mt_${mt_tag}"
-if ${print_exp}; then echo "${mt_exp}"; exit 0; fi
+if [ "${print_exp}" = true ]; then echo "${mt_exp}"; exit 0; fi
 mt_stats_dir="${expdir}/mt_stats_$(basename "${src_token_dir}")_$(basename "${tgt_token_dir}")"
 lm_tag=${lm_tag:-$(basename "${lm_config:-lm}" .yaml)}
 lm_exp=${lm_exp:-${expdir}/lm_${lm_tag}}
 if [ -z "${inference_tag}" ]; then
     inference_tag=decode_$(basename "${inference_config}" .yaml)
-    ${use_lm} && inference_tag+="_lm_${lm_tag}"
-    ${matched_inference} && inference_tag+="_matched"
+    [ "${use_lm}" = true ] && inference_tag+="_lm_${lm_tag}"
+    [ "${matched_inference}" = true ] && inference_tag+="_matched"
 fi
-${matched_inference} && inference_args+=" --matched_inference true"
+[ "${matched_inference}" = true ] && inference_args+=" --matched_inference true"
 
 prepare_data() {
     local dset
-    # shellcheck disable=SC2086
-    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
+    prepare_data_dirs python -m espnet_ext.data.datadir validate "data/{}" --require "${src_text},${tgt_text}" \
+        || return 1
+    mkdir -p "${raw_dir}"
     for dset in ${train_set} ${valid_set} ${test_sets}; do
-        ${train_cmd} "data/log/validate_${dset}.log" \
-            python -m espnet_ext.data.datadir validate "data/${dset}" --require "${src_text},${tgt_text}" || return 1
-        mkdir -p "${raw_dir}"
         rm -rf "${raw_dir:?}/${dset}"
         cp -r "data/${dset}" "${raw_dir}/${dset}"
     done
@@ -167,7 +165,7 @@ mt_train() {
 
 decode() {
     local dset lm_opts=()
-    ${use_lm} && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
+    [ "${use_lm}" = true ] && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
     require_files "${mt_exp}/${inference_model}"
     for dset in ${test_sets}; do
         local dir="${mt_exp}/${inference_tag}/${dset}"
@@ -189,7 +187,7 @@ score() {
 }
 
 write_results() {
-    local notes="Configs: \`${mt_config}\`, \`${inference_config}\`$(${use_lm} && echo ", LM \`${lm_config}\`")."
+    local notes="Configs: \`${mt_config}\`, \`${inference_config}\`$([ "${use_lm}" = true ] && echo ", LM \`${lm_config}\`")."
     if [ "${stage}" -lt 11 ]; then
         notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < 11 ? stop_stage : 11))):"
         notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
@@ -205,7 +203,7 @@ run_stage 2 "filtering" "${dumpdir}" "$(fingerprint "${raw_dir}/${train_set}/${s
 tokens_fp="$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${token_joint}" "${src_token_type}" \
     "${tgt_token_type}" "${src_nbpe}" "${tgt_nbpe}" "${bpemode}" "${src_bpe_opts}" "${tgt_bpe_opts}")"
 run_stage 3 "token lists" "${tgt_token_dir}" "${tokens_fp}" make_translation_tokens
-if ${use_lm}; then
+if [ "${use_lm}" = true ]; then
     [ -n "${lm_config}" ] || die "--use_lm true needs --lm_config"
     lm_fp="$(fingerprint "${train_dir}/${tgt_text}" ${lm_train_text} "${tgt_token_list}" "${lm_config}" "${lm_args}")"
     run_stage 4 "LM text + statistics" "${lm_exp}" "${lm_fp}" run_lm_stages 1 3

@@ -48,15 +48,9 @@ ocr_exp="${expdir}/ocr_${ocr_tag}"
 stats_dir="${expdir}/ocr_stats_${train_set}"
 tokenizer_opts=(--token_type char --token_list "${token_list}")
 
-prepare_data() {
-    local dset
-    # shellcheck disable=SC2086
-    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
-    for dset in ${train_set} ${valid_set} ${test_sets}; do
-        ${train_cmd} "data/log/validate_${dset}.log" bash -c \
-            "python -m espnet_ext.data.datadir validate data/${dset} --require text,image.scp && \
-             python -m espnet_ext.data.types image data/${dset}/image.scp" || return 1
-    done
+prepare_data() {  # every image decoded
+    prepare_data_dirs bash -c "python -m espnet_ext.data.datadir validate data/{} --require text,image.scp && \
+        python -m espnet_ext.data.types image data/{}/image.scp"
 }
 
 make_tokens() {

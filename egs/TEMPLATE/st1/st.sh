@@ -77,9 +77,9 @@ results_md=${results_md:-${expdir}/RESULTS.md}
 [ -n "${inference_config}" ] || die "--inference_config is required"
 [ -z "${asr_init}" ] || [ -f "${asr_init}" ] || die "--asr_init ${asr_init}: no such file"
 skip_stages=""
-${skip_data_prep} && skip_stages+=" 1 2 3 4"
-${skip_train} && skip_stages+=" 5 6"
-${skip_eval} && skip_stages+=" 7 8 9"
+skip_when "${skip_data_prep}" 1 2 3 4
+skip_when "${skip_train}" 5 6
+skip_when "${skip_eval}" 7 8 9
 
 feats_dir="${dumpdir}/fbank"
 train_dir="${feats_dir}/${train_set}_filtered"

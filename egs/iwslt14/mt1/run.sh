@@ -21,6 +21,7 @@ lm_text=transcripts     # transcripts or extended
 lm_weights=""           # the LM-weight grid; empty: decode with the inference config's lm_weight
 __options_pass_to=./mt.sh
 . utils/parse_options.sh
+. utils/lm_weight_tuning.sh
 
 sets=(--train_set train --valid_set valid --test_sets "valid test" --src_lang de --tgt_lang en)
 if [ -z "${IWSLT14}" ]; then
@@ -42,17 +43,4 @@ else
     title="IWSLT14 de-en"
 fi
 
-case "${lm_text}" in
-    transcripts) lm_opts=(--lm_tag transcripts) ;;
-    extended) lm_opts=(--lm_tag extended --lm_train_text data/lm_extended/text) ;;
-    *) echo "$0: --lm_text must be transcripts or extended, not '${lm_text}'" >&2; exit 1 ;;
-esac
-
-mt=(./mt.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" --results_title "${title}")
-if [ -z "${lm_weights}" ]; then
-    "${mt[@]}" "$@"
-else
-    . ./path.sh
-    python -m espnet_ext.analysis.sweep tune --spec conf/sweeps/lm_weight.yaml --values "${lm_weights}" \
-        --label "decode_lm_${lm_text}" -- "${mt[@]}" "$@"
-fi
+run_with_lm ./mt.sh "${sets[@]}" "${opts[@]}" --results_title "${title}" -- "$@"

@@ -25,6 +25,7 @@ lm_text=extended        # transcripts or extended
 lm_weights=""           # the LM-weight grid; empty: decode with the inference config's lm_weight
 __options_pass_to=./asr.sh
 . utils/parse_options.sh
+. utils/lm_weight_tuning.sh
 
 case "${setup}" in
     30h | 433h | 433h_self) ;;
@@ -50,17 +51,4 @@ else
           --token_type bpe --nbpe 1000 --nj 32 --inference_nj 32 --min_frames 10 --max_frames 600)
     title="LRS3 (${setup})"
 fi
-case "${lm_text}" in
-    transcripts) lm_opts=(--lm_tag transcripts) ;;
-    extended) lm_opts=(--lm_tag extended --lm_train_text data/lm_extended/text) ;;
-    *) echo "$0: --lm_text must be transcripts or extended, not '${lm_text}'" >&2; exit 1 ;;
-esac
-
-asr=(./asr.sh --input video "${sets[@]}" "${unlabeled[@]}" "${opts[@]}" "${lm_opts[@]}" --results_title "${title}")
-if [ -z "${lm_weights}" ]; then
-    "${asr[@]}" "$@"
-else
-    . ./path.sh
-    python -m espnet_ext.analysis.sweep tune --spec conf/sweeps/lm_weight.yaml --values "${lm_weights}" \
-        --label "decode_lm_${lm_text}" -- "${asr[@]}" "$@"
-fi
+run_with_lm ./asr.sh --input video "${sets[@]}" "${unlabeled[@]}" "${opts[@]}" --results_title "${title}" -- "$@"

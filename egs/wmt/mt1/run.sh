@@ -31,6 +31,7 @@ init_param=""           # adapter models: the shared model they start from (defa
 compose_config=""       # lego_compose: the config of the lego_deen and lego_roen experiments composed
 swap_tags=""            # lego_swap: mt tags of lego_deen experiments (at least two)
 inference_model=valid.acc.ave.pth
+print_exp=false         # true: print the experiment dir of --mode (not lego_compose / lego_swap) and exit
 __options_pass_to=./mt.sh
 . utils/parse_options.sh
 
@@ -102,6 +103,8 @@ title="WMT ${mode}"
 data_mode=$(case "${mode}" in lego_compose) echo lego_roen ;; lego_swap) echo lego_deen ;; *) echo "${mode}" ;; esac)
 mt=(./mt.sh "${sets[@]}" "${opts[@]}" --dumpdir "dump/${data_mode}" --expdir "exp/${mode}"
     --inference_config "${inference_config}" --inference_model "${inference_model}" --results_title "${title}")
+[ "${print_exp}" = false ] || [[ ${mode} != lego_compose && ${mode} != lego_swap ]] ||
+    { echo "$0: --print_exp: --mode ${mode} has no single experiment to print" >&2; exit 1; }
 case "${mode}" in
     lego_compose)
         local/compose.sh --compose_config "${compose_config:-${mt_config}}" \
@@ -114,9 +117,11 @@ case "${mode}" in
             --output_dir "exp/lego_swap/${swap_tags// /__}"
         ;;
     *)
+        exp=$("${mt[@]}" --mt_config "${mt_config}" "$@" --print_exp true)
+        if [ "${print_exp}" = true ]; then echo "${exp}"; exit 0; fi
         "${mt[@]}" --mt_config "${mt_config}" "$@"
         if [[ ${mode} == lego_* ]] && [[ $(basename "${mt_config}") != train_encdec* ]]; then
-            local/export.sh "$("${mt[@]}" --mt_config "${mt_config}" "$@" --print_exp true)" "${inference_model}"
+            local/export.sh "${exp}" "${inference_model}"
         fi
         ;;
 esac

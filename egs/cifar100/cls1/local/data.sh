@@ -17,7 +17,7 @@ seed=0
 . ./db.sh
 
 if [ -n "${CIFAR100}" ]; then
-    if ${download}; then
+    if [ "${download}" = true ]; then
         python -m espnet_ext.data.cifar100 download --dest "${CIFAR100}"
     fi
     release=${CIFAR100}

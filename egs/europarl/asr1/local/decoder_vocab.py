@@ -5,7 +5,8 @@ A decoder emits only the tokens it was trained on, and it ingests distributions 
 vocabulary: an ASR model whose last encoder module is to feed it must use that vocabulary, so the recipe's
 token list is the decoder's (the paper applies one English BPE to both tasks, §V-C2).
 
-    local/decoder_vocab.py --artefact exp/mt_modules/decoder.pt --base_dir ../mt1 --out_dir data/token_list/bpe
+    local/decoder_vocab.py --artefact ../../wmt/mt1/exp/lego_deen/mt_x/modules/decoder.pt \
+        --base_dir ../../wmt/mt1 --out_dir data/token_list/bpe
 """
 
 import argparse

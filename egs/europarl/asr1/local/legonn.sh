@@ -3,8 +3,8 @@
 # Every training, decoding and scoring is an asr.sh call; what this script adds is the order and the module
 # plumbing (lego_export / lego_compose / lego_ctc_decode). Stages:
 #    1 Europarl and TED data, features, filtering (asr.sh 1-3; TED in ${dumpdir}/ted, ${expdir}/ted)
-#    2 the De-En MT decoder: --mt_decoder, or (empty) ${mt_recipe}/run.sh trains the mini De-En LegoNN MT
-#      model through mt.sh and its modules are exported to ${expdir}/mt_modules
+#    2 the De-En MT decoder: --mt_decoder, or (empty) the De-En LegoNN MT model of ${mt_recipe}
+#      (egs/wmt/mt1 --mode lego_deen: trained there if need be; its modules are exported there too)
 #    3 token list = the decoder's output vocabulary (local/decoder_vocab.py; the BPE it was trained with)
 #    4 Europarl LegoNN ASR: the encoder as two modules, phoneme recogniser -> pronunciation model (§V-C2),
 #      + its own decoder; trained, decoded, scored (asr.sh 8-11)
@@ -30,10 +30,10 @@ test_sets="test"
 ted_train_set=ted_train
 ted_valid_set=ted_dev
 nbpe=100                # names the token dir only: the vocabulary is the decoder's
-mt_decoder=""           # decoder.pt of a De-En LegoNN MT model (egs/wmt/mt1); empty: train the mini one
+mt_decoder=""           # decoder.pt of a De-En LegoNN MT model; empty: ${mt_recipe}'s lego_deen model
 mt_decoder_base=.       # dir the artefact's relative paths (its BPE model) are relative to
-mt_recipe=../mt1        # the recipe that trains the mini De-En model when --mt_decoder is empty
-mt_opts=""              # options for ${mt_recipe}/run.sh
+mt_recipe=../../wmt/mt1 # the recipe of the De-En LegoNN model when --mt_decoder is empty
+mt_opts=""              # more options for ${mt_recipe}/run.sh --mode lego_deen
 asr_config=""           # phoneme recogniser -> pronunciation model + decoder (Europarl and TED)
 baseline_config=""      # plain encoder-decoder (empty: no baseline)
 finetune_config=""      # training settings for fine-tuning a composed model (merged into its config)
@@ -52,10 +52,10 @@ done
 common=(--nbpe "${nbpe}" --inference_config "${inference_config}" ${asr_opts})
 europarl=(--dumpdir "${dumpdir}" --expdir "${expdir}" --train_set "${train_set}" --valid_set "${valid_set}"
           --test_sets "${test_sets}")
+# TED is trained on only (its modules are what counts): no test set of its own
 ted=(--dumpdir "${dumpdir}/ted" --expdir "${expdir}/ted" --train_set "${ted_train_set}"
-     --valid_set "${ted_valid_set}" --test_sets "${test_sets}")
+     --valid_set "${ted_valid_set}" --test_sets "")
 token_dir="data/token_list/bpe_unigram${nbpe}"
-mt_modules="${expdir}/mt_modules"
 
 phoneme_targets() {  # phoneme_targets DUMPDIR TRAIN VALID: the CTC targets of a phoneme interface (key phn)
     echo "--train_data_path_and_name_and_type $1/fbank/$2_filtered/phn_int,phn,text_int" \
@@ -70,23 +70,18 @@ prepare_data() {
     ./asr.sh --stage 2 --stop_stage 3 "${common[@]}" "${ted[@]}" --asr_config "${asr_config}"
 }
 
-mt_decoder_stage() {
-    local mt_exp out
-    out="$(pwd)/${mt_modules}"
+# The De-En model of ${mt_recipe}: trained (and its modules exported) by that recipe, read from there. Its
+# paths (token lists, BPE model) are relative to that recipe.
+mt_recipe_run() {
     # shellcheck disable=SC2086
-    (cd "${mt_recipe}" && ./run.sh ${mt_opts}) || return 1
-    # shellcheck disable=SC2086
-    mt_exp=$(cd "${mt_recipe}" && ./run.sh ${mt_opts} --print_exp true) || return 1
-    # The experiment's paths (token lists, BPE models) are relative to its recipe.
-    (cd "${mt_recipe}" && python -m espnet_ext.bin.lego_export --config "${mt_exp}/config.yaml" \
-        --model_file "${mt_exp}/valid.acc.ave.pth" --output_dir "${out}") || return 1
-    echo "${mt_recipe}" > "${mt_modules}/base_dir"
+    (cd "${mt_recipe}" && ./run.sh --mode lego_deen ${mt_opts} "$@")
 }
 if [ -z "${mt_decoder}" ]; then
-    run_stage 2 "De-En LegoNN MT model (${mt_recipe})" "${mt_modules}" "$(fingerprint "${mt_recipe}/run.sh" "${mt_opts}")" \
-        mt_decoder_stage
-    mt_decoder="${mt_modules}/decoder.pt"
-    [ ! -f "${mt_modules}/base_dir" ] || mt_decoder_base=$(cat "${mt_modules}/base_dir")
+    run_stage 2 "De-En LegoNN MT model (${mt_recipe})" "${expdir}/legonn" \
+        "$(fingerprint "${mt_recipe}/run.sh" "${mt_opts}")" mt_recipe_run
+    mt_decoder="${mt_recipe}/$(mt_recipe_run --print_exp true)/modules/decoder.pt" ||
+        die "${mt_recipe}/run.sh --mode lego_deen ${mt_opts} --print_exp true failed"
+    mt_decoder_base=${mt_recipe}
 fi
 
 train_and_score() {  # train_and_score CONFIG TAG LAST_STAGE ASR.SH-SET-OPTIONS... -- ASR_ARGS

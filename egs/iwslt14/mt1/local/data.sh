@@ -58,7 +58,7 @@ if [ -z "${IWSLT14}" ]; then
     awk '{ $1 = "narrow_" $1; print }' data/mini_lm/lm/text > data/lm_extended/all.tmp
     awk '{ $1 = "wide_" $1; print }' data/mini_lm_wide/lm/text >> data/lm_extended/all.tmp
 else
-    if ${download}; then
+    if [ "${download}" = true ]; then
         python -m espnet_ext.data.iwslt14 download --dest "${IWSLT14}"
     fi
     lowercase_opt=()

@@ -74,7 +74,7 @@ if [ -z "${LIBRISPEECH}" ]; then
     exit 0
 fi
 
-if ${download}; then
+if [ "${download}" = true ]; then
     # shellcheck disable=SC2086
     python -m espnet_ext.data.librispeech download --dest "${LIBRISPEECH}" --parts ${parts}
     [ -z "${LIBRISPEECH_LM}" ] || python -m espnet_ext.data.librispeech download_lm --dest "${LIBRISPEECH_LM}"

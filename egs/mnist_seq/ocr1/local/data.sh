@@ -21,7 +21,7 @@ scene_text=false
 . utils/parse_options.sh
 . ./db.sh
 
-if ${scene_text}; then
+if [ "${scene_text}" = true ]; then
     [ -n "${SCENE_TEXT}" ] || { echo "$0: --scene_text true needs SCENE_TEXT in db.sh" >&2; exit 1; }
     # Unusable samples (label too long or with other characters): left out of training, errors in test sets.
     convert() { python -m espnet_ext.data.scene_text --lmdb "${SCENE_TEXT}/$1" --out "$2" --prefix "$3" "${@:4}"; }

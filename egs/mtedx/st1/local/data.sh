@@ -60,7 +60,7 @@ if [ -z "${MTEDX}" ]; then
     train_directions=$(trained "${mini_st_train_sizes}")
     zero_shot_directions=$(zero_shot "${mini_st_train_sizes}")
     tedx "${root}" "${mini_st_train_sizes}"
-    if ${mini_other_domain}; then
+    if [ "${mini_other_domain}" = true ]; then
         tedx data/mini_release_other "${mini_other_st_train_sizes}" other
         python -m espnet_ext.data.mtedx prepare_st --root data/mini_release_other --out data/other \
             --train_directions "$(trained "${mini_other_st_train_sizes}")" \
