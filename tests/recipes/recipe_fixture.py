@@ -173,7 +173,7 @@ def tiny_librispeech_recipe(dest: Path) -> Path:
     return recipe
 
 
-def run(recipe: Path, args: list[str], env: dict[str, str] | None = None, timeout: int = 900):
+def run(recipe: Path, args: list[str], env: dict[str, str] | None = None, timeout: int = 1800):
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run(
