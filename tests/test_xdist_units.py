@@ -19,8 +19,10 @@ def test_modules_sharing_a_session_recipe_run_form_one_unit():
     assert units["test_librispeech_slurm.py"] == "test_librispeech_recipe.py"
     assert units["test_mustc_st_recipe.py"] == "test_mustc_asr_recipe.py"
     assert units["test_mtedx_st_recipe.py"] == "test_mtedx_asr_recipe.py"
+    # Europarl's LegoNN ASR composes the WMT recipe's De-En decoder: one trained model for both modules
+    assert units["test_wmt_recipe.py"] == "test_europarl_asr_recipe.py"
     # a module with a run of its own (module-scoped) is its own unit
-    assert "test_wmt_recipe.py" not in units
+    assert "test_iwslt14_recipe.py" not in units
 
 
 def test_every_user_of_each_session_run_lands_in_its_unit():
