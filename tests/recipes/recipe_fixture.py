@@ -215,20 +215,24 @@ TINY_SWIN = """\
 model: swin
 model_conf: {img_size: 32, patch_size: 4, embed_dim: 16, depths: [2, 2], num_heads: [1, 2], window_size: 4,
              drop_path_rate: 0.1, drloc_hidden: 16, drloc_pairs: 8}
+image_transform_conf: {input_size: 32, crop_pct: 1.0, no_aug: true, mean: [0.2, 0.2, 0.2],
+                       std: [0.14, 0.14, 0.14]}
 """ + tiny_training(
     optim="adamw",
+    optim_conf="{lr: 0.001}",
     batch_type="unsorted",
-    batch_size="25",
-    max_epoch="1",
+    batch_size="16",
+    max_epoch="6",
     keep_nbest_models="1",
     num_att_plot=None,
 )
-# One image per class and split; one job per stage, one thread per process.
+# Eight training images and one test image per class (enough for the hue to be learnt); one job per
+# stage, one thread per process.
 CIFAR100_TINY_ARGS = [
     "--cls_config",
     "conf/tiny_swin.yaml",
     "--local_data_opts",
-    "--train_per_class 1 --test_per_class 1",
+    "--train_per_class 8 --test_per_class 1",
     "--nj",
     "1",
     "--inference_nj",

@@ -5,6 +5,8 @@ import json
 
 import yaml
 
+from espnet_ext.data import cifar100
+
 EXPS = {
     "baseline": "cls_baseline_b128/decode",
     "relaxed_drloc": "cls_relaxed_drloc_g0.1_b128/decode_matched",
@@ -15,10 +17,10 @@ EXPS = {
 def test_data_is_the_mini_corpus_through_the_cifar_reader(cifar100_finished):
     recipe, _ = cifar100_finished
     classes = (recipe / "data" / "class_list").read_text().split()
-    assert classes == [f"{n:02d}" for n in range(100)]
-    for split in ("train", "test"):
+    assert classes == cifar100.mini_class_names() and classes[77] == "blue_7"
+    for split, per_class in (("train", 8), ("test", 1)):
         labels = [line.split()[1] for line in (recipe / "data" / split / "text").open()]
-        assert sorted(labels) == classes  # one image per class
+        assert sorted(labels) == sorted(classes * per_class)
     assert (recipe / "downloads").is_dir()  # the mini release the reader read
 
 
@@ -39,7 +41,9 @@ def test_every_variant_was_trained_as_configured_and_scored(cifar100_finished):
             (recipe / "exp" / exp / decode / "test" / "score_topk" / "result.json").read_text()
         )
         assert result["num_images"] == 100 and result["k"] == 5
-        assert 0 <= result["top1"] <= result["topk"] <= 100
+        # learnt: the ink hue (a tenth of the class) alone puts the class in the top 5 about half the
+        # time; chance is 1 % top-1, 5 % top-5
+        assert 3 <= result["top1"] <= result["topk"] and result["topk"] >= 20, (variant, result)
         topk = (recipe / "exp" / exp / decode / "test" / "topk").read_text().splitlines()
         assert len(topk) == 100 and all(len(line.split()) == 6 for line in topk)
     log = (recipe / "exp" / "cls_relaxed_drloc_g0.1_b128" / "train.log").read_text()

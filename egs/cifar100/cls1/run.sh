@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CIFAR-100 image classification with Swin-T and relaxed self-attention (relaxed-attention paper, §4.4,
-# Table 4). With CIFAR100 unset in db.sh this runs on the embedded mini corpus (two MNIST digits per
-# 32x32 colour image, 100 classes) with a small Swin; with it set, on the CIFAR-100 python release
-# (--download true fetches it into ${CIFAR100}) with Swin-T at 224x224.
+# Table 4). With CIFAR100 unset in db.sh this runs on the embedded mini corpus (one MNIST digit per
+# 32x32 colour image in one of ten ink hues, 100 classes = hue x digit) with a small Swin; with it set,
+# on the CIFAR-100 python release (--download true fetches it into ${CIFAR100}) with Swin-T at 224x224.
 #   ./run.sh [--variant baseline|no_stochastic_depth|drloc|smooth_focus|relaxed|relaxed_no_stochastic_depth|
 #             relaxed_drloc|fuzzy] [--gamma 0.1] [--fuzzy_std 0.03] [--batch 128|1024]
 #            [--imagenet_checkpoint swin_tiny_patch4_window7_224.pth] [--matched_inference true]
