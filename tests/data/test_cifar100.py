@@ -125,8 +125,8 @@ def test_compose_inks_the_digit_in_its_hue_near_the_centre():
         assert background[0] == background[1] == background[2] <= 0.35 * 255 + 1
         ink_rows, ink_cols = np.nonzero(np.abs(image.astype(int) - background).max(-1) > 60)
         # the stroke, resized to 20 x 24 and shifted by at most 2 pixels around the centre
-        assert 4 - 2 <= ink_rows.min() and ink_rows.max() <= 27 + 2
-        assert 13 - 2 <= ink_cols.min() and ink_cols.max() <= 18 + 2
+        assert ink_rows.min() >= 4 - 2 and ink_rows.max() <= 27 + 2
+        assert ink_cols.min() >= 13 - 2 and ink_cols.max() <= 18 + 2
         hue = colorsys.rgb_to_hsv(*image[ink_rows[0], ink_cols[0]] / 255)[0]
         assert abs(hue - 0.4) <= 0.021  # green
     assert len({image.tobytes() for image in images}) == 20
