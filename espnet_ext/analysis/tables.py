@@ -27,6 +27,12 @@
 
       {kind: gamma, title: ..., set: dev, baseline: baseline,
        decodes: {relaxed_self: no_lm, relaxed_cross: lm_extended}}
+
+- ``curve`` (the head-selection paper's Fig. 2): the metric in one column (a set, or an ``averages``
+  column) against a numeric setting, one line per series of runs; the table has a row per series::
+
+      {kind: curve, title: ..., x_label: "H'", decode: beam, column: AVG, averages: {AVG: [...]},
+       series: {Subset: {4: subset_h4, 8: subset_h8}, Group: {4: group_h4, 8: group_h8}}}
 """
 
 from __future__ import annotations
@@ -250,6 +256,59 @@ def gamma_sweep(
     return table, figure
 
 
+def curve(
+    spec: dict,
+    values: Values,
+    sets: Sequence[str],
+    fmt: str,
+    label: str,
+    out_dir: Path,
+    link_dir: Path,
+) -> tuple[Table, Path]:
+    """One column's value against a numeric setting per series: a table (series x setting) and a line
+    plot."""
+    averages = _averages(spec, sets)
+    column = str(spec["column"])
+    if column not in sets and column not in averages:
+        raise ConfigError(
+            f"curve '{spec['title']}': column '{column}' is neither a set of the metric "
+            f"({', '.join(sets)}) nor one of its averages",
+            key="column",
+        )
+    series = {}
+    for name, runs in dict(spec["series"]).items():
+        try:
+            points = sorted((float(x), str(run)) for x, run in dict(runs).items())
+        except ValueError:
+            raise ConfigError(
+                f"curve '{spec['title']}', series '{name}': settings must be numbers, got "
+                f"{list(dict(runs))}",
+                key="series",
+            ) from None
+        series[str(name)] = [
+            (x, _run_value(values, run, spec["decode"], column, averages)) for x, run in points
+        ]
+    settings = sorted({x for points in series.values() for x, _ in points})
+    columns = [f"{spec.get('x_label', 'x')} = {x:g}" for x in settings]
+    cells = [
+        Cell(row=name, column=f"{spec.get('x_label', 'x')} = {x:g}", value=value, format=fmt)
+        for name, points in series.items()
+        for x, value in points
+    ]
+    figure = _curve_figure(
+        spec, series, f"{label} ({column})", out_dir / f"{_slug(spec['title'])}.png"
+    )
+    table = Table(
+        title=spec["title"],
+        rows=list(series),
+        columns=columns,
+        cells=cells,
+        row_header=str(spec.get("row_header", "Series")),
+        notes=_notes_with_figure(spec, figure, link_dir),
+    )
+    return table, figure
+
+
 def render_analyses(
     sweep, values_of: Callable[[str | None], Values], out_dir: Path, link_dir: Path | None = None
 ) -> tuple[list[Table], list[Path]]:
@@ -275,9 +334,13 @@ def render_analyses(
         elif kind == "gamma":
             table, figure = gamma_sweep(spec, values, fmt, label, out_dir, link_dir)
             tables.append(table), figures.append(figure)
+        elif kind == "curve":
+            table, figure = curve(spec, values, sweep.sets, fmt, label, out_dir, link_dir)
+            tables.append(table), figures.append(figure)
         else:
             raise ConfigError(
-                f"sweep {sweep.name}: unknown analysis kind '{kind}' (paper_table, internal_lm, gamma)"
+                f"sweep {sweep.name}: unknown analysis kind '{kind}' "
+                "(paper_table, internal_lm, gamma, curve)"
             )
     return tables, figures
 
@@ -345,6 +408,25 @@ def _gamma_figure(spec, curves, ylabel, path: Path) -> Path:
         if points and all(math.isfinite(v) for _, v in points):
             ax.margins(y=0.2)
     fig.suptitle(spec["title"], fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _curve_figure(spec, series, ylabel, path: Path) -> Path:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(4.5, 3.2))
+    for name, points in series.items():
+        measured = [(x, v) for x, v in points if v is not None]
+        if measured:
+            ax.plot([x for x, _ in measured], [v for _, v in measured], marker="o", label=name)
+    ax.set_xlabel(str(spec.get("x_label", "x")))
+    ax.set_ylabel(ylabel, fontsize=8)
+    if ax.lines:  # nothing measured yet: an empty plot, no legend
+        ax.legend(fontsize=7)
+    ax.set_title(spec["title"], fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

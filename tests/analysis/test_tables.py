@@ -1,9 +1,11 @@
-"""The paper-layout tables: Table 1 layout, mean ± std over seeds, internal-LM reductions, γ curves."""
+"""The paper-layout tables: Table 1 layout, mean ± std over seeds, internal-LM reductions, γ curves,
+metric-against-setting curves."""
 
 import pytest
 
 from espnet_ext.analysis.tables import (
     average_columns,
+    curve,
     gamma_runs,
     internal_lm,
     lm_improvement,
@@ -120,3 +122,39 @@ def test_average_columns_mean_their_sets_per_run_and_wait_for_all():
     spec["averages"] = {"AVG": ["dev", "train"]}
     with pytest.raises(ConfigError, match="average 'AVG' needs sets of the metric"):
         paper_table(spec, VALUES, ["dev", "test"], ".2f")
+
+
+def test_curve_puts_a_column_against_a_setting_per_series(tmp_path):
+    values = {
+        "s4": {"beam": {"es": 10.0, "fr": 20.0}},
+        "s8": {"beam": {"es": 8.0, "fr": 16.0}},
+        "g4": {"beam": {"es": 12.0, "fr": None}},  # fr not decoded yet
+        "g8": {"beam": {"es": 9.0, "fr": 11.0}},
+    }
+    spec = {
+        "title": "Fig. 2: WER against H'",
+        "x_label": "H'",
+        "decode": "beam",
+        "column": "AVG",
+        "averages": {"AVG": ["es", "fr"]},
+        # settings in any order, as YAML numbers or strings
+        "series": {"Subset": {8: "s8", 4: "s4"}, "Group": {"4": "g4", "8": "g8"}},
+    }
+    table, figure = curve(spec, values, ["es", "fr"], ".1f", "WER", tmp_path, tmp_path)
+    lines = render_table(table).splitlines()
+    assert lines[0] == "| Series | H' = 4 | H' = 8 |"
+    assert lines[2:4] == ["| Subset | 15.0 | 12.0 |", "| Group | - | 10.0 |"]
+    assert figure.exists() and figure.stat().st_size > 1000
+    assert "fig_2.png" in table.notes
+    with pytest.raises(ConfigError, match="column 'de'"):
+        curve({**spec, "column": "de"}, values, ["es", "fr"], ".1f", "WER", tmp_path, tmp_path)
+    with pytest.raises(ConfigError, match="settings must be numbers"):
+        curve(
+            {**spec, "series": {"S": {"four": "s4"}}},
+            values,
+            ["es", "fr"],
+            ".1f",
+            "WER",
+            tmp_path,
+            tmp_path,
+        )
