@@ -16,12 +16,16 @@ Target: relaxed and fuzzy training step <= 1.03x the plain model.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import torch
 from timing import fastest, model_steps, print_ratios
 
 from espnet_ext.nets.swin.classifier import SwinClassifier
-from tests.nets.swin.small_swin import SMALL_SWIN
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: tests.* from the repo
+from tests.nets.swin.small_swin import SMALL_SWIN  # noqa: E402
 
 VARIANTS = {
     "plain window attention": {},
