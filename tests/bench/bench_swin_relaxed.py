@@ -24,7 +24,9 @@ from timing import fastest, model_steps, print_ratios
 
 from espnet_ext.nets.swin.classifier import SwinClassifier
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: tests.* from the repo
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[2])
+)  # run as a script: tests.* from the repo
 from tests.nets.swin.small_swin import SMALL_SWIN  # noqa: E402
 
 VARIANTS = {

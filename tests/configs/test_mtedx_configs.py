@@ -78,7 +78,15 @@ def test_head_candidates_sweep_is_fig2():
             (train, *_) = sweep.invocations(f"{strategy}_h{h}")
             assert f"conf/train_asr_{strategy}.yaml" in train
             assert f"--encoder_conf head_candidates={h} --decoder_conf head_candidates={h}" in train
-    assert [len(a["rows"]) for a in sweep.analyses] == [4, 4]
+    tables, curve = sweep.analyses[:2], sweep.analyses[2]
+    assert [len(a["rows"]) for a in tables] == [4, 4]
+    # Fig. 2 itself: the average WER against H', one line per strategy
+    assert curve["kind"] == "curve" and curve["column"] == "AVG"
+    assert set(curve["averages"]["AVG"]) == set(sweep.sets)
+    assert curve["series"] == {
+        name: {h: f"{strategy}_h{h}" for h in (4, 8, 12, 16)}
+        for name, strategy in (("Subset", "subset"), ("Group", "group"))
+    }
 
 
 def test_sides_sweep_is_table6(tokens):
