@@ -359,6 +359,14 @@ def _plt():
     return plt
 
 
+def _save(plt, fig, path: Path) -> Path:
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def _bar_chart(spec, bars, sets, ylabel, path: Path) -> Path:
     plt = _plt()
     models, lms = list(spec["models"]), list(spec["lms"])
@@ -378,11 +386,7 @@ def _bar_chart(spec, bars, sets, ylabel, path: Path) -> Path:
         ax.set_ylabel(ylabel, fontsize=8)
     axes[0][0].legend(fontsize=7)
     fig.suptitle(spec["title"], fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def _gamma_figure(spec, curves, ylabel, path: Path) -> Path:
@@ -408,11 +412,7 @@ def _gamma_figure(spec, curves, ylabel, path: Path) -> Path:
         if points and all(math.isfinite(v) for _, v in points):
             ax.margins(y=0.2)
     fig.suptitle(spec["title"], fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def _curve_figure(spec, series, ylabel, path: Path) -> Path:
@@ -427,8 +427,4 @@ def _curve_figure(spec, series, ylabel, path: Path) -> Path:
     if ax.lines:  # nothing measured yet: an empty plot, no legend
         ax.legend(fontsize=7)
     ax.set_title(spec["title"], fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
