@@ -24,9 +24,8 @@ from timing import fastest, model_steps, print_ratios
 
 from espnet_ext.nets.swin.classifier import SwinClassifier
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[2])
-)  # run as a script: tests.* from the repo
+# Run as a script, Python puts only tests/bench on the path: tests.* needs the repo root too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.nets.swin.small_swin import SMALL_SWIN  # noqa: E402
 
 VARIANTS = {
