@@ -3,10 +3,12 @@
     python -m espnet_ext.analysis.lego_swap \
         --experiment seed1 exp/a/config.yaml exp/a/valid.acc.ave.pth \
         --experiment seed2 exp/b/config.yaml exp/b/valid.acc.ave.pth \
-        --src_text dump/test/src_text --ref dump/test/text --output_dir exp/swap_legonn
+        --src_text dump/test/src_text --ref dump/test/text --output_dir exp/swap_legonn \
+        [--inference_config conf/decode_mt.yaml]
 
 Cell (i, j) is the BLEU of experiment i's encoder feeding experiment j's decoder, decoded with ESPnet's
-beam search (the diagonal: the experiments as trained). With experiments from other seeds this is the
+beam search under the recipe's decoding options (``--inference_config``, the YAML mt_inference reads), so
+the diagonal is each experiment as the recipe decodes it. With experiments from other seeds this is the
 random-seed swap, with other sizes or ingestors the architecture swap, with an encoder trained alone (CTC
 only) the modular plug. LegoNN experiments swap through the module inventory (interface vocabularies
 checked); plain ESPnet encoder-decoders swap their encoder-side weights (``frontend.``, ``encoder.``...)
@@ -79,16 +81,46 @@ def swapped_encdec(enc: tuple, dec: tuple, work: Path) -> tuple[Path, Path]:
     return Path(dec[1]), model_file
 
 
-def bleu_of(config, model_file, sources, refs, beam_size: int, device: str) -> float:
+# Without --inference_config: beam 5 and no ESPnet CTC head (the LegoNN paper's MT decoding).
+DEFAULT_DECODING = {"beam_size": 5, "ctc_weight": 0.0}
+# mt_inference options that a decoding config may set here: the search, not the files or the device.
+DECODING_OPTIONS = (
+    "beam_size",
+    "ctc_weight",
+    "lm_weight",
+    "maxlenratio",
+    "minlenratio",
+    "nbest",
+    "normalize_length",
+    "penalty",
+)
+
+
+def decoding_options(path: str | None) -> dict:
+    """DEFAULT_DECODING updated by the decoding YAML at ``path``; a key mt_inference's search does not
+    take (or an LM this tool does not load) is refused, naming the file and key."""
+    options = dict(DEFAULT_DECODING)
+    if path is None:
+        return options
+    loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    if not isinstance(loaded, dict):
+        raise ConfigError("a decoding config must be a mapping of options", path=path)
+    for key, value in loaded.items():
+        if key not in DECODING_OPTIONS:
+            raise ConfigError("not a decoding option of the swap matrix", path=path, key=key)
+        if key == "lm_weight" and value:
+            raise ConfigError(
+                "the swap matrix decodes without an LM (lm_weight 0)", path=path, key=key
+            )
+    options.update(loaded)
+    return options
+
+
+def bleu_of(config, model_file, sources, refs, options: dict, device: str) -> float:
     from espnet2.bin.mt_inference import Text2Text
 
     translate = Text2Text(
-        mt_train_config=config,
-        mt_model_file=model_file,
-        beam_size=beam_size,
-        ctc_weight=0.0,
-        maxlenratio=0.0,
-        device=device,
+        mt_train_config=config, mt_model_file=model_file, device=device, **options
     )
     to_ids = source_encoder(translate.mt_train_args)
     pairs = []
@@ -98,8 +130,10 @@ def bleu_of(config, model_file, sources, refs, beam_size: int, device: str) -> f
     return score_bleu(pairs)["bleu"]
 
 
-def swap_matrix(experiments, sources, refs, beam_size=5, device="cpu"):
-    """-> (names, matrix of BLEU or None, {(i, j): why not swappable})."""
+def swap_matrix(experiments, sources, refs, options=None, device="cpu"):
+    """-> (names, matrix of BLEU or None, {(i, j): why not swappable}); ``options``: mt_inference's
+    search options (default DEFAULT_DECODING)."""
+    options = dict(DEFAULT_DECODING if options is None else options)
     families = {family(e[1]) for e in experiments}
     if len(families) != 1:
         raise ConfigError(
@@ -120,7 +154,7 @@ def swap_matrix(experiments, sources, refs, beam_size=5, device="cpu"):
                 except ConfigError as e:
                     reasons[(names[i], names[j])] = str(e)
                     continue
-                matrix[i][j] = bleu_of(config, model_file, sources, refs, beam_size, device)
+                matrix[i][j] = bleu_of(config, model_file, sources, refs, options, device)
     return names, matrix, reasons
 
 
@@ -173,7 +207,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--src_text", required=True, help="utt-id + source text per line")
     parser.add_argument("--ref", required=True, help="utt-id + reference translation per line")
     parser.add_argument("--output_dir", required=True)
-    parser.add_argument("--beam_size", type=int, default=5)
+    parser.add_argument(
+        "--inference_config",
+        help="decoding options (YAML, as mt_inference's --config); default: beam 5, ctc_weight 0",
+    )
+    parser.add_argument("--beam_size", type=int, help="overrides the config's beam size")
     parser.add_argument("--title", default="Swap matrix (BLEU)")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
@@ -183,8 +221,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     refs = read_text(args.ref, allow_empty=False, what="reference")
     if set(sources) != set(refs):
         raise InputError("source and reference hold different utterance ids", path=args.ref)
+    options = decoding_options(args.inference_config)
+    if args.beam_size is not None:
+        options["beam_size"] = args.beam_size
     names, matrix, reasons = swap_matrix(
-        [tuple(e) for e in args.experiment], sources, refs, args.beam_size, args.device
+        [tuple(e) for e in args.experiment], sources, refs, options, args.device
     )
     out = Path(args.output_dir)
     with atomic_write(out / "swap_matrix.json") as f:

@@ -113,6 +113,7 @@ case "${mode}" in
     lego_swap)
         test_set=$(sed -n 's/.*--test_sets \([^ ]*\).*/\1/p' <<< "${sets[*]}")
         local/swap.sh --swap_tags "${swap_tags}" --exp_dir exp/lego_deen --inference_model "${inference_model}" \
+            --inference_config "${inference_config}" \
             --src_text "dump/${data_mode}/raw/${test_set}/text.de" --ref "dump/${data_mode}/raw/${test_set}/text.en" \
             --output_dir "exp/lego_swap/${swap_tags// /__}"
         ;;

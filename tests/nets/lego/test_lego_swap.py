@@ -27,13 +27,12 @@ def plain_config(encoder_units: int):
     return config
 
 
-def direct_bleu(config, model_file, text_file):
+def direct_bleu(config, model_file, text_file, **options):
     """The experiment decoded as it is, scored with sacrebleu directly."""
     from espnet2.bin.mt_inference import Text2Text
 
-    translate = Text2Text(
-        mt_train_config=config, mt_model_file=model_file, beam_size=2, ctc_weight=0.0
-    )
+    options = {"beam_size": 2, "ctc_weight": 0.0, **options}
+    translate = Text2Text(mt_train_config=config, mt_model_file=model_file, **options)
     lines = [line.split(maxsplit=1)[1] for line in text_file.read_text().splitlines()]
     hyps = [translate(torch.tensor([TEXT_VOCAB.index(w) for w in s.split()]))[0][0] for s in lines]
     return sacrebleu.corpus_bleu(hyps, [lines]).score
@@ -89,7 +88,7 @@ def test_plain_models_of_different_sizes_do_not_swap_and_families_do_not_mix(
         [("small", *map(str, small[:2])), ("large", *map(str, large[:2]))],
         lego_swap.read_text(text, False, "source"),
         lego_swap.read_text(text, False, "reference"),
-        beam_size=2,
+        {"beam_size": 2, "ctc_weight": 0.0},
     )
     assert matrix[0][0] is not None and matrix[1][1] is not None
     assert matrix[0][1] is None and matrix[1][0] is None
@@ -120,3 +119,55 @@ def test_plain_models_of_different_sizes_do_not_swap_and_families_do_not_mix(
     )
     assert "mixes LegoNN and plain" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_every_cell_is_decoded_with_the_recipes_options(trained_experiment, tmp_path, monkeypatch):
+    """The decoding config reaches ESPnet's search for every cell (a plain encoder-decoder's output
+    is bounded by maxlenratio x source length: without the recipe's ratio the diagonal is not the model
+    as the recipe decodes it)."""
+    import espnet2.bin.mt_inference as mt_inference
+
+    searches = []
+
+    class RecordingText2Text(mt_inference.Text2Text):
+        def __init__(self, **kwargs):
+            searches.append({k: v for k, v in kwargs.items() if k in lego_swap.DECODING_OPTIONS})
+            super().__init__(**kwargs)
+
+    monkeypatch.setattr(mt_inference, "Text2Text", RecordingText2Text)
+    _, data = trained_experiment
+    text = str(data / "valid_text")
+    first = save_experiment(tmp_path / "a", plain_config(32))
+    second = save_experiment(tmp_path / "b", plain_config(32), seed=3)
+    decoding = tmp_path / "decode.yaml"
+    decoding.write_text("beam_size: 2\nctc_weight: 0.0\nmaxlenratio: 3.0\npenalty: 0.6\n")
+    options = lego_swap.decoding_options(str(decoding))
+    assert options == {"beam_size": 2, "ctc_weight": 0.0, "maxlenratio": 3.0, "penalty": 0.6}
+    _, matrix, _ = lego_swap.swap_matrix(
+        [("a", *map(str, first[:2])), ("b", *map(str, second[:2]))],
+        lego_swap.read_text(text, False, "source"),
+        lego_swap.read_text(text, False, "reference"),
+        options,
+    )
+    assert searches == [options] * 4
+    assert matrix[0][0] == pytest.approx(
+        direct_bleu(*first[:2], data / "valid_text", maxlenratio=3.0, penalty=0.6), abs=1e-6
+    )
+    # without a config: beam 5, no CTC head, ESPnet's other defaults
+    assert lego_swap.decoding_options(None) == {"beam_size": 5, "ctc_weight": 0.0}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("beam_size: 2\nbatch_size: 4\n", "decode.yaml: key 'batch_size': not a decoding option"),
+        ("lm_weight: 0.3\n", "decode.yaml: key 'lm_weight': the swap matrix decodes without an LM"),
+        ("- 1\n", "decode.yaml: a decoding config must be a mapping"),
+    ],
+)
+def test_bad_decoding_configs_name_the_file_and_key(tmp_path, text, message):
+    decoding = tmp_path / "decode.yaml"
+    decoding.write_text(text)
+    with pytest.raises(lego_swap.ConfigError) as error:
+        lego_swap.decoding_options(str(decoding))
+    assert message in str(error.value)
