@@ -20,9 +20,12 @@ def test_modules_sharing_a_session_recipe_run_form_one_unit():
     assert units["test_mustc_st_recipe.py"] == "test_mustc_asr_recipe.py"
     assert units["test_mtedx_st_recipe.py"] == "test_mtedx_asr_recipe.py"
     # Europarl's LegoNN ASR composes the WMT recipe's De-En decoder: one trained model for both modules
-    assert units["test_wmt_recipe.py"] == "test_europarl_asr_recipe.py"
+    assert units["test_wmt_lego_recipe.py"] == "test_europarl_asr_recipe.py"
     # a module with a run of its own (module-scoped) is its own unit
     assert "test_iwslt14_recipe.py" not in units
+    assert (
+        "test_wmt_recipe.py" not in units
+    )  # the multilingual mode: free to run on the other worker
 
 
 def test_every_user_of_each_session_run_lands_in_its_unit():
@@ -34,3 +37,15 @@ def test_every_user_of_each_session_run_lands_in_its_unit():
     for fixture in fixtures:
         users = [p.name for p in recipes.glob("test_*.py") if fixture in p.read_text()]
         assert len({units.get(name, name) for name in users}) <= 1, (fixture, users)
+
+
+def test_recipe_units_start_longest_first_and_every_listed_module_exists():
+    conftest = load_conftest()
+    units = conftest.shared_run_units()
+    recipes = TESTS / "recipes"
+    assert all((recipes / name).is_file() for name in conftest.LONGEST_FIRST)
+    # a module sharing a run starts with its unit, whichever of the unit's modules is listed
+    assert conftest.schedule_rank("test_wmt_lego_recipe.py", units) == 0
+    assert conftest.schedule_rank("test_librispeech_slurm.py", units) == 1
+    assert conftest.schedule_rank("test_wmt_recipe.py", units) == len(conftest.LONGEST_FIRST) - 1
+    assert conftest.schedule_rank("test_style.py", units) == len(conftest.LONGEST_FIRST)

@@ -41,7 +41,7 @@ def librispeech_finished(tmp_path_factory):
 @pytest.fixture(scope="session")
 def wmt_lego_deen(tmp_path_factory):
     """The tiny egs/wmt/mt1 after --mode lego_deen (the De-En LegoNN model, its modules exported): the
-    recipe dir. test_wmt_recipe.py runs its other modes in it, egs/europarl/asr1 takes the decoder."""
+    recipe dir. test_wmt_lego_recipe.py runs the other LegoNN modes in it, egs/europarl/asr1 takes the decoder."""
     recipe = tiny_wmt_recipe(tmp_path_factory.mktemp("wmt"))
     out = run(recipe, ["--mode", "lego_deen", *LEGO_ARGS], env={"WMT": ""})
     assert out.returncode == 0, out.stderr[-4000:]

@@ -59,6 +59,11 @@ def tiny_training(**changes: str | None) -> str:
 
 TINY_TRAINING = tiny_training()
 
+# One job per stage: on a tiny corpus a second job only pays a second interpreter start (torch and ESPnet
+# imports, ~7 s of CPU each). Sharded jobs and their merge are tested once, through Slurm arrays
+# (test_librispeech_slurm.py), and by the unit tests of utils/run.py and the inference merge.
+ONE_JOB = ["--nj", "1", "--inference_nj", "1"]
+
 TINY_ASR = (
     """\
 encoder: cnn_transformer
@@ -96,6 +101,7 @@ lm_conf: {unit: 16, nlayers: 1, tie_weights: true}
 TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\nlm_weight: 0.5\n"
 
 TINY_ARGS = [
+    *ONE_JOB,
     "--asr_config",
     "conf/tiny_asr.yaml",
     "--lm_config",
@@ -131,6 +137,7 @@ MUSTC_ASR_ARGS = [
     "30",
 ]
 MUSTC_SHARED_ARGS = [
+    *ONE_JOB,
     "--train_num_threads",
     "1",
     "--local_data_opts",
@@ -156,6 +163,7 @@ frontend: null
 )
 MTEDX_TINY_DECODE = "beam_size: 2\nctc_weight: 0.3\n"
 MTEDX_ASR_ARGS = [
+    *ONE_JOB,
     "--asr_config", "conf/tiny_asr.yaml", "--inference_config", "conf/tiny_decode.yaml",
     "--nbpe", "40", "--test_sets", "test_es test_it",
     "--local_data_opts",
@@ -171,6 +179,11 @@ def tiny_librispeech_recipe(dest: Path) -> Path:
     (recipe / "conf" / "tiny_lm.yaml").write_text(TINY_LM)
     (recipe / "conf" / "tiny_decode.yaml").write_text(TINY_DECODE)
     return recipe
+
+
+def read_table(path: Path) -> dict[str, str]:
+    """A Kaldi-style ``key value`` file (text, utt2spk, feats.scp, ...) as a dict."""
+    return dict(line.split(" ", 1) for line in path.read_text(encoding="utf-8").splitlines())
 
 
 def run(recipe: Path, args: list[str], env: dict[str, str] | None = None, timeout: int = 1800):
@@ -233,10 +246,7 @@ CIFAR100_TINY_ARGS = [
     "conf/tiny_swin.yaml",
     "--local_data_opts",
     "--train_per_class 8 --test_per_class 1",
-    "--nj",
-    "1",
-    "--inference_nj",
-    "1",
+    *ONE_JOB,
     "--train_num_threads",
     "1",
 ]

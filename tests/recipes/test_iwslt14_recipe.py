@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
-from recipe_fixture import make_recipe_copy, run
+from recipe_fixture import make_recipe_copy, read_table, run
 
 TINY_MT = """\
 model: cutoff
@@ -63,10 +63,6 @@ TINY_ARGS = [
     "--local_data_opts",
     "--mini_splits train=150,valid=10,test=12 --mini_lm_sentences 200 --mini_lm_wide_sentences 50",
 ]
-
-
-def read_table(path):
-    return dict(line.split(" ", 1) for line in path.read_text(encoding="utf-8").splitlines())
 
 
 @pytest.fixture(scope="module")

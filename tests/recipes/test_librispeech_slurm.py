@@ -13,20 +13,17 @@ import subprocess
 import time
 
 import pytest
-from recipe_fixture import TINY_ARGS, run
+from recipe_fixture import TINY_ARGS, read_table, run
 
 pytestmark = pytest.mark.slurm
 
-SLURM_ARGS = [*TINY_ARGS, "--cmd_backend", "slurm"]
+# Two jobs per stage: features and decoding run as two-task Slurm arrays whose shards are merged.
+SLURM_ARGS = [*TINY_ARGS, "--cmd_backend", "slurm", "--nj", "2", "--inference_nj", "2"]
 
 
 @pytest.fixture
 def recipe(librispeech_finished):
     return librispeech_finished[0]
-
-
-def read_table(path):
-    return dict(line.split(" ", 1) for line in path.read_text(encoding="utf-8").splitlines())
 
 
 def assert_slurm_job_logs(logs):
@@ -117,7 +114,9 @@ def test_the_slurm_trained_model_decodes_and_scores_through_sbatch(preempted_tra
     out = run(recipe, SLURM_ARGS + args)
     assert out.returncode == 0, out.stderr[-4000:]
     decode = exp / "decode_tiny_decode" / "test"
-    assert_slurm_job_logs(sorted((decode / "logdir").glob("asr_inference.*.log")))
+    logs = sorted((decode / "logdir").glob("asr_inference.*.log"))
+    assert [p.name for p in logs] == ["asr_inference.1.log", "asr_inference.2.log"]
+    assert_slurm_job_logs(logs)
     assert len((decode / "text").read_text().splitlines()) == 6
     assert (decode / "score_wer" / "result.json").exists()
     assert "asr_preempt / decode_tiny_decode" in (recipe / "exp" / "RESULTS.md").read_text()

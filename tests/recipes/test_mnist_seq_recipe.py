@@ -5,10 +5,10 @@ import json
 import re
 
 import pytest
-from recipe_fixture import make_recipe_copy, run
+from recipe_fixture import ONE_JOB, make_recipe_copy, run
 
 # 3-digit strips, 600 for training: enough for the mini config's backbone to learn in minutes.
-DATA = ["--local_data_opts", "--length 3 --num_train 600 --num_dev 40 --num_test 40"]
+DATA = [*ONE_JOB, "--local_data_opts", "--length 3 --num_train 600 --num_dev 40 --num_test 40"]
 LEARNING_OCR = """\
 model: soft_attention
 model_conf: {channels: [16, 32, 64, 64], lstm_units: 32, attention_dim: 32, decoder_units: 32,
@@ -17,7 +17,7 @@ optim: adam
 optim_conf: {lr: 0.002}
 batch_type: sorted
 batch_size: 16
-max_epoch: 12
+max_epoch: 9
 best_model_criterion: [[valid, acc, max]]
 keep_nbest_models: 1
 num_workers: 0
@@ -50,7 +50,7 @@ def test_all_stages_with_sharp_attention(recipe):
     assert [h.split()[0] for h in hyps] == [f"l3-test-{i:02d}" for i in range(40)]
     entropies = [float(line.split()[1]) for line in (decode / "entropy").read_text().splitlines()]
     assert len(entropies) == 40 and all(0 <= e <= 3.2 for e in entropies)  # at most log(24)
-    assert len(list((decode / "plots").glob("*.png"))) == 16  # 8 per decoding job, 2 jobs
+    assert len(list((decode / "plots").glob("*.png"))) == 8  # 8 per decoding job
     results = (recipe / "exp" / "RESULTS.md").read_text()
     assert re.search(r"\| ocr_reference_l3 / decode \| [0-9.]+ \|", results), results
 

@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 from lmdb_fixtures import build_lmdb, word_image
-from recipe_fixture import TINY_OCR, make_recipe_copy, run
+from recipe_fixture import ONE_JOB, TINY_OCR, make_recipe_copy, run
 
 TEST_SETS = {
     "IIIT5k_3000": "iiit5k",
@@ -56,7 +56,15 @@ def test_scene_text_setup_trains_two_stn_sharp_attention_and_scores_six_test_set
     (recipe / "conf" / "tiny.yaml").write_text(yaml.safe_dump(tiny))
     out = run(
         recipe,
-        ["--scene_text", "true", "--attention", "pooling", "--ocr_config", "conf/tiny.yaml"],
+        [
+            "--scene_text",
+            "true",
+            "--attention",
+            "pooling",
+            "--ocr_config",
+            "conf/tiny.yaml",
+            *ONE_JOB,
+        ],
         env={"SCENE_TEXT": str(release)},
     )
     assert out.returncode == 0, out.stderr[-4000:]

@@ -7,15 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from recipe_fixture import make_recipe_copy, run
+from recipe_fixture import make_recipe_copy, read_table, run
 
 from espnet_ext.analysis.head_sharing import analyse
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mtedx"
-
-
-def read_table(path):
-    return dict(line.split(" ", 1) for line in path.read_text(encoding="utf-8").splitlines())
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 import torch
 from espnet2.bin import st_inference
 from espnet2.tasks.st import STTask
-from recipe_fixture import TINY_TRAINING, make_recipe_copy, run
+from recipe_fixture import TINY_TRAINING, make_recipe_copy, read_table, run
 
 from espnet_ext.bin.inference_entry import run as run_inference
 from espnet_ext.data.task_tags import task_ids
@@ -49,10 +49,6 @@ COMMON = [
 ]  # fmt: skip
 ADAPTER_TAGS = ["es-en", "es-it"]
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mtedx"
-
-
-def read_table(path):
-    return dict(line.split(" ", 1) for line in path.read_text(encoding="utf-8").splitlines())
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
-from recipe_fixture import make_recipe_copy, run
+from recipe_fixture import make_recipe_copy, read_table, run
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mustc"
-
-
-def read_table(path):
-    return dict(line.split(" ", 1) for line in path.read_text(encoding="utf-8").splitlines())
 
 
 @pytest.fixture

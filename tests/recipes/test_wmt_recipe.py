@@ -1,25 +1,20 @@
-"""egs/wmt/mt1 end to end on tiny mini corpora: the multilingual mode (shared and head-selection models,
-task ids from the data, BLEU per language) and the LegoNN compose scenario (Ro-En encoder + De-En decoder
-from the module inventory, decoded with no training, then fine-tuned from the composed weights)."""
+"""egs/wmt/mt1 end to end on a tiny mini corpus in the multilingual mode (shared and head-selection
+models, task ids from the data, BLEU per language), and the real release layout through filtering. The
+LegoNN modes: test_wmt_lego_recipe.py."""
 
 import json
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
-from recipe_fixture import make_recipe_copy, run
-from wmt_fixture import COMMON, LEGO_ARGS, tiny_wmt_recipe
+from recipe_fixture import make_recipe_copy, read_table, run
+from wmt_fixture import COMMON, tiny_wmt_recipe
 
 M2O_ARGS = [
     "--mode", "multilingual_m2o", "--tgt_nbpe", "60", "--test_sets", "m2o_test_de m2o_test_kk",
     "--local_data_opts",
     "--task multilingual_m2o --mini_train_sizes de=60,kk=15 --mini_valid_size 4 --mini_test_size 4",
 ]  # fmt: skip
-
-
-def read_table(path):
-    return dict(line.split(" ", 1) for line in path.read_text(encoding="utf-8").splitlines())
 
 
 @pytest.fixture(scope="module")
@@ -29,15 +24,6 @@ def multilingual(tmp_path_factory):
         out = run(
             recipe, [*M2O_ARGS, *COMMON, "--mt_config", f"conf/tiny_{config}.yaml"], {"WMT": ""}
         )
-        assert out.returncode == 0, out.stderr[-4000:]
-    return recipe
-
-
-@pytest.fixture(scope="module")
-def composed(wmt_lego_deen):
-    recipe = wmt_lego_deen
-    for mode in ("lego_roen", "lego_compose"):  # lego_deen: the session's run
-        out = run(recipe, ["--mode", mode, *LEGO_ARGS], {"WMT": ""})
         assert out.returncode == 0, out.stderr[-4000:]
     return recipe
 
@@ -73,40 +59,6 @@ def test_bleu_per_language_for_both_models(multilingual):
             assert sorted(read_table(decoded / "text")) == sorted(refs)
             assert json.loads((decoded / "score_bleu" / "result.json").read_text())["bleu"] >= 0
         assert f"mt_{config}" in results
-
-
-def test_compose_uses_the_roen_encoder_and_deen_decoder_weights(composed):
-    exp = composed / "exp"
-    roen = torch.load(exp / "lego_roen/mt_tiny_lego/valid.acc.ave.pth", map_location="cpu")
-    deen = torch.load(exp / "lego_deen/mt_tiny_lego/valid.acc.ave.pth", map_location="cpu")
-    model = torch.load(exp / "lego_compose/mt_composed_tiny_lego/model.pth", map_location="cpu")
-    assert set(model) == set(roen)
-    for key, value in model.items():
-        source = roen if key.startswith(("encoder.", "frontend.")) else deen
-        assert torch.equal(value, source[key]), key
-    decoder = torch.load(exp / "lego_deen/mt_tiny_lego/modules/decoder.pt", weights_only=False)
-    tokens = (composed / "data/token_list/lego_mini/tokens.txt").read_text().split()
-    assert decoder["input_vocab"] == tokens and decoder["kind"] == "decoder"
-
-
-def test_composed_model_decoded_before_and_after_fine_tuning(composed):
-    exp = composed / "exp" / "lego_compose"
-    refs = read_table(composed / "data" / "roen_test_wmttest" / "text.en")
-    for tag in ("composed_tiny_lego", "composed_tiny_lego_finetuned"):
-        decoded = exp / f"mt_{tag}" / "decode_decode_mt_mini" / "roen_test_wmttest"
-        assert sorted(read_table(decoded / "text")) == sorted(refs) and len(refs) == 6
-        assert json.loads((decoded / "score_bleu" / "result.json").read_text())["bleu"] >= 0
-    tuned = exp / "mt_composed_tiny_lego_finetuned"
-    config = yaml.safe_load((tuned / "config.yaml").read_text())
-    assert config["init_param"] == [
-        str(exp.relative_to(composed) / "mt_composed_tiny_lego/model.pth")
-    ]
-    assert (
-        config["max_epoch"] == 3 and config["optim_conf"]["lr"] == 0.0002
-    )  # finetune_lego_mini.yaml
-    before = torch.load(exp / "mt_composed_tiny_lego/model.pth", map_location="cpu")
-    after = torch.load(tuned / "valid.acc.ave.pth", map_location="cpu")
-    assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
 def test_real_release_layout_through_filtering_on_the_fixtures(tmp_path):

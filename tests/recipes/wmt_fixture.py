@@ -1,5 +1,6 @@
-"""The tiny egs/wmt/mt1 of the recipe tests: shared by tests/recipes/test_wmt_recipe.py and, through its
-De-En LegoNN model (the decoder egs/europarl/asr1 composes with), test_europarl_asr_recipe.py."""
+"""The tiny egs/wmt/mt1 of the recipe tests: shared by tests/recipes/test_wmt_recipe.py,
+test_wmt_lego_recipe.py and, through its De-En LegoNN model (the decoder egs/europarl/asr1 composes
+with), test_europarl_asr_recipe.py."""
 
 from pathlib import Path
 

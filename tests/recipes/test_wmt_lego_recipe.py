@@ -1,0 +1,54 @@
+"""egs/wmt/mt1's LegoNN compose scenario end to end on tiny mini corpora: the Ro-En encoder + the De-En
+decoder from the module inventory, decoded with no training, then fine-tuned from the composed weights.
+The De-En model is the session's (conftest.py), shared with egs/europarl/asr1's tests."""
+
+import json
+
+import pytest
+import torch
+import yaml
+from recipe_fixture import read_table, run
+from wmt_fixture import LEGO_ARGS
+
+
+@pytest.fixture(scope="module")
+def composed(wmt_lego_deen):
+    recipe = wmt_lego_deen
+    for mode in ("lego_roen", "lego_compose"):  # lego_deen: the session's run
+        out = run(recipe, ["--mode", mode, *LEGO_ARGS], {"WMT": ""})
+        assert out.returncode == 0, out.stderr[-4000:]
+    return recipe
+
+
+def test_compose_uses_the_roen_encoder_and_deen_decoder_weights(composed):
+    exp = composed / "exp"
+    roen = torch.load(exp / "lego_roen/mt_tiny_lego/valid.acc.ave.pth", map_location="cpu")
+    deen = torch.load(exp / "lego_deen/mt_tiny_lego/valid.acc.ave.pth", map_location="cpu")
+    model = torch.load(exp / "lego_compose/mt_composed_tiny_lego/model.pth", map_location="cpu")
+    assert set(model) == set(roen)
+    for key, value in model.items():
+        source = roen if key.startswith(("encoder.", "frontend.")) else deen
+        assert torch.equal(value, source[key]), key
+    decoder = torch.load(exp / "lego_deen/mt_tiny_lego/modules/decoder.pt", weights_only=False)
+    tokens = (composed / "data/token_list/lego_mini/tokens.txt").read_text().split()
+    assert decoder["input_vocab"] == tokens and decoder["kind"] == "decoder"
+
+
+def test_composed_model_decoded_before_and_after_fine_tuning(composed):
+    exp = composed / "exp" / "lego_compose"
+    refs = read_table(composed / "data" / "roen_test_wmttest" / "text.en")
+    for tag in ("composed_tiny_lego", "composed_tiny_lego_finetuned"):
+        decoded = exp / f"mt_{tag}" / "decode_decode_mt_mini" / "roen_test_wmttest"
+        assert sorted(read_table(decoded / "text")) == sorted(refs) and len(refs) == 6
+        assert json.loads((decoded / "score_bleu" / "result.json").read_text())["bleu"] >= 0
+    tuned = exp / "mt_composed_tiny_lego_finetuned"
+    config = yaml.safe_load((tuned / "config.yaml").read_text())
+    assert config["init_param"] == [
+        str(exp.relative_to(composed) / "mt_composed_tiny_lego/model.pth")
+    ]
+    assert (
+        config["max_epoch"] == 3 and config["optim_conf"]["lr"] == 0.0002
+    )  # finetune_lego_mini.yaml
+    before = torch.load(exp / "mt_composed_tiny_lego/model.pth", map_location="cpu")
+    after = torch.load(tuned / "valid.acc.ave.pth", map_location="cpu")
+    assert any(not torch.equal(before[k], after[k]) for k in before)
