@@ -170,6 +170,9 @@ def markdown(names, matrix, reasons, title: str) -> str:
 
 
 def plot(names, matrix, title: str, path: Path) -> None:
+    """A heat map on the full BLEU scale (0-100, so matrices of two families compare at a glance)."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -177,16 +180,17 @@ def plot(names, matrix, title: str, path: Path) -> None:
     import numpy as np
 
     values = np.array([[np.nan if v is None else v for v in row] for row in matrix])
-    fig, ax = plt.subplots(figsize=(1.2 * len(names) + 2, 1.2 * len(names) + 1.5))
-    image = ax.imshow(values, cmap="viridis", vmin=0)
+    fig, ax = plt.subplots(figsize=(1.2 * len(names) + 2.5, 1.2 * len(names) + 2))
+    image = ax.imshow(values, cmap="viridis", vmin=0, vmax=100)
     ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
     ax.set_yticks(range(len(names)), names)
     ax.set_xlabel("decoder from")
     ax.set_ylabel("encoder from")
     for (i, j), v in np.ndenumerate(values):
-        ax.text(j, i, "—" if np.isnan(v) else f"{v:.1f}", ha="center", va="center", color="w")
+        colour = "black" if v > 60 else "white"  # readable on viridis' bright end
+        ax.text(j, i, "—" if np.isnan(v) else f"{v:.1f}", ha="center", va="center", color=colour)
     fig.colorbar(image, ax=ax, label="BLEU")
-    ax.set_title(title)
+    ax.set_title("\n".join(textwrap.wrap(title, 32)), fontsize="medium")
     fig.tight_layout()
     with atomic_write(path, "wb") as f:
         fig.savefig(f, format="png", dpi=100)
