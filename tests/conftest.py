@@ -29,23 +29,24 @@ def pytest_configure(config):
     )
 
 
-RECIPE_TESTS = ROOT / "tests" / "recipes"
+TESTS = ROOT / "tests"
+RECIPE_TESTS = TESTS / "recipes"
+SESSION_FIXTURE = re.compile(r'@pytest\.fixture\(scope="session"\)\s*def (\w+)')
 
 
 def shared_run_units() -> dict[str, str]:
     """Test module name -> the name of the work unit it joins: modules that use the same session-scoped
-    recipe run (a fixture of tests/recipes/conftest.py) form one unit, so one worker makes the run once."""
-    fixtures = re.findall(
-        r'@pytest\.fixture\(scope="session"\)\s*def (\w+)',
-        (RECIPE_TESTS / "conftest.py").read_text(),
-    )
-    modules = {p.name: p.read_text() for p in sorted(RECIPE_TESTS.glob("test_*.py"))}
-    unit = {name: name for name in modules}
-    for fixture in fixtures:
-        joined = {unit[n] for n, text in modules.items() if re.search(rf"\b{fixture}\b", text)}
-        if joined:
-            first = min(joined)
-            unit = {n: first if u in joined else u for n, u in unit.items()}
+    fixture of a conftest.py below tests/ (a recipe run of tests/recipes/conftest.py, a trained model of
+    tests/nets/lego/conftest.py) form one unit, so one worker makes it once. Module names are unique."""
+    unit: dict[str, str] = {}
+    for conftest in sorted(TESTS.rglob("*/conftest.py")):
+        modules = {p.name: p.read_text() for p in sorted(conftest.parent.rglob("test_*.py"))}
+        unit.update({name: unit.get(name, name) for name in modules})
+        for fixture in SESSION_FIXTURE.findall(conftest.read_text()):
+            joined = {unit[n] for n, text in modules.items() if re.search(rf"\b{fixture}\b", text)}
+            if joined:
+                first = min(joined)
+                unit = {n: first if u in joined else u for n, u in unit.items()}
     return {name: u for name, u in unit.items() if u != name}
 
 
