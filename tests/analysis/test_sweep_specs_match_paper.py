@@ -87,3 +87,28 @@ def test_seeds_rows_are_distinct_seeds_of_one_variant(recipe):
     for lines in row_commands(sweep).values():
         variants = {re.search(r"--attention_variant (\w+)", x).group(1) for x in lines}
         assert len(variants) == 1
+
+
+def test_iwslt14_lm_weight_grid_decodes_each_column_at_its_lambda_with_paper_models():
+    grid = load_sweep(EGS / "iwslt14/mt1/conf/sweeps/lm_weight_grid.yaml")
+    paper = load_sweep(EGS / "iwslt14/mt1/conf/sweeps/paper.yaml")
+    for table, lm_text in zip(grid.analyses, ("transcripts", "extended")):
+        for header, decode in table["groups"].items():
+            for row in table["rows"]:
+                (line,) = [
+                    shlex.join(cmd)
+                    for cmd in grid.invocations(row["run"])
+                    if "--inference_tag" in cmd and cmd[cmd.index("--inference_tag") + 1] == decode
+                ]
+                if header == "no LM":
+                    assert "--use_lm" not in line and "lm_weight" not in line
+                else:
+                    weight = header.removeprefix("λ ")
+                    assert f"--lm_text {lm_text}" in line and f"--lm_weight {weight}'" in line
+    # the models are paper.yaml's: same tags and training invocations, so trained once for both specs
+    for run in grid.runs:
+        train = [cmd for cmd in grid.invocations(run) if "--inference_tag" not in cmd]
+        assert train[0][train[0].index("--mt_tag") + 1] == run
+        assert shlex.join(train[0]).replace(" --test_sets test", "") == shlex.join(
+            [cmd for cmd in paper.invocations(run) if "--inference_tag" not in cmd][0]
+        )
