@@ -16,7 +16,7 @@ def make_recipe_copy(corpus: str, task: str, dest: Path) -> Path:
     recipe = dest / "egs" / corpus / task
     recipe.mkdir(parents=True)
     for entry in src.iterdir():
-        if entry.name in ("data", "dump", "exp", "RESULTS.md"):
+        if entry.name in ("data", "dump", "exp", "RESULTS.md", "figures"):  # not the results
             continue
         target = recipe / entry.name
         if entry.is_symlink():
