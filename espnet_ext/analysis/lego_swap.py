@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from espnet_ext.decoding import options as rules
 from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 from espnet_ext.nets.lego.inventory import compose, export_modules
@@ -97,14 +98,19 @@ DECODING_OPTIONS = (
 
 
 def decoding_options(path: str | None) -> dict:
-    """DEFAULT_DECODING updated by the decoding YAML at ``path``; a key mt_inference's search does not
-    take (or an LM this tool does not load) is refused, naming the file and key."""
+    """DEFAULT_DECODING updated by the decoding YAML at ``path``: ESPnet's search options and ours
+    (espnet_ext.decoding.options: eos_threshold, lenpen, fairseq_stop). A key neither takes (or an LM,
+    which this tool does not load) is refused, naming the file and key."""
     options = dict(DEFAULT_DECODING)
     if path is None:
         return options
-    loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    try:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"cannot read the decoding config: {e}", path=path) from e
     if not isinstance(loaded, dict):
         raise ConfigError("a decoding config must be a mapping of options", path=path)
+    ours = rules.take_ours(loaded, str(path))
     for key, value in loaded.items():
         if key not in DECODING_OPTIONS:
             raise ConfigError("not a decoding option of the swap matrix", path=path, key=key)
@@ -113,15 +119,21 @@ def decoding_options(path: str | None) -> dict:
                 "the swap matrix decodes without an LM (lm_weight 0)", path=path, key=key
             )
     options.update(loaded)
+    options.update(ours)
     return options
 
 
 def bleu_of(config, model_file, sources, refs, options: dict, device: str) -> float:
+    """BLEU of one cell, decoded as the recipe's mt_inference entry point decodes (our search rules
+    applied to ESPnet's beam search the same way)."""
     from espnet2.bin.mt_inference import Text2Text
 
-    translate = Text2Text(
-        mt_train_config=config, mt_model_file=model_file, device=device, **options
-    )
+    ours = {k: v for k, v in options.items() if k in rules.KEYS}
+    search = {k: v for k, v in options.items() if k not in rules.KEYS}
+    with rules.applied_on_build(Text2Text, ours):
+        translate = Text2Text(
+            mt_train_config=config, mt_model_file=model_file, device=device, **search
+        )
     to_ids = source_encoder(translate.mt_train_args)
     pairs = []
     for utt, (_, text) in sources.items():

@@ -36,6 +36,12 @@ def _value(text, key: str, where: str) -> float | bool | None:
         raise ConfigError(f"{where}: must be a number or none, got {text!r}", key=key) from None
 
 
+def take_ours(config: dict, where: str) -> dict:
+    """{key: value} of our keys in a decoding config mapping, popped from it and checked (``where``
+    names the file in errors)."""
+    return {k: _value(config.pop(k), k, where) for k in KEYS if k in config}
+
+
 def pop_from_argv(argv: Sequence[str]) -> tuple[dict, list[str]]:
     """({key: value} given on the command line, argv without them)."""
     values, rest, args, i = {}, [], list(argv), 0
@@ -84,7 +90,7 @@ def split_config(argv: Sequence[str]) -> Iterator[tuple[dict, list[str]]]:
     if not isinstance(config, dict) or not any(k in config for k in KEYS):
         yield {}, argv
         return
-    ours = {k: _value(config.pop(k), k, str(path)) for k in KEYS if k in config}
+    ours = take_ours(config, str(path))
     with tempfile.TemporaryDirectory(prefix="decode_config.") as tmp:
         copy = Path(tmp) / path.name
         copy.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")

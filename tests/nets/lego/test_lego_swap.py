@@ -6,6 +6,7 @@ import torch
 from conftest import TEXT_VOCAB, experiment_config, module_conf, save_experiment
 
 from espnet_ext.analysis import lego_swap
+from espnet_ext.decoding import options as rules
 
 
 def plain_config(encoder_units: int):
@@ -127,12 +128,13 @@ def test_every_cell_is_decoded_with_the_recipes_options(trained_experiment, tmp_
     as the recipe decodes it)."""
     import espnet2.bin.mt_inference as mt_inference
 
-    searches = []
+    searches, built = [], []
 
     class RecordingText2Text(mt_inference.Text2Text):
         def __init__(self, **kwargs):
             searches.append({k: v for k, v in kwargs.items() if k in lego_swap.DECODING_OPTIONS})
             super().__init__(**kwargs)
+            built.append(self)
 
     monkeypatch.setattr(mt_inference, "Text2Text", RecordingText2Text)
     _, data = trained_experiment
@@ -140,19 +142,24 @@ def test_every_cell_is_decoded_with_the_recipes_options(trained_experiment, tmp_
     first = save_experiment(tmp_path / "a", plain_config(32))
     second = save_experiment(tmp_path / "b", plain_config(32), seed=3)
     decoding = tmp_path / "decode.yaml"
-    decoding.write_text("beam_size: 2\nctc_weight: 0.0\nmaxlenratio: 3.0\npenalty: 0.6\n")
+    decoding.write_text(
+        "beam_size: 2\nctc_weight: 0.0\nmaxlenratio: 3.0\npenalty: 0.6\nlenpen: 1.0\n"
+    )
     options = lego_swap.decoding_options(str(decoding))
-    assert options == {"beam_size": 2, "ctc_weight": 0.0, "maxlenratio": 3.0, "penalty": 0.6}
+    search = {"beam_size": 2, "ctc_weight": 0.0, "maxlenratio": 3.0, "penalty": 0.6}
+    assert options == {**search, "lenpen": 1.0}
     _, matrix, _ = lego_swap.swap_matrix(
         [("a", *map(str, first[:2])), ("b", *map(str, second[:2]))],
         lego_swap.read_text(text, False, "source"),
         lego_swap.read_text(text, False, "reference"),
         options,
     )
-    assert searches == [options] * 4
-    assert matrix[0][0] == pytest.approx(
-        direct_bleu(*first[:2], data / "valid_text", maxlenratio=3.0, penalty=0.6), abs=1e-6
-    )
+    assert searches == [search] * 4
+    # our rules (espnet_ext.decoding.options) switch each cell's beam search, as mt_inference does
+    assert [translate.beam_search.lenpen for translate in built] == [1.0] * 4
+    with rules.applied_on_build(mt_inference.Text2Text, {"lenpen": 1.0}):
+        direct = direct_bleu(*first[:2], data / "valid_text", maxlenratio=3.0, penalty=0.6)
+    assert matrix[0][0] == pytest.approx(direct, abs=1e-6)
     # without a config: beam 5, no CTC head, ESPnet's other defaults
     assert lego_swap.decoding_options(None) == {"beam_size": 5, "ctc_weight": 0.0}
 
@@ -163,6 +170,8 @@ def test_every_cell_is_decoded_with_the_recipes_options(trained_experiment, tmp_
         ("beam_size: 2\nbatch_size: 4\n", "decode.yaml: key 'batch_size': not a decoding option"),
         ("lm_weight: 0.3\n", "decode.yaml: key 'lm_weight': the swap matrix decodes without an LM"),
         ("- 1\n", "decode.yaml: a decoding config must be a mapping"),
+        ("beam_size: [2\n", "decode.yaml: cannot read the decoding config"),
+        ("lenpen: soon\n", "decode.yaml: must be a number or none"),
     ],
 )
 def test_bad_decoding_configs_name_the_file_and_key(tmp_path, text, message):
