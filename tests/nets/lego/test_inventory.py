@@ -5,7 +5,9 @@ import re
 
 import pytest
 import torch
-from conftest import (
+from espnet2.tasks.mt import MTTask
+from espnet2.torch_utils.load_pretrained_model import load_pretrained_model
+from tiny_lego import (
     FEATS,
     PHONE_VOCAB,
     TEXT_VOCAB,
@@ -16,8 +18,6 @@ from conftest import (
     random_batch,
     save_experiment,
 )
-from espnet2.tasks.mt import MTTask
-from espnet2.torch_utils.load_pretrained_model import load_pretrained_model
 
 from espnet_ext.bin import lego_compose, lego_export
 from espnet_ext.errors import ConfigError, InputError

@@ -3,7 +3,7 @@
 import pytest
 import sacrebleu
 import torch
-from conftest import TEXT_VOCAB, experiment_config, module_conf, save_experiment
+from tiny_lego import TEXT_VOCAB, experiment_config, module_conf, save_experiment
 
 from espnet_ext.analysis import lego_swap
 from espnet_ext.decoding import options as rules

@@ -3,7 +3,8 @@ real ``mt_train`` run through ESPnet2's trainer."""
 
 import pytest
 import torch
-from conftest import (
+from espnet2.train.reporter import Reporter
+from tiny_lego import (
     FEATS,
     PHONE_VOCAB,
     TEXT_VOCAB,
@@ -14,7 +15,6 @@ from conftest import (
     module_conf,
     random_batch,
 )
-from espnet2.train.reporter import Reporter
 
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.lego.interface import ctc_loss
