@@ -415,8 +415,12 @@ def run_sweep(
             f,
             indent=1,
         )
+    backend = shlex.split(cmd)
+    if backend and backend[0].endswith(".py"):
+        # the interpreter running the sweep, not whichever python3 the shebang finds on PATH
+        backend.insert(0, sys.executable)
     array = [
-        *shlex.split(cmd),
+        *backend,
         *(["--max_jobs_run", str(max_jobs_run)] if max_jobs_run else []),
         f"JOB=1:{len(runs)}",
         str(out / "log" / "run.JOB.log"),

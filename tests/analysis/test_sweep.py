@@ -116,6 +116,11 @@ def test_bad_specs_name_the_file(recipe):
         load_sweep("bad2.yaml")
 
 
+def path_without_our_python() -> str:
+    ours = str(Path(sys.executable).parent)
+    return os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep) if d != ours)
+
+
 def test_run_through_the_local_backend_and_collect(recipe):
     out = subprocess.run(
         [
@@ -131,7 +136,8 @@ def test_run_through_the_local_backend_and_collect(recipe):
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        # No activated environment: the backend script must run under the sweep's own interpreter.
+        env={**os.environ, "PYTHONPATH": str(REPO), "PATH": path_without_our_python()},
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert (recipe / "prepared.txt").read_text() == "prepared\n"
