@@ -4,6 +4,10 @@ Ignored options (there is no scheduler to ask): ``--gpu`` (jobs see this machine
 ESPnet's ``--ngpu`` picks how many a job uses), ``--mem``, ``--time``, ``--num_threads``,
 ``--config``, ``--requeue``, ``--dependency`` (jobs run synchronously, so whatever came before has
 already finished). ``--num_nodes`` above 1 is refused: that needs Slurm.
+
+Jobs running side by side share the cores: each sees ``OMP_NUM_THREADS`` (and ``MKL_NUM_THREADS``) set
+to its share, so a recipe started by a job asks ``nproc`` and gets that share rather than every core
+(two trainings of two threads each on two cores spend much of their time waiting on each other).
 """
 
 from __future__ import annotations
@@ -63,6 +67,20 @@ def available_cpus() -> int:
         return os.cpu_count() or 1
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def thread_share(jobs_at_once: int) -> dict[str, str]:
+    """The environment of a job that runs beside ``jobs_at_once - 1`` others: its share of this runner's
+    threads (the OMP_NUM_THREADS this runner was given, as GNU nproc reads it, else the usable CPUs)."""
+    if jobs_at_once <= 1:
+        return {}
+    given = os.environ.get("OMP_NUM_THREADS", "")
+    total = int(given) if given.isdigit() and int(given) > 0 else available_cpus()
+    share = str(max(1, total // jobs_at_once))
+    return dict.fromkeys(THREAD_VARIABLES, share)
+
+
 @dataclass
 class _Running:
     job: Job
@@ -84,6 +102,7 @@ class LocalRunner:
             )
         max_jobs_run = request.options.get("max_jobs_run") or available_cpus()
         jobs = request.jobs()
+        env = {**os.environ, **thread_share(min(max_jobs_run, len(jobs)))}
         waiting = list(jobs)
         running: list[_Running] = []
         outcomes: dict[int, JobOutcome] = {}
@@ -91,7 +110,7 @@ class LocalRunner:
             try:
                 while waiting or running:
                     while waiting and len(running) < max_jobs_run:
-                        started = self._start(waiting.pop(0))
+                        started = self._start(waiting.pop(0), env)
                         if isinstance(started, JobOutcome):
                             outcomes[id(started.job)] = started
                         else:
@@ -111,7 +130,7 @@ class LocalRunner:
         return [outcomes[id(job)] for job in jobs]
 
     @staticmethod
-    def _start(job: Job):
+    def _start(job: Job, env: dict[str, str]):
         job.log.parent.mkdir(parents=True, exist_ok=True)
         # Stays open while the job runs: _finish (or the OSError branch below) closes it.
         log = open(job.log, "w", encoding="utf-8")  # noqa: SIM115
@@ -126,6 +145,7 @@ class LocalRunner:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                env=env,
                 start_new_session=True,
             )
         except OSError as e:

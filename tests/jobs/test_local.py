@@ -107,6 +107,30 @@ def test_jobs_run_in_parallel(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "given, max_jobs, jobs, expected",
+    [
+        ("4", "2", "1:3", "2"),
+        ("4", "3", "1:3", "1"),
+        ("4", "8", "1:2", "2"),
+        ("4", "2", "1:1", "4"),
+    ],
+)
+def test_jobs_side_by_side_share_the_threads_they_were_given(
+    tmp_path, given, max_jobs, jobs, expected
+):
+    # nproc is how recipes size their threads: it must see the share, not every core.
+    result = subprocess.run(
+        [*RUN, "--max_jobs_run", max_jobs, f"JOB={jobs}", "log/t.JOB.log", "bash", "-c",
+         "echo $OMP_NUM_THREADS $MKL_NUM_THREADS $(nproc) > out.JOB"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "OMP_NUM_THREADS": given, "MKL_NUM_THREADS": given},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for out in tmp_path.glob("out.*"):
+        assert out.read_text().split() == [expected] * 3
+
+
+@pytest.mark.parametrize(
     "args, message",
     [
         (["--foo", "3", "l.log", "true"], "run.py: unknown option --foo (known: --config"),
