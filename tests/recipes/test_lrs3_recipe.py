@@ -27,7 +27,7 @@ model_conf: {ctc_weight: 0.3, lsm_weight: 0.1}
 TINY_VSR_DECODE = "beam_size: 2\nctc_weight: 0.3\nlm_weight: 0.1\n"
 ARGS = [
     "--asr_config", "conf/tiny_vsr.yaml", "--lm_config", "conf/tiny_lm.yaml",
-    "--inference_config", "conf/tiny_decode.yaml", "--nbpe", "30", "--train_num_threads", "1",
+    "--inference_config", "conf/tiny_decode.yaml", "--train_num_threads", "1",
     "--nj", "1", "--inference_nj", "1", "--test_sets", "test", "--use_lm", "true",
     "--local_data_opts", "--mini_splits train=40,dev=6,test=6,unlabeled=10 --mini_lm_sentences 200",
 ]  # fmt: skip
