@@ -317,6 +317,42 @@ def sweep_spec(task: str, scale: str) -> dict:
         runs[name] = options
     sets = ["tst_COMMON"] if scale == "mini" else ["tst_COMMON", "tst_HE"]
     table = {"asr": "Tabla 3", "st": "Tabla 2"}[task] if scale != "nods" else "Tabla 5"
+    rows = [
+        dict(
+            label=f"{name} ({DIVERSITY[name]}){' †' if name in SECOND_ITERATION else ''}", run=name
+        )
+        for name in archs
+    ]
+    notes = (
+        "† second iteration (architectures proposed by the W_o head analysis)."
+        if any(name in SECOND_ITERATION for name in archs)
+        else ""
+    )
+    scale_note = " (mini scale)" if scale == "mini" else ""
+    analyses = [
+        dict(
+            kind="paper_table",
+            title=f"{table}: {steps['metric']['label']} per architecture{scale_note}",
+            row_header="Architecture (Configuración)",
+            groups={steps["metric"]["label"]: "beam"},
+            rows=rows,
+            notes=notes,
+        )
+    ]
+    if task == "st":
+        # chrF beside BLEU: the mini corpus' German targets are single compound words (no BLEU 2-grams).
+        analyses.append(
+            dict(
+                kind="paper_table",
+                title=f"{table} with chrF2 instead of BLEU{scale_note}",
+                key="chrf",
+                label="chrF2",
+                row_header="Architecture (Configuración)",
+                groups={"chrF2": "beam"},
+                rows=[dict(row) for row in rows],  # copies: no YAML anchors in the written spec
+                notes=notes,
+            )
+        )
     return dict(
         name=names[task],
         command="./run.sh",
@@ -331,25 +367,7 @@ def sweep_spec(task: str, scale: str) -> dict:
         decodes={"beam": ""},
         result=f"exp/{task}_{{tag}}/{{decode}}/{{set}}/{steps['score']}/result.json",
         metric={**steps["metric"], "sets": sets},
-        analyses=[
-            dict(
-                kind="paper_table",
-                title=f"{table}: {steps['metric']['label']} per architecture"
-                + (" (mini scale)" if scale == "mini" else ""),
-                row_header="Architecture (Configuración)",
-                groups={steps["metric"]["label"]: "beam"},
-                rows=[
-                    dict(
-                        label=f"{name} ({DIVERSITY[name]}){' †' if name in SECOND_ITERATION else ''}",
-                        run=name,
-                    )
-                    for name in archs
-                ],
-                notes="† second iteration (architectures proposed by the W_o head analysis)."
-                if any(name in SECOND_ITERATION for name in archs)
-                else "",
-            )
-        ],
+        analyses=analyses,
     )
 
 

@@ -2,8 +2,10 @@
 
     utils/score_bleu.py --ref data/test/text.en --hyp exp/decode/text --out_dir D [--tokenize 13a] [--lowercase]
 
-Prints and stores sacrebleu's signature (so a number can be reproduced), also the exact-match rate (share
-of hypotheses equal to their reference after whitespace collapsing, and lowercasing with ``--lowercase``).
+Prints and stores sacrebleu's signature (so a number can be reproduced), also sacrebleu's chrF (character
+6-grams, beta 2; with its own signature) and the exact-match rate (share of hypotheses equal to their
+reference after whitespace collapsing, and lowercasing with ``--lowercase``). chrF still measures where BLEU
+cannot: a target of one word (a German number is one compound) has no 2-grams, so its BLEU is 0.
 Writes ``result.json`` and ``result.txt``. ``--tokenize none`` scores pre-tokenized text as is
 ("tokenized BLEU" as some papers report it).
 
@@ -22,7 +24,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.metrics.bleu import _TOKENIZERS
 
 from espnet_ext.errors import ConfigError, reports_input_errors
@@ -74,7 +76,10 @@ def score_bleu(pairs: Sequence[Pair], tokenize: str = "13a", lowercase: bool = F
         bleu = BLEU(tokenize=tokenize, lowercase=lowercase)
     except Exception as e:  # e.g. ja-mecab without its optional dependency
         raise ConfigError(f"sacrebleu cannot use --tokenize {tokenize}: {e}") from e
-    score = bleu.corpus_score([p.hyp for p in pairs], [[p.ref for p in pairs]])
+    hyps, refs = [p.hyp for p in pairs], [[p.ref for p in pairs]]
+    score = bleu.corpus_score(hyps, refs)
+    chrf = CHRF(lowercase=lowercase)
+    chrf_score = chrf.corpus_score(hyps, refs)
     fold = str.lower if lowercase else str
     exact = sum(fold(p.hyp) == fold(p.ref) for p in pairs)
     return {
@@ -91,6 +96,8 @@ def score_bleu(pairs: Sequence[Pair], tokenize: str = "13a", lowercase: bool = F
         "tokenize": tokenize,
         "lowercase": lowercase,
         "score_line": str(score),
+        "chrf": chrf_score.score,
+        "chrf_signature": str(chrf.get_signature()),
     }
 
 
@@ -99,6 +106,7 @@ def format_report(result: dict) -> str:
         f"REF: {result['ref']}\nHYP: {result['hyp']}\n"
         f"{result['score_line']}\n"
         f"signature: {result['signature']}\n"
+        f"chrF2 = {result['chrf']:.2f} (signature: {result['chrf_signature']})\n"
         f"exact match: {result['exact_match']:.2f} % [ {result['exact_matches']} / {result['num_utts']} ]\n"
     )
     if "tokenized_bleu" in result:

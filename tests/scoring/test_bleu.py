@@ -60,6 +60,28 @@ def test_equals_sacrebleu(tmp_path, tokenize, lowercase):
     assert result["signature"] in (tmp_path / "out" / "result.txt").read_text()
 
 
+@pytest.mark.parametrize("lowercase", [False, True])
+def test_chrf_beside_bleu(tmp_path, lowercase):
+    ref, hyp = write_pair(tmp_path)
+    result = score_files(ref, hyp, tmp_path / "out", lowercase=lowercase)
+    expected = sacrebleu.CHRF(lowercase=lowercase).corpus_score(HYPS, [REFS])
+    assert result["chrf"] == pytest.approx(expected.score) and 0 < result["chrf"] < 100
+    assert "nc:6|nw:0" in result["chrf_signature"]  # chrF (characters only), not chrF++
+    assert f"chrF2 = {result['chrf']:.2f}" in (tmp_path / "out" / "result.txt").read_text()
+    # One-word targets (German numbers): BLEU has no 2-grams to count, chrF still tells near from far.
+    refs, near, far = (
+        ["achttausendzweihundertvierzehn"],
+        ["achttausendzweihundertvierzig"],
+        ["eins"],
+    )
+    scores = [
+        score_files(*write_pair(tmp_path, refs, h), tmp_path / n)
+        for n, h in (("n", near), ("f", far))
+    ]
+    assert [s["bleu"] for s in scores] == [0.0, 0.0]
+    assert scores[0]["chrf"] > 70 > 10 > scores[1]["chrf"]
+
+
 def test_hand_computed_bleu(tmp_path):
     ref, hyp = write_pair(tmp_path, ["the cat sat on the mat"], ["the cat sat on a mat"])
     result = score_files(ref, hyp, tmp_path / "out", tokenize="none")
