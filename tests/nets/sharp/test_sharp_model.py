@@ -258,7 +258,9 @@ def test_hard_attention_learns_where_to_look_from_the_reinforce_term():
     projection = torch.randn(34, 32, generator=generator) / 3
     features = {}
     image, lengths, length = torch.zeros(32, 100, 32), torch.full((32,), 100), torch.full((32,), 5)
-    for lambda_r, steps in ((0.0, 5), (1.0, 400)):
+    # 800 updates: at 400, whether step 4 had found its digit yet depended on float rounding (thread
+    # count, CPU); from 600 on, five data seeds all aligned steps 1-4.
+    for lambda_r, steps in ((0.0, 5), (1.0, 800)):
         model = build(
             HardAttentionRecognizer,
             lstm_units=16,
