@@ -141,7 +141,9 @@ def test_jobs_side_by_side_share_the_threads_they_were_given(
         env={**os.environ, "OMP_NUM_THREADS": given, "MKL_NUM_THREADS": given},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    for out in tmp_path.glob("out.*"):
+    outputs = sorted(tmp_path.glob("out.*"))
+    assert len(outputs) == int(jobs.split(":")[1])
+    for out in outputs:
         assert out.read_text().split() == [expected] * 3
 
 
