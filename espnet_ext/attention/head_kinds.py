@@ -6,7 +6,7 @@ ESPnet's key mask ``mask`` (B, 1, T), 1 = real frame, and returns the heads' con
 - **Full**: softmax(q kᵀ / √d_k) v (Vaswani et al.), exactly ESPnet's ``forward_attention``.
 - **Local** (Longformer sliding window): query i sees keys j with |i - j| ≤ w/2 (or, dilated by δ, keys
   i + δ·t for |t| ≤ w/2). Computed in blocks of w/2 queries against their block and the two neighbours, so
-  time and memory are O(n·w) instead of O(n²).
+  time and memory are O(n·w) instead of O(n²); ``sliding_window`` recomputes the weights in backward.
 - **Conv** (Speechformer ConvAttention): keys and values compressed along time by a 1-D convolution
   (kernel κ, stride χ, padding ⌊κ/2⌋), then Full attention of the uncompressed queries over the n/χ
   compressed frames; an utterance of length n keeps ⌈n/χ⌉ compressed frames (odd κ). Speechformer
@@ -24,6 +24,7 @@ import math
 
 import torch
 
+from espnet_ext.attention.sliding_window import sliding_window_attention
 from espnet_ext.errors import ConfigError
 
 
@@ -54,44 +55,6 @@ def full_attention(q, k, v, mask, dropout=None) -> tuple[torch.Tensor, torch.Ten
 # ---------------------------------------------------------------------------------------- Local
 
 
-def _blocks(x: torch.Tensor, size: int) -> torch.Tensor:
-    """(B, h, T, d) with T a multiple of ``size`` -> (B, h, T/size, size, d)."""
-    return x.reshape(*x.shape[:2], x.size(2) // size, size, x.size(3))
-
-
-def _windows(x: torch.Tensor, size: int) -> torch.Tensor:
-    """(..., T, d) with T = nb·b -> (..., nb, d, 3b): block i's keys i-1, i, i+1 (zeros beyond the
-    ends), a strided view of one padded copy (no 3x copy; its gradient accumulates in one buffer)."""
-    padded = torch.nn.functional.pad(x, (0, 0, size, size))
-    return padded.unfold(-2, 3 * size, size)
-
-
-def _sliding_window(q, k, v, keep, half: int, dropout):
-    """Undilated sliding window; ``keep`` (B, T) bool key mask. Returns context (B, h, T, d_k)."""
-    length = q.size(2)
-    size = max(half, 1)
-    blocks = -(-length // size)
-    extra = blocks * size - length
-    if extra:
-        q, k, v = (torch.nn.functional.pad(x, (0, 0, 0, extra)) for x in (q, k, v))
-        keep = torch.nn.functional.pad(keep, (0, extra))
-    scores = _blocks(q, size) @ _windows(k, size)  # (B, h, nb, b, 3b); _blocks(q) is a view
-    scores.mul_(1.0 / math.sqrt(q.size(-1)))  # in place: the product's output is not saved
-    key_keep = _windows(keep[:, None, :, None], size)[:, :, :, 0]  # (B, 1, nb, 3b)
-    # Query s of block i sits at i·b + s, key t of its window at (i-1)·b + t: offset t - s - b.
-    offsets = torch.arange(3 * size, device=q.device) - torch.arange(size, device=q.device)[:, None]
-    in_band = (offsets - size).abs() <= half  # (b, 3b); keys beyond the ends are masked keys
-    allowed = key_keep[:, :, :, None, :] & in_band  # (B, 1, nb, b, 3b)
-    # In place on the fresh scores; a query with no visible key (only padded queries far from the
-    # utterance) gets uniform weights over masked keys -- its output is padding, never read.
-    scores.masked_fill_(~allowed, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores, dim=-1)
-    if dropout is not None:
-        weights = dropout(weights)
-    context = weights @ _windows(v, size).transpose(-2, -1)  # (B, h, nb, b, d)
-    return context.reshape(*q.shape[:2], blocks * size, q.size(-1))[:, :, :length]
-
-
 def local_attention(q, k, v, mask, window: int, dilation: int = 1, dropout=None) -> torch.Tensor:
     """Sliding window of width ``window`` (w/2 keys each side), optionally dilated; self-attention only."""
     if q.size(2) != k.size(2):
@@ -103,14 +66,15 @@ def local_attention(q, k, v, mask, window: int, dilation: int = 1, dropout=None)
         else mask[:, -1].bool()
     )
     half = window // 2
+    drop = dropout.p if dropout is not None and dropout.training else 0.0
     if dilation == 1:
-        return _sliding_window(q, k, v, keep, half, dropout)
+        return sliding_window_attention(q, k, v, keep, half, drop)
     # Dilation δ: positions of one residue class r (mod δ) form an undilated window problem.
     context = torch.empty_like(q)
     for r in range(min(dilation, length)):
-        context[:, :, r::dilation] = _sliding_window(
+        context[:, :, r::dilation] = sliding_window_attention(
             q[:, :, r::dilation], k[:, :, r::dilation], v[:, :, r::dilation],
-            keep[:, r::dilation], half, dropout,
+            keep[:, r::dilation], half, drop,
         )  # fmt: skip
     return context
 
