@@ -83,7 +83,8 @@ class _Band:
         if lse is None:
             lse = torch.logsumexp(scores, dim=-1)
         # exp(-inf - lse) = 0 for hidden keys; a row without visible keys has lse = -inf (NaN): zero it
-        return torch.exp(scores - lse[..., None]).masked_fill_(hidden, 0.0), lse
+        weights = torch.exp(scores - lse[..., None]).to(scores.dtype)
+        return weights.masked_fill_(hidden, 0.0), lse
 
 
 def _add_windows(total: torch.Tensor, windows: torch.Tensor, part: slice) -> None:
@@ -95,15 +96,16 @@ def _add_windows(total: torch.Tensor, windows: torch.Tensor, part: slice) -> Non
 
 
 class SlidingWindowAttention(torch.autograd.Function):
-    """``apply(q, k, v, keep, half, drop)``: q, k (B, h, T, d_k), v (B, h, T, d_v); ``keep`` (B, T) bool key mask;
-    ``half`` = w/2 keys each side; ``drop`` the dropout probability on the weights (0: none)."""
+    """``apply(q, k, v, keep, half, drop)``: q, k (B, h, T, d_k), v (B, h, T, d_v); ``keep`` (B, T)
+    bool key mask; ``half`` = w/2 keys each side; ``drop`` the dropout probability on the weights."""
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda")
     def forward(ctx, q, k, v, keep, half: int, drop: float):
         band = _Band(q, k, v, keep, half)
         out = band.q.new_empty((*band.q.shape[:-1], v.size(-1)))
-        lse = q.new_empty(band.q.shape[:-1])
+        # at least float32, also for half-precision inputs (autocast)
+        lse = q.new_empty(band.q.shape[:-1], dtype=torch.promote_types(q.dtype, torch.float32))
         mask_shape = (*q.shape[:2], *band.allowed.shape[2:]) if drop > 0 else (0,)
         mask = torch.empty(mask_shape, dtype=torch.bool, device=q.device)  # dropout's keep mask
         for part in band.chunks():

@@ -89,3 +89,13 @@ def test_query_without_visible_keys_gets_zeros():
     # Utterance 2 has 3 frames: queries at 5 and later are more than 2 frames from all of them.
     assert out[1, :, 5:].abs().sum() == 0
     assert out[1, :, :5].abs().sum() > 0
+
+
+def test_half_precision_inputs_follow_the_float32_result():
+    q, k, v, keep = inputs(dtype=torch.float32)
+    expected = sliding_window_attention(q, k, v, keep, 3)
+    low = [t.detach().to(torch.bfloat16).requires_grad_() for t in (q, k, v)]
+    got = sliding_window_attention(*low, keep, 3)
+    got.sum().backward()
+    assert got.dtype == torch.bfloat16 and all(t.grad.dtype == torch.bfloat16 for t in low)
+    torch.testing.assert_close(got.float(), expected.detach(), atol=0.05, rtol=0.05)
