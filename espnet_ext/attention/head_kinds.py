@@ -9,11 +9,13 @@ ESPnet's key mask ``mask`` (B, 1, T), 1 = real frame, and returns the heads' con
   time and memory are O(n·w) instead of O(n²); ``sliding_window`` recomputes the weights in backward.
 - **Conv** (Speechformer ConvAttention): keys and values compressed along time by a 1-D convolution
   (kernel κ, stride χ, padding ⌊κ/2⌋), then Full attention of the uncompressed queries over the n/χ
-  compressed frames; an utterance of length n keeps ⌈n/χ⌉ compressed frames (odd κ). Speechformer
-  convolves the layer input (d_model channels) before the K/V projections, for all heads at once; in the
-  MHMA the other heads of the layer need the uncompressed K/V, so each Conv head convolves its own
-  projected K and V (d_k channels, 2·(d_k²·κ + d_k) parameters per head). Only the standard convolution
-  is offered (the thesis' code also had depth-wise and separable ones; its experiments name none).
+  compressed frames; an utterance of length n keeps ⌈n/χ⌉ compressed frames (odd κ). Computed by
+  PyTorch's fused attention (no weight matrix kept; on the CPU with dropout it computes explicitly).
+  Speechformer convolves the layer input (d_model channels) before the K/V projections, for all heads at
+  once; in the MHMA the other heads of the layer need the uncompressed K/V, so each Conv head convolves
+  its own projected K and V (d_k channels, 2·(d_k²·κ + d_k) parameters per head). Only the standard
+  convolution is offered (the thesis' code also had depth-wise and separable ones; its experiments name
+  none).
 - **Fast** (Performer FAVOR+): softmax(q kᵀ) ≈ φ(q) φ(k)ᵀ with positive orthogonal random features
   φ(x) = exp(ωᵀx - ‖x‖²/2) / √m (eq. 22, SM⁺), so Z = φ(q) (φ(k)ᵀ v) / (φ(q) Σ_j φ(k_j)), linear in n.
 """
@@ -116,7 +118,12 @@ def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None, where: str = "Co
     kc, vc = compress(k, k_conv), compress(v, v_conv)
     positions = torch.arange(kc.size(2), device=k.device)
     cmask = (positions[None, :] < kept[:, None]).unsqueeze(1)  # (B, 1, T')
-    context, _ = full_attention(q, kc, vc, cmask, dropout)
+    # Every utterance keeps >= 1 compressed frame, so no query is left without keys and PyTorch's fused
+    # attention (flash / memory-efficient kernels where the device has them) gives Full's result.
+    drop = dropout.p if dropout is not None and dropout.training else 0.0
+    context = torch.nn.functional.scaled_dot_product_attention(
+        q, kc, vc, attn_mask=None if mask is None else cmask.unsqueeze(1), dropout_p=drop
+    )
     return context, cmask
 
 
