@@ -4,6 +4,9 @@
     python -m espnet_ext.analysis.sweep run     --spec conf/sweeps/table1.yaml [--cmd "utils/slurm.py ..."]
     python -m espnet_ext.analysis.sweep collect --spec conf/sweeps/table1.yaml [--results_md RESULTS.md]
 
+``run --runs a,b`` prepares and runs only those runs (the rest of a sweep that another session or cluster
+did not finish); ``collect`` leaves a cell empty whose result file is missing.
+
 A spec (YAML) names the recipe command, the shared preparation, the runs (one trained model each), the
 decodings of every run and the analyses to write::
 
@@ -387,9 +390,27 @@ def sweep_dir(sweep: Sweep) -> Path:
     return Path("exp") / "sweeps" / sweep.name
 
 
-def run_task(sweep: Sweep, index: int) -> None:
-    """Array job ``index`` (1-based): train one run and decode it, each step a recipe invocation."""
-    run = list(sweep.runs)[index - 1]
+def selected_runs(sweep: Sweep, names: str | None) -> list[str]:
+    """The runs named in ``names`` (comma- or space-separated; None: all), in the spec's order."""
+    if names is None:
+        return list(sweep.runs)
+    wanted = names.replace(",", " ").split()
+    unknown = [n for n in wanted if n not in sweep.runs]
+    if unknown or not wanted:
+        raise InputError(
+            f"--runs {names!r}: unknown runs {unknown} (the spec has {', '.join(sweep.runs)})"
+            if unknown
+            else "--runs names no run",
+            path=sweep.source,
+            key="runs",
+        )
+    return [run for run in sweep.runs if run in wanted]
+
+
+def run_task(sweep: Sweep, index: int, runs: Sequence[str] | None = None) -> None:
+    """Array job ``index`` (1-based, into ``runs``, default all): train one run and decode it, each
+    step a recipe invocation."""
+    run = list(runs or sweep.runs)[index - 1]
     for line in sweep.invocations(run):
         print("+ " + shlex.join(line), flush=True)
         code = subprocess.call(line)
@@ -400,15 +421,22 @@ def run_task(sweep: Sweep, index: int) -> None:
 
 
 def run_sweep(
-    sweep: Sweep, spec_path: str, cmd: str, max_jobs_run: int | None, dry_run: bool
+    sweep: Sweep,
+    spec_path: str,
+    cmd: str,
+    max_jobs_run: int | None,
+    dry_run: bool,
+    only: str | None = None,
 ) -> None:
+    """Prepare, then one array job over the runs (``only``: those named, e.g. the ones a previous
+    session or cluster did not finish)."""
     out = sweep_dir(sweep)
+    runs = selected_runs(sweep, only)
     for options in sweep.prepare:
         line = [*shlex.split(sweep.command), *shlex.split(sweep.common), *shlex.split(options)]
         print("+ " + shlex.join(line), flush=True)
         if not dry_run and subprocess.call(line):
             raise SystemExit(f"sweep {sweep.name}: preparation '{shlex.join(line)}' failed")
-    runs = list(sweep.runs)
     with atomic_write(out / "runs.json") as f:
         json.dump(
             {run: [shlex.join(line) for line in sweep.invocations(run)] for run in runs},
@@ -432,6 +460,7 @@ def run_sweep(
         spec_path,
         "--index",
         "JOB",
+        *(["--runs", ",".join(runs)] if only is not None else []),
     ]
     print("+ " + shlex.join(array), flush=True)
     if dry_run:
@@ -507,6 +536,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     run.add_argument("--dry_run", action="store_true", help="print what would run")
     task = commands.add_parser("task", help="one run (what each array job executes)")
     task.add_argument("--index", type=int, required=True)
+    for sub in (run, task):
+        sub.add_argument(
+            "--runs", default=None, help="only these runs, e.g. 'relaxed_cross,relaxed_self'"
+        )
     col = commands.add_parser("collect", help="tables and figures of what has finished")
     tun = commands.add_parser(
         "tune", help="tune a decoding option of one model over a grid (a spec of kind: tune)"
@@ -526,12 +559,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     sweep = load_sweep(args.spec)
     if args.command == "task":
-        run_task(sweep, args.index)
+        run_task(sweep, args.index, selected_runs(sweep, args.runs))
         return
     if args.command == "run":
         local = Path(shlex.split(args.cmd)[0]).name == "run.py"
         max_jobs = args.max_jobs_run or (1 if local else None)  # local runs share the cores
-        run_sweep(sweep, args.spec, args.cmd, max_jobs, args.dry_run)
+        run_sweep(sweep, args.spec, args.cmd, max_jobs, args.dry_run, args.runs)
         if args.dry_run:
             return
     command = "python -m espnet_ext.analysis.sweep " + shlex.join(

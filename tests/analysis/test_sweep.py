@@ -156,6 +156,43 @@ def test_run_through_the_local_backend_and_collect(recipe):
     assert collect(load_sweep("sweep.yaml"))["relaxed_cross_g0.1"]["no_lm"]["test"] == 10.0
 
 
+def test_runs_option_runs_only_the_named_runs(recipe):
+    def sweep(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "espnet_ext.analysis.sweep", *args, "--spec", "sweep.yaml"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+
+    out = sweep("run", "--runs", "relaxed_cross_g0.2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (recipe / "prepared.txt").read_text() == "prepared\n"
+    assert list(json.loads((recipe / "exp/sweeps/demo/runs.json").read_text())) == [
+        "relaxed_cross_g0.2"
+    ]
+    assert not (recipe / "exp/sweeps/demo/log/run.2.log").exists()
+    values = json.loads((recipe / "exp/sweeps/demo/results.json").read_text())
+    assert values["relaxed_cross_g0.2"]["lm"] == {"dev": 6.0, "test": 7.0}
+    # the runs not asked for are left alone: collected as not run yet
+    assert values["baseline"] == {"no_lm": {"dev": None, "test": None}}
+    assert not (recipe / "exp/asr_baseline").exists()
+
+    # the second half on another day: both halves' results collected together
+    out = sweep("run", "--runs", "baseline relaxed_cross_g0.1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    values = json.loads((recipe / "exp/sweeps/demo/results.json").read_text())
+    assert values["baseline"]["no_lm"] == {"dev": 10.0, "test": 11.0}
+    assert values["relaxed_cross_g0.1"]["no_lm"] == {"dev": 9.0, "test": 10.0}
+    assert values["relaxed_cross_g0.2"]["no_lm"] == {"dev": 8.0, "test": 9.0}
+
+    out = sweep("run", "--runs", "baseline,relaxed_self")
+    assert out.returncode != 0
+    assert "sweep.yaml" in out.stderr and "runs" in out.stderr and "relaxed_self" in out.stderr
+    assert (recipe / "prepared.txt").read_text() == "prepared\n" * 2  # refused before preparing
+
+
 def test_failed_run_is_reported_with_its_log(recipe):
     (recipe / "fake_run.sh").write_text(
         "#!/usr/bin/env bash\n[ \"$*\" = '--stop_stage 8' ] && exit 0\nexit 3\n"
