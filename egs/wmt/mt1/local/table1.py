@@ -1,5 +1,6 @@
-"""Table 1 of the head-selection paper from this recipe's scores: BLEU averaged over all languages (AVG-A),
-the high-resource ones (High) and the low-resource ones (Low), for O2M and M2O, one row per model.
+"""Table 1 of the head-selection paper from this recipe's scores: BLEU (or chrF2, --metric chrf) averaged
+over all languages (AVG-A), the high-resource ones (High) and the low-resource ones (Low), for O2M and M2O, one
+row per model.
 
     python local/table1.py --high "cs de es fr ru zh" --decode decode_decode_mt \
         --row Transformer train_mt_shared --row Adapter train_mt_adapter \
@@ -24,14 +25,20 @@ from espnet_ext.errors import InputError, reports_input_errors
 DIRECTIONS = ("o2m", "m2o")
 
 
-def language_scores(exp: Path, decode: str, direction: str) -> dict[str, float]:
-    """{language: BLEU} of the experiment's per-language test sets."""
+def language_scores(
+    exp: Path, decode: str, direction: str, metric: str = "bleu"
+) -> dict[str, float]:
+    """{language: score} of the experiment's per-language test sets (``metric``: a key of the BLEU
+    scorer's result.json, ``bleu`` or ``chrf``)."""
     scores = {}
     for test in sorted((exp / decode).glob(f"{direction}_test_*")):
         result = test / "score_bleu" / "result.json"
         if not result.is_file():
             raise InputError("no BLEU for this test set (stage 10 not run?)", path=result)
-        scores[test.name.rsplit("_", 1)[1]] = json.loads(result.read_text())["bleu"]
+        values = json.loads(result.read_text())
+        if metric not in values:
+            raise InputError(f"no {metric!r} in this score file", path=result, key=metric)
+        scores[test.name.rsplit("_", 1)[1]] = values[metric]
     if not scores:
         raise InputError(f"no {direction}_test_<lang> decodings", path=exp / decode)
     return scores
@@ -55,7 +62,9 @@ def experiment(root: Path, tag: str, direction: str) -> Path:
     raise InputError(f"no experiment mt_{tag}_{direction}[_mini]", path=mode)
 
 
-def table(root: Path, rows: list[tuple[str, str]], decode: str, high: set[str]) -> str:
+def table(
+    root: Path, rows: list[tuple[str, str]], decode: str, high: set[str], metric: str = "bleu"
+) -> str:
     lines = ["| | O2M AVG-A | O2M High | O2M Low | M2O AVG-A | M2O High | M2O Low |"]
     lines.append("|---|---|---|---|---|---|---|")
     for label, tag in rows:
@@ -66,7 +75,7 @@ def table(root: Path, rows: list[tuple[str, str]], decode: str, high: set[str]) 
             except InputError:
                 cells += ["—"] * 3  # this direction not trained for this model
                 continue
-            scores = language_scores(exp, decode, direction)
+            scores = language_scores(exp, decode, direction, metric)
             cells += [f"{v:.1f}" for v in averages(scores, high)]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -79,11 +88,15 @@ def main(argv=None) -> int:
     parser.add_argument("--decode", default="decode_decode_mt_mini")
     parser.add_argument("--high", required=True, help="the high-resource languages")
     parser.add_argument("--row", nargs=2, action="append", required=True, metavar=("LABEL", "TAG"))
-    args = parser.parse_args(argv)
-    print(
-        table(args.exp, [tuple(r) for r in args.row], args.decode, set(args.high.split())),
-        end="",
+    parser.add_argument(
+        "--metric",
+        default="bleu",
+        choices=("bleu", "chrf"),
+        help="chrf: sacrebleu's chrF2 (one-word targets, e.g. German number words, have no BLEU)",
     )
+    args = parser.parse_args(argv)
+    rows = [tuple(r) for r in args.row]
+    print(table(args.exp, rows, args.decode, set(args.high.split()), args.metric), end="")
     return 0
 
 
