@@ -28,6 +28,7 @@ decodings of every run and the analyses to write::
     metric: {key: wer, label: "WER [%]", sets: [dev, test], higher_is_better: false}
     tag_format: "{run}"                             # experiment tag of a run (shared across sweeps)
     analyses: [...]                                 # see espnet_ext.analysis.tables
+    extends: table1.yaml                            # start from that spec; keys here replace its keys
 
 A spec with ``kind: tune`` instead tunes one decoding option of one model over a grid, as the papers tune
 the LM weight λ on the development set (see ``Tuning``); the recipe hands it its own command line::
@@ -151,14 +152,27 @@ def _expand_runs(spec: dict, path: Path) -> dict[str, str]:
     return runs
 
 
-def _read_spec(path: Path, kind: str, required: Sequence[str]) -> dict:
-    """The spec at ``path`` as a mapping with the ``required`` keys, of this ``kind`` ("table", "tune")."""
+def _read_spec(path: Path, kind: str, required: Sequence[str], seen: tuple[Path, ...] = ()) -> dict:
+    """The spec at ``path`` as a mapping with the ``required`` keys, of this ``kind`` ("table", "tune").
+
+    ``extends: other.yaml`` (beside this spec) starts from that spec's keys; each key given here replaces
+    the other's whole value (the same table on other data: other ``common`` options, ``result`` path).
+    """
     try:
         spec = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as e:
         raise InputError(f"cannot read the sweep spec: {e}", path=path) from e
     if not isinstance(spec, dict):
         raise InputError("expected a mapping", path=path)
+    if "extends" in spec:
+        base = path.parent / str(spec.pop("extends"))
+        if base.resolve() in seen + (path.resolve(),):
+            raise InputError(
+                f"extends {base.name}, which extends this spec again", path=path, key="extends"
+            )
+        if not base.is_file():
+            raise InputError(f"extends {base}, which does not exist", path=path, key="extends")
+        spec = {**_read_spec(base, kind, (), seen + (path.resolve(),)), **spec}
     found = str(spec.get("kind", "table"))
     if found != kind:
         command = "tune" if found == "tune" else "run / collect"

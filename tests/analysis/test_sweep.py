@@ -116,6 +116,31 @@ def test_bad_specs_name_the_file(recipe):
         load_sweep("bad2.yaml")
 
 
+def test_extends_starts_from_another_spec_and_replaces_whole_keys(recipe):
+    (recipe / "noisy.yaml").write_text(
+        "extends: sweep.yaml\nname: noisy\ncommon: --dumpdir dump_noisy\n"
+        "result: exp_noisy/{tag}/{decode}/{set}.json\n"
+    )
+    base, noisy = load_sweep("sweep.yaml"), load_sweep("noisy.yaml")
+    assert (noisy.name, noisy.common, noisy.result) == (
+        "noisy",
+        "--dumpdir dump_noisy",
+        "exp_noisy/{tag}/{decode}/{set}.json",
+    )
+    assert noisy.runs == base.runs and noisy.decodes == base.decodes
+    assert noisy.analyses == base.analyses and noisy.metric == base.metric
+    assert shlex.join(noisy.invocations("baseline")[0]).startswith(
+        "./fake_run.sh --dumpdir dump_noisy"
+    )
+    (recipe / "loop_a.yaml").write_text("extends: loop_b.yaml\n")
+    (recipe / "loop_b.yaml").write_text("extends: loop_a.yaml\n")
+    with pytest.raises(InputError, match="loop_b.yaml.*key 'extends'.*extends loop_a.yaml"):
+        load_sweep("loop_a.yaml")
+    (recipe / "orphan.yaml").write_text("extends: nowhere.yaml\n")
+    with pytest.raises(InputError, match="orphan.yaml.*nowhere.yaml, which does not exist"):
+        load_sweep("orphan.yaml")
+
+
 def path_without_our_python() -> str:
     ours = str(Path(sys.executable).parent)
     return os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep) if d != ours)

@@ -189,3 +189,57 @@ def test_resampling_keeps_a_tone_and_its_duration():
 def test_parse_wav_refuses_garbage():
     with pytest.raises(ValueError, match="not a WAV"):
         speech.parse_wav(b"hello world, not audio")
+
+
+def measured_snr_db(clean: np.ndarray, noisy: np.ndarray) -> float:
+    signal, noise = clean.astype(float), noisy.astype(float) - clean.astype(float)
+    return 10 * np.log10(np.mean(signal**2) / np.mean(noise**2))
+
+
+def test_add_noise_reaches_the_requested_snr_and_is_seeded():
+    t = np.arange(16000) / 16000
+    tone = (8000 * np.sin(2 * np.pi * 300 * t)).astype(np.int16)
+    for snr in (-5.0, 0.0, 10.0, 20.0):
+        assert abs(measured_snr_db(tone, speech.add_noise(tone, snr, seed=3)) - snr) < 0.1
+    assert np.array_equal(speech.add_noise(tone, 5.0, seed=3), speech.add_noise(tone, 5.0, seed=3))
+    assert not np.array_equal(speech.add_noise(tone, 5.0, seed=3), speech.add_noise(tone, 5.0, 4))
+    loud = speech.add_noise(np.full(100, 30000, dtype=np.int16), -20.0, seed=0)
+    assert loud.dtype == np.int16 and loud.max() == 32767 and loud.min() == -32768  # clipped
+
+
+def test_noisy_corpus_is_the_clean_one_plus_noise_at_the_drawn_snr(corpus, tmp_path):
+    noisy = tmp_path / "noisy"
+    snr_db = (0.0, 10.0)
+    modalities = [
+        TextModality(langs=("en",)),
+        SpeechModality(lang="en", wav_dir=noisy / "wav", nj=2, snr_db=snr_db),
+    ]
+    generate_corpus(noisy, SPEC, modalities)
+    assert "snr_db" in modalities[1].signature()
+    assert "snr_db" not in SpeechModality(lang="en", wav_dir=tmp_path / "w").signature()
+    drawn = []
+    for utt in plan_corpus(SPEC)["train"]:
+        want = speech.utterance_snr(utt, snr_db)
+        assert snr_db[0] <= want <= snr_db[1]
+        _, clean = read_wav(corpus / "wav" / "train" / f"{utt.utt_id}.wav")
+        _, heard = read_wav(noisy / "wav" / "train" / f"{utt.utt_id}.wav")
+        assert len(heard) == len(clean)
+        assert abs(measured_snr_db(clean, heard) - want) < 0.2, utt.utt_id
+        drawn.append(want)
+    assert max(drawn) - min(drawn) > 2  # drawn per utterance, not one level for all
+    for split in ("train", "dev", "test"):  # the words and who says them do not change
+        for name in ("text", "utt2spk", "utt2num"):
+            assert (noisy / split / name).read_bytes() == (corpus / split / name).read_bytes()
+
+
+def test_snr_range_is_checked(tmp_path):
+    from espnet_ext.data.numbers.__main__ import main
+    from espnet_ext.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="snr_db"):
+        SpeechModality(lang="en", wav_dir=tmp_path, snr_db=(10.0, 0.0))
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path / "c"), "--snr_db", "10:0"])
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path / "c"), "--snr_db", "loud"])
+    assert not (tmp_path / "c").exists()

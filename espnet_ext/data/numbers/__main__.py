@@ -24,7 +24,9 @@ MODALITIES: dict[str, tuple[str, Callable[[argparse.Namespace], Modality]]] = {
     ),
     "speech": (
         "espeak-ng speech of the first language, 16 kHz wavs + 'wav.scp'",
-        lambda a: SpeechModality(lang=a.langs[0], wav_dir=a.wav_dir or a.out / "wav", nj=a.nj),
+        lambda a: SpeechModality(
+            lang=a.langs[0], wav_dir=a.wav_dir or a.out / "wav", nj=a.nj, snr_db=a.snr_db
+        ),
     ),
     "phonemes": (
         "'phn': ARPAbet phones of the English words (g2p_en, offline NLTK data)",
@@ -42,6 +44,16 @@ def _range(text: str) -> tuple[int, int]:
         lo, hi = (int(x) for x in text.split(":"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected lo:hi (inclusive), got '{text}'") from None
+    return lo, hi
+
+
+def _snr_range(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected lo:hi in dB, e.g. 0:10, got '{text}'") from None
+    if not lo <= hi:
+        raise argparse.ArgumentTypeError(f"expected lo <= hi, got '{text}'")
     return lo, hi
 
 
@@ -150,6 +162,13 @@ examples:
         type=Path,
         default=None,
         help="where wavs go, as <wav_dir>/<split>/<utt>.wav (default: <out>/wav)",
+    )
+    parser.add_argument(
+        "--snr_db",
+        type=_snr_range,
+        default=None,
+        help="speech: add white noise at a signal-to-noise ratio drawn per utterance from lo:hi dB "
+        "(default: clean audio)",
     )
     parser.add_argument(
         "--nltk_data",

@@ -4,6 +4,12 @@ A speaker is an espeak-ng voice variant (m1..m7, f1..f4: different formants and 
 base rate and pitch; each utterance jitters rate and pitch a little around the speaker's, drawn from the
 utterance's seed, so the audio is the same byte for byte whatever ``nj`` is.
 
+``snr_db`` (lo, hi) adds white Gaussian noise to every utterance at a signal-to-noise ratio drawn uniformly
+from that range, from the utterance's seed as well. Clean synthetic speech leaves an ASR model certain of
+every word it has learnt, so shallow fusion has nothing to decide; noise masks the consonants that tell
+number words apart ("six"/"seven", "-teen"/"-ty") and leaves the acoustic evidence weak enough for a
+language model to matter.
+
 Each utterance is one run of the ``espeak-ng`` program (WAV at 22.05 kHz on stdout), resampled here to
 16 kHz mono 16-bit PCM with a polyphase filter. One program run per utterance costs ~12 ms of start-up
 (loading phoneme tables), but it is stateless: the in-process library carries synthesis state from one
@@ -50,6 +56,7 @@ BASE_RATE = (135, 185)  # speaker's words per minute, inclusive range
 BASE_PITCH = (35, 65)  # speaker's espeak-ng pitch, inclusive range
 RATE_JITTER = 15  # per utterance, +- words per minute
 PITCH_JITTER = 5  # per utterance, +- pitch steps
+NOISE_STREAM = 1  # the utterance seed's stream for noise (prosody draws from the seed itself)
 
 
 def random_speakers(spk_ids: Sequence[str], rng: np.random.Generator) -> list[Speaker]:
@@ -72,6 +79,26 @@ def utterance_prosody(utt: Utterance) -> tuple[int, int]:
     rate = utt.speaker.rate + int(rng.integers(-RATE_JITTER, RATE_JITTER + 1))
     pitch = utt.speaker.pitch + int(rng.integers(-PITCH_JITTER, PITCH_JITTER + 1))
     return rate, min(max(pitch, 0), 99)
+
+
+def utterance_snr(utt: Utterance, snr_db: tuple[float, float]) -> float:
+    """The utterance's signal-to-noise ratio in dB, uniform in ``snr_db`` from its own seed."""
+    rng = np.random.default_rng([utt.seed, NOISE_STREAM])
+    return float(rng.uniform(snr_db[0], snr_db[1]))
+
+
+def add_noise(samples: np.ndarray, snr_db: float, seed: int) -> np.ndarray:
+    """int16 ``samples`` + white Gaussian noise whose power is the samples' mean power / 10^(snr_db/10).
+
+    The mean power is taken over the whole utterance (espeak-ng writes little silence around the words).
+    Clipped to int16.
+    """
+    signal = samples.astype(np.float64)
+    noise_power = float(np.mean(signal**2)) / 10 ** (snr_db / 10)
+    noise = np.random.default_rng([seed, NOISE_STREAM]).normal(
+        0.0, math.sqrt(noise_power), signal.shape
+    )
+    return np.clip(np.round(signal + noise), -32768, 32767).astype("<i2")
 
 
 @functools.lru_cache(maxsize=1)
@@ -157,11 +184,15 @@ def synthesize(text: str, voice: str, rate: int, pitch: int) -> np.ndarray:
     return resample_to(samples, in_rate)
 
 
-def _synthesize_to_wav(job: tuple[str, str, int, int, str]) -> str | None:
-    """Synthesize and write one utterance; returns the error message instead of raising."""
-    text, voice, rate, pitch, path = job
+def _synthesize_to_wav(job: tuple[str, str, int, int, str, tuple[float, int] | None]) -> str | None:
+    """Synthesize and write one utterance; returns the error message instead of raising.
+
+    ``job``: text, voice, rate, pitch, wav path and (SNR in dB, noise seed), or None for clean audio.
+    """
+    text, voice, rate, pitch, path, noise = job
     try:
-        write_wav(Path(path), synthesize(text, voice, rate, pitch))
+        samples = synthesize(text, voice, rate, pitch)
+        write_wav(Path(path), samples if noise is None else add_noise(samples, *noise))
     except (RuntimeError, ValueError, OSError, subprocess.TimeoutExpired) as e:
         return str(e)
     return None
@@ -177,6 +208,8 @@ class SpeechModality(Modality):
     lang: str
     wav_dir: Path
     nj: int = 1  # espeak-ng processes running at once; does not change the output
+    # White noise at an SNR uniform in [lo, hi] dB; None: clean audio.
+    snr_db: tuple[float, float] | None = None
     name = "speech"
 
     def __post_init__(self):
@@ -184,16 +217,26 @@ class SpeechModality(Modality):
             raise ConfigError(f"no espeak-ng voice for language '{self.lang}'")
         if self.nj < 1:
             raise ConfigError(f"nj must be >= 1, got {self.nj}")
+        if self.snr_db is not None:
+            lo, hi = self.snr_db
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+                raise ConfigError(
+                    f"snr_db must be lo:hi with lo <= hi (dB), got {lo}:{hi}", key="snr_db"
+                )
+            self.snr_db = (float(lo), float(hi))
         self.wav_dir = Path(self.wav_dir).absolute()
 
     def signature(self) -> dict:
-        return {
+        signature = {
             "lang": self.lang,
             "voice": ESPEAK_VOICES[self.lang],
             "wav_dir": str(self.wav_dir),
             "espeak-ng": espeak_ng_version(),
             "sample_rate": SAMPLE_RATE,
         }
+        if self.snr_db is not None:  # clean corpora keep the signature they always had
+            signature["snr_db"] = list(self.snr_db)
+        return signature
 
     def wav_path(self, utt: Utterance) -> Path:
         return self.wav_dir / utt.split / f"{utt.utt_id}.wav"
@@ -204,6 +247,7 @@ class SpeechModality(Modality):
         for utt in utterances:
             rate, pitch = utterance_prosody(utt)
             voice = f"{language_voice}+{utt.speaker.variant}"
+            noise = None if self.snr_db is None else (utterance_snr(utt, self.snr_db), utt.seed)
             jobs.append(
                 (
                     number_to_words(utt.number, self.lang),
@@ -211,6 +255,7 @@ class SpeechModality(Modality):
                     rate,
                     pitch,
                     str(self.wav_path(utt)),
+                    noise,
                 )
             )
         for split in {u.split for u in utterances}:

@@ -5,6 +5,9 @@
 #    so the decoder's internal LM never sees those endings; the extended LM text does: all number words of
 #    0..9999 and 10,000 more from the wider range 10000..99999, minus the dev/test sentences. That is the
 #    relaxed-attention paper's internal-LM setting (A.4) in miniature.
+#    data/test_end<digit> holds the test utterances of the held-out ending. --mini_snr_db lo:hi adds white
+#    noise to every utterance at an SNR drawn from lo..hi dB (conf/sweeps/paper_noisy.yaml): clean
+#    synthetic speech leaves the acoustic model certain, so shallow fusion has nothing to decide.
 #    --mini_heldout_word seven (the internal-LM sweep, conf/sweeps/internal_lm.yaml) also holds out every
 #    number with that word: the training transcripts then never contain "seven" or "seventeen" (only
 #    "seventy", so the sound is heard) while about 27 % of dev/test sentences do, and only an LM that saw
@@ -22,6 +25,7 @@ mini_splits="train=2000,dev=200,test=200"
 mini_seed=0
 mini_heldout_digit=7    # empty: no held-out ending
 mini_heldout_word=""    # e.g. seven: numbers with that word held out of training too
+mini_snr_db=""          # e.g. 0:10: white noise at an SNR uniform in 0..10 dB (empty: clean audio)
 mini_lm_sentences=10000     # of 0..9999 (10000: every number)
 mini_lm_wide_sentences=10000
 lm_max_lines=""         # real corpus: cap the LM text (empty: all 40 M sentences)
@@ -30,6 +34,16 @@ nj=2
 . ./path.sh
 . utils/parse_options.sh
 . ./db.sh
+
+# test_subset NAME IDS: data/NAME, the test utterances listed in the file IDS (one id per line)
+test_subset() {
+    local subset="data/$1" ids=$2
+    rm -rf "${subset}" && mkdir -p "${subset}"
+    for f in text text.en utt2num utt2spk wav.scp; do
+        awk 'NR == FNR { keep[$1]; next } $1 in keep' "${ids}" "data/test/${f}" > "${subset}/${f}"
+    done
+    python -m espnet_ext.data.datadir fix_spk2utt "${subset}"
+}
 
 # keep_unseen TEXT EXCLUDED... : TEXT without the sentences of the EXCLUDED Kaldi text files
 keep_unseen() {
@@ -43,23 +57,24 @@ if [ -z "${LIBRISPEECH}" ]; then
     python -m espnet_ext.data.numbers --out data/mini --langs en --modalities speech,text \
         --splits "${mini_splits}" --seed "${mini_seed}" --nj "${nj}" \
         ${mini_heldout_digit:+--exclude_last_digit "${mini_heldout_digit}"} \
-        ${mini_heldout_word:+--exclude_words "${mini_heldout_word}"}
+        ${mini_heldout_word:+--exclude_words "${mini_heldout_word}"} \
+        ${mini_snr_db:+--snr_db="${mini_snr_db}"}
     for split in train dev test; do
         rm -rf "data/${split}"
         cp -r "data/mini/${split}" "data/${split}"
     done
-    if [ -n "${mini_heldout_word}" ]; then
-        # The test utterances that say the held-out word, a test set of their own (test_<word>).
-        subset="data/test_${mini_heldout_word}"
-        rm -rf "${subset}" && mkdir -p "${subset}"
-        awk -v w="${mini_heldout_word}" '{ for (i = 2; i <= NF; i++) if ($i == w) { print $1; next } }' \
-            data/test/text > "${subset}/ids"
-        for f in text text.en utt2num utt2spk wav.scp; do
-            awk 'NR == FNR { keep[$1]; next } $1 in keep' "${subset}/ids" "data/test/${f}" > "${subset}/${f}"
-        done
-        rm "${subset}/ids"
-        python -m espnet_ext.data.datadir fix_spk2utt "${subset}"
+    # The test utterances of the held-out ending / word, test sets of their own.
+    if [ -n "${mini_heldout_digit}" ]; then
+        awk -v d=",${mini_heldout_digit}," 'index(d, "," ($2 % 10) ",") { print $1 }' data/test/utt2num \
+            > data/test.ids
+        test_subset "test_end${mini_heldout_digit//,/}" data/test.ids
     fi
+    if [ -n "${mini_heldout_word}" ]; then
+        awk -v w="${mini_heldout_word}" '{ for (i = 2; i <= NF; i++) if ($i == w) { print $1; next } }' \
+            data/test/text > data/test.ids
+        test_subset "test_${mini_heldout_word}" data/test.ids
+    fi
+    rm -f data/test.ids
     # Every number 0..9999 (those ending in the held-out digit included) and as many from 10000..99999.
     python -m espnet_ext.data.numbers --out data/mini_lm --langs en --modalities text --range 0:9999 \
         --splits "lm=${mini_lm_sentences}" --seed "$((mini_seed + 1))"
