@@ -38,6 +38,11 @@ from torch import nn
 from espnet_ext.errors import ConfigError, InputError
 
 STRATEGIES = ("subset", "group")
+# Initial φ per task and head: "spread", φ ~ U(log 0.01, log 1) as the authors' released code initialises
+# them (each task starts from its own head preference, which the Gumbel draw perturbs), or "zero" (every
+# head equally likely: each training step draws a fresh, random selection for every task, and learning is
+# slower).
+LOGIT_INITS = {"zero": (0.0, 0.0), "spread": (math.log(0.01), 0.0)}
 
 
 class TaskConditioned(nn.Module):
@@ -136,7 +141,13 @@ def group_mask(posterior: torch.Tensor, n_select: int) -> torch.Tensor:
 SELECTION_MASKS = {"subset": subset_mask, "group": group_mask}  # strategy -> eq. (5) or (6)
 
 
-def check_selection_config(n_head: int, head_candidates: int, strategy: str, temperature: float):
+def check_selection_config(
+    n_head: int, head_candidates: int, strategy: str, temperature: float, logit_init: str = "spread"
+):
+    if logit_init not in LOGIT_INITS:
+        raise ConfigError(
+            f"'{logit_init}' is not one of {tuple(LOGIT_INITS)}", key="selection_logit_init"
+        )
     if strategy not in STRATEGIES:
         raise ConfigError(f"'{strategy}' is not one of {STRATEGIES}", key="selection_strategy")
     if head_candidates < n_head:
@@ -173,9 +184,10 @@ class HeadSelectionAttention(TaskConditioned):
         head_candidates: int,
         strategy: str = "group",
         temperature: float = 1.0,
+        logit_init: str = "spread",
     ):
         super().__init__()
-        check_selection_config(n_head, head_candidates, strategy, temperature)
+        check_selection_config(n_head, head_candidates, strategy, temperature, logit_init)
         if num_tasks < 1:
             raise ConfigError(f"needs at least one task, got {num_tasks}", key="num_tasks")
         self.h, self.d_k = n_head, n_feat // n_head
@@ -187,7 +199,8 @@ class HeadSelectionAttention(TaskConditioned):
         self.linear_v = nn.Linear(n_feat, width)
         self.linear_out = nn.Linear(n_head * self.d_k, n_feat)
         self.dropout = nn.Dropout(p=dropout_rate)
-        self.selection_logits = nn.Parameter(torch.zeros(num_tasks, head_candidates))
+        self.selection_logits = nn.Parameter(torch.empty(num_tasks, head_candidates))
+        nn.init.uniform_(self.selection_logits, *LOGIT_INITS[logit_init])
         self.prior = n_head / head_candidates
         self.selection_kl: torch.Tensor | None = None
 

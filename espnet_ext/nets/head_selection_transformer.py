@@ -1,7 +1,8 @@
 """ESPnet Transformer encoders/decoders whose self-attention selects H of H' heads per task.
 
 Each class is the ESPnet (or our CNN-preprocessed, or S2T conv1d) module plus ``num_tasks``, ``head_candidates`` (H'),
-``selection_strategy`` ("group" or "subset") and ``gumbel_temperature`` (τ); H is ``attention_heads``.
+``selection_strategy`` ("group" or "subset"), ``gumbel_temperature`` (τ) and ``selection_logit_init``
+("spread", the default, or "zero"; see ``LOGIT_INITS``); H is ``attention_heads``.
 After ``super().__init__`` every layer's ``self_attn`` becomes a ``HeadSelectionAttention`` of the same
 width and dropout. Source attention of the decoder stays shared (the paper selects in self-attention
 only). Selection in the encoder, the decoder or both (Table 6) is the choice of encoder/decoder class.
@@ -22,7 +23,7 @@ from espnet_ext.nets.multiformer_encoder import S2TTransformerEncoder
 
 
 def select_self_attention_heads(
-    layers, num_tasks: int, head_candidates: int, strategy: str, temperature: float
+    layers, num_tasks: int, head_candidates: int, strategy: str, temperature: float, logit_init: str
 ) -> None:
     """Replace ``self_attn`` of every layer by head selection over ``head_candidates`` heads."""
     for layer in layers:
@@ -35,13 +36,17 @@ def select_self_attention_heads(
             head_candidates,
             strategy,
             temperature,
+            logit_init,
         )
 
 
-def _selection_options(kwargs: dict, num_tasks, head_candidates, strategy, temperature) -> tuple:
+def _selection_options(
+    kwargs: dict, num_tasks, head_candidates, strategy, temperature, logit_init
+) -> tuple:
     # fail on a bad config before ESPnet builds anything
-    check_selection_config(kwargs.get("attention_heads", 4), head_candidates, strategy, temperature)
-    return num_tasks, head_candidates, strategy, temperature
+    heads = kwargs.get("attention_heads", 4)
+    check_selection_config(heads, head_candidates, strategy, temperature, logit_init)
+    return num_tasks, head_candidates, strategy, temperature, logit_init
 
 
 class _HeadSelectionEncoder:
@@ -54,10 +59,16 @@ class _HeadSelectionEncoder:
         head_candidates: int = 8,
         selection_strategy: str = "group",
         gumbel_temperature: float = 1.0,
+        selection_logit_init: str = "spread",
         **kwargs,
     ):
         options = _selection_options(
-            kwargs, num_tasks, head_candidates, selection_strategy, gumbel_temperature
+            kwargs,
+            num_tasks,
+            head_candidates,
+            selection_strategy,
+            gumbel_temperature,
+            selection_logit_init,
         )
         super().__init__(input_size, **kwargs)
         select_self_attention_heads(self.encoders, *options)
@@ -84,10 +95,16 @@ class HeadSelectionTransformerDecoder(TransformerDecoder):
         head_candidates: int = 8,
         selection_strategy: str = "group",
         gumbel_temperature: float = 1.0,
+        selection_logit_init: str = "spread",
         **kwargs,
     ):
         options = _selection_options(
-            kwargs, num_tasks, head_candidates, selection_strategy, gumbel_temperature
+            kwargs,
+            num_tasks,
+            head_candidates,
+            selection_strategy,
+            gumbel_temperature,
+            selection_logit_init,
         )
         super().__init__(vocab_size, encoder_output_size, **kwargs)
         select_self_attention_heads(self.decoders, *options)

@@ -25,9 +25,11 @@ def padding_mask(lengths):
     return (torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]).unsqueeze(1)
 
 
-def layer(candidates=4, tasks=3, strategy="group", dropout=0.0, seed=0):
+def layer(candidates=4, tasks=3, strategy="group", dropout=0.0, seed=0, logit_init="spread"):
     torch.manual_seed(seed)
-    return HeadSelectionAttention(H, DIM, dropout, tasks, candidates, strategy)
+    return HeadSelectionAttention(
+        H, DIM, dropout, tasks, candidates, strategy, logit_init=logit_init
+    )
 
 
 def run(attn, x, task_id, mask=None):
@@ -54,7 +56,7 @@ def test_kl_to_prior_by_hand():
     expected = 0.5 * math.log(2.0) + 0.5 * math.log(0.5 / 0.75)
     assert float(bernoulli_kl(torch.tensor(0.5), 0.25)) == pytest.approx(expected)
     assert float(bernoulli_kl(torch.tensor(0.25), 0.25)) == pytest.approx(0.0, abs=1e-7)
-    attn = layer(candidates=4)  # logits 0 -> q = 1/2 for all 4 heads, prior 2/4
+    attn = layer(candidates=4, logit_init="zero")  # logits 0 -> q = 1/2 for all 4 heads, prior 2/4
     assert float(attn.kl(torch.tensor([0, 1])).detach()) == pytest.approx(0.0, abs=1e-6)
     with torch.no_grad():
         attn.selection_logits[1] = math.log(3.0)  # q = 3/4 against p = 1/2
@@ -209,3 +211,28 @@ def test_parameter_count_and_bad_input():
         set_task_id(attn.eval(), torch.tensor([0, 5]))
     with pytest.raises(InputError, match="task_id"):
         HeadSelectionAttention(H, DIM, 0.0, 2, 4)(torch.randn(1, 2, DIM), *[None] * 3)
+
+
+def test_spread_logit_init_gives_each_task_a_stable_preference():
+    zero = layer(candidates=8, tasks=3, strategy="subset", logit_init="zero")
+    assert zero.selection_logits.eq(0).all()
+    spread = layer(candidates=8, tasks=3, strategy="subset")  # the default
+    logits = spread.selection_logits.detach()
+    assert logits.min() >= math.log(0.01) and logits.max() <= 0.0 and logits.std() > 0.5
+    preferred = [tuple(spread.eval().selection(t)[0].tolist()) for t in range(3)]
+    assert len(set(preferred)) > 1  # tasks start from their own heads
+
+    def share_of_preferred(attn, task, draws=400):
+        attn.train()
+        best = tuple(attn.eval().selection(task)[0].tolist())
+        attn.train()
+        return sum(tuple(attn.selection(task)[0].tolist()) == best for _ in range(draws)) / draws
+
+    torch.manual_seed(1)
+    # φ = 0: each of the C(4 of 8) = 70 subsets about equally likely in a training draw (1.4 %);
+    # spread: the preferred subset is drawn several times as often (16-39 % over five seeds)
+    zero_share = sum(share_of_preferred(zero, t) for t in range(3)) / 3
+    spread_share = sum(share_of_preferred(spread, t) for t in range(3)) / 3
+    assert zero_share < 0.05 and spread_share > 0.1 and spread_share > 4 * zero_share
+    with pytest.raises(ConfigError, match="selection_logit_init"):
+        HeadSelectionAttention(H, DIM, 0.0, 3, 8, "subset", 1.0, logit_init="normal")

@@ -146,15 +146,16 @@ MUSTC_SHARED_ARGS = [
 
 
 # egs/mtedx/asr1 on a tiny multilingual mini corpus (es, it); egs/mtedx/st1 starts from its model.
+# φ starts at 0 (selection_logit_init: zero), so the tests can tell trained logits from initial ones.
 MTEDX_TINY_ASR = (
     """\
 encoder: head_selection_s2t_transformer
 encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1, input_layer: s2t_conv1d,
                conv_channels: 16, use_flash_attn: false, num_tasks: 2, head_candidates: 4,
-               selection_strategy: group}
+               selection_strategy: group, selection_logit_init: zero}
 decoder: head_selection_transformer
 decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false, num_tasks: 2,
-               head_candidates: 4, selection_strategy: group}
+               head_candidates: 4, selection_strategy: group, selection_logit_init: zero}
 model: task_conditioned
 model_conf: {ctc_weight: 0.3, lsm_weight: 0.1, selection_kl_weight: 0.1, task_tags: [es, it]}
 frontend: null

@@ -25,7 +25,10 @@ encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks
 DECODER = (
     "decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false%s}\n"
 )
-SELECTION = ", num_tasks: 2, head_candidates: 4, selection_strategy: group"
+# φ starts at 0, so the tests can tell trained logits from initial ones
+SELECTION = (
+    ", num_tasks: 2, head_candidates: 4, selection_strategy: group, selection_logit_init: zero"
+)
 ADAPTERS = ", num_tasks: 2, adapter_dim: 8"
 LANGUAGES = "encoder_task_tags: [es, it], decoder_task_tags: [en, it], target_languages: [en, it]"
 MODEL = "model: task_conditioned\nmodel_conf: {lsm_weight: 0.1, asr_weight: 0.0, report_bleu: false, %s}\n"

@@ -17,7 +17,10 @@ decoder_conf: {{attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_a
 model: task_conditioned
 model_conf: {{lsm_weight: 0.1, selection_kl_weight: 0.1, task_tags: [de, kk]}}
 """
-SELECTION = ", num_tasks: 2, head_candidates: 4, selection_strategy: group"
+# φ starts at 0, so the tests can tell trained logits from initial ones
+SELECTION = (
+    ", num_tasks: 2, head_candidates: 4, selection_strategy: group, selection_logit_init: zero"
+)
 TINY_LEGO = """\
 frontend: embed
 frontend_conf: {embed_dim: 32}
