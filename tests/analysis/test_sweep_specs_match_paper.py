@@ -112,3 +112,33 @@ def test_iwslt14_lm_weight_grid_decodes_each_column_at_its_lambda_with_paper_mod
         assert shlex.join(train[0]).replace(" --test_sets test", "") == shlex.join(
             [cmd for cmd in paper.invocations(run) if "--inference_tag" not in cmd][0]
         )
+
+
+@pytest.mark.parametrize("spec", ["table1_legonn_ende.yaml", "table1_legonn_ende_mini.yaml"])
+def test_legonn_table1_rows_are_three_seeds_of_one_config_and_every_run_is_used(spec):
+    sweep = load_sweep(EGS / "wmt/mt1/conf/sweeps" / spec)
+    used = set()
+    for table in sweep.analyses:
+        for row in table["rows"]:
+            options = [sweep.runs[run] for run in row["runs"]]
+            (config,) = {re.search(r"--mt_config (\S+)", o).group(1) for o in options}
+            assert config.endswith("_mini.yaml") == spec.endswith("_mini.yaml"), row["label"]
+            seeds = {
+                m.group(1) if (m := re.search(r"--seed (\d+)", o)) else "config" for o in options
+            }
+            assert len(seeds) == 3, row["label"]
+            used.update(row["runs"])
+    assert used == set(sweep.runs)  # no training the table does not show
+
+
+def test_librispeech_paper_noisy_is_paper_yaml_on_noisy_audio():
+    paper = load_sweep(EGS / "librispeech/asr1/conf/sweeps/paper.yaml")
+    noisy = load_sweep(EGS / "librispeech/asr1/conf/sweeps/paper_noisy.yaml")
+    assert (noisy.runs, noisy.decodes, noisy.analyses) == (
+        paper.runs,
+        paper.decodes,
+        paper.analyses,
+    )
+    assert "--mini_snr_db" in noisy.common and "--expdir exp_noisy" in noisy.common
+    assert noisy.result == paper.result.replace("exp/", "exp_noisy/", 1)
+    assert noisy.metric["sets"] == paper.metric["sets"] + ["test_end7"]
