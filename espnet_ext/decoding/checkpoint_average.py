@@ -3,7 +3,8 @@
 Shen et al.'s IWSLT recipe (which the relaxed-attention paper adopts for MT) decodes with the average of
 the last 5 epochs; ESPnet2 only averages the n best by a criterion. Each parameter of the result is
 the elementwise mean over the epochs, θ̄ = (1/N) Σ_e θ_e; integer buffers (e.g. BatchNorm's
-``num_batches_tracked``) get the floor of the mean, as ESPnet's n-best averaging does.
+``num_batches_tracked``) get the floor of the mean (ESPnet's n-best averaging sums them instead, so a
+module that must survive both keeps such values in float buffers).
 
 ESPnet keeps only the ``keep_nbest_models`` best epoch files by each ``best_model_criterion``; the
 criterion ``[train, total_count, max]`` (iterations so far, growing with every epoch) makes its

@@ -169,7 +169,9 @@ class BeamConvIngestor(_Ingestor):
                 key="ingestor.beam_size",
             )
         self.beam_size = beam_size
-        self.register_buffer("trained_beam_size", torch.tensor(beam_size))
+        # A float: ESPnet's n-best averaging divides float tensors by n but sums integer ones, so an
+        # integer here would read n x the beam size in an averaged model.
+        self.register_buffer("trained_beam_size", torch.tensor(float(beam_size)))
         self.token_embedding = torch.nn.Embedding(vocab_size, embed_dim)  # eq. (23)
         self.beam_conv = torch.nn.Conv1d(  # eq. (24)
             beam_size * embed_dim, dim, receptive_field, padding=receptive_field // 2
@@ -181,9 +183,10 @@ class BeamConvIngestor(_Ingestor):
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         trained = state_dict.get(prefix + "trained_beam_size")
-        if trained is not None and int(trained) != self.beam_size:
+        if trained is not None and round(float(trained)) != self.beam_size:
             raise ConfigError(
-                f"these BeamConv weights were trained with beam size {int(trained)}; the convolution "
+                f"these BeamConv weights were trained with beam size {round(float(trained))}; the "
+                "convolution "
                 f"reads p * embed_dim inputs, so beam size {self.beam_size} cannot use them",
                 key="ingestor.beam_size",
             )

@@ -72,6 +72,24 @@ def test_beamconv_refuses_weights_trained_with_another_beam_size():
         BeamConvIngestor(vocab_size=6, dim=8, beam_size=7)
 
 
+def test_beamconv_model_averaged_by_espnet_loads(tmp_path):
+    from espnet2.main_funcs.average_nbest_models import average_nbest_models
+    from espnet2.train.reporter import Reporter
+
+    reporter = Reporter()
+    for epoch in (1, 2):
+        torch.manual_seed(epoch)
+        ingestor = BeamConvIngestor(vocab_size=6, dim=8, beam_size=3, embed_dim=4, **TINY)
+        torch.save(ingestor.state_dict(), tmp_path / f"{epoch}epoch.pth")
+        reporter.set_epoch(epoch)
+        with reporter.observe("valid") as sub:
+            sub.register({"acc": 0.1 * epoch})
+            sub.next()
+    average_nbest_models(tmp_path, reporter, [("valid", "acc", "max")], nbest=2)
+    averaged = torch.load(tmp_path / "valid.acc.ave_2best.pth", weights_only=True)
+    BeamConvIngestor(6, 8, beam_size=3, embed_dim=4, **TINY).load_state_dict(averaged)
+
+
 def test_an_ingestor_refuses_a_distribution_over_another_vocabulary():
     ing = WEmbIngestor(vocab_size=5, dim=8, **TINY)
     with pytest.raises(ConfigError, match="5 tokens.*emits 6"):
