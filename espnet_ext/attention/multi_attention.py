@@ -115,9 +115,12 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
     """ESPnet's multi-head attention whose heads each compute their own attention kind (eq. 23).
 
     Parameters beyond ESPnet's: per Conv head a K and a V convolution (``conv_k.<run>``, ``conv_v.<run>``);
-    per Fast run a buffer of random features (``fast_features_<run>``), redrawn every
-    ``redraw_interval`` training forward calls (as performer-pytorch counts; under DDP the buffers
-    are broadcast from rank 0, so all ranks use one draw).
+    per Fast run random features (``fast_features_<run>``), redrawn every ``redraw_interval`` training
+    forward calls (as performer-pytorch counts; under DDP the buffers are broadcast from rank 0, so all
+    ranks use one draw). The state dict keeps the draw as integers (``fast_draw_<run>``: seed, draw
+    index) and loading regenerates its features: averaging checkpoints (ESPnet's n-best average sums
+    integer tensors, ours floors their mean) then still gives one proper orthogonal draw, where averaged
+    feature matrices of different draws would be shrunken, non-orthogonal directions.
     """
 
     def __init__(
@@ -181,10 +184,14 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
                 features = (
                     head.params[0] if head.params else max(1, int(self.d_k * math.log(self.d_k)))
                 )
+                seed = int(torch.randint(2**31, ()))
+                self.register_buffer(f"fast_draw_{run}", torch.tensor([seed, 0], device=device))
                 self.register_buffer(
                     f"fast_features_{run}",
-                    head_kinds.orthogonal_gaussian(features, self.d_k, device=device),
+                    torch.empty(features, self.d_k, device=device),
+                    persistent=False,
                 )
+                self._draw_features(run)
         if redraw_interval <= 0:
             raise ConfigError(f"redraw_interval must be > 0, got {redraw_interval}", key=key)
         self.redraw_interval = redraw_interval
@@ -210,13 +217,28 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
     def extra_repr(self) -> str:
         return f"heads=[{', '.join(f'{s - f} x {h}' for h, f, s in self.runs)}]"
 
+    def _fast_runs(self) -> list[int]:
+        return [run for run, (head, _, _) in enumerate(self.runs) if head.kind == "fast"]
+
+    def _draw_features(self, run: int) -> None:
+        """``fast_features_<run>`` := the features of its draw (seed, index), made on the CPU."""
+        seed, index = (int(x) for x in getattr(self, f"fast_draw_{run}"))
+        generator = torch.Generator().manual_seed((seed * 1_000_003 + index) % 2**63)
+        features = getattr(self, f"fast_features_{run}")
+        features.copy_(head_kinds.orthogonal_gaussian(*features.shape, generator=generator))
+
     def redraw_features(self) -> None:
         """New random features for every Fast run (Performer's feature redraw)."""
-        for run, (head, _, _) in enumerate(self.runs):
-            if head.kind == "fast":
-                buffer = getattr(self, f"fast_features_{run}")
-                buffer.copy_(head_kinds.orthogonal_gaussian(*buffer.shape, device=buffer.device))
+        for run in self._fast_runs():
+            getattr(self, f"fast_draw_{run}")[1] += 1
+            self._draw_features(run)
         self.calls_since_redraw = 0
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        with torch.no_grad():
+            for run in self._fast_runs():
+                self._draw_features(run)
 
     def forward(self, query, key, value, mask, expand_kv: bool = False):
         if self.all_full and not self.relaxing and not self.smooth_focus:

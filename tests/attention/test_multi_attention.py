@@ -224,7 +224,36 @@ def test_fast_features_are_redrawn_on_schedule_in_training_only():
     assert torch.equal(mhma.fast_features_0, first)
     mhma(x, x, x, None)  # the third call starts a new interval with new features
     assert not torch.equal(mhma.fast_features_0, first)
-    assert "fast_features_0" in mhma.state_dict()  # inference reuses the trained features
+    # inference reuses the trained draw: the state dict holds it, loading regenerates its features
+    assert "fast_draw_0" in mhma.state_dict() and "fast_features_0" not in mhma.state_dict()
+    _, fresh = espnet_and_mhma(["2 x Fast", "2 x Full"])
+    assert not torch.equal(fresh.fast_features_0, mhma.fast_features_0)
+    fresh.load_state_dict(mhma.state_dict())
+    assert torch.equal(fresh.fast_features_0, mhma.fast_features_0)
+
+
+def test_fast_features_of_an_espnet_averaged_model_are_one_proper_draw(tmp_path):
+    from espnet2.main_funcs.average_nbest_models import average_nbest_models
+    from espnet2.train.reporter import Reporter
+
+    reporter = Reporter()
+    _, mhma = espnet_and_mhma(["2 x Fast", "2 x Full"])
+    for epoch in (1, 2):
+        mhma.redraw_features()  # each epoch ends on another draw
+        torch.save(mhma.state_dict(), tmp_path / f"{epoch}epoch.pth")
+        reporter.set_epoch(epoch)
+        with reporter.observe("valid") as sub:
+            sub.register({"acc": 0.1 * epoch})
+            sub.next()
+    average_nbest_models(tmp_path, reporter, [("valid", "acc", "max")], nbest=2)
+    mhma.load_state_dict(torch.load(tmp_path / "valid.acc.ave_2best.pth", weights_only=True))
+    features = mhma.fast_features_0  # (m, d_k) with m >= d_k: its first d_k rows are orthogonal
+    block = features[: mhma.d_k]
+    gram = block @ block.T
+    off_diagonal = gram - torch.diag(torch.diag(gram))
+    assert off_diagonal.abs().max() < 1e-3 * gram.diag().max()
+    norms = block.norm(dim=1)  # χ(d_k) norms, about √d_k, not shrunk by averaging
+    assert 0.7 * mhma.d_k**0.5 < norms.mean() < 1.3 * mhma.d_k**0.5
 
 
 def test_relaxation_acts_on_full_heads_as_relaxed_attention():
