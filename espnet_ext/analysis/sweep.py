@@ -196,6 +196,13 @@ def load_sweep(path) -> Sweep:
             decodes.append(Decode(str(name), str(entry.get("options", "")), entry.get("runs")))
         else:
             decodes.append(Decode(str(name), str(entry or "")))
+    if "{decode}" not in str(spec["result"]):
+        # every decoding is run with --inference_tag <decode name>, so that name is in its output path
+        raise InputError(
+            "the result path must contain {decode} (decodings write under their inference tag)",
+            path=path,
+            key="result",
+        )
     runs = _expand_runs(spec, path)
     for decode in decodes:
         # A name may also stand for a family: relaxed_cross covers relaxed_cross_g0.1, ..._seed2.

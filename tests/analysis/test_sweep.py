@@ -114,6 +114,10 @@ def test_bad_specs_name_the_file(recipe):
     (recipe / "bad2.yaml").write_text(SPEC.replace("runs: [relaxed_cross]", "runs: [nope]"))
     with pytest.raises(InputError, match="unknown runs"):
         load_sweep("bad2.yaml")
+    # decodings write under their inference tag: a fixed directory would never hold their results
+    (recipe / "bad3.yaml").write_text(SPEC.replace("/{decode}/", "/decode_asr/"))
+    with pytest.raises(InputError, match="bad3.yaml.*key 'result'.*must contain {decode}"):
+        load_sweep("bad3.yaml")
 
 
 def test_extends_starts_from_another_spec_and_replaces_whole_keys(recipe):
