@@ -49,12 +49,15 @@ def _selection_options(
     return num_tasks, head_candidates, strategy, temperature, logit_init
 
 
-class _HeadSelectionEncoder:
-    """Mixin before an ESPnet-style encoder class: its layers' self-attention selects heads per task."""
+class _SelectsHeads:
+    """Mixin before an ESPnet-style encoder or decoder class: the self-attention of its layers (the
+    ``_selecting`` attribute) selects heads per task."""
+
+    _selecting = "encoders"  # the attribute holding the layers
 
     def __init__(
         self,
-        input_size: int,
+        *args,
         num_tasks: int = 1,
         head_candidates: int = 8,
         selection_strategy: str = "group",
@@ -62,52 +65,26 @@ class _HeadSelectionEncoder:
         selection_logit_init: str = "spread",
         **kwargs,
     ):
-        options = _selection_options(
-            kwargs,
-            num_tasks,
-            head_candidates,
-            selection_strategy,
-            gumbel_temperature,
-            selection_logit_init,
-        )
-        super().__init__(input_size, **kwargs)
-        select_self_attention_heads(self.encoders, *options)
+        options = (num_tasks, head_candidates, selection_strategy, gumbel_temperature)
+        options = _selection_options(kwargs, *options, selection_logit_init)
+        super().__init__(*args, **kwargs)
+        select_self_attention_heads(getattr(self, self._selecting), *options)
 
 
-class HeadSelectionTransformerEncoder(_HeadSelectionEncoder, TransformerEncoder):
+class HeadSelectionTransformerEncoder(_SelectsHeads, TransformerEncoder):
     pass
 
 
-class HeadSelectionCNNTransformerEncoder(_HeadSelectionEncoder, CNNTransformerEncoder):
+class HeadSelectionCNNTransformerEncoder(_SelectsHeads, CNNTransformerEncoder):
     pass
 
 
-class HeadSelectionS2TTransformerEncoder(_HeadSelectionEncoder, S2TTransformerEncoder):
+class HeadSelectionS2TTransformerEncoder(_SelectsHeads, S2TTransformerEncoder):
     """The paper's S2T Transformer (fairseq's conv1d sub-sampler, ``input_layer: s2t_conv1d``)."""
 
 
-class HeadSelectionTransformerDecoder(TransformerDecoder):
-    def __init__(
-        self,
-        vocab_size: int,
-        encoder_output_size: int,
-        num_tasks: int = 1,
-        head_candidates: int = 8,
-        selection_strategy: str = "group",
-        gumbel_temperature: float = 1.0,
-        selection_logit_init: str = "spread",
-        **kwargs,
-    ):
-        options = _selection_options(
-            kwargs,
-            num_tasks,
-            head_candidates,
-            selection_strategy,
-            gumbel_temperature,
-            selection_logit_init,
-        )
-        super().__init__(vocab_size, encoder_output_size, **kwargs)
-        select_self_attention_heads(self.decoders, *options)
+class HeadSelectionTransformerDecoder(_SelectsHeads, TransformerDecoder):
+    _selecting = "decoders"
 
 
 def selection_kl(model: nn.Module):
