@@ -139,6 +139,29 @@ def test_word_exclusion_removes_the_word_from_train_but_keeps_longer_words():
     assert both.excluded(np.array([17, 70, 700])).tolist() == [True, False, True]
 
 
+def test_domain_splits_follow_their_digit_pattern_and_the_others_stay_uniform():
+    # Tens digit = hundreds digit: 90 of 100..999 (h = t in 1..9, any units) and 900 of 1000..9999 (any
+    # thousands digit, h = t in 0..9, any units: 1000 and 4005 too), 990 of the 10,000.
+    spec = CorpusSpec(
+        splits=(("train", 2000), ("dev", 100), ("test", 100)),
+        domain_digits=r"\d*(\d)\1\d",
+        domain_splits=("dev", "test"),
+    )
+    assert spec.in_domain(np.array([220, 3335, 4005, 99, 3353, 1000, 1110, 5])).tolist() == [
+        True, True, True, False, False, True, True, False,
+    ]  # fmt: skip
+    plan = plan_corpus(spec)
+    for split in ("dev", "test"):
+        assert all((u.number // 10) % 10 == (u.number // 100) % 10 >= 0 and u.number >= 100
+                   for u in plan[split])  # fmt: skip
+    # train is drawn first, from the whole range: the pattern there at its natural rate (~10 %).
+    in_train = sum((u.number // 10) % 10 == (u.number // 100) % 10 and u.number >= 100
+                   for u in plan["train"])  # fmt: skip
+    assert 140 <= in_train <= 260
+    numbers = [u.number for utts in plan.values() for u in utts]
+    assert len(set(numbers)) == len(numbers)  # still disjoint
+
+
 def test_speakers_disjoint_by_default_and_shared_on_request():
     plan = plan_corpus(SPEC)
     speakers = {split: {u.speaker for u in utts} for split, utts in plan.items()}
@@ -170,6 +193,10 @@ def test_plan_is_deterministic_and_seed_dependent():
         (dict(exclude_words=("Seven",)), "single lower-case words"),
         (dict(exclude_words=("seven hundred",)), "single lower-case words"),
         (dict(exclude_words=("seven",), exclude_words_lang="xx"), "exclude_words_lang"),
+        (dict(domain_digits="(", domain_splits=("train",)), "not a regular expression"),
+        (dict(domain_digits=r"\d", domain_splits=("valid",)), "unknown splits"),
+        (dict(domain_digits=r"\d"), "go together"),
+        (dict(splits=(("train", 3),), domain_digits="12", domain_splits=("train",)), "domain pattern"),
         (dict(speakers="mixed"), "disjoint"),
         (dict(num_range=(0, 10**9)), "spans more than"),
         (dict(seed=-1), "seed"),

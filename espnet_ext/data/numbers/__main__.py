@@ -86,7 +86,8 @@ examples:
   MT corpus (text):  --out data/mt --langs de,en --modalities text --splits train=6000,dev=300,test=300
   LM text, wider:    --out data/lm --modalities text --range 0:99999 --splits train=50000
   held-out pattern:  --exclude_last_digit 7   (no number ending in 7 in train)
-  held-out word:     --exclude_words seven    (no "seven" in train; "seventy" stays)""",
+  held-out word:     --exclude_words seven    (no "seven" in train; "seventy" stays)
+  test domain:       --domain_digits '\\d*(\\d)\\1\\d' --domain_splits dev,test  (3,335; 1,557; 220)""",
     )
     parser.add_argument(
         "--out", type=Path, required=True, help="corpus root; one data dir per split below it"
@@ -148,6 +149,18 @@ examples:
         help="splits that --exclude_last_digit and --exclude_words apply to (default: %(default)s)",
     )
     parser.add_argument(
+        "--domain_digits",
+        default="",
+        help="a regular expression the decimal digits of every number of --domain_splits must match "
+        "(whole), e.g. '\\d*(\\d)\\1\\d': the tens digit repeats the hundreds digit",
+    )
+    parser.add_argument(
+        "--domain_splits",
+        type=comma_list,
+        default="",
+        help="splits whose numbers follow --domain_digits (e.g. dev,test: a test domain)",
+    )
+    parser.add_argument(
         "--speakers",
         choices=("disjoint", "shared"),
         default="disjoint",
@@ -204,6 +217,8 @@ def main(argv=None) -> None:
         exclude_words=args.exclude_words,
         exclude_words_lang=args.exclude_words_lang,
         exclude_splits=args.exclude_splits,
+        domain_digits=args.domain_digits,
+        domain_splits=args.domain_splits,
         speakers=args.speakers,
         num_speakers=args.num_speakers,
     )

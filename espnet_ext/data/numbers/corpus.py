@@ -15,8 +15,11 @@ Design choices:
 - Numbers are disjoint across splits. Filters hold a pattern out of the filtered splits (train by
   default): ``exclude_last_digits`` an ending, ``exclude_words`` whole words of the numbers' written form
   in ``exclude_words_lang`` (e.g. "seven": no "seven" in the training targets at all, while "seventy"
-  stays, so the sound is still heard). Unfiltered splits are drawn first, so dev/test are uniform samples
-  of the whole range and the held-out pattern appears there at its natural rate.
+  stays, so the sound is still heard). ``domain_digits`` does the opposite for ``domain_splits``: their
+  numbers all match a pattern of their decimal digits (e.g. ``\d*(\d)\1\d``, the tens digit repeats the
+  hundreds digit), a test domain with a regularity that uniform training transcripts lack and an LM
+  trained on that domain's text can learn. Unfiltered splits are drawn first, so dev/test are uniform
+  samples of the whole range (unless restricted) and a held-out pattern appears there at its natural rate.
 - Speakers are disjoint across splits by default, as in LibriSpeech: test speakers are unseen voices
   (an unseen base rate/pitch on a voice variant the model has heard), which is what an ASR test should
   measure. ``speakers="shared"`` reuses the same speakers in every split.
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -58,6 +62,8 @@ class CorpusSpec:
     exclude_words: tuple[str, ...] = ()  # whole words, as number_to_words writes them
     exclude_words_lang: str = "en"
     exclude_splits: tuple[str, ...] = ("train",)  # splits the exclusions apply to
+    domain_digits: str = ""  # regex their decimal digits must match (all of them), in domain_splits
+    domain_splits: tuple[str, ...] = ()
     speakers: str = "disjoint"  # or "shared" across splits
     num_speakers: int = 12  # per split
 
@@ -89,6 +95,15 @@ class CorpusSpec:
         unknown = set(self.exclude_splits) - set(names)
         if self.excludes and unknown:
             raise ConfigError(f"exclusion names unknown splits: {', '.join(sorted(unknown))}")
+        try:
+            re.compile(self.domain_digits)
+        except re.error as e:
+            raise ConfigError(f"domain_digits '{self.domain_digits}' is not a regular expression: {e}")
+        unknown = set(self.domain_splits) - set(names)
+        if unknown:
+            raise ConfigError(f"domain_splits names unknown splits: {', '.join(sorted(unknown))}")
+        if bool(self.domain_digits) != bool(self.domain_splits):
+            raise ConfigError("domain_digits and domain_splits go together: give both or neither")
         if self.speakers not in ("disjoint", "shared"):
             raise ConfigError(f"speakers must be 'disjoint' or 'shared', got '{self.speakers}'")
         if self.num_speakers < 1:
@@ -109,6 +124,16 @@ class CorpusSpec:
                 dtype=bool,
             )
         return out
+
+
+    def in_domain(self, numbers: np.ndarray) -> np.ndarray:
+        """(N,) bool: which of ``numbers`` the domain splits may use (their digits match domain_digits)."""
+        pattern = re.compile(self.domain_digits)
+        return np.array([pattern.fullmatch(str(int(n))) is not None for n in numbers], dtype=bool)
+
+    def restricts(self, split: str) -> bool:
+        """Whether the numbers of ``split`` are not a uniform sample of the range."""
+        return (self.excludes and split in self.exclude_splits) or split in self.domain_splits
 
 
 def comma_list(text: str) -> tuple[str, ...]:
@@ -161,18 +186,20 @@ def _split_numbers(spec: CorpusSpec, rng: np.random.Generator) -> dict[str, list
     order = rng.permutation(hi - lo + 1) + lo
     used = np.zeros(hi - lo + 1, dtype=bool)
     excluded = spec.excluded(order) if spec.excludes else np.zeros(len(order), dtype=bool)
+    in_domain = spec.in_domain(order) if spec.domain_splits else np.ones(len(order), dtype=bool)
     numbers = {}
-    # Unfiltered splits first: they then sample the range uniformly (see the module doc).
-    filtered = [name in spec.exclude_splits and spec.excludes for name, _ in spec.splits]
-    for (name, size), _ in sorted(zip(spec.splits, filtered), key=lambda item: item[1]):
+    # Unrestricted splits first: they then sample the range uniformly (see the module doc).
+    for name, size in sorted(spec.splits, key=lambda split: spec.restricts(split[0])):
         allowed = ~used[order - lo]
         if name in spec.exclude_splits:
             allowed &= ~excluded
+        if name in spec.domain_splits:
+            allowed &= in_domain
         chosen = order[allowed][:size]
         if len(chosen) < size:
             raise ConfigError(
                 f"split '{name}' wants {size} numbers but only {len(chosen)} of {lo}:{hi} remain "
-                "(after earlier splits and exclusions)"
+                "(after earlier splits, exclusions and the domain pattern)"
             )
         used[chosen - lo] = True
         numbers[name] = sorted(int(n) for n in chosen)
