@@ -142,3 +142,17 @@ def test_librispeech_paper_noisy_is_paper_yaml_on_noisy_audio():
     assert "--mini_snr_db" in noisy.common and "--expdir exp_noisy" in noisy.common
     assert noisy.result == paper.result.replace("exp/", "exp_noisy/", 1)
     assert noisy.metric["sets"] == paper.metric["sets"] + ["test_end7"]
+
+
+def test_librispeech_paper_domain_is_paper_yaml_on_the_noisy_test_domain():
+    paper = load_sweep(EGS / "librispeech/asr1/conf/sweeps/paper.yaml")
+    domain = load_sweep(EGS / "librispeech/asr1/conf/sweeps/paper_domain.yaml")
+    assert (domain.runs, domain.decodes, domain.analyses) == (
+        paper.runs,
+        paper.decodes,
+        paper.analyses,
+    )
+    for option in ("--mini_snr_db", "--mini_test_domain true", "--mini_heldout_digit none"):
+        assert option in domain.common
+    assert domain.result == paper.result.replace("exp/", "exp_domain/", 1)
+    assert domain.metric["sets"] == paper.metric["sets"]

@@ -1,9 +1,11 @@
 """egs/librispeech/asr1 end to end on a tiny mini corpus: every stage, LM fusion, reruns, resume, bad input."""
 
+import os
 import re
+import subprocess
 
 import pytest
-from recipe_fixture import TINY_ARGS, run, run_until
+from recipe_fixture import TINY_ARGS, make_recipe_copy, run, run_until
 
 
 @pytest.fixture
@@ -186,3 +188,32 @@ def test_bad_transcript_fails_validation_naming_file_and_line(finished):
         assert not (recipe / "dump_badtext" / ".stages" / "stage1.done").exists()
     finally:
         mini_text.write_bytes(good)
+
+
+def test_test_domain_puts_its_pattern_in_dev_test_and_the_extended_lm_only(tmp_path):
+    # local/data.sh alone (no training): --mini_test_domain true draws dev/test from the repeated-tens domain
+    # (tens digit = hundreds digit), trains on the uniform range, and gives the extended LM that domain's text.
+    recipe = make_recipe_copy("librispeech", "asr1", tmp_path)
+    out = subprocess.run(
+        ["local/data.sh", "--mini_splits", "train=40,dev=6,test=6", "--mini_heldout_digit", "none",
+         "--mini_test_domain", "true"],  # fmt: skip
+        cwd=recipe, env={**os.environ, "LIBRISPEECH": ""}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-4000:]
+
+    def numbers(path):
+        return [int(line.split()[1]) for line in (recipe / path).read_text().splitlines()]
+
+    def in_domain(n):
+        return n >= 100 and (n // 10) % 10 == (n // 100) % 10
+
+    assert all(in_domain(n) for n in numbers("data/dev/utt2num") + numbers("data/test/utt2num"))
+    train = numbers("data/train/utt2num")
+    assert sum(in_domain(n) for n in train) < len(train) / 2 and any(n % 10 == 7 for n in train)
+    assert not (recipe / "data" / "test_end7").exists()  # no ending held out
+    extended = (recipe / "data" / "lm_extended" / "text").read_text().splitlines()
+    lm_numbers = [int(line.split()[0].rsplit("-", 1)[1]) for line in extended]
+    assert len(extended) > 9000 and all(in_domain(n) for n in lm_numbers)
+    heard = {line.split(maxsplit=1)[1] for name in ("dev", "test")
+             for line in (recipe / "data" / name / "text").read_text().splitlines()}  # fmt: skip
+    assert not heard & {line.split(maxsplit=1)[1] for line in extended}

@@ -13,6 +13,12 @@
 #    "seventy", so the sound is heard) while about 27 % of dev/test sentences do, and only an LM that saw
 #    the extended text knows the word; data/test_<word> holds those test utterances. Off by default: the
 #    main job's test WER measures the whole task.
+#    --mini_test_domain true (conf/sweeps/paper_domain.yaml): dev and test come from a domain whose numbers
+#    repeat their hundreds digit in the tens (3,335; 1,557; 220), which the uniform training transcripts
+#    do not prefer, and the extended LM text is that domain's (its numbers of 0..9999 and 10000..99999,
+#    dev/test sentences removed): the LM knows a regularity of the test text that the decoder's internal
+#    LM never learnt, as a LibriSpeech LM knows book text beyond the transcripts. With noisy audio the
+#    acoustic model confuses tens ("thirty" / "twenty"), which the domain LM can settle.
 #  - LIBRISPEECH set: the OpenSLR release read from ${LIBRISPEECH} (downloaded there first with
 #    --download true), written as data/{train_clean_100,dev_clean,dev_other,test_clean,test_other}, plus
 #    data/dev = dev_clean + dev_other for validation; the extended LM text is the LibriSpeech LM corpus
@@ -23,9 +29,10 @@ download=false
 parts="train-clean-100 dev-clean dev-other test-clean test-other"
 mini_splits="train=2000,dev=200,test=200"
 mini_seed=0
-mini_heldout_digit=7    # empty: no held-out ending
+mini_heldout_digit=7    # none: no held-out ending
 mini_heldout_word=""    # e.g. seven: numbers with that word held out of training too
 mini_snr_db=""          # e.g. 0:10: white noise at an SNR uniform in 0..10 dB (empty: clean audio)
+mini_test_domain=false  # true: dev/test and the extended LM text from the repeated-tens domain (above)
 mini_lm_sentences=10000     # of 0..9999 (10000: every number)
 mini_lm_wide_sentences=10000
 lm_max_lines=""         # real corpus: cap the LM text (empty: all 40 M sentences)
@@ -34,6 +41,18 @@ nj=2
 . ./path.sh
 . utils/parse_options.sh
 . ./db.sh
+
+[ "${mini_heldout_digit}" = none ] && mini_heldout_digit=""
+domain_digits='\d*(\d)\1\d'   # the test domain: tens digit = hundreds digit (990 of 0..9999)
+domain_opts=()                  # the corpus' dev/test; lm_domain_opts: the LM text's
+lm_domain_opts=()
+if [ "${mini_test_domain}" = true ]; then
+    domain_opts=(--domain_digits "${domain_digits}" --domain_splits dev,test)
+    lm_domain_opts=(--domain_digits "${domain_digits}" --domain_splits lm)
+    # the domain holds 990 numbers of 0..9999 and 9,000 of 10000..99999
+    mini_lm_sentences=$(( mini_lm_sentences < 990 ? mini_lm_sentences : 990 ))
+    mini_lm_wide_sentences=$(( mini_lm_wide_sentences < 9000 ? mini_lm_wide_sentences : 9000 ))
+fi
 
 # test_subset NAME IDS: data/NAME, the test utterances listed in the file IDS (one id per line)
 test_subset() {
@@ -58,7 +77,7 @@ if [ -z "${LIBRISPEECH}" ]; then
         --splits "${mini_splits}" --seed "${mini_seed}" --nj "${nj}" \
         ${mini_heldout_digit:+--exclude_last_digit "${mini_heldout_digit}"} \
         ${mini_heldout_word:+--exclude_words "${mini_heldout_word}"} \
-        ${mini_snr_db:+--snr_db="${mini_snr_db}"}
+        ${mini_snr_db:+--snr_db="${mini_snr_db}"} "${domain_opts[@]}"
     for split in train dev test; do
         rm -rf "data/${split}"
         cp -r "data/mini/${split}" "data/${split}"
@@ -75,11 +94,12 @@ if [ -z "${LIBRISPEECH}" ]; then
         test_subset "test_${mini_heldout_word}" data/test.ids
     fi
     rm -f data/test.ids
-    # Every number 0..9999 (those ending in the held-out digit included) and as many from 10000..99999.
+    # Every number 0..9999 (those ending in the held-out digit included) and as many from 10000..99999;
+    # with --mini_test_domain true the domain's numbers of both ranges.
     python -m espnet_ext.data.numbers --out data/mini_lm --langs en --modalities text --range 0:9999 \
-        --splits "lm=${mini_lm_sentences}" --seed "$((mini_seed + 1))"
+        --splits "lm=${mini_lm_sentences}" --seed "$((mini_seed + 1))" "${lm_domain_opts[@]}"
     python -m espnet_ext.data.numbers --out data/mini_lm_wide --langs en --modalities text --range 10000:99999 \
-        --splits "lm=${mini_lm_wide_sentences}" --seed "$((mini_seed + 1))"
+        --splits "lm=${mini_lm_wide_sentences}" --seed "$((mini_seed + 1))" "${lm_domain_opts[@]}"
     mkdir -p data/lm_extended
     awk '{ $1 = "narrow_" $1; print }' data/mini_lm/lm/text > data/lm_extended/all.tmp
     awk '{ $1 = "wide_" $1; print }' data/mini_lm_wide/lm/text >> data/lm_extended/all.tmp
