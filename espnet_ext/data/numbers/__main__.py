@@ -8,7 +8,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from espnet_ext.data.numbers.corpus import CorpusSpec, comma_list, generate_corpus, name_sizes
+from espnet_ext.data.numbers.corpus import (
+    DIGIT_DOMAINS,
+    CorpusSpec,
+    comma_list,
+    generate_corpus,
+    name_sizes,
+    resolve_domain,
+)
 from espnet_ext.data.numbers.modality import Modality
 from espnet_ext.data.numbers.speech import SpeechModality
 from espnet_ext.data.numbers.text import PhonemeModality, TextModality
@@ -87,7 +94,7 @@ examples:
   LM text, wider:    --out data/lm --modalities text --range 0:99999 --splits train=50000
   held-out pattern:  --exclude_last_digit 7   (no number ending in 7 in train)
   held-out word:     --exclude_words seven    (no "seven" in train; "seventy" stays)
-  test domain:       --domain_digits '\\d*(\\d)\\1\\d' --domain_splits dev,test  (3,335; 1,557; 220)""",
+  test domain:       --domain_digits repeated_tens --domain_splits dev,test  (3,335; 1,557; 220)""",
     )
     parser.add_argument(
         "--out", type=Path, required=True, help="corpus root; one data dir per split below it"
@@ -152,7 +159,7 @@ examples:
         "--domain_digits",
         default="",
         help="a regular expression the decimal digits of every number of --domain_splits must match "
-        "(whole), e.g. '\\d*(\\d)\\1\\d': the tens digit repeats the hundreds digit",
+        f"(whole), or a named one: {', '.join(f'{k} = {v}' for k, v in DIGIT_DOMAINS.items())}",
     )
     parser.add_argument(
         "--domain_splits",
@@ -217,7 +224,7 @@ def main(argv=None) -> None:
         exclude_words=args.exclude_words,
         exclude_words_lang=args.exclude_words_lang,
         exclude_splits=args.exclude_splits,
-        domain_digits=args.domain_digits,
+        domain_digits=resolve_domain(args.domain_digits),
         domain_splits=args.domain_splits,
         speakers=args.speakers,
         num_speakers=args.num_speakers,

@@ -49,6 +49,14 @@ from espnet_ext.fileio import atomic_write
 GENERATOR_VERSION = 1  # bump when the same settings would produce different output
 COMPLETE = ".complete"
 MAX_RANGE_SIZE = 10_000_000  # the plan permutes the whole range
+# Named digit domains (domain_digits): repeated_tens, the tens digit repeats the hundreds digit (3,335;
+# 1,557; 220): 990 of 0..9999, 9,000 of 10000..99999.
+DIGIT_DOMAINS = {"repeated_tens": r"\d*(\d)\1\d"}
+
+
+def resolve_domain(domain_digits: str) -> str:
+    """The regular expression of a named digit domain; any other value is taken as a regular expression."""
+    return DIGIT_DOMAINS.get(domain_digits, domain_digits)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,10 @@
 #    sentence, so the LM never saw a test target either. An LM on the MT training targets only
 #    ("transcripts") cannot help there; the extended one can when the decoder's internal LM is suppressed:
 #    the relaxed-attention paper's IWSLT14 + MuST-C LM setting (§4.3) in miniature.
+#    --mini_test_domain true (conf/sweeps/paper_domain.yaml): valid and test come from a domain whose numbers
+#    repeat their hundreds digit in the tens (3,335; 1,557; 220), which the uniform training targets do not
+#    prefer, and the extended LM text is that domain's: the LM knows a regularity of the test targets that
+#    the decoder's internal LM never learnt.
 #  - IWSLT14 set: the IWSLT 2014 de-en release read from ${IWSLT14} (fetched there first with
 #    --download true), split as fairseq's prepare-iwslt14.sh (valid = every 23rd training pair, test =
 #    dev2010 + dev2012 + tst2010 + tst2011 + tst2012; see espnet_ext/data/iwslt14.py), lowercased as there
@@ -22,14 +26,24 @@ download=false
 lowercase=true
 mini_splits="train=4000,valid=300,test=300"
 mini_seed=0
-mini_heldout_digit=7    # empty: no held-out ending
-mini_heldout_word=seven # English; empty: no held-out word
+mini_heldout_digit=7    # none: no held-out ending
+mini_heldout_word=seven # English; none: no held-out word
+mini_test_domain=false  # true: valid/test and the extended LM text from the repeated-tens domain (above)
 mini_lm_sentences=10000     # of 0..9999 (10000: every number)
 mini_lm_wide_sentences=10000
 
 . ./path.sh
 . utils/parse_options.sh
 . ./db.sh
+
+[ "${mini_heldout_digit}" = none ] && mini_heldout_digit=""
+[ "${mini_heldout_word}" = none ] && mini_heldout_word=""
+domain_opts=()      # the test domain's options for the corpus (valid/test) and for the LM text
+lm_domain_opts=()
+if [ "${mini_test_domain}" = true ]; then
+    domain_opts=(--domain_digits repeated_tens --domain_splits valid,test)
+    lm_domain_opts=(--domain_digits repeated_tens)
+fi
 
 # keep_unseen TEXT EXCLUDED... : TEXT without the sentences of the EXCLUDED Kaldi text files
 keep_unseen() {
@@ -44,19 +58,19 @@ if [ -z "${IWSLT14}" ]; then
     python -m espnet_ext.data.numbers --out data/mini --langs de,en --modalities text \
         --splits "${mini_splits}" --seed "${mini_seed}" \
         ${mini_heldout_digit:+--exclude_last_digit "${mini_heldout_digit}"} \
-        ${mini_heldout_word:+--exclude_words "${mini_heldout_word}" --exclude_words_lang en}
+        ${mini_heldout_word:+--exclude_words "${mini_heldout_word}" --exclude_words_lang en} \
+        "${domain_opts[@]}"
     for split in train valid test; do
         rm -rf "data/${split}"
         mkdir -p "data/${split}"
         cp "data/mini/${split}/text.de" "data/mini/${split}/text.en" "data/${split}/"
         cp "data/mini/${split}/text.en" "data/${split}/text"   # the target side under ESPnet's name
     done
-    python -m espnet_ext.data.numbers --out data/mini_lm --langs en --modalities text --range 0:9999 \
-        --splits "lm=${mini_lm_sentences}" --seed "$((mini_seed + 1))"
-    python -m espnet_ext.data.numbers --out data/mini_lm_wide --langs en --modalities text --range 10000:99999 \
-        --splits "lm=${mini_lm_wide_sentences}" --seed "$((mini_seed + 1))"
-    awk '{ $1 = "narrow_" $1; print }' data/mini_lm/lm/text > data/lm_extended/all.tmp
-    awk '{ $1 = "wide_" $1; print }' data/mini_lm_wide/lm/text >> data/lm_extended/all.tmp
+    # English words of 0..9999 and as many of 10000..99999 (with --mini_test_domain true only the
+    # domain's); the valid/test sentences are removed below.
+    python -m espnet_ext.data.numbers.lm_text --out data/lm_extended/all.tmp --seed "$((mini_seed + 1))" \
+        --narrow "0:9999=${mini_lm_sentences}" --wide "10000:99999=${mini_lm_wide_sentences}" \
+        "${lm_domain_opts[@]}"
 else
     if [ "${download}" = true ]; then
         python -m espnet_ext.data.iwslt14 download --dest "${IWSLT14}"

@@ -43,15 +43,11 @@ nj=2
 . ./db.sh
 
 [ "${mini_heldout_digit}" = none ] && mini_heldout_digit=""
-domain_digits='\d*(\d)\1\d'   # the test domain: tens digit = hundreds digit (990 of 0..9999)
-domain_opts=()                  # the corpus' dev/test; lm_domain_opts: the LM text's
+domain_opts=()      # the test domain's options for the corpus (dev/test) and for the LM text
 lm_domain_opts=()
 if [ "${mini_test_domain}" = true ]; then
-    domain_opts=(--domain_digits "${domain_digits}" --domain_splits dev,test)
-    lm_domain_opts=(--domain_digits "${domain_digits}" --domain_splits lm)
-    # the domain holds 990 numbers of 0..9999 and 9,000 of 10000..99999
-    mini_lm_sentences=$(( mini_lm_sentences < 990 ? mini_lm_sentences : 990 ))
-    mini_lm_wide_sentences=$(( mini_lm_wide_sentences < 9000 ? mini_lm_wide_sentences : 9000 ))
+    domain_opts=(--domain_digits repeated_tens --domain_splits dev,test)
+    lm_domain_opts=(--domain_digits repeated_tens)
 fi
 
 # test_subset NAME IDS: data/NAME, the test utterances listed in the file IDS (one id per line)
@@ -62,14 +58,6 @@ test_subset() {
         awk 'NR == FNR { keep[$1]; next } $1 in keep' "${ids}" "data/test/${f}" > "${subset}/${f}"
     done
     python -m espnet_ext.data.datadir fix_spk2utt "${subset}"
-}
-
-# keep_unseen TEXT EXCLUDED... : TEXT without the sentences of the EXCLUDED Kaldi text files
-keep_unseen() {
-    local text=$1
-    shift
-    awk 'FILENAME != ARGV[ARGC - 1] { $1 = ""; seen[substr($0, 2)] = 1; next }
-         { line = $0; $1 = ""; if (!(substr($0, 2) in seen)) print line }' "$@" "${text}"
 }
 
 if [ -z "${LIBRISPEECH}" ]; then
@@ -94,18 +82,11 @@ if [ -z "${LIBRISPEECH}" ]; then
         test_subset "test_${mini_heldout_word}" data/test.ids
     fi
     rm -f data/test.ids
-    # Every number 0..9999 (those ending in the held-out digit included) and as many from 10000..99999;
-    # with --mini_test_domain true the domain's numbers of both ranges.
-    python -m espnet_ext.data.numbers --out data/mini_lm --langs en --modalities text --range 0:9999 \
-        --splits "lm=${mini_lm_sentences}" --seed "$((mini_seed + 1))" "${lm_domain_opts[@]}"
-    python -m espnet_ext.data.numbers --out data/mini_lm_wide --langs en --modalities text --range 10000:99999 \
-        --splits "lm=${mini_lm_wide_sentences}" --seed "$((mini_seed + 1))" "${lm_domain_opts[@]}"
-    mkdir -p data/lm_extended
-    awk '{ $1 = "narrow_" $1; print }' data/mini_lm/lm/text > data/lm_extended/all.tmp
-    awk '{ $1 = "wide_" $1; print }' data/mini_lm_wide/lm/text >> data/lm_extended/all.tmp
-    keep_unseen data/lm_extended/all.tmp data/dev/text data/test/text > data/lm_extended/text.tmp
-    mv data/lm_extended/text.tmp data/lm_extended/text
-    rm data/lm_extended/all.tmp
+    # Every number 0..9999 (those ending in the held-out digit included) and as many from 10000..99999
+    # (with --mini_test_domain true the domain's numbers of both), no dev/test sentence.
+    python -m espnet_ext.data.numbers.lm_text --out data/lm_extended/text --seed "$((mini_seed + 1))" \
+        --narrow "0:9999=${mini_lm_sentences}" --wide "10000:99999=${mini_lm_wide_sentences}" \
+        "${lm_domain_opts[@]}" --exclude data/dev/text data/test/text
     exit 0
 fi
 
