@@ -156,3 +156,17 @@ def test_librispeech_paper_domain_is_paper_yaml_on_the_noisy_test_domain():
         assert option in domain.common
     assert domain.result == paper.result.replace("exp/", "exp_domain/", 1)
     assert domain.metric["sets"] == paper.metric["sets"]
+
+
+def test_iwslt14_paper_domain_is_paper_yaml_on_the_noisy_source_test_domain():
+    paper = load_sweep(EGS / "iwslt14/mt1/conf/sweeps/paper.yaml")
+    domain = load_sweep(EGS / "iwslt14/mt1/conf/sweeps/paper_domain.yaml")
+    assert (domain.runs, domain.decodes, domain.analyses, domain.metric) == (
+        paper.runs,
+        paper.decodes,
+        paper.analyses,
+        paper.metric,
+    )
+    for option in ("--mini_test_domain true", "--mini_source_noise", "--mini_heldout_word none"):
+        assert option in domain.common
+    assert domain.result == paper.result.replace("exp/", "exp_domain/", 1)

@@ -1,7 +1,9 @@
 """egs/iwslt14/mt1 end to end on a tiny mini corpus: every stage, joint vocabulary, LM fusion, λ grid, reruns."""
 
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -301,3 +303,31 @@ def test_real_release_layout_through_stages_one_to_three(tmp_path):
         "ext-000000003": "and this is new."
     }
     assert (recipe / "data" / "token_list" / "bpe_unigram80_deen" / "bpe.model").exists()
+
+
+def test_noisy_source_test_domain_data(tmp_path):
+    # local/data.sh alone: valid/test from the repeated-tens domain, uniform training targets with nothing
+    # held out, the extended LM on the domain's English, and noisy German in every split.
+    recipe = make_recipe_copy("iwslt14", "mt1", tmp_path)
+    out = subprocess.run(
+        ["local/data.sh", "--mini_splits", "train=60,valid=6,test=6", "--mini_heldout_digit", "none",
+         "--mini_heldout_word", "none", "--mini_test_domain", "true", "--mini_source_noise", "0.3"],
+        cwd=recipe, env={**os.environ, "IWSLT14": ""}, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-4000:]
+
+    def numbers(split):
+        return [int(line.split()[0].rsplit("-", 1)[1])
+                for line in (recipe / "data" / split / "text").read_text().splitlines()]  # fmt: skip
+
+    def in_domain(n):
+        return n >= 100 and (n // 10) % 10 == (n // 100) % 10
+
+    assert all(in_domain(n) for n in numbers("valid") + numbers("test"))
+    assert not all(in_domain(n) for n in numbers("train")) and any(n % 10 == 7 for n in numbers("train"))
+    extended = (recipe / "data" / "lm_extended" / "text").read_text().splitlines()
+    assert len(extended) > 9000 and all(in_domain(int(line.split()[0].rsplit("-", 1)[1])) for line in extended)
+    german = (recipe / "data" / "train" / "text.de").read_text().splitlines()
+    clean = (recipe / "data" / "mini" / "train" / "text.de").read_text().splitlines()
+    assert [line.split()[0] for line in german] == [line.split()[0] for line in clean]
+    assert sum(a != b for a, b in zip(german, clean)) > len(clean) / 2  # most sentences carry noise

@@ -14,7 +14,9 @@
 #    --mini_test_domain true (conf/sweeps/paper_domain.yaml): valid and test come from a domain whose numbers
 #    repeat their hundreds digit in the tens (3,335; 1,557; 220), which the uniform training targets do not
 #    prefer, and the extended LM text is that domain's: the LM knows a regularity of the test targets that
-#    the decoder's internal LM never learnt.
+#    the decoder's internal LM never learnt. --mini_source_noise P replaces each German character with
+#    probability P in every split (espnet_ext.data.text_noise), the analogue of noisy audio: the model has to
+#    guess some source words, and there the domain LM can settle the choice.
 #  - IWSLT14 set: the IWSLT 2014 de-en release read from ${IWSLT14} (fetched there first with
 #    --download true), split as fairseq's prepare-iwslt14.sh (valid = every 23rd training pair, test =
 #    dev2010 + dev2012 + tst2010 + tst2011 + tst2012; see espnet_ext/data/iwslt14.py), lowercased as there
@@ -29,6 +31,7 @@ mini_seed=0
 mini_heldout_digit=7    # none: no held-out ending
 mini_heldout_word=seven # English; none: no held-out word
 mini_test_domain=false  # true: valid/test and the extended LM text from the repeated-tens domain (above)
+mini_source_noise=""    # e.g. 0.2: German characters replaced with that probability in every split (above)
 mini_lm_sentences=10000     # of 0..9999 (10000: every number)
 mini_lm_wide_sentences=10000
 
@@ -65,6 +68,8 @@ if [ -z "${IWSLT14}" ]; then
         mkdir -p "data/${split}"
         cp "data/mini/${split}/text.de" "data/mini/${split}/text.en" "data/${split}/"
         cp "data/mini/${split}/text.en" "data/${split}/text"   # the target side under ESPnet's name
+        [ -z "${mini_source_noise}" ] || python -m espnet_ext.data.text_noise --prob "${mini_source_noise}" \
+            --seed "${mini_seed}" "data/${split}/text.de" "data/${split}/text.de"
     done
     # English words of 0..9999 and as many of 10000..99999 (with --mini_test_domain true only the
     # domain's); the valid/test sentences are removed below.
