@@ -131,42 +131,29 @@ def test_legonn_table1_rows_are_three_seeds_of_one_config_and_every_run_is_used(
     assert used == set(sweep.runs)  # no training the table does not show
 
 
-def test_librispeech_paper_noisy_is_paper_yaml_on_noisy_audio():
-    paper = load_sweep(EGS / "librispeech/asr1/conf/sweeps/paper.yaml")
-    noisy = load_sweep(EGS / "librispeech/asr1/conf/sweeps/paper_noisy.yaml")
-    assert (noisy.runs, noisy.decodes, noisy.analyses) == (
-        paper.runs,
-        paper.decodes,
-        paper.analyses,
-    )
-    assert "--mini_snr_db" in noisy.common and "--expdir exp_noisy" in noisy.common
-    assert noisy.result == paper.result.replace("exp/", "exp_noisy/", 1)
-    assert noisy.metric["sets"] == paper.metric["sets"] + ["test_end7"]
-
-
-def test_librispeech_paper_domain_is_paper_yaml_on_the_noisy_test_domain():
-    paper = load_sweep(EGS / "librispeech/asr1/conf/sweeps/paper.yaml")
-    domain = load_sweep(EGS / "librispeech/asr1/conf/sweeps/paper_domain.yaml")
-    assert (domain.runs, domain.decodes, domain.analyses) == (
-        paper.runs,
-        paper.decodes,
-        paper.analyses,
-    )
-    for option in ("--mini_snr_db", "--mini_test_domain true", "--mini_heldout_digit none"):
-        assert option in domain.common
-    assert domain.result == paper.result.replace("exp/", "exp_domain/", 1)
-    assert domain.metric["sets"] == paper.metric["sets"]
-
-
-def test_iwslt14_paper_domain_is_paper_yaml_on_the_noisy_source_test_domain():
-    paper = load_sweep(EGS / "iwslt14/mt1/conf/sweeps/paper.yaml")
-    domain = load_sweep(EGS / "iwslt14/mt1/conf/sweeps/paper_domain.yaml")
-    assert (domain.runs, domain.decodes, domain.analyses, domain.metric) == (
-        paper.runs,
-        paper.decodes,
-        paper.analyses,
-        paper.metric,
-    )
-    for option in ("--mini_test_domain true", "--mini_source_noise", "--mini_heldout_word none"):
-        assert option in domain.common
-    assert domain.result == paper.result.replace("exp/", "exp_domain/", 1)
+@pytest.mark.parametrize(
+    "recipe,variant,options,extra_sets",
+    [
+        ("librispeech/asr1", "noisy", ["--mini_snr_db"], ["test_end7"]),
+        (
+            "librispeech/asr1",
+            "domain",
+            ["--mini_snr_db", "--mini_test_domain repeated_tens", "--mini_heldout_digit none"],
+            [],
+        ),
+        (
+            "iwslt14/mt1",
+            "domain",
+            ["--mini_test_domain repeated_tens", "--mini_source_noise", "--mini_heldout_word none"],
+            [],
+        ),
+    ],
+)
+def test_paper_yaml_variants_run_its_tables_on_other_data(recipe, variant, options, extra_sets):
+    paper = load_sweep(EGS / recipe / "conf/sweeps/paper.yaml")
+    other = load_sweep(EGS / recipe / f"conf/sweeps/paper_{variant}.yaml")
+    assert (other.runs, other.decodes, other.analyses) == (paper.runs, paper.decodes, paper.analyses)
+    for option in [*options, f"--expdir exp_{variant}"]:
+        assert option in other.common
+    assert other.result == paper.result.replace("exp/", f"exp_{variant}/", 1)
+    assert other.metric["sets"] == paper.metric["sets"] + extra_sets

@@ -311,7 +311,7 @@ def test_noisy_source_test_domain_data(tmp_path):
     recipe = make_recipe_copy("iwslt14", "mt1", tmp_path)
     out = subprocess.run(
         ["local/data.sh", "--mini_splits", "train=60,valid=6,test=6", "--mini_heldout_digit", "none",
-         "--mini_heldout_word", "none", "--mini_test_domain", "true", "--mini_source_noise", "0.3"],
+         "--mini_heldout_word", "none", "--mini_test_domain", "repeated_tens", "--mini_source_noise", "0.3"],
         cwd=recipe, env={**os.environ, "IWSLT14": ""}, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-4000:]

@@ -191,12 +191,12 @@ def test_bad_transcript_fails_validation_naming_file_and_line(finished):
 
 
 def test_test_domain_puts_its_pattern_in_dev_test_and_the_extended_lm_only(tmp_path):
-    # local/data.sh alone (no training): --mini_test_domain true draws dev/test from the repeated-tens domain
+    # local/data.sh alone (no training): --mini_test_domain repeated_tens draws dev/test from the repeated-tens domain
     # (tens digit = hundreds digit), trains on the uniform range, and gives the extended LM that domain's text.
     recipe = make_recipe_copy("librispeech", "asr1", tmp_path)
     out = subprocess.run(
         ["local/data.sh", "--mini_splits", "train=40,dev=6,test=6", "--mini_heldout_digit", "none",
-         "--mini_test_domain", "true"],  # fmt: skip
+         "--mini_test_domain", "repeated_tens"],  # fmt: skip
         cwd=recipe, env={**os.environ, "LIBRISPEECH": ""}, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-4000:]

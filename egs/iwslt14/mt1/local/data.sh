@@ -11,9 +11,9 @@
 #    sentence, so the LM never saw a test target either. An LM on the MT training targets only
 #    ("transcripts") cannot help there; the extended one can when the decoder's internal LM is suppressed:
 #    the relaxed-attention paper's IWSLT14 + MuST-C LM setting (§4.3) in miniature.
-#    --mini_test_domain true (conf/sweeps/paper_domain.yaml): valid and test come from a domain whose numbers
-#    repeat their hundreds digit in the tens (3,335; 1,557; 220), which the uniform training targets do not
-#    prefer, and the extended LM text is that domain's: the LM knows a regularity of the test targets that
+#    --mini_test_domain repeated_tens (conf/sweeps/paper_domain.yaml): valid and test come from a domain
+#    whose numbers repeat their hundreds digit in the tens (3,335; 1,557; 220), which the uniform
+#    training targets do not prefer, and the extended LM text is that domain's: the LM knows a regularity of the test targets that
 #    the decoder's internal LM never learnt. --mini_source_noise P replaces each German character with
 #    probability P in every split (espnet_ext.data.text_noise), the analogue of noisy audio: the model has to
 #    guess some source words, and there the domain LM can settle the choice.
@@ -30,7 +30,7 @@ mini_splits="train=4000,valid=300,test=300"
 mini_seed=0
 mini_heldout_digit=7    # none: no held-out ending
 mini_heldout_word=seven # English; none: no held-out word
-mini_test_domain=false  # true: valid/test and the extended LM text from the repeated-tens domain (above)
+mini_test_domain=""     # e.g. repeated_tens: valid/test and the extended LM text from that domain (above)
 mini_source_noise=""    # e.g. 0.2: German characters replaced with that probability in every split (above)
 mini_lm_sentences=10000     # of 0..9999 (10000: every number)
 mini_lm_wide_sentences=10000
@@ -41,12 +41,6 @@ mini_lm_wide_sentences=10000
 
 [ "${mini_heldout_digit}" = none ] && mini_heldout_digit=""
 [ "${mini_heldout_word}" = none ] && mini_heldout_word=""
-domain_opts=()      # the test domain's options for the corpus (valid/test) and for the LM text
-lm_domain_opts=()
-if [ "${mini_test_domain}" = true ]; then
-    domain_opts=(--domain_digits repeated_tens --domain_splits valid,test)
-    lm_domain_opts=(--domain_digits repeated_tens)
-fi
 
 # keep_unseen TEXT EXCLUDED... : TEXT without the sentences of the EXCLUDED Kaldi text files
 keep_unseen() {
@@ -62,7 +56,7 @@ if [ -z "${IWSLT14}" ]; then
         --splits "${mini_splits}" --seed "${mini_seed}" \
         ${mini_heldout_digit:+--exclude_last_digit "${mini_heldout_digit}"} \
         ${mini_heldout_word:+--exclude_words "${mini_heldout_word}" --exclude_words_lang en} \
-        "${domain_opts[@]}"
+        ${mini_test_domain:+--domain_digits "${mini_test_domain}" --domain_splits valid,test}
     for split in train valid test; do
         rm -rf "data/${split}"
         mkdir -p "data/${split}"
@@ -71,11 +65,11 @@ if [ -z "${IWSLT14}" ]; then
         [ -z "${mini_source_noise}" ] || python -m espnet_ext.data.text_noise --prob "${mini_source_noise}" \
             --seed "${mini_seed}" "data/${split}/text.de" "data/${split}/text.de"
     done
-    # English words of 0..9999 and as many of 10000..99999 (with --mini_test_domain true only the
+    # English words of 0..9999 and as many of 10000..99999 (with --mini_test_domain repeated_tens only the
     # domain's); the valid/test sentences are removed below.
     python -m espnet_ext.data.numbers.lm_text --out data/lm_extended/all.tmp --seed "$((mini_seed + 1))" \
         --narrow "0:9999=${mini_lm_sentences}" --wide "10000:99999=${mini_lm_wide_sentences}" \
-        "${lm_domain_opts[@]}"
+        ${mini_test_domain:+--domain_digits "${mini_test_domain}"}
 else
     if [ "${download}" = true ]; then
         python -m espnet_ext.data.iwslt14 download --dest "${IWSLT14}"

@@ -13,9 +13,9 @@
 #    "seventy", so the sound is heard) while about 27 % of dev/test sentences do, and only an LM that saw
 #    the extended text knows the word; data/test_<word> holds those test utterances. Off by default: the
 #    main job's test WER measures the whole task.
-#    --mini_test_domain true (conf/sweeps/paper_domain.yaml): dev and test come from a domain whose numbers
-#    repeat their hundreds digit in the tens (3,335; 1,557; 220), which the uniform training transcripts
-#    do not prefer, and the extended LM text is that domain's (its numbers of 0..9999 and 10000..99999,
+#    --mini_test_domain repeated_tens (conf/sweeps/paper_domain.yaml): dev and test come from a domain
+#    whose numbers repeat their hundreds digit in the tens (3,335; 1,557; 220), which the uniform
+#    training transcripts do not prefer, and the extended LM text is that domain's (its numbers of 0..9999 and 10000..99999,
 #    dev/test sentences removed): the LM knows a regularity of the test text that the decoder's internal
 #    LM never learnt, as a LibriSpeech LM knows book text beyond the transcripts. With noisy audio the
 #    acoustic model confuses tens ("thirty" / "twenty"), which the domain LM can settle.
@@ -32,7 +32,7 @@ mini_seed=0
 mini_heldout_digit=7    # none: no held-out ending
 mini_heldout_word=""    # e.g. seven: numbers with that word held out of training too
 mini_snr_db=""          # e.g. 0:10: white noise at an SNR uniform in 0..10 dB (empty: clean audio)
-mini_test_domain=false  # true: dev/test and the extended LM text from the repeated-tens domain (above)
+mini_test_domain=""     # e.g. repeated_tens: dev/test and the extended LM text from that domain (above)
 mini_lm_sentences=10000     # of 0..9999 (10000: every number)
 mini_lm_wide_sentences=10000
 lm_max_lines=""         # real corpus: cap the LM text (empty: all 40 M sentences)
@@ -43,12 +43,6 @@ nj=2
 . ./db.sh
 
 [ "${mini_heldout_digit}" = none ] && mini_heldout_digit=""
-domain_opts=()      # the test domain's options for the corpus (dev/test) and for the LM text
-lm_domain_opts=()
-if [ "${mini_test_domain}" = true ]; then
-    domain_opts=(--domain_digits repeated_tens --domain_splits dev,test)
-    lm_domain_opts=(--domain_digits repeated_tens)
-fi
 
 # test_subset NAME IDS: data/NAME, the test utterances listed in the file IDS (one id per line)
 test_subset() {
@@ -65,7 +59,8 @@ if [ -z "${LIBRISPEECH}" ]; then
         --splits "${mini_splits}" --seed "${mini_seed}" --nj "${nj}" \
         ${mini_heldout_digit:+--exclude_last_digit "${mini_heldout_digit}"} \
         ${mini_heldout_word:+--exclude_words "${mini_heldout_word}"} \
-        ${mini_snr_db:+--snr_db="${mini_snr_db}"} "${domain_opts[@]}"
+        ${mini_snr_db:+--snr_db="${mini_snr_db}"} \
+        ${mini_test_domain:+--domain_digits "${mini_test_domain}" --domain_splits dev,test}
     for split in train dev test; do
         rm -rf "data/${split}"
         cp -r "data/mini/${split}" "data/${split}"
@@ -83,10 +78,10 @@ if [ -z "${LIBRISPEECH}" ]; then
     fi
     rm -f data/test.ids
     # Every number 0..9999 (those ending in the held-out digit included) and as many from 10000..99999
-    # (with --mini_test_domain true the domain's numbers of both), no dev/test sentence.
+    # (with --mini_test_domain repeated_tens the domain's numbers of both), no dev/test sentence.
     python -m espnet_ext.data.numbers.lm_text --out data/lm_extended/text --seed "$((mini_seed + 1))" \
         --narrow "0:9999=${mini_lm_sentences}" --wide "10000:99999=${mini_lm_wide_sentences}" \
-        "${lm_domain_opts[@]}" --exclude data/dev/text data/test/text
+        ${mini_test_domain:+--domain_digits "${mini_test_domain}"} --exclude data/dev/text data/test/text
     exit 0
 fi
 
