@@ -154,10 +154,11 @@ def test_domain_splits_follow_their_digit_pattern_and_the_others_stay_uniform():
     for split in ("dev", "test"):
         assert all((u.number // 10) % 10 == (u.number // 100) % 10 >= 0 and u.number >= 100
                    for u in plan[split])  # fmt: skip
-    # train is drawn first, from the whole range: the pattern there at its natural rate (~10 %).
+    # train is drawn after them, from the same permutation's next free numbers: the domain splits took the
+    # domain's numbers from its front, so train holds far fewer than the natural ~10 % (200 of 2,000).
     in_train = sum((u.number // 10) % 10 == (u.number // 100) % 10 and u.number >= 100
                    for u in plan["train"])  # fmt: skip
-    assert 140 <= in_train <= 260
+    assert in_train < 60
     numbers = [u.number for utts in plan.values() for u in utts]
     assert len(set(numbers)) == len(numbers)  # still disjoint
 

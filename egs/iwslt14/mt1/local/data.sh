@@ -12,8 +12,8 @@
 #    ("transcripts") cannot help there; the extended one can when the decoder's internal LM is suppressed:
 #    the relaxed-attention paper's IWSLT14 + MuST-C LM setting (§4.3) in miniature.
 #    --mini_test_domain repeated_tens (conf/sweeps/paper_domain.yaml): valid and test come from a domain
-#    whose numbers repeat their hundreds digit in the tens (3,335; 1,557; 220), which the uniform
-#    training targets do not prefer, and the extended LM text is that domain's: the LM knows a regularity of the test targets that
+#    whose numbers repeat their hundreds digit in the tens (3,335; 1,557; 220), which the training
+#    targets hardly ever say (valid/test take the domain's numbers first), and the extended LM text is that domain's: the LM knows a regularity of the test targets that
 #    the decoder's internal LM never learnt. --mini_source_noise P replaces each German character with
 #    probability P in every split (espnet_ext.data.text_noise), the analogue of noisy audio: the model has to
 #    guess some source words, and there the domain LM can settle the choice.

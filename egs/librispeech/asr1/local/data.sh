@@ -14,8 +14,8 @@
 #    the extended text knows the word; data/test_<word> holds those test utterances. Off by default: the
 #    main job's test WER measures the whole task.
 #    --mini_test_domain repeated_tens (conf/sweeps/paper_domain.yaml): dev and test come from a domain
-#    whose numbers repeat their hundreds digit in the tens (3,335; 1,557; 220), which the uniform
-#    training transcripts do not prefer, and the extended LM text is that domain's (its numbers of 0..9999 and 10000..99999,
+#    whose numbers repeat their hundreds digit in the tens (3,335; 1,557; 220), which the training
+#    transcripts hardly ever say (dev/test take the domain's numbers first), and the extended LM text is that domain's (its numbers of 0..9999 and 10000..99999,
 #    dev/test sentences removed): the LM knows a regularity of the test text that the decoder's internal
 #    LM never learnt, as a LibriSpeech LM knows book text beyond the transcripts. With noisy audio the
 #    acoustic model confuses tens ("thirty" / "twenty"), which the domain LM can settle.
