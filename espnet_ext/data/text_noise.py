@@ -29,9 +29,7 @@ def corrupt(sentence: str, prob: float, alphabet: Sequence[str], rng: np.random.
     chars = list(sentence)
     hits = rng.random(len(chars)) < prob
     draws = rng.integers(len(alphabet), size=len(chars))
-    return "".join(
-        alphabet[d] if hit and c != " " else c for c, hit, d in zip(chars, hits, draws)
-    )
+    return "".join(alphabet[d] if hit and c != " " else c for c, hit, d in zip(chars, hits, draws))
 
 
 def utterance_rng(seed: int, utt_id: str) -> np.random.Generator:
@@ -54,7 +52,9 @@ def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m espnet_ext.data.text_noise", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--prob", type=float, required=True, help="per-character replacement probability")
+    parser.add_argument(
+        "--prob", type=float, required=True, help="per-character replacement probability"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("src", type=Path, help="Kaldi text file")
     parser.add_argument("dst", type=Path, help="where the noisy copy goes (may be src)")

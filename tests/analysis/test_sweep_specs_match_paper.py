@@ -152,7 +152,11 @@ def test_legonn_table1_rows_are_three_seeds_of_one_config_and_every_run_is_used(
 def test_paper_yaml_variants_run_its_tables_on_other_data(recipe, variant, options, extra_sets):
     paper = load_sweep(EGS / recipe / "conf/sweeps/paper.yaml")
     other = load_sweep(EGS / recipe / f"conf/sweeps/paper_{variant}.yaml")
-    assert (other.runs, other.decodes, other.analyses) == (paper.runs, paper.decodes, paper.analyses)
+    assert (other.runs, other.decodes, other.analyses) == (
+        paper.runs,
+        paper.decodes,
+        paper.analyses,
+    )
     for option in [*options, f"--expdir exp_{variant}"]:
         assert option in other.common
     assert other.result == paper.result.replace("exp/", f"exp_{variant}/", 1)

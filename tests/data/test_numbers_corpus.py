@@ -197,7 +197,10 @@ def test_plan_is_deterministic_and_seed_dependent():
         (dict(domain_digits="(", domain_splits=("train",)), "not a regular expression"),
         (dict(domain_digits=r"\d", domain_splits=("valid",)), "unknown splits"),
         (dict(domain_digits=r"\d"), "go together"),
-        (dict(splits=(("train", 3),), domain_digits="12", domain_splits=("train",)), "domain pattern"),
+        (
+            dict(splits=(("train", 3),), domain_digits="12", domain_splits=("train",)),
+            "domain pattern",
+        ),
         (dict(speakers="mixed"), "disjoint"),
         (dict(num_range=(0, 10**9)), "spans more than"),
         (dict(seed=-1), "seed"),

@@ -20,7 +20,9 @@ def test_a_part_is_at_most_its_size_and_speaks_its_range():
 def test_a_domain_part_holds_only_and_at_most_the_domain():
     lines = part_lines("wide", (0, 9999), 5000, seed=1, lang="en", domain_digits=r"\d*(\d)\1\d")
     numbers = _numbers(lines)
-    assert len(numbers) == 990  # every number of 0..9999 whose tens digit repeats the hundreds digit
+    assert (
+        len(numbers) == 990
+    )  # every number of 0..9999 whose tens digit repeats the hundreds digit
     assert all(n >= 100 and (n // 10) % 10 == (n // 100) % 10 for n in numbers)
 
 
@@ -33,7 +35,9 @@ def test_held_out_sentences_are_left_out_and_the_file_is_written_whole(tmp_path,
     lines = out.read_text().splitlines()
     sentences = [line.split(" ", 1)[1] for line in lines]
     assert "two hundred and twenty" not in sentences and "four thousand and five" not in sentences
-    assert len(lines) == 988 + 50 and lines[0].startswith("narrow_") and lines[-1].startswith("wide_")
+    assert (
+        len(lines) == 988 + 50 and lines[0].startswith("narrow_") and lines[-1].startswith("wide_")
+    )
     assert "(2 held-out ones left out)" in capsys.readouterr().out
 
 
@@ -41,6 +45,9 @@ def test_an_unreadable_held_out_file_is_refused_naming_file_and_line(tmp_path, c
     bad = tmp_path / "text"
     bad.write_text("spk1-0001 one\nspk1-0002\n")
     out = tmp_path / "lm.txt"
-    assert main(["--out", str(out), "--narrow", "0:9=5", "--wide", "10:19=5", "--exclude", str(bad)]) == 1
+    assert (
+        main(["--out", str(out), "--narrow", "0:9=5", "--wide", "10:19=5", "--exclude", str(bad)])
+        == 1
+    )
     assert f"{bad}:2: key 'spk1-0002': empty sentence" in capsys.readouterr().err
     assert not out.exists()

@@ -324,9 +324,13 @@ def test_noisy_source_test_domain_data(tmp_path):
         return n >= 100 and (n // 10) % 10 == (n // 100) % 10
 
     assert all(in_domain(n) for n in numbers("valid") + numbers("test"))
-    assert not all(in_domain(n) for n in numbers("train")) and any(n % 10 == 7 for n in numbers("train"))
+    assert not all(in_domain(n) for n in numbers("train")) and any(
+        n % 10 == 7 for n in numbers("train")
+    )
     extended = (recipe / "data" / "lm_extended" / "text").read_text().splitlines()
-    assert len(extended) > 9000 and all(in_domain(int(line.split()[0].rsplit("-", 1)[1])) for line in extended)
+    assert len(extended) > 9000 and all(
+        in_domain(int(line.split()[0].rsplit("-", 1)[1])) for line in extended
+    )
     german = (recipe / "data" / "train" / "text.de").read_text().splitlines()
     clean = (recipe / "data" / "mini" / "train" / "text.de").read_text().splitlines()
     assert [line.split()[0] for line in german] == [line.split()[0] for line in clean]

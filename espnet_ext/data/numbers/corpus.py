@@ -16,7 +16,7 @@ Design choices:
   default): ``exclude_last_digits`` an ending, ``exclude_words`` whole words of the numbers' written form
   in ``exclude_words_lang`` (e.g. "seven": no "seven" in the training targets at all, while "seventy"
   stays, so the sound is still heard). ``domain_digits`` does the opposite for ``domain_splits``: their
-  numbers all match a pattern of their decimal digits (e.g. ``\d*(\d)\1\d``, the tens digit repeats the
+  numbers all match a pattern of their decimal digits (e.g. ``repeated_tens``, the tens digit repeats the
   hundreds digit), a test domain with a regularity that uniform training transcripts lack and an LM
   trained on that domain's text can learn. Domain splits are drawn first (their pattern is scarce), then
   unfiltered splits, then the filtered ones: so dev/test are uniform samples of the range (unless in a
@@ -110,7 +110,9 @@ class CorpusSpec:
         try:
             re.compile(self.domain_digits)
         except re.error as e:
-            raise ConfigError(f"domain_digits '{self.domain_digits}' is not a regular expression: {e}")
+            raise ConfigError(
+                f"domain_digits '{self.domain_digits}' is not a regular expression: {e}"
+            ) from None
         unknown = set(self.domain_splits) - set(names)
         if unknown:
             raise ConfigError(f"domain_splits names unknown splits: {', '.join(sorted(unknown))}")
@@ -136,7 +138,6 @@ class CorpusSpec:
                 dtype=bool,
             )
         return out
-
 
     def in_domain(self, numbers: np.ndarray) -> np.ndarray:
         """(N,) bool: which of ``numbers`` the domain splits may use (their digits match domain_digits)."""

@@ -37,10 +37,10 @@ def part_lines(
     available = hi - lo + 1
     if domain_digits:
         available = int(probe.in_domain(np.arange(lo, hi + 1)).sum())
-    spec = CorpusSpec(splits=(("lm", min(size, available)),), num_range=num_range, seed=seed, **domain)
-    return [
-        f"{name}_{u.utt_id} {number_to_words(u.number, lang)}" for u in plan_corpus(spec)["lm"]
-    ]
+    spec = CorpusSpec(
+        splits=(("lm", min(size, available)),), num_range=num_range, seed=seed, **domain
+    )
+    return [f"{name}_{u.utt_id} {number_to_words(u.number, lang)}" for u in plan_corpus(spec)["lm"]]
 
 
 def _part(text: str) -> tuple[tuple[int, int], int]:
@@ -61,10 +61,16 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--narrow", type=_part, required=True, help="lo:hi=size, the corpus' range")
     parser.add_argument("--wide", type=_part, required=True, help="lo:hi=size, a wider range")
     parser.add_argument(
-        "--domain_digits", default="", help="only numbers of this digit domain (see the corpus generator)"
+        "--domain_digits",
+        default="",
+        help="only numbers of this digit domain (see the corpus generator)",
     )
     parser.add_argument(
-        "--exclude", type=Path, nargs="*", default=[], help="Kaldi text files whose sentences are left out"
+        "--exclude",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="Kaldi text files whose sentences are left out",
     )
     return parser
 
