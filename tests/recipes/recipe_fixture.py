@@ -59,6 +59,36 @@ def tiny_training(**changes: str | None) -> str:
 
 TINY_TRAINING = tiny_training()
 
+# egs/mtedx/st1's tiny models, one per kind: the shared S2T Transformer, head selection (group strategy,
+# 2 tasks, H' = 4; φ starts at 0, so tests can tell trained logits from initial ones) and adapters (2 tasks).
+_MTEDX_ST_LAYERS = {
+    "shared": ("s2t_transformer", "transformer", ""),
+    "group": (
+        "head_selection_s2t_transformer",
+        "head_selection_transformer",
+        ", num_tasks: 2, head_candidates: 4, selection_strategy: group, selection_logit_init: zero",
+    ),
+    "adapter": ("adapter_s2t_transformer", "adapter_transformer", ", num_tasks: 2, adapter_dim: 8"),
+}
+
+
+def mtedx_st_tiny(kind: str, model_conf: str) -> str:
+    """A tiny egs/mtedx/st1 config of ``kind`` (shared, group, adapter) with the model_conf entries
+    ``model_conf`` (YAML flow items, e.g. "task_tags: [tedx, other]")."""
+    encoder, decoder, extra = _MTEDX_ST_LAYERS[kind]
+    return (
+        f"encoder: {encoder}\n"
+        "encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1,\n"
+        f"               input_layer: s2t_conv1d, conv_channels: 16, use_flash_attn: false{extra}}}\n"
+        f"decoder: {decoder}\n"
+        "decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false"
+        f"{extra}}}\n"
+        "model: task_conditioned\n"
+        f"model_conf: {{lsm_weight: 0.1, asr_weight: 0.0, report_bleu: false, {model_conf}}}\n"
+        "frontend: null\n" + TINY_TRAINING
+    )
+
+
 # One job per stage: on a tiny corpus a second job only pays a second interpreter start (torch and ESPnet
 # imports, ~7 s of CPU each). Sharded jobs and their merge are tested once, through Slurm arrays
 # (test_librispeech_slurm.py), and by the unit tests of utils/run.py and the inference merge.

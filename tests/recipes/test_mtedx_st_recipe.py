@@ -13,35 +13,20 @@ import pytest
 import torch
 from espnet2.bin import st_inference
 from espnet2.tasks.st import STTask
-from recipe_fixture import TINY_TRAINING, make_recipe_copy, read_table, run
+from recipe_fixture import make_recipe_copy, mtedx_st_tiny, read_table, run
 
 from espnet_ext.bin.inference_entry import run as run_inference
 from espnet_ext.data.task_tags import task_ids
 
-ENCODER = """\
-encoder_conf: {output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1, input_layer: s2t_conv1d,
-               conv_channels: 16, use_flash_attn: false%s}
-"""
-DECODER = (
-    "decoder_conf: {attention_heads: 2, linear_units: 64, num_blocks: 1, use_flash_attn: false%s}\n"
-)
-# φ starts at 0, so the tests can tell trained logits from initial ones
-SELECTION = (
-    ", num_tasks: 2, head_candidates: 4, selection_strategy: group, selection_logit_init: zero"
-)
-ADAPTERS = ", num_tasks: 2, adapter_dim: 8"
 LANGUAGES = "encoder_task_tags: [es, it], decoder_task_tags: [en, it], target_languages: [en, it]"
-MODEL = "model: task_conditioned\nmodel_conf: {lsm_weight: 0.1, asr_weight: 0.0, report_bleu: false, %s}\n"
 TINY = {
-    "group": "encoder: head_selection_s2t_transformer\n" + ENCODER % SELECTION
-    + "decoder: head_selection_transformer\n" + DECODER % SELECTION
-    + MODEL % f"selection_kl_weight: 0.1, {LANGUAGES}",
-    "shared": "encoder: s2t_transformer\n" + ENCODER % "" + "decoder: transformer\n" + DECODER % ""
-    + MODEL % LANGUAGES,
-    "adapter": "encoder: adapter_s2t_transformer\n" + ENCODER % ADAPTERS
-    + "decoder: adapter_transformer\n" + DECODER % ADAPTERS
-    + MODEL % "task_tags: [es-en, es-it], train_adapters_only: true, target_languages: [en, it]",
-}  # fmt: skip
+    "group": mtedx_st_tiny("group", f"selection_kl_weight: 0.1, {LANGUAGES}"),
+    "shared": mtedx_st_tiny("shared", LANGUAGES),
+    "adapter": mtedx_st_tiny(
+        "adapter",
+        "task_tags: [es-en, es-it], train_adapters_only: true, target_languages: [en, it]",
+    ),
+}
 COMMON = [
     "--inference_config", "conf/tiny_decode.yaml", "--src_nbpe", "30", "--tgt_nbpe", "40",
     "--inference_model", "valid.acc.best.pth", "--train_num_threads", "1", "--nj", "1",
@@ -58,7 +43,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mtedx"
 def finished(mtedx_asr_finished):
     st = mtedx_asr_finished.parent / "st1"
     for name, config in TINY.items():
-        (st / "conf" / f"tiny_{name}.yaml").write_text(config + "frontend: null\n" + TINY_TRAINING)
+        (st / "conf" / f"tiny_{name}.yaml").write_text(config)
     (st / "conf" / "tiny_decode.yaml").write_text("beam_size: 2\nmaxlenratio: 0.0\n")
     args = [
         "--st_config", "conf/tiny_group.yaml", "--asr_init",

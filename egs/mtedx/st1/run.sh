@@ -6,7 +6,8 @@
 # into en, es, fr, it, pt) on a CPU.
 #   ./run.sh [--stage N] [--stop_stage M] [--st_config conf/train_st_{shared,subset,group}[_mini].yaml]
 #            [--asr_init ../asr1/exp/asr_<tag>/valid.acc.ave.pth]
-#            [--tasks languages|directions|domains] [--init_from ST_MODEL] [st.sh options]
+#            [--tasks languages|directions|domains] [--init_from ST_MODEL] [--other_domains "D ..."]
+#            [st.sh options]
 # The encoder starts from ../asr1's model of the same kind (--asr_init; default: ../asr1's
 # train_asr_<kind>[_mini] run for the config's kind, so run ../asr1 with that config first): shared from
 # shared, subset from subset, group from group (the head-selection logits of the encoder are per source
@@ -19,8 +20,12 @@
 #     a zero-shot direction has no adapter and is refused at decoding (its test sets are left out).
 #   domains (multi-domain ST, Table 5; data from local/data.sh --other_domains or --mini_other_domain true):
 #     the task is the domain (task_tags), for encoder and decoder; the encoder starts from scratch
-#     (conf/train_st_group_domains[_mini].yaml). The joint shared baseline is the shared config with
-#     --tasks languages on the same data. Test sets of other domains: test_<domain>_<src>-<tgt>.
+#     (conf/train_st_{group,subset}_domains[_mini].yaml). The adapter model (train_st_adapter_domains*)
+#     has one adapter per domain and starts from the joint shared model (--init_from, required): the shared
+#     config with --tasks languages --other_domains "..." on the same data.
+# --other_domains: the domains besides mTEDx whose test sets test_<domain>_<src>-<tgt> are decoded too, in
+#   their directions below (the paper's footnotes 3 and 4; the mini "other" domain's as local/data.sh);
+#   default with --tasks domains: all of them (mini: other; real: covost europarl), otherwise none.
 #   Every model's decoder starts from a learned vector of the target language (target_languages).
 # The adapter model starts from the trained shared ST model (--init_from, default this recipe's shared run)
 # and trains only its adapters (model_conf.train_adapters_only):
@@ -31,12 +36,14 @@ set -euo pipefail
 tasks=languages
 init_from=""
 st_config=""
+other_domains=default
 args=()
-while [ $# -gt 0 ]; do  # our two options, and the config (its kind picks the ASR model); the rest: st.sh
+while [ $# -gt 0 ]; do  # our options, and the config (its kind picks the ASR model); the rest: st.sh
     case $1 in
         --tasks) tasks=$2; shift 2 ;;
         --init_from) init_from=$2; shift 2 ;;
         --st_config) st_config=$2; shift 2 ;;
+        --other_domains) other_domains=$2; shift 2 ;;
         *) args+=("$1"); shift ;;
     esac
 done
@@ -59,13 +66,23 @@ if [ -z "${MTEDX}" ]; then
           --tgt_bpe_opts "--hard_vocab_limit false" --nj 2 --inference_nj 2
           --train_num_threads "$(nproc)" --max_frames 1500)
     title="mTEDx multilingual ST recipe on the embedded mini corpus (spoken numbers; mini scale)"
+    all_other_domains=other
 else
     scale=""
     train_sets="el-en es-en es-fr es-it es-pt fr-en fr-es fr-pt pt-en ru-en"
     zero_shot_sets="it-en it-es pt-es"
     opts=(--src_nbpe 8000 --tgt_nbpe 8000 --nj 32 --inference_nj 32 --max_frames 3000)
     title="mTEDx multilingual ST (13 test directions)"
+    all_other_domains="covost europarl"
 fi
+domain_test_directions() {  # the directions of another domain's test sets
+    case $1 in
+        other) echo "es-en it-en it-es pt-es" ;;  # local/data.sh --mini_other_st_train_sizes
+        covost) echo "es-en fr-en it-en pt-en ru-en" ;;
+        europarl) echo "es-en es-fr es-it es-pt fr-en fr-es fr-pt it-en it-es pt-en pt-es" ;;
+        *) echo "$0: --other_domains: unknown domain '$1' (known: other, covost, europarl)" >&2; return 1 ;;
+    esac
+}
 
 case ${tasks} in
     languages)
@@ -84,8 +101,16 @@ case ${tasks} in
     domains)
         st_config=${st_config:-conf/train_st_group_domains${scale}.yaml}
         ids=$(train_ids task_id=domain_id target_language_id=tgt_lang_id)
+        if [[ $(basename "${st_config}") == *adapter* ]]; then
+            if [ -z "${init_from}" ]; then
+                echo "$0: --tasks domains with ${st_config} needs --init_from: the joint shared ST model" >&2
+                exit 1
+            fi
+            ids+=" --init_param ${init_from}"
+        fi
         tags="--task_tag_file domain --target_language_tag_file tgt_lang"
         test_sets="${train_sets} ${zero_shot_sets}"
+        [ "${other_domains}" != default ] || other_domains=${all_other_domains}
         ;;
     *) echo "$0: --tasks must be languages, directions or domains, got '${tasks}'" >&2; exit 1 ;;
 esac
@@ -93,6 +118,11 @@ kind=$(basename "${st_config}" .yaml)
 kind=${kind#train_st_}
 asr_init=(--asr_init "../asr1/exp/asr_train_asr_${kind%_mini}${scale}/valid.acc.ave.pth")
 [ "${tasks}" = languages ] || asr_init=(--asr_init "")   # adapters: all from the shared ST model
+[ "${other_domains}" != default ] || other_domains=""
+for domain in ${other_domains}; do
+    pairs=$(domain_test_directions "${domain}")  # an assignment: set -e stops at an unknown domain
+    for pair in ${pairs}; do test_sets+=" ${domain}_${pair}"; done
+done
 # shellcheck disable=SC2001
 test_sets=$(sed 's/\([^ ]*\)/test_\1/g' <<< "${test_sets}")
 
