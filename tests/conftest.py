@@ -63,7 +63,7 @@ LONGEST_FIRST = [
     "test_mnist_seq_recipe.py",
     "test_mnist_seq_scene_text.py",
     "test_wmt_recipe.py",
-    "test_mtedx_st_domains.py",
+    "test_mtedx_domains.py",
 ]
 
 

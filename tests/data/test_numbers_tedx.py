@@ -1,6 +1,7 @@
 """Numbers-world mTEDx talks: unequal amounts per language, each language's words and voice, read by the
 real mTEDx reader."""
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -67,6 +68,21 @@ def test_a_finished_corpus_is_kept_and_bad_specs_refused(corpus):
         tedx.TedxSpec(train_sizes=(("en", 3),))
     with pytest.raises(ConfigError, match="train_sizes"):
         tedx.TedxSpec(train_sizes=(("es", 3), ("es", 4)))
+    with pytest.raises(ConfigError, match="domain must be one of tedx other"):
+        tedx.TedxSpec(domain="covost")
+
+
+def test_asr_other_domain_has_its_own_numbers_and_voices(corpus, tmp_path):
+    """Multi-domain ASR (Table 3): the other domain's es talks, read by the same reader."""
+    _, data = corpus
+    other = dataclasses.replace(SPEC, train_sizes=(("es", 6),), domain="other")
+    tedx.generate(tmp_path, other)
+    mtedx.prepare(tmp_path, ["es"], ["train"], tmp_path / "data")
+    texts = [read_kaldi_map(d / "train" / "text") for d in (data, tmp_path / "data")]
+    tedx_es = {u: t for u, t in texts[0].items() if u.startswith("es")}
+    assert len(texts[1]) == 6 and sorted(texts[1].values()) != sorted(tedx_es.values())
+    settings = (tmp_path / "es-es" / ".complete").read_text()
+    assert '"domain": "other"' in settings
 
 
 # Speech translation: directions, zero-shot directions without training data, a second domain

@@ -10,32 +10,76 @@
 # shared model frozen plus per-language adapters (train shared first). Training reads the task ids, decoding
 # the tags (--inference_args "--task_tag_file lang"); --asr_args adds training options to the task ids',
 # e.g. --asr_args "--encoder_conf head_candidates=16 --decoder_conf head_candidates=16" (Fig. 2).
+# Multi-domain ASR (Table 3; data from local/data.sh --other_domains or --mini_other_domain true):
+# --tasks domains makes the domain the task (tag file domain, conf/train_asr_{group,subset}_domains*.yaml;
+# train_asr_adapter_domains*.yaml with --asr_args "--init_param <the joint shared model>"), and
+# --other_domains "D ..." decodes the other domains' test sets test_<domain>_<lang> too, in their languages
+# below (the paper's Table 8; the mini "other" domain's as local/data.sh); default with --tasks domains:
+# all of them (mini: other; real: covost europarl), otherwise none. The joint shared model is the shared
+# config with --tasks languages --other_domains "..." on the same data.
 # Sweeps (python -m espnet_ext.analysis.sweep run --spec conf/sweeps/<name>.yaml): table2 (shared, subset,
-# group, adapter), head_candidates (Fig. 2), sides (Table 6); mini.yaml is the mini corpus' table2.
+# group, adapter), head_candidates (Fig. 2), sides (Table 6); mini.yaml is the mini corpus' table2,
+# table3_mini.yaml its Table 3.
 set -euo pipefail
 . ./db.sh
 
-asr_args=""     # training options besides the task ids
+asr_config=""           # default: conf/train_asr_group[_mini].yaml
+asr_args=""             # training options besides the task ids
+tasks=languages         # what selects heads / adapters: languages (Table 2) or domains (Table 3)
+other_domains=default   # see above
+dumpdir=dump            # asr.sh's; the task ids are read from its features
 __options_pass_to=./asr.sh
 . utils/parse_options.sh
 
+case ${tasks} in
+    languages) id_table=task_id; tag_file=lang ;;
+    domains) id_table=domain_id; tag_file=domain ;;
+    *) echo "$0: --tasks must be languages or domains, got '${tasks}'" >&2; exit 1 ;;
+esac
 task_ids="--allow_variable_data_keys true"
 for part in train valid; do
-    task_ids+=" --${part}_data_path_and_name_and_type dump/fbank/${part}_filtered/task_id,task_id,text_int"
+    task_ids+=" --${part}_data_path_and_name_and_type ${dumpdir}/fbank/${part}_filtered/${id_table},task_id,text_int"
 done
+domain_languages() {  # the languages of another domain's test sets
+    case $1 in
+        other) echo "es it pt" ;;  # local/data.sh --mini_other_train_sizes
+        covost) echo "ar de es fr it pt ru" ;;
+        europarl) echo "de es fr it pt" ;;
+        *) echo "$0: --other_domains: unknown domain '$1' (known: other, covost, europarl)" >&2; return 1 ;;
+    esac
+}
 if [ -z "${MTEDX}" ]; then
-    sets=(--train_set train --valid_set valid --test_sets "test_es test_fr test_it test_pt")
-    opts=(--asr_config conf/train_asr_group_mini.yaml --inference_config conf/decode_asr_mini.yaml
+    test_sets="test_es test_fr test_it test_pt"
+    all_other_domains=other
+    asr_config=${asr_config:-conf/train_asr_group_mini.yaml}
+    opts=(--inference_config conf/decode_asr_mini.yaml
           --nbpe 150 --bpe_opts "--hard_vocab_limit false" --nj 2 --inference_nj 2
           --train_num_threads "$(nproc)" --max_frames 1500)
     title="mTEDx multilingual ASR recipe on the embedded mini corpus (spoken numbers in 4 languages; mini scale)"
 else
-    sets=(--train_set train --valid_set valid
-          --test_sets "test_ar test_de test_el test_es test_fr test_it test_pt test_ru")
-    opts=(--asr_config conf/train_asr_group.yaml --inference_config conf/decode_asr.yaml
+    test_sets="test_ar test_de test_el test_es test_fr test_it test_pt test_ru"
+    all_other_domains="covost europarl"
+    asr_config=${asr_config:-conf/train_asr_group.yaml}
+    opts=(--inference_config conf/decode_asr.yaml
           --nbpe 8000 --nj 32 --inference_nj 32 --max_frames 3000 --inference_model last10.pth)
     title="mTEDx multilingual ASR (8 languages)"
 fi
+if [ "${other_domains}" = default ]; then
+    other_domains=""
+    [ "${tasks}" = languages ] || other_domains=${all_other_domains}
+fi
+if [ "${tasks}" = domains ] && [[ $(basename "${asr_config}") == *adapter* ]] \
+        && [[ " ${asr_args} " != *" --init_param "* ]]; then
+    echo "$0: --tasks domains with ${asr_config} needs --asr_args \"--init_param <the joint shared model>\"" >&2
+    exit 1
+fi
+for domain in ${other_domains}; do
+    langs=$(domain_languages "${domain}")  # an assignment: set -e stops at an unknown domain
+    for lang in ${langs}; do test_sets+=" test_${domain}_${lang}"; done
+done
 
-./asr.sh "${sets[@]}" "${opts[@]}" --token_type bpe --bpemode unigram --fbank_conf "--n_mels 80" \
-    --asr_args "${task_ids} ${asr_args}" --inference_args "--task_tag_file lang" --results_title "${title}" "$@"
+./asr.sh --train_set train --valid_set valid --test_sets "${test_sets}" --asr_config "${asr_config}" \
+    --dumpdir "${dumpdir}" \
+    "${opts[@]}" --token_type bpe \
+    --bpemode unigram --fbank_conf "--n_mels 80" --asr_args "${task_ids} ${asr_args}" \
+    --inference_args "--task_tag_file ${tag_file}" --results_title "${title}" "$@"

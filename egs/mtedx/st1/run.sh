@@ -37,6 +37,7 @@ tasks=languages
 init_from=""
 st_config=""
 other_domains=default
+dumpdir=dump    # st.sh's; the task ids are read from its features
 args=()
 while [ $# -gt 0 ]; do  # our options, and the config (its kind picks the ASR model); the rest: st.sh
     case $1 in
@@ -44,6 +45,7 @@ while [ $# -gt 0 ]; do  # our options, and the config (its kind picks the ASR mo
         --init_from) init_from=$2; shift 2 ;;
         --st_config) st_config=$2; shift 2 ;;
         --other_domains) other_domains=$2; shift 2 ;;
+        --dumpdir) dumpdir=$2; shift 2 ;;
         *) args+=("$1"); shift ;;
     esac
 done
@@ -52,7 +54,7 @@ train_ids() {  # train_ids NAME=TABLE...: ESPnet data options of the id tables (
     local part pair opts="--allow_variable_data_keys true"
     for part in train valid; do
         for pair in "$@"; do
-            opts+=" --${part}_data_path_and_name_and_type dump/fbank/${part}_filtered/${pair#*=},${pair%%=*},text_int"
+            opts+=" --${part}_data_path_and_name_and_type ${dumpdir}/fbank/${part}_filtered/${pair#*=},${pair%%=*},text_int"
         done
     done
     echo "${opts}"
@@ -126,7 +128,7 @@ done
 # shellcheck disable=SC2001
 test_sets=$(sed 's/\([^ ]*\)/test_\1/g' <<< "${test_sets}")
 
-./st.sh --train_set train --valid_set valid --test_sets "${test_sets}" \
+./st.sh --train_set train --valid_set valid --test_sets "${test_sets}" --dumpdir "${dumpdir}" \
     --st_config "${st_config}" --inference_config "conf/decode_st${scale}.yaml" "${asr_init[@]}" \
     "${opts[@]}" --src_lang src --tgt_lang tgt --bpemode unigram --fbank_conf "--n_mels 80" \
     --st_args "${ids}" --inference_args "${tags}" --results_title "${title}" "${args[@]}"

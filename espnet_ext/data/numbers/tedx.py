@@ -22,12 +22,12 @@ Table 9): ten trained directions with deliberately unequal training amounts, and
 it-en, it-es, pt-es (train size 0) released, as in mTEDx, with valid and test lists only. Each direction
 has its own numbers and speakers (its own seed stream).
 
-A second domain (``domain="other"``, for multi-domain ST) speaks with other voices and at another rate:
-espeak-ng's Klatt variants instead of the m/f ones and ``OTHER_DOMAIN_RATE`` words per minute faster; it
-is written in the same layout under another root, read by the same reader, and its data dirs carry the
-domain tag.
+A second domain (``domain="other"``, for multi-domain ASR and ST) speaks with other voices and at another
+rate: espeak-ng's Klatt variants instead of the m/f ones and ``OTHER_DOMAIN_RATE`` words per minute
+faster, and its own numbers and speakers (its own seed streams); it is written in the same layout under
+another root and read by the same reader.
 
-    python -m espnet_ext.data.numbers.tedx --out DIR --train_sizes es=800,fr=800,it=200,pt=100
+    python -m espnet_ext.data.numbers.tedx --out DIR --train_sizes es=800,fr=800,it=200,pt=100 [--domain other]
     python -m espnet_ext.data.numbers.tedx --out DIR --st_train_sizes es-en=400,fr-en=300,it-en=0 \
         [--domain other]
 """
@@ -65,6 +65,7 @@ from espnet_ext.data.numbers.words import number_to_words
 from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 
 GENERATOR_VERSION = 1  # bump when the same settings would produce different output
+DOMAINS = ("tedx", "other")
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class TedxSpec:
     seed: int = 0
     num_speakers: int = 6  # per language and split (disjoint)
     segments_per_talk: tuple[int, int] = (10, 20)
+    domain: str = "tedx"
 
     def __post_init__(self):
         langs = [lang for lang, _ in self.train_sizes]
@@ -84,12 +86,16 @@ class TedxSpec:
                 f"train_sizes needs distinct mTEDx languages ({' '.join(LANGUAGES)}), got {langs}",
                 key="train_sizes",
             )
+        if self.domain not in DOMAINS:
+            raise ConfigError(f"domain must be one of {' '.join(DOMAINS)}", key="domain")
 
     def language_spec(self, lang: str) -> TalkSpec:
         """The talks of one language: its own seed stream, train size, and the shared valid/test sizes."""
         size = dict(self.train_sizes)[lang]
         splits = (("train", size), ("valid", self.valid_size), ("test", self.test_size))
-        seed = int(np.random.SeedSequence([self.seed, LANGUAGES.index(lang)]).generate_state(1)[0])
+        # TEDx keeps the stream it had before there were domains; another domain has its own
+        key = [self.seed, LANGUAGES.index(lang)] + [DOMAINS.index(self.domain)] * (self.domain != "tedx")
+        seed = int(np.random.SeedSequence(key).generate_state(1)[0])
         corpus = CorpusSpec(splits, self.num_range, seed, num_speakers=self.num_speakers)
         return TalkSpec(corpus, self.segments_per_talk, tgt_lang=lang)  # the talks' language
 
@@ -101,7 +107,6 @@ ST_TRAIN_SIZES = (
     ("fr-en", 360), ("fr-es", 240), ("fr-pt", 150), ("pt-en", 360), ("ru-en", 60),
     ("it-en", 0), ("it-es", 0), ("pt-es", 0),
 )  # fmt: skip
-DOMAINS = ("tedx", "other")
 OTHER_DOMAIN_VARIANTS = ("klatt", "klatt2", "klatt3", "klatt4", "klatt5", "klatt6")
 OTHER_DOMAIN_RATE = 50  # words per minute faster than the same speaker in TEDx
 
@@ -191,6 +196,7 @@ def signature(spec: TedxSpec, lang: str) -> dict:
     return {
         "generator_version": GENERATOR_VERSION,
         "language": lang,
+        "domain": spec.domain,
         "spec": asdict(spec.language_spec(lang)),
         "espeak-ng": espeak_ng_version(),
         "sample_rate": SAMPLE_RATE,
@@ -209,7 +215,7 @@ def generate_language(out: Path, spec: TedxSpec, lang: str, nj: int = 1) -> Path
     """Write ``<out>/<lang>-<lang>/`` (returned); a finished one with these settings is kept."""
     release = Path(out) / f"{lang}-{lang}"
     return _generate_release(
-        release, spec.language_spec(lang), lang, lang, signature(spec, lang), nj, "tedx"
+        release, spec.language_spec(lang), lang, lang, signature(spec, lang), nj, spec.domain
     )
 
 
@@ -274,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="speech translation instead: <src>-<tgt>=N,... (N 0: zero-shot, valid and test only); "
         "writes OUT/<src>-<tgt>/",
     )
-    parser.add_argument("--domain", choices=DOMAINS, default="tedx", help="ST: the speech's domain")
+    parser.add_argument("--domain", choices=DOMAINS, default="tedx", help="the speech's domain")
     args = parser.parse_args(argv)
     shared = (
         args.valid_size,
@@ -289,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             args.out, TedxSTSpec(args.st_train_sizes, *shared, args.domain), args.nj
         )
     else:
-        releases = generate(args.out, TedxSpec(args.train_sizes, *shared), args.nj)
+        releases = generate(args.out, TedxSpec(args.train_sizes, *shared, args.domain), args.nj)
     for release in releases:
         print(release)
 

@@ -1,9 +1,8 @@
-"""Multi-domain ST in egs/mtedx/st1 (head selection, Table 5): local/combine_domains.py adding another
-domain's data dirs to mTEDx's; run.sh's test sets and options per --tasks; and the recipe end to end on a
-tiny two-domain mini corpus: the joint shared model, head selection by domain and per-domain adapters
-started from the joint model, each decoded on both domains' test sets."""
+"""Multi-domain ASR and ST in egs/mtedx (head selection, Tables 3 and 5): each run.sh's test sets and
+options per --tasks, and both recipes end to end on a tiny two-domain mini corpus. ST: the joint shared
+model, head selection by domain and per-domain adapters started from the joint model; ASR: head selection
+by domain; each decoded on both domains' test sets."""
 
-import importlib.util
 import json
 import os
 import stat
@@ -12,90 +11,47 @@ from pathlib import Path
 
 import pytest
 import torch
-from recipe_fixture import make_recipe_copy, mtedx_st_tiny, read_table, run
+from recipe_fixture import (
+    MTEDX_ASR_ARGS,
+    MTEDX_TINY_ASR,
+    MTEDX_TINY_DECODE,
+    make_recipe_copy,
+    mtedx_st_tiny,
+    read_table,
+    run,
+)
 
-from espnet_ext.data import mtedx
-from espnet_ext.data.datadir import read_kaldi_map, validate_data_dir
-from espnet_ext.errors import InputError
 from espnet_ext.nets.adapters import ADAPTER_KEY
 
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location(
-    "combine_domains", ROOT / "egs" / "mtedx" / "st1" / "local" / "combine_domains.py"
-)
-combine_domains = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(combine_domains)
-FIXTURE = ROOT / "tests" / "fixtures" / "mtedx"
-
-
-@pytest.fixture
-def two_domains(tmp_path):
-    """mTEDx's data dirs and, as a second domain, the same release read again (same ids: prefixing needed)."""
-    data, other = tmp_path / "data", tmp_path / "other"
-    for out in (data, other):
-        mtedx.prepare_st(FIXTURE, ["es-en"], ["es-en", "it-en"], out)
-    return data, other
-
-
-def test_domains_combined_with_prefixed_ids_and_domain_tags(two_domains):
-    data, other = two_domains
-    combine_domains.combine(data, {"europarl": other})
-    domain = read_kaldi_map(data / "train" / "domain")
-    assert sorted(domain.items()) == [
-        ("es-en_yj7-Zq2Lr0k_00000300_00001570", "tedx"),
-        ("es-en_yj7-Zq2Lr0k_00001970_00003520", "tedx"),
-        ("europarl_es-en_yj7-Zq2Lr0k_00000300_00001570", "europarl"),
-        ("europarl_es-en_yj7-Zq2Lr0k_00001970_00003520", "europarl"),
-    ]
-    text = read_kaldi_map(data / "train" / "text.tgt")
-    assert text["europarl_es-en_yj7-Zq2Lr0k_00000300_00001570"] == "Thank you very much."
-    segments = read_kaldi_map(data / "train" / "segments")
-    assert segments["europarl_es-en_yj7-Zq2Lr0k_00000300_00001570"].startswith(
-        "europarl_es-en_yj7-Zq2Lr0k "
-    )
-    assert "europarl_es-en_yj7-Zq2Lr0k" in read_kaldi_map(data / "train" / "wav.scp")
-    validate_data_dir(data / "train", require=("text.src", "text.tgt", "domain", "direction"))
-    zero_shot = data / "test_europarl_it-en"
-    assert set(read_kaldi_map(zero_shot / "domain").values()) == {"europarl"}
-    assert len(read_kaldi_map(zero_shot / "text.tgt")) == 2
-    assert not list(data.glob("domains.*"))  # staging removed
-
-
-def test_bad_domain_roots_change_nothing(two_domains, tmp_path):
-    data, other = two_domains
-    before = (data / "train" / "text.tgt").read_text()
-    with pytest.raises(InputError, match="data dir does not exist"):
-        combine_domains.combine(data, {"covost": tmp_path / "missing"})
-    (other / "valid" / "text.tgt").unlink()
-    with pytest.raises(InputError, match="text.tgt"):
-        combine_domains.combine(data, {"covost": other})
-    assert (data / "train" / "text.tgt").read_text() == before and not (
-        data / "train" / "domain"
-    ).exists()
-    with pytest.raises(InputError, match="'tedx' is mTEDx's own domain"):
-        combine_domains.combine(data, {"tedx": other})
-    assert combine_domains.main(["--data", str(data), "co_vost=x"]) == 1
-
-
-# run.sh with st.sh replaced by a script printing its arguments: what each mode asks of st.sh
-ECHO_ST = """#!/usr/bin/env bash
+# run.sh with its pipeline (st.sh, asr.sh) replaced by a script printing its arguments: what each mode
+# asks of the pipeline
+ECHO_ARGS = """#!/usr/bin/env bash
 printf '%s\\n' "$@"
 """
 
 
+def echo_recipe(dest: Path, task: str, pipeline: str) -> Path:
+    recipe = make_recipe_copy("mtedx", task, dest)
+    (recipe / pipeline).unlink()
+    (recipe / pipeline).write_text(ECHO_ARGS)
+    (recipe / pipeline).chmod(stat.S_IRWXU)
+    return recipe
+
+
 @pytest.fixture(scope="module")
-def echo_recipe(tmp_path_factory):
-    st = make_recipe_copy("mtedx", "st1", tmp_path_factory.mktemp("st_echo"))
-    (st / "st.sh").unlink()
-    (st / "st.sh").write_text(ECHO_ST)
-    (st / "st.sh").chmod(stat.S_IRWXU)
-    return st
+def echo_st(tmp_path_factory):
+    return echo_recipe(tmp_path_factory.mktemp("st_echo"), "st1", "st.sh")
 
 
-def st_sh_args(st: Path, *args: str, corpus: str = "") -> dict[str, str]:
-    """The options run.sh gives st.sh (the last of each wins, as in st.sh)."""
+@pytest.fixture(scope="module")
+def echo_asr(tmp_path_factory):
+    return echo_recipe(tmp_path_factory.mktemp("asr_echo"), "asr1", "asr.sh")
+
+
+def pipeline_args(recipe: Path, *args: str, corpus: str = "") -> dict[str, str]:
+    """The options run.sh gives its pipeline (the last of each wins, as the pipeline parses them)."""
     out = subprocess.run(
-        ["./run.sh", *args], cwd=st, capture_output=True, text=True,
+        ["./run.sh", *args], cwd=recipe, capture_output=True, text=True,
         env={**os.environ, "MTEDX": corpus},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -109,34 +65,38 @@ MINI_TEDX_TESTS = (
 )
 
 
-def test_run_sh_test_sets_and_tasks_per_mode(echo_recipe):
-    st = echo_recipe
+def test_st_run_sh_test_sets_and_tasks_per_mode(echo_st):
+    st = echo_st
     other = " test_other_es-en test_other_it-en test_other_it-es test_other_pt-es"
-    languages = st_sh_args(st)
+    languages = pipeline_args(st)
     assert languages["--test_sets"] == MINI_TEDX_TESTS
     assert "--encoder_task_tag_file src_lang" in languages["--inference_args"]
-    joint = st_sh_args(
+    joint = pipeline_args(
         st, "--st_config", "conf/train_st_shared_mini.yaml", "--other_domains", "other"
     )
     assert joint["--test_sets"] == MINI_TEDX_TESTS + other
     assert joint["--asr_init"] == "../asr1/exp/asr_train_asr_shared_mini/valid.acc.ave.pth"
-    domains = st_sh_args(st, "--tasks", "domains")
+    domains = pipeline_args(st, "--tasks", "domains", "--dumpdir", "dump_domains")
     assert domains["--test_sets"] == MINI_TEDX_TESTS + other  # every domain by default
+    assert domains["--dumpdir"] == "dump_domains"
+    assert "dump_domains/fbank/train_filtered/domain_id,task_id,text_int" in domains["--st_args"]
     assert domains["--st_config"] == "conf/train_st_group_domains_mini.yaml"
     assert domains["--asr_init"] == ""
     assert "task_id,text_int" in domains["--st_args"] and "domain_id" in domains["--st_args"]
     assert domains["--inference_args"].startswith("--task_tag_file domain ")
-    adapter = st_sh_args(
+    adapter = pipeline_args(
         st, "--tasks", "domains", "--st_config", "conf/train_st_adapter_domains_mini.yaml",
         "--init_from", "exp/st_joint/valid.acc.ave.pth",
     )  # fmt: skip
     assert adapter["--st_args"].endswith("--init_param exp/st_joint/valid.acc.ave.pth")
-    real = st_sh_args(
+    real = pipeline_args(
         st, "--tasks", "domains", "--other_domains", "covost", corpus="/corpora/mtedx"
     )
     covost = [s for s in real["--test_sets"].split() if s.startswith("test_covost_")]
     assert covost == [f"test_covost_{s}-en" for s in ("es", "fr", "it", "pt", "ru")]  # footnote 3
-    europarl = st_sh_args(st, "--tasks", "domains", corpus="/corpora/mtedx")["--test_sets"].split()
+    europarl = pipeline_args(st, "--tasks", "domains", corpus="/corpora/mtedx")[
+        "--test_sets"
+    ].split()
     assert len([s for s in europarl if s.startswith("test_europarl_")]) == 11  # footnote 4
 
 
@@ -150,9 +110,9 @@ def test_run_sh_test_sets_and_tasks_per_mode(echo_recipe):
         (["--other_domains", "tedx2"], "--other_domains: unknown domain 'tedx2'"),
     ],
 )
-def test_run_sh_refuses_before_any_stage(echo_recipe, args, message):
+def test_st_run_sh_refuses_before_any_stage(echo_st, args, message):
     out = subprocess.run(
-        ["./run.sh", *args], cwd=echo_recipe, capture_output=True, text=True,
+        ["./run.sh", *args], cwd=echo_st, capture_output=True, text=True,
         env={**os.environ, "MTEDX": ""},
     )  # fmt: skip
     assert out.returncode != 0 and message in out.stderr and out.stdout == ""
@@ -234,3 +194,82 @@ def test_every_model_scored_on_both_domains(two_domain_runs, model):
         assert json.loads((scored / "result.json").read_text())["bleu"] >= 0
         refs = read_table(st / "dump" / "fbank" / test / "text.tgt")
         assert len(refs) == 3 and all(u.startswith("other_") == ("other" in test) for u in refs)
+
+
+def test_asr_run_sh_test_sets_and_tasks_per_mode(echo_asr):
+    asr = echo_asr
+    tedx = "test_es test_fr test_it test_pt"
+    languages = pipeline_args(asr)
+    assert languages["--test_sets"] == tedx
+    assert languages["--asr_config"] == "conf/train_asr_group_mini.yaml"
+    assert "train_filtered/task_id,task_id,text_int" in languages["--asr_args"]
+    assert languages["--inference_args"] == "--task_tag_file lang"
+    domains = pipeline_args(
+        asr, "--tasks", "domains", "--asr_config", "x/train_asr_group_domains_mini.yaml",
+        "--dumpdir", "dump_domains",
+    )  # fmt: skip
+    assert domains["--test_sets"] == tedx + " test_other_es test_other_it test_other_pt"
+    assert "dump_domains/fbank/train_filtered/domain_id,task_id,text_int" in domains["--asr_args"]
+    assert domains["--dumpdir"] == "dump_domains"
+    assert domains["--inference_args"] == "--task_tag_file domain"
+    assert domains["--asr_config"] == "x/train_asr_group_domains_mini.yaml"
+    joint = pipeline_args(
+        asr, "--other_domains", "other", "--asr_config", "conf/train_asr_shared_mini.yaml"
+    )
+    assert joint["--test_sets"] == domains["--test_sets"] and joint["--inference_args"].endswith(
+        " lang"
+    )
+    real = pipeline_args(asr, "--tasks", "domains", corpus="/corpora/mtedx")["--test_sets"].split()
+    assert [s for s in real if s.startswith("test_europarl_")] == [
+        f"test_europarl_{lang}" for lang in ("de", "es", "fr", "it", "pt")
+    ]  # the paper's Table 8
+    assert len([s for s in real if s.startswith("test_covost_")]) == 7
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--tasks", "domains", "--asr_config", "conf/train_asr_adapter_domains_mini.yaml"],
+            '--asr_args "--init_param <the joint shared model>"',
+        ),
+        (["--tasks", "dialects"], "--tasks must be languages or domains, got 'dialects'"),
+        (["--other_domains", "covost2"], "--other_domains: unknown domain 'covost2'"),
+    ],
+)
+def test_asr_run_sh_refuses_before_any_stage(echo_asr, args, message):
+    out = subprocess.run(
+        ["./run.sh", *args], cwd=echo_asr, capture_output=True, text=True,
+        env={**os.environ, "MTEDX": ""},
+    )  # fmt: skip
+    assert out.returncode != 0 and message in out.stderr and out.stdout == ""
+
+
+@pytest.fixture(scope="module")
+def asr_by_domain(tmp_path_factory):
+    """asr1 on a tiny mTEDx + "other" mini corpus, head selection by domain (--tasks domains)."""
+    asr = make_recipe_copy("mtedx", "asr1", tmp_path_factory.mktemp("asr_domains"))
+    config = MTEDX_TINY_ASR.replace("task_tags: [es, it]", "task_tags: [tedx, other]")
+    (asr / "conf" / "tiny_asr.yaml").write_text(config)
+    (asr / "conf" / "tiny_decode.yaml").write_text(MTEDX_TINY_DECODE)
+    args = [*MTEDX_ASR_ARGS, "--tasks", "domains", "--test_sets", "test_it test_other_it"]
+    at = args.index("--local_data_opts") + 1
+    args[at] += " --mini_other_domain true --mini_other_train_sizes it=12"
+    out = run(asr, args, env={"MTEDX": ""})
+    assert out.returncode == 0, out.stderr[-4000:]
+    return asr
+
+
+def test_asr_selects_heads_by_domain_and_scores_both_domains(asr_by_domain):
+    asr = asr_by_domain
+    domain = read_table(asr / "data" / "train" / "domain")
+    assert sorted(domain.values()) == ["other"] * 12 + ["tedx"] * 40
+    ids = read_table(asr / "dump" / "fbank" / "train_filtered" / "domain_id")
+    assert ids == {u: {"tedx": "0", "other": "1"}[domain[u]] for u in ids}
+    assert set(read_table(asr / "data" / "test_other_it" / "lang").values()) == {"it"}
+    model = torch.load(asr / "exp/asr_tiny_asr/valid.acc.ave.pth", map_location="cpu")
+    logits = [v for k, v in model.items() if k.endswith("selection_logits")]
+    assert logits and {v.shape[0] for v in logits} == {2}  # tedx, other
+    for test in ("test_it", "test_other_it"):
+        decoded = asr / "exp/asr_tiny_asr" / "decode_tiny_decode" / test
+        assert json.loads((decoded / "score_wer" / "result.json").read_text())["wer"] >= 0

@@ -1,15 +1,16 @@
-#!/usr/bin/env python3
-"""Multi-domain ST data (the head-selection paper's Table 5): other domains' data dirs added to mTEDx's.
+"""Multi-domain data (the head-selection paper's Tables 3 and 5): other domains' data dirs added to mTEDx's.
 
-    local/combine_domains.py --data data covost=/data/covost2_st europarl=/data/europarl_st
+    python -m espnet_ext.data.domains --data data --require text,lang covost=/data/covost2_asr europarl=...
 
-Each ``<domain>=<root>`` names a root of Kaldi data dirs ``train``, ``valid`` and ``test_<src>-<tgt>`` with
-the tables of ``espnet_ext.data.mtedx.prepare_st`` (``text.src``, ``text.tgt``, ``src_lang``, ``tgt_lang``,
-``direction``; wav.scp with or without segments). Every id (utterance, recording, speaker) of a domain is
-prefixed with ``<domain>_`` (two corpora may reuse talk or clip names), a ``domain`` table is added, and
+Each ``<domain>=<root>`` names a root of Kaldi data dirs ``train``, ``valid`` and ``test_<name>`` with the
+tables of mTEDx's data dirs (ASR: ``text``, ``lang``, as ``espnet_ext.data.mtedx prepare`` writes them; ST:
+``text.src``, ``text.tgt``, ``src_lang``, ``tgt_lang``, ``direction``, as ``prepare_st``), ``--require``
+naming the ones every dir must have; wav.scp with or without segments. Every id (utterance, recording,
+speaker) of a domain is prefixed with ``<domain>_`` (two corpora may reuse talk or clip names), a ``domain``
+table is added, and
 
-  data/train, data/valid        become mTEDx's (domain ``tedx``) and every domain's, combined;
-  data/test_<domain>_<src>-<tgt>  each test dir of a domain, for BLEU per domain and direction.
+  data/train, data/valid     become mTEDx's (domain ``tedx``) and every domain's, combined;
+  data/test_<domain>_<name>  each test dir of a domain, for a score per domain and language or direction.
 
 Everything is read and checked before data/train and data/valid are replaced.
 """
@@ -22,9 +23,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.append(str(Path(__file__).resolve().parents[4]))
-
-from espnet_ext.data.datadir import (  # noqa: E402
+from espnet_ext.data.datadir import (
     atomic_dir,
     combine_data_dirs,
     fix_spk2utt,
@@ -33,14 +32,19 @@ from espnet_ext.data.datadir import (  # noqa: E402
     validate_data_dir,
     write_kaldi_map,
 )
-from espnet_ext.errors import InputError, reports_input_errors  # noqa: E402
+from espnet_ext.errors import InputError, reports_input_errors
 
 BASE_DOMAIN = "tedx"
 
 
-def with_domain(src: Path, dst: Path, domain: str, prefix: str = "") -> None:
+ST_TABLES = ("text.src", "text.tgt", "tgt_lang")
+
+
+def with_domain(
+    src: Path, dst: Path, domain: str, prefix: str = "", require: Sequence[str] = ST_TABLES
+) -> None:
     """``src`` copied to ``dst`` with ids prefixed by ``prefix`` and a ``domain`` table."""
-    validate_data_dir(src, require=("text.src", "text.tgt", "tgt_lang"))
+    validate_data_dir(src, require=tuple(require))
     utts = set(read_kaldi_map(src / "utt2spk"))
     recordings = (src / "segments").exists()
     with atomic_dir(dst) as tmp:
@@ -61,17 +65,18 @@ def with_domain(src: Path, dst: Path, domain: str, prefix: str = "") -> None:
         validate_data_dir(tmp, require=())
 
 
-def combine(data: Path, domains: dict[str, Path]) -> list[Path]:
-    """Add ``domains`` ({name: root}) to the ST data dirs under ``data`` (see the module doc)."""
+def combine(data: Path, domains: dict[str, Path], require: Sequence[str] = ST_TABLES) -> list[Path]:
+    """Add ``domains`` ({name: root}) to the data dirs under ``data`` (see the module doc); every dir
+    must have the tables ``require``."""
     if BASE_DOMAIN in domains:
         raise InputError(f"'{BASE_DOMAIN}' is mTEDx's own domain; give the others another name")
     written = []
     with tempfile.TemporaryDirectory(prefix="domains.", dir=data) as staging:
         staging = Path(staging)
         for split in ("train", "valid"):
-            with_domain(data / split, staging / f"{split}.{BASE_DOMAIN}", BASE_DOMAIN)
+            with_domain(data / split, staging / f"{split}.{BASE_DOMAIN}", BASE_DOMAIN, "", require)
             for name, root in domains.items():
-                with_domain(root / split, staging / f"{split}.{name}", name, f"{name}_")
+                with_domain(root / split, staging / f"{split}.{name}", name, f"{name}_", require)
         tests = {
             (name, test.name): test
             for name, root in domains.items()
@@ -79,7 +84,7 @@ def combine(data: Path, domains: dict[str, Path]) -> list[Path]:
             if test.is_dir()
         }
         for (name, test_name), test in tests.items():
-            with_domain(test, staging / f"{name}.{test_name}", name, f"{name}_")
+            with_domain(test, staging / f"{name}.{test_name}", name, f"{name}_", require)
         for split in ("train", "valid"):
             sources = [staging / f"{split}.{d}" for d in (BASE_DOMAIN, *domains)]
             combine_data_dirs(data / split, sources)
@@ -94,7 +99,12 @@ def combine(data: Path, domains: dict[str, Path]) -> list[Path]:
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=Path("data"), help="mTEDx's ST data dirs")
+    parser.add_argument("--data", type=Path, default=Path("data"), help="mTEDx's data dirs")
+    parser.add_argument(
+        "--require",
+        default=",".join(ST_TABLES),
+        help="tables every data dir must have, comma-separated (ASR: text,lang)",
+    )
     parser.add_argument("domains", nargs="+", help="<domain>=<root of its data dirs>")
     args = parser.parse_args(argv)
     domains = {}
@@ -103,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if not eq or not name or not root or "_" in name or " " in name:
             raise InputError(f"'{item}' is not <domain>=<root> (a domain name without '_')")
         domains[name] = Path(root)
-    for path in combine(args.data, domains):
+    for path in combine(args.data, domains, [t for t in args.require.split(",") if t]):
         print(path)
 
 

@@ -1,0 +1,78 @@
+"""espnet_ext.data.domains: another domain's data dirs added to mTEDx's (ST for Table 5, ASR for Table 3)."""
+
+from pathlib import Path
+
+import pytest
+
+from espnet_ext.data import domains, mtedx
+from espnet_ext.data.datadir import read_kaldi_map, validate_data_dir
+from espnet_ext.errors import InputError
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mtedx"
+
+
+@pytest.fixture
+def two_domains(tmp_path):
+    """mTEDx's data dirs and, as a second domain, the same release read again (same ids: prefixing needed)."""
+    data, other = tmp_path / "data", tmp_path / "other"
+    for out in (data, other):
+        mtedx.prepare_st(FIXTURE, ["es-en"], ["es-en", "it-en"], out)
+    return data, other
+
+
+def test_domains_combined_with_prefixed_ids_and_domain_tags(two_domains):
+    data, other = two_domains
+    domains.combine(data, {"europarl": other})
+    domain = read_kaldi_map(data / "train" / "domain")
+    assert sorted(domain.items()) == [
+        ("es-en_yj7-Zq2Lr0k_00000300_00001570", "tedx"),
+        ("es-en_yj7-Zq2Lr0k_00001970_00003520", "tedx"),
+        ("europarl_es-en_yj7-Zq2Lr0k_00000300_00001570", "europarl"),
+        ("europarl_es-en_yj7-Zq2Lr0k_00001970_00003520", "europarl"),
+    ]
+    text = read_kaldi_map(data / "train" / "text.tgt")
+    assert text["europarl_es-en_yj7-Zq2Lr0k_00000300_00001570"] == "Thank you very much."
+    segments = read_kaldi_map(data / "train" / "segments")
+    assert segments["europarl_es-en_yj7-Zq2Lr0k_00000300_00001570"].startswith(
+        "europarl_es-en_yj7-Zq2Lr0k "
+    )
+    assert "europarl_es-en_yj7-Zq2Lr0k" in read_kaldi_map(data / "train" / "wav.scp")
+    validate_data_dir(data / "train", require=("text.src", "text.tgt", "domain", "direction"))
+    zero_shot = data / "test_europarl_it-en"
+    assert set(read_kaldi_map(zero_shot / "domain").values()) == {"europarl"}
+    assert len(read_kaldi_map(zero_shot / "text.tgt")) == 2
+    assert not list(data.glob("domains.*"))  # staging removed
+
+
+def test_bad_domain_roots_change_nothing(two_domains, tmp_path):
+    data, other = two_domains
+    before = (data / "train" / "text.tgt").read_text()
+    with pytest.raises(InputError, match="data dir does not exist"):
+        domains.combine(data, {"covost": tmp_path / "missing"})
+    (other / "valid" / "text.tgt").unlink()
+    with pytest.raises(InputError, match="text.tgt"):
+        domains.combine(data, {"covost": other})
+    assert (data / "train" / "text.tgt").read_text() == before and not (
+        data / "train" / "domain"
+    ).exists()
+    with pytest.raises(InputError, match="'tedx' is mTEDx's own domain"):
+        domains.combine(data, {"tedx": other})
+    assert domains.main(["--data", str(data), "co_vost=x"]) == 1
+
+
+def test_asr_data_dirs_per_domain_and_language(tmp_path):
+    """ASR (Table 3): data dirs with text and lang; a domain's test_<lang> becomes test_<domain>_<lang>."""
+    data, other = tmp_path / "data", tmp_path / "other"
+    for out in (data, other):
+        mtedx.prepare(FIXTURE, ["es", "fr"], ["train", "valid", "test"], out)
+    with pytest.raises(InputError, match="text.src"):  # ST's tables are not ASR's
+        domains.combine(data, {"covost": other})
+    written = domains.combine(data, {"covost": other}, require=("text", "lang"))
+    assert {p.name for p in written} == {"train", "valid", "test_covost_es", "test_covost_fr"}
+    train = read_kaldi_map(data / "train" / "domain")
+    assert sorted(set(train.values())) == ["covost", "tedx"] and len(train) % 2 == 0
+    lang = read_kaldi_map(data / "test_covost_fr" / "lang")
+    assert set(lang.values()) == {"fr"} and all(u.startswith("covost_") for u in lang)
+    assert not (
+        data / "test_covost"
+    ).exists()  # a domain's all-language test dir is not one of its tests
