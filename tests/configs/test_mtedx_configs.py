@@ -117,3 +117,19 @@ def test_the_recipe_decodes_the_real_corpus_with_the_last_10_epochs_averaged():
         config = yaml.safe_load((RECIPE / "conf" / name).read_text())
         assert ["train", "total_count", "max"] in config["best_model_criterion"]
         assert config["patience"] == 10 and config["keep_nbest_models"] >= 10
+
+
+def test_table3_mini_adapters_start_from_the_prepared_joint_model():
+    sweep = load_sweep(RECIPE / "conf" / "sweeps" / "table3_mini.yaml")
+    joint = next(p for p in sweep.prepare if "--asr_tag joint" in p)
+    assert "conf/train_asr_shared_mini.yaml" in joint and "--stop_stage 11" in joint
+    (train, *_) = sweep.invocations("adapter")
+    init = train[train.index("--asr_args") + 1]
+    assert shlex.split(init) == ["--init_param", "exp_domains/asr_joint/valid.acc.ave.pth"]
+    for run in ("group", "subset", "adapter"):
+        (train, *_) = sweep.invocations(run)
+        assert train[train.index("--tasks") + 1] == "domains"
+        assert f"conf/train_asr_{run}_domains_mini.yaml" in train
+    (joint_train, *_) = sweep.invocations("joint")
+    assert "--tasks" not in joint_train and "--other_domains" in joint_train
+    assert {s for s in sweep.sets if "other" in s} == {f"test_other_{x}" for x in ("es", "it", "pt")}
