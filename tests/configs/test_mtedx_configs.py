@@ -132,4 +132,6 @@ def test_table3_mini_adapters_start_from_the_prepared_joint_model():
         assert f"conf/train_asr_{run}_domains_mini.yaml" in train
     (joint_train, *_) = sweep.invocations("joint")
     assert "--tasks" not in joint_train and "--other_domains" in joint_train
-    assert {s for s in sweep.sets if "other" in s} == {f"test_other_{x}" for x in ("es", "it", "pt")}
+    assert {s for s in sweep.sets if "other" in s} == {
+        f"test_other_{x}" for x in ("es", "it", "pt")
+    }

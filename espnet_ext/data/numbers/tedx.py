@@ -94,7 +94,9 @@ class TedxSpec:
         size = dict(self.train_sizes)[lang]
         splits = (("train", size), ("valid", self.valid_size), ("test", self.test_size))
         # TEDx keeps the stream it had before there were domains; another domain has its own
-        key = [self.seed, LANGUAGES.index(lang)] + [DOMAINS.index(self.domain)] * (self.domain != "tedx")
+        key = [self.seed, LANGUAGES.index(lang)] + [DOMAINS.index(self.domain)] * (
+            self.domain != "tedx"
+        )
         seed = int(np.random.SeedSequence(key).generate_state(1)[0])
         corpus = CorpusSpec(splits, self.num_range, seed, num_speakers=self.num_speakers)
         return TalkSpec(corpus, self.segments_per_talk, tgt_lang=lang)  # the talks' language

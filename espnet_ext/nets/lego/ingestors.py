@@ -109,6 +109,10 @@ class WEmbIngestor(_Ingestor):
         self.weighted_embedding = torch.nn.Conv1d(
             vocab_size, dim, receptive_field, padding=receptive_field // 2, bias=False
         )
+        # W_Emb is an embedding table (§V shares it with token tables): entries of variance 1, as a token
+        # table after the usual sqrt(d) scale, split over the RF taps. A convolution's default init
+        # (bound 1/sqrt(|V| RF)) would leave the content ~10x below the positions added next.
+        torch.nn.init.normal_(self.weighted_embedding.weight, std=receptive_field**-0.5)
 
     def embed(self, log_probs: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         if self.weighted_embedding is None:  # RF = 1 with a shared table: P W_Emb

@@ -9,6 +9,15 @@ K positional queries attend to themselves and to the modality encoder's T states
 
 then a final LayerNorm. K = min(max_length, max(1, ceil(ratio * T))) per utterance: ``ratio`` > 1
 up-samples, < 1 down-samples, by any fractional factor (the paper's "reduce by 1.2" is ratio = 1/1.2).
+
+``query_positions``: where the sinusoidal part of eq. (15) is evaluated. ``output`` is eq. (15) as
+written, SinusoidalPE(k) for k = 1..K. ``input`` evaluates it at k / ratio, the input position query k
+summarises. The input states carry SinusoidalPE(t) from their own input layer, and PE(a)·PE(b) depends on
+a - b only, peaking at a = b: with ``input`` positions one query-key form (W_q^T W_k near the identity on
+the positional part) makes every query k attend around t = k / ratio, a monotonic alignment. With
+``output`` positions no bilinear form does that for every k (the frequencies differ), so the alignment
+rests on the learnable part alone; at ratio 1/3.5 the sinusoids point each query at t = k, inside the
+input's first third.
 One block of eqs. 16-19 is exactly a pre-LN Transformer decoder layer without the causal mask, so ESPnet's
 ``DecoderLayer`` runs it with the queries' padding mask.
 """
@@ -25,6 +34,8 @@ from espnet.nets.pytorch_backend.transformer.positionwise_feed_forward import (
 
 from espnet_ext.errors import ConfigError
 from espnet_ext.nets.lego.layers import length_mask, sinusoidal_positions
+
+QUERY_POSITIONS = ("output", "input")
 
 
 def olc_lengths(input_lengths: torch.Tensor, ratio: float, max_length: int) -> torch.Tensor:
@@ -55,8 +66,15 @@ class OutputLengthController(torch.nn.Module):
         linear_units: int = 1024,
         dropout_rate: float = 0.1,
         attention_dropout_rate: float = 0.0,
+        query_positions: str = "output",
     ):
         super().__init__()
+        if query_positions not in QUERY_POSITIONS:
+            raise ConfigError(
+                f"must be one of {', '.join(QUERY_POSITIONS)}, not {query_positions!r}",
+                key="olc.query_positions",
+            )
+        self.query_positions = query_positions
         if not ratio > 0:
             raise ConfigError(f"the OLC ratio K/T must be > 0, not {ratio}", key="olc.ratio")
         if max_length < 1:
@@ -85,7 +103,8 @@ class OutputLengthController(torch.nn.Module):
     def queries(self, k: int, device) -> torch.Tensor:
         """Eq. (15): (k, dim) positional queries."""
         positions = torch.arange(k, device=device)
-        return sinusoidal_positions(k, self.dim, device) + self.learnable_pe(positions)
+        scale = 1.0 / self.ratio if self.query_positions == "input" else 1.0
+        return sinusoidal_positions(k, self.dim, device, scale) + self.learnable_pe(positions)
 
     def forward(
         self, states: torch.Tensor, lengths: torch.Tensor

@@ -38,6 +38,20 @@ def test_wemb_wider_receptive_field_mixes_neighbours_but_not_padding():
         WEmbIngestor(3, 4, receptive_field=2)
 
 
+@pytest.mark.parametrize("receptive_field", [1, 5])
+def test_wemb_content_starts_at_the_scale_of_the_positions(receptive_field):
+    """W_Emb starts as an embedding table (unit variance over the RF taps): a confident token's expected
+    embedding is as large as the sinusoidal positions added to it (eq. 20), not ~10x smaller."""
+    torch.manual_seed(0)
+    ing = WEmbIngestor(vocab_size=100, dim=144, receptive_field=receptive_field, **TINY)
+    tokens = torch.randint(100, (1, 50))
+    one_hot = torch.nn.functional.one_hot(tokens, 100).float()
+    content = ing.embed((one_hot + 1e-9).log(), length_mask(torch.tensor([50]), 50))[0, 2:-2]
+    positions = sinusoidal_positions(50, 144)
+    ratio = float(content.pow(2).mean().sqrt() / positions.pow(2).mean().sqrt())
+    assert 1.0 < ratio < 2.0, ratio
+
+
 def test_wemb_passes_gradient_to_the_previous_module():
     ing = WEmbIngestor(vocab_size=5, dim=8, **TINY)
     logits = torch.randn(2, 3, 5, requires_grad=True)

@@ -96,3 +96,25 @@ def test_olc_check_tool_reports_the_short_utterances_and_fails(tmp_path, capsys)
     (tmp_path / "tgt").write_text("a 12\nb\n")
     assert lego_olc_check.main([*args, "--ratio", "1.5", "--max_length", "100"]) == 1
     assert "tgt:2: expected" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ratio", [1 / 1.2, 1.2 / 3.5, 2.0])
+def test_input_query_positions_point_each_query_at_the_input_it_summarises(ratio):
+    """With query_positions=input, PE(query k) . PE(frame t) peaks at t = k / ratio for every k (a
+    monotonic alignment one query-key form can use); with eq. (15) as written it peaks at t = k."""
+    t_len, dim = 120, 64
+    frames = sinusoidal_positions(t_len, dim)
+    k_len = int(olc_lengths(torch.tensor([t_len]), ratio, 1000))
+    for positions, expected in (("input", lambda k: k / ratio), ("output", lambda k: k)):
+        olc = OutputLengthController(dim, ratio=ratio, max_length=1000, query_positions=positions)
+        with torch.no_grad():
+            olc.learnable_pe.weight.zero_()  # the sinusoidal part alone
+        peaks = (olc.queries(k_len, None) @ frames.T).argmax(dim=1)
+        for k in range(k_len):
+            if expected(k) < t_len - 1:
+                assert abs(int(peaks[k]) - expected(k)) <= 1, (positions, k, int(peaks[k]))
+
+
+def test_unknown_query_positions_are_refused():
+    with pytest.raises(ConfigError, match="olc.query_positions"):
+        OutputLengthController(8, ratio=1.0, query_positions="frames")
