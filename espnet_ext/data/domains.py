@@ -1,6 +1,7 @@
 """Multi-domain data (the head-selection paper's Tables 3 and 5): other domains' data dirs added to mTEDx's.
 
-    python -m espnet_ext.data.domains --data data --require text,lang covost=/data/covost2_asr europarl=...
+    python -m espnet_ext.data.domains combine --data data --require text,lang covost=/data/covost2_asr ...
+    python -m espnet_ext.data.domains test_sets --task st covost europarl   # the names run.sh decodes
 
 Each ``<domain>=<root>`` names a root of Kaldi data dirs ``train``, ``valid`` and ``test_<name>`` with the
 tables of mTEDx's data dirs (ASR: ``text``, ``lang``, as ``espnet_ext.data.mtedx prepare`` writes them; ST:
@@ -13,11 +14,14 @@ table is added, and
   data/test_<domain>_<name>  each test dir of a domain, for a score per domain and language or direction.
 
 Everything is read and checked before data/train and data/valid are replaced.
+
+``test_sets`` names those test dirs for the domains the recipes know: CoVoST 2 and Europarl-ST in the
+paper's languages (Table 8, ASR) and directions (footnotes 3 and 4, ST: the mTEDx test directions they
+share), and the numbers world's mini domain "other" in those its local/data.sh generates.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -26,6 +30,7 @@ from pathlib import Path
 from espnet_ext.data.datadir import (
     atomic_dir,
     combine_data_dirs,
+    command_parser,
     fix_spk2utt,
     read_kaldi_map,
     table_files,
@@ -35,6 +40,19 @@ from espnet_ext.data.datadir import (
 from espnet_ext.errors import InputError, reports_input_errors
 
 BASE_DOMAIN = "tedx"
+# What each other domain's test dirs are named after: ASR languages, ST directions
+TEST_NAMES = {
+    "asr": {
+        "covost": "ar de es fr it pt ru",
+        "europarl": "de es fr it pt",
+        "other": "es it pt",  # egs/mtedx/asr1/local/data.sh --mini_other_train_sizes
+    },
+    "st": {
+        "covost": "es-en fr-en it-en pt-en ru-en",
+        "europarl": "es-en es-fr es-it es-pt fr-en fr-es fr-pt it-en it-es pt-en pt-es",
+        "other": "es-en it-en it-es pt-es",  # egs/mtedx/st1/local/data.sh --mini_other_st_train_sizes
+    },
+}
 
 
 ST_TABLES = ("text.src", "text.tgt", "tgt_lang")
@@ -96,17 +114,35 @@ def combine(data: Path, domains: dict[str, Path], require: Sequence[str] = ST_TA
     return written
 
 
+def test_sets(task: str, domains: Sequence[str]) -> list[str]:
+    """``test_<domain>_<name>`` of every domain, in the order given (see the module doc)."""
+    known = TEST_NAMES[task]
+    unknown = [d for d in domains if d not in known]
+    if unknown:
+        raise InputError(
+            f"unknown domain {unknown[0]!r} (known: {', '.join(known)})", key="--other_domains"
+        )
+    return [f"test_{d}_{name}" for d in domains for name in known[d].split()]
+
+
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=Path("data"), help="mTEDx's data dirs")
-    parser.add_argument(
+    parser, commands = command_parser("espnet_ext.data.domains", __doc__)
+    add = commands.add_parser("combine", help="add other domains' data dirs to --data's")
+    add.add_argument("--data", type=Path, default=Path("data"), help="mTEDx's data dirs")
+    add.add_argument(
         "--require",
         default=",".join(ST_TABLES),
         help="tables every data dir must have, comma-separated (ASR: text,lang)",
     )
-    parser.add_argument("domains", nargs="+", help="<domain>=<root of its data dirs>")
+    add.add_argument("domains", nargs="+", help="<domain>=<root of its data dirs>")
+    names = commands.add_parser("test_sets", help="print the test set names of other domains")
+    names.add_argument("--task", choices=sorted(TEST_NAMES), required=True)
+    names.add_argument("domains", nargs="*", help="covost, europarl, other")
     args = parser.parse_args(argv)
+    if args.command == "test_sets":
+        print(" ".join(test_sets(args.task, args.domains)))
+        return
     domains = {}
     for item in args.domains:
         name, eq, root = item.partition("=")

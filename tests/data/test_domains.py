@@ -57,7 +57,7 @@ def test_bad_domain_roots_change_nothing(two_domains, tmp_path):
     ).exists()
     with pytest.raises(InputError, match="'tedx' is mTEDx's own domain"):
         domains.combine(data, {"tedx": other})
-    assert domains.main(["--data", str(data), "co_vost=x"]) == 1
+    assert domains.main(["combine", "--data", str(data), "co_vost=x"]) == 1
 
 
 def test_asr_data_dirs_per_domain_and_language(tmp_path):
@@ -76,3 +76,18 @@ def test_asr_data_dirs_per_domain_and_language(tmp_path):
     assert not (
         data / "test_covost"
     ).exists()  # a domain's all-language test dir is not one of its tests
+
+
+def test_other_domains_test_sets_are_the_papers():
+    """CoVoST 2 / Europarl-ST: Table 8's languages (ASR), footnotes 3 and 4's directions (ST)."""
+    assert domains.test_sets("st", ["covost"]) == [
+        f"test_covost_{src}-en" for src in ("es", "fr", "it", "pt", "ru")
+    ]
+    europarl = domains.test_sets("st", ["europarl"])
+    assert len(europarl) == 11 and "test_europarl_it-es" in europarl
+    assert domains.test_sets("asr", ["other", "europarl"])[:4] == [
+        "test_other_es", "test_other_it", "test_other_pt", "test_europarl_de",
+    ]  # fmt: skip
+    assert domains.test_sets("asr", []) == []
+    with pytest.raises(InputError, match="unknown domain 'tedx'"):
+        domains.test_sets("st", ["tedx"])

@@ -22,6 +22,7 @@
 # table3_mini.yaml its Table 3.
 set -euo pipefail
 . ./db.sh
+. ./path.sh
 
 asr_config=""           # default: conf/train_asr_group[_mini].yaml
 asr_args=""             # training options besides the task ids
@@ -40,14 +41,6 @@ task_ids="--allow_variable_data_keys true"
 for part in train valid; do
     task_ids+=" --${part}_data_path_and_name_and_type ${dumpdir}/fbank/${part}_filtered/${id_table},task_id,text_int"
 done
-domain_languages() {  # the languages of another domain's test sets
-    case $1 in
-        other) echo "es it pt" ;;  # local/data.sh --mini_other_train_sizes
-        covost) echo "ar de es fr it pt ru" ;;
-        europarl) echo "de es fr it pt" ;;
-        *) echo "$0: --other_domains: unknown domain '$1' (known: other, covost, europarl)" >&2; return 1 ;;
-    esac
-}
 if [ -z "${MTEDX}" ]; then
     test_sets="test_es test_fr test_it test_pt"
     all_other_domains=other
@@ -73,10 +66,10 @@ if [ "${tasks}" = domains ] && [[ $(basename "${asr_config}") == *adapter* ]] \
     echo "$0: --tasks domains with ${asr_config} needs --asr_args \"--init_param <the joint shared model>\"" >&2
     exit 1
 fi
-for domain in ${other_domains}; do
-    langs=$(domain_languages "${domain}")  # an assignment: set -e stops at an unknown domain
-    for lang in ${langs}; do test_sets+=" test_${domain}_${lang}"; done
-done
+# an assignment: set -e stops at an unknown domain
+# shellcheck disable=SC2086
+other_tests=$(python -m espnet_ext.data.domains test_sets --task asr ${other_domains})
+test_sets+=${other_tests:+ ${other_tests}}
 
 ./asr.sh --train_set train --valid_set valid --test_sets "${test_sets}" --asr_config "${asr_config}" \
     --dumpdir "${dumpdir}" \

@@ -32,6 +32,7 @@
 #   ./run.sh --st_config conf/train_st_adapter_mini.yaml --tasks directions
 set -euo pipefail
 . ./db.sh
+. ./path.sh
 
 tasks=languages
 init_from=""
@@ -77,14 +78,6 @@ else
     title="mTEDx multilingual ST (13 test directions)"
     all_other_domains="covost europarl"
 fi
-domain_test_directions() {  # the directions of another domain's test sets
-    case $1 in
-        other) echo "es-en it-en it-es pt-es" ;;  # local/data.sh --mini_other_st_train_sizes
-        covost) echo "es-en fr-en it-en pt-en ru-en" ;;
-        europarl) echo "es-en es-fr es-it es-pt fr-en fr-es fr-pt it-en it-es pt-en pt-es" ;;
-        *) echo "$0: --other_domains: unknown domain '$1' (known: other, covost, europarl)" >&2; return 1 ;;
-    esac
-}
 
 case ${tasks} in
     languages)
@@ -121,12 +114,12 @@ kind=${kind#train_st_}
 asr_init=(--asr_init "../asr1/exp/asr_train_asr_${kind%_mini}${scale}/valid.acc.ave.pth")
 [ "${tasks}" = languages ] || asr_init=(--asr_init "")   # adapters: all from the shared ST model
 [ "${other_domains}" != default ] || other_domains=""
-for domain in ${other_domains}; do
-    pairs=$(domain_test_directions "${domain}")  # an assignment: set -e stops at an unknown domain
-    for pair in ${pairs}; do test_sets+=" ${domain}_${pair}"; done
-done
 # shellcheck disable=SC2001
 test_sets=$(sed 's/\([^ ]*\)/test_\1/g' <<< "${test_sets}")
+# an assignment: set -e stops at an unknown domain
+# shellcheck disable=SC2086
+other_tests=$(python -m espnet_ext.data.domains test_sets --task st ${other_domains})
+test_sets+=${other_tests:+ ${other_tests}}
 
 ./st.sh --train_set train --valid_set valid --test_sets "${test_sets}" --dumpdir "${dumpdir}" \
     --st_config "${st_config}" --inference_config "conf/decode_st${scale}.yaml" "${asr_init[@]}" \

@@ -60,7 +60,7 @@ python -m espnet_ext.data.mtedx prepare --root "${root}" --langs "${langs//,/ }"
 domains=tedx
 if [ -n "${other_domains}" ]; then  # adds a domain table to train and valid, and test_<domain>_* dirs
     # shellcheck disable=SC2086
-    python -m espnet_ext.data.domains --data data --require text,lang ${other_domains//,/ }
+    python -m espnet_ext.data.domains combine --data data --require text,lang ${other_domains//,/ }
     domains+=",$(tr ',' '\n' <<< "${other_domains}" | cut -d= -f1 | paste -sd, -)"
 fi
 for dir in data/train data/valid data/test data/test_*; do

@@ -75,7 +75,7 @@ python -m espnet_ext.data.mtedx prepare_st --root "${root}" --train_directions "
 domains=tedx
 if [ -n "${other_domains}" ]; then  # adds a domain table to train and valid, and test_<domain>_* dirs
     # shellcheck disable=SC2086
-    python -m espnet_ext.data.domains --data data --require text.src,text.tgt,tgt_lang ${other_domains//,/ }
+    python -m espnet_ext.data.domains combine --data data --require text.src,text.tgt,tgt_lang ${other_domains//,/ }
     domains+=",$(tr ',' '\n' <<< "${other_domains}" | cut -d= -f1 | paste -sd, -)"
 fi
 for dir in data/train data/valid data/test data/test_*; do
