@@ -13,8 +13,8 @@
 # Multi-domain ASR (Table 3; data from local/data.sh --other_domains or --mini_other_domain true):
 # --tasks domains makes the domain the task (tag file domain, conf/train_asr_{group,subset}_domains*.yaml;
 # train_asr_adapter_domains*.yaml with --asr_args "--init_param <the joint shared model>"), and
-# --other_domains "D ..." decodes the other domains' test sets test_<domain>_<lang> too, in their languages
-# below (the paper's Table 8; the mini "other" domain's as local/data.sh); default with --tasks domains:
+# --other_domains "D ..." decodes the other domains' test sets test_<domain>_<lang> too, in the languages
+# espnet_ext/data/domains.py lists (the paper's Table 8; the mini "other" domain's); default with --tasks domains:
 # all of them (mini: other; real: covost europarl), otherwise none. The joint shared model is the shared
 # config with --tasks languages --other_domains "..." on the same data.
 # Sweeps (python -m espnet_ext.analysis.sweep run --spec conf/sweeps/<name>.yaml): table2 (shared, subset,

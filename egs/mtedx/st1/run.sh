@@ -24,7 +24,7 @@
 #     has one adapter per domain and starts from the joint shared model (--init_from, required): the shared
 #     config with --tasks languages --other_domains "..." on the same data.
 # --other_domains: the domains besides mTEDx whose test sets test_<domain>_<src>-<tgt> are decoded too, in
-#   their directions below (the paper's footnotes 3 and 4; the mini "other" domain's as local/data.sh);
+#   the directions espnet_ext/data/domains.py lists (the paper's footnotes 3 and 4; the mini "other" domain's);
 #   default with --tasks domains: all of them (mini: other; real: covost europarl), otherwise none.
 #   Every model's decoder starts from a learned vector of the target language (target_languages).
 # The adapter model starts from the trained shared ST model (--init_from, default this recipe's shared run)
