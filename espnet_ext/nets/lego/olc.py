@@ -24,6 +24,8 @@ One block of eqs. 16-19 is exactly a pre-LN Transformer decoder layer without th
 
 from __future__ import annotations
 
+import math
+
 import torch
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
 from espnet.nets.pytorch_backend.transformer.decoder_layer import DecoderLayer
@@ -55,6 +57,35 @@ def too_short(input_lengths, needed, ratio: float, max_length: int) -> torch.Ten
     return olc_lengths(input_lengths, ratio, max_length) < needed
 
 
+def alignment_prior(
+    in_lengths: torch.Tensor, out_lengths: torch.Tensor, k_max: int, t_max: int, sigma: float
+) -> torch.Tensor:
+    """(B, 1, K, T) log-prior -((t - c_k) / (sigma w))^2 / 2 of the module doc, per utterance."""
+    span = in_lengths.double() / out_lengths.double()  # (B,) input frames per query
+    centre = (torch.arange(k_max, device=span.device) + 0.5) * span[:, None] - 0.5  # (B, K)
+    width = sigma * span.clamp(min=1.0)
+    frames = torch.arange(t_max, device=span.device)
+    distance = (frames[None, None, :] - centre[:, :, None]) / width[:, None, None]  # (B, K, T)
+    return (-0.5 * distance.pow(2)).unsqueeze(1).float()
+
+
+class AlignmentPriorAttention(MultiHeadedAttention):
+    """Eq. (18)'s cross-attention with ``prior`` (set by the OLC before each call) added to its scores,
+    times a learnable weight per head."""
+
+    def __init__(self, n_head: int, n_feat: int, dropout_rate: float):
+        super().__init__(n_head, n_feat, dropout_rate)
+        self.prior_weight = torch.nn.Parameter(torch.ones(n_head))
+        self.prior: torch.Tensor | None = None
+
+    def forward(self, query, key, value, mask, expand_kv=False):
+        q, k, v = self.forward_qkv(query, key, value)
+        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.d_k)
+        if self.prior is not None:
+            scores = scores + self.prior_weight.view(1, -1, 1, 1) * self.prior
+        return self.forward_attention(v, scores, mask)
+
+
 class OutputLengthController(torch.nn.Module):
     def __init__(
         self,
@@ -67,8 +98,15 @@ class OutputLengthController(torch.nn.Module):
         dropout_rate: float = 0.1,
         attention_dropout_rate: float = 0.0,
         query_positions: str = "output",
+        alignment_prior: float = 0.0,
     ):
         super().__init__()
+        if alignment_prior < 0:
+            raise ConfigError(
+                f"the prior's width sigma must be > 0 (0: no prior), not {alignment_prior}",
+                key="olc.alignment_prior",
+            )
+        self.alignment_prior = float(alignment_prior)
         if query_positions not in QUERY_POSITIONS:
             raise ConfigError(
                 f"must be one of {', '.join(QUERY_POSITIONS)}, not {query_positions!r}",
@@ -82,13 +120,14 @@ class OutputLengthController(torch.nn.Module):
         self.ratio = float(ratio)
         self.max_length = int(max_length)
         self.dim = dim
+        cross_attention = AlignmentPriorAttention if alignment_prior else MultiHeadedAttention
         self.learnable_pe = torch.nn.Embedding(self.max_length, dim)
         torch.nn.init.normal_(self.learnable_pe.weight, std=dim**-0.5)
         self.blocks = torch.nn.ModuleList(
             DecoderLayer(
                 dim,
                 MultiHeadedAttention(attention_heads, dim, attention_dropout_rate),
-                MultiHeadedAttention(attention_heads, dim, attention_dropout_rate),
+                cross_attention(attention_heads, dim, attention_dropout_rate),
                 PositionwiseFeedForward(dim, linear_units, dropout_rate),
                 dropout_rate,
                 normalize_before=True,
@@ -115,6 +154,15 @@ class OutputLengthController(torch.nn.Module):
         h = self.queries(k_max, states.device).unsqueeze(0).expand(states.size(0), -1, -1)
         query_mask = length_mask(out_lengths, k_max)
         memory_mask = length_mask(lengths, states.size(1))
+        prior = None
+        if self.alignment_prior:
+            prior = alignment_prior(
+                lengths, out_lengths, k_max, states.size(1), self.alignment_prior
+            )
         for block in self.blocks:
-            h, _, _, _ = block(h, query_mask, states, memory_mask)
+            block.src_attn.prior = prior
+            try:
+                h, _, _, _ = block(h, query_mask, states, memory_mask)
+            finally:
+                block.src_attn.prior = None
         return self.after_norm(h), out_lengths

@@ -118,3 +118,41 @@ def test_input_query_positions_point_each_query_at_the_input_it_summarises(ratio
 def test_unknown_query_positions_are_refused():
     with pytest.raises(ConfigError, match="olc.query_positions"):
         OutputLengthController(8, ratio=1.0, query_positions="frames")
+
+
+def test_alignment_prior_centres_each_query_on_its_span_per_utterance():
+    """With the scores' content zeroed (q, k projections 0), each query's cross-attention (eq. 18) peaks at
+    the centre of its span of the input, c_k = (k + 1/2) T/K - 1/2, in every utterance of a padded batch."""
+    torch.manual_seed(0)
+    olc = OutputLengthController(
+        16, ratio=1 / 3.5, max_length=64, attention_heads=2, linear_units=16, alignment_prior=0.5
+    ).eval()
+    attention = olc.blocks[0].src_attn
+    with torch.no_grad():
+        for linear in (attention.linear_q, attention.linear_k):
+            linear.weight.zero_()
+            linear.bias.zero_()
+    lengths = torch.tensor([35, 21])
+    _, k = olc(torch.randn(2, 35, 16), lengths)
+    assert k.tolist() == [10, 6]
+    # the attention of the last call is kept by ESPnet's module: (B, heads, K, T)
+    peaks = attention.attn.argmax(-1)
+    for b in range(2):
+        span = lengths[b] / k[b]
+        for q in range(int(k[b])):
+            centre = (q + 0.5) * span - 0.5
+            assert abs(int(peaks[b, 0, q]) - float(centre)) <= 0.5, (b, q)
+    assert attention.prior is None  # not left behind for another caller
+
+
+def test_alignment_prior_weight_is_learnt_and_off_by_default():
+    olc = OutputLengthController(
+        8, ratio=0.5, attention_heads=2, linear_units=8, alignment_prior=1.0
+    )
+    out, _ = olc(torch.randn(2, 9, 8), torch.tensor([9, 7]))
+    out.sum().backward()
+    assert olc.blocks[0].src_attn.prior_weight.grad.abs().sum() > 0
+    plain = OutputLengthController(8, ratio=0.5)
+    assert not any("prior_weight" in n for n, _ in plain.named_parameters())  # eq. 18 as written
+    with pytest.raises(ConfigError, match="olc.alignment_prior"):
+        OutputLengthController(8, ratio=0.5, alignment_prior=-1.0)
