@@ -13,10 +13,9 @@ from espnet.nets.pytorch_backend.transformer.positionwise_feed_forward import (
 )
 
 
-def sinusoidal_positions(length: int, dim: int, device=None, scale: float = 1.0) -> torch.Tensor:
-    """(length, dim): PE[k, 2i] = sin(p_k / 10000^(2i/dim)), PE[k, 2i+1] = cos(same), Vaswani et al.,
-    at positions p_k = k * scale (1: the usual 0, 1, 2, ...)."""
-    position = torch.arange(length, dtype=torch.float32, device=device)[:, None] * scale
+def sinusoidal_positions(length: int, dim: int, device=None) -> torch.Tensor:
+    """(length, dim): PE[k, 2i] = sin(k / 10000^(2i/dim)), PE[k, 2i+1] = cos(same), Vaswani et al."""
+    position = torch.arange(length, dtype=torch.float32, device=device)[:, None]
     inv_freq = torch.exp(
         torch.arange(0, dim, 2, dtype=torch.float32, device=device) * (-math.log(10000.0) / dim)
     )

@@ -9,22 +9,11 @@ K positional queries attend to themselves and to the modality encoder's T states
 
 then a final LayerNorm. K = min(max_length, max(1, ceil(ratio * T))) per utterance: ``ratio`` > 1
 up-samples, < 1 down-samples, by any fractional factor (the paper's "reduce by 1.2" is ratio = 1/1.2).
-
-``query_positions``: where the sinusoidal part of eq. (15) is evaluated. ``output`` is eq. (15) as
-written, SinusoidalPE(k) for k = 1..K. ``input`` evaluates it at k / ratio, the input position query k
-summarises. The input states carry SinusoidalPE(t) from their own input layer, and PE(a)·PE(b) depends on
-a - b only, peaking at a = b: with ``input`` positions one query-key form (W_q^T W_k near the identity on
-the positional part) makes every query k attend around t = k / ratio, a monotonic alignment. With
-``output`` positions no bilinear form does that for every k (the frequencies differ), so the alignment
-rests on the learnable part alone; at ratio 1/3.5 the sinusoids point each query at t = k, inside the
-input's first third.
 One block of eqs. 16-19 is exactly a pre-LN Transformer decoder layer without the causal mask, so ESPnet's
 ``DecoderLayer`` runs it with the queries' padding mask.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
@@ -36,8 +25,6 @@ from espnet.nets.pytorch_backend.transformer.positionwise_feed_forward import (
 
 from espnet_ext.errors import ConfigError
 from espnet_ext.nets.lego.layers import length_mask, sinusoidal_positions
-
-QUERY_POSITIONS = ("output", "input")
 
 
 def olc_lengths(input_lengths: torch.Tensor, ratio: float, max_length: int) -> torch.Tensor:
@@ -57,35 +44,6 @@ def too_short(input_lengths, needed, ratio: float, max_length: int) -> torch.Ten
     return olc_lengths(input_lengths, ratio, max_length) < needed
 
 
-def alignment_prior(
-    in_lengths: torch.Tensor, out_lengths: torch.Tensor, k_max: int, t_max: int, sigma: float
-) -> torch.Tensor:
-    """(B, 1, K, T) log-prior -((t - c_k) / (sigma w))^2 / 2 of the module doc, per utterance."""
-    span = in_lengths.double() / out_lengths.double()  # (B,) input frames per query
-    centre = (torch.arange(k_max, device=span.device) + 0.5) * span[:, None] - 0.5  # (B, K)
-    width = sigma * span.clamp(min=1.0)
-    frames = torch.arange(t_max, device=span.device)
-    distance = (frames[None, None, :] - centre[:, :, None]) / width[:, None, None]  # (B, K, T)
-    return (-0.5 * distance.pow(2)).unsqueeze(1).float()
-
-
-class AlignmentPriorAttention(MultiHeadedAttention):
-    """Eq. (18)'s cross-attention with ``prior`` (set by the OLC before each call) added to its scores,
-    times a learnable weight per head."""
-
-    def __init__(self, n_head: int, n_feat: int, dropout_rate: float):
-        super().__init__(n_head, n_feat, dropout_rate)
-        self.prior_weight = torch.nn.Parameter(torch.ones(n_head))
-        self.prior: torch.Tensor | None = None
-
-    def forward(self, query, key, value, mask, expand_kv=False):
-        q, k, v = self.forward_qkv(query, key, value)
-        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.d_k)
-        if self.prior is not None:
-            scores = scores + self.prior_weight.view(1, -1, 1, 1) * self.prior
-        return self.forward_attention(v, scores, mask)
-
-
 class OutputLengthController(torch.nn.Module):
     def __init__(
         self,
@@ -97,22 +55,8 @@ class OutputLengthController(torch.nn.Module):
         linear_units: int = 1024,
         dropout_rate: float = 0.1,
         attention_dropout_rate: float = 0.0,
-        query_positions: str = "output",
-        alignment_prior: float = 0.0,
     ):
         super().__init__()
-        if alignment_prior < 0:
-            raise ConfigError(
-                f"the prior's width sigma must be > 0 (0: no prior), not {alignment_prior}",
-                key="olc.alignment_prior",
-            )
-        self.alignment_prior = float(alignment_prior)
-        if query_positions not in QUERY_POSITIONS:
-            raise ConfigError(
-                f"must be one of {', '.join(QUERY_POSITIONS)}, not {query_positions!r}",
-                key="olc.query_positions",
-            )
-        self.query_positions = query_positions
         if not ratio > 0:
             raise ConfigError(f"the OLC ratio K/T must be > 0, not {ratio}", key="olc.ratio")
         if max_length < 1:
@@ -120,14 +64,13 @@ class OutputLengthController(torch.nn.Module):
         self.ratio = float(ratio)
         self.max_length = int(max_length)
         self.dim = dim
-        cross_attention = AlignmentPriorAttention if alignment_prior else MultiHeadedAttention
         self.learnable_pe = torch.nn.Embedding(self.max_length, dim)
         torch.nn.init.normal_(self.learnable_pe.weight, std=dim**-0.5)
         self.blocks = torch.nn.ModuleList(
             DecoderLayer(
                 dim,
                 MultiHeadedAttention(attention_heads, dim, attention_dropout_rate),
-                cross_attention(attention_heads, dim, attention_dropout_rate),
+                MultiHeadedAttention(attention_heads, dim, attention_dropout_rate),
                 PositionwiseFeedForward(dim, linear_units, dropout_rate),
                 dropout_rate,
                 normalize_before=True,
@@ -142,8 +85,7 @@ class OutputLengthController(torch.nn.Module):
     def queries(self, k: int, device) -> torch.Tensor:
         """Eq. (15): (k, dim) positional queries."""
         positions = torch.arange(k, device=device)
-        scale = 1.0 / self.ratio if self.query_positions == "input" else 1.0
-        return sinusoidal_positions(k, self.dim, device, scale) + self.learnable_pe(positions)
+        return sinusoidal_positions(k, self.dim, device) + self.learnable_pe(positions)
 
     def forward(
         self, states: torch.Tensor, lengths: torch.Tensor
@@ -154,15 +96,6 @@ class OutputLengthController(torch.nn.Module):
         h = self.queries(k_max, states.device).unsqueeze(0).expand(states.size(0), -1, -1)
         query_mask = length_mask(out_lengths, k_max)
         memory_mask = length_mask(lengths, states.size(1))
-        prior = None
-        if self.alignment_prior:
-            prior = alignment_prior(
-                lengths, out_lengths, k_max, states.size(1), self.alignment_prior
-            )
         for block in self.blocks:
-            block.src_attn.prior = prior
-            try:
-                h, _, _, _ = block(h, query_mask, states, memory_mask)
-            finally:
-                block.src_attn.prior = None
+            h, _, _, _ = block(h, query_mask, states, memory_mask)
         return self.after_norm(h), out_lengths
