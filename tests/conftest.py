@@ -56,6 +56,7 @@ LONGEST_FIRST = [
     "test_europarl_asr_recipe.py",  # with test_wmt_lego_recipe.py: WMT De-En, Ro-En, compose, Europarl
     "test_librispeech_recipe.py",  # with test_librispeech_slurm.py
     "test_mtedx_asr_recipe.py",  # with test_mtedx_st_recipe.py
+    "test_mtedx_domains.py",
     "test_mustc_asr_recipe.py",  # with test_mustc_st_recipe.py
     "test_lrs3_recipe.py",
     "test_iwslt14_recipe.py",
@@ -63,7 +64,6 @@ LONGEST_FIRST = [
     "test_mnist_seq_recipe.py",
     "test_mnist_seq_scene_text.py",
     "test_wmt_recipe.py",
-    "test_mtedx_domains.py",
 ]
 
 

@@ -121,6 +121,16 @@ TWO_DOMAINS = [
 ]  # fmt: skip
 
 
+def assert_domains_in_training_data(recipe: Path, tedx: int, other: int) -> None:
+    """data/train tags every utterance with its domain (the other domain's ids prefixed), and the dump
+    holds the domain ids training reads (tedx 0, other 1)."""
+    domain = read_table(recipe / "data" / "train" / "domain")
+    assert sorted(domain.values()) == ["other"] * other + ["tedx"] * tedx
+    assert all(u.startswith("other_") == (d == "other") for u, d in domain.items())
+    ids = read_table(recipe / "dump" / "fbank" / "train_filtered" / "domain_id")
+    assert ids == {u: {"tedx": "0", "other": "1"}[domain[u]] for u in ids}
+
+
 @pytest.fixture(scope="module")
 def two_domain_runs(tmp_path_factory):
     """st1 on a tiny mTEDx + "other" mini corpus: the joint shared model (--tasks languages), then head
@@ -145,11 +155,7 @@ def two_domain_runs(tmp_path_factory):
 
 def test_two_domains_tagged_and_their_ids_in_the_dump(two_domain_runs):
     st = two_domain_runs
-    domain = read_table(st / "data" / "train" / "domain")
-    assert sorted(domain.values()) == ["other"] * 24 + ["tedx"] * 24
-    assert all(u.startswith("other_") == (d == "other") for u, d in domain.items())
-    ids = read_table(st / "dump" / "fbank" / "train_filtered" / "domain_id")
-    assert ids == {u: {"tedx": "0", "other": "1"}[domain[u]] for u in ids}
+    assert_domains_in_training_data(st, tedx=24, other=24)
     for test in TESTS:
         tags = set(read_table(st / "dump" / "fbank" / test / "domain").values())
         assert tags == {"other" if "other" in test else "tedx"}
@@ -251,10 +257,7 @@ def asr_by_domain(tmp_path_factory):
 
 def test_asr_selects_heads_by_domain_and_scores_both_domains(asr_by_domain):
     asr = asr_by_domain
-    domain = read_table(asr / "data" / "train" / "domain")
-    assert sorted(domain.values()) == ["other"] * 12 + ["tedx"] * 40
-    ids = read_table(asr / "dump" / "fbank" / "train_filtered" / "domain_id")
-    assert ids == {u: {"tedx": "0", "other": "1"}[domain[u]] for u in ids}
+    assert_domains_in_training_data(asr, tedx=40, other=12)
     assert set(read_table(asr / "data" / "test_other_it" / "lang").values()) == {"it"}
     model = torch.load(asr / "exp/asr_tiny_asr/valid.acc.ave.pth", map_location="cpu")
     logits = [v for k, v in model.items() if k.endswith("selection_logits")]
