@@ -25,10 +25,12 @@ model_conf: {{interface_text_keys: [phn, text], on_short_ctc: report}}
 {SPEECH}encoder: legonn
 encoder_conf:
     modules:
-    -   {{token_list: data/token_list/phn/tokens.txt, input_layer: conv2d, {BLOCK},
-          olc: {{ratio: 0.833333, max_length: 365, num_blocks: 1}}}}
+    -   {{token_list: data/token_list/phn/tokens.txt, input_layer: cnn, conv_channels: [4, 4],
+          conv_strides: [2, 2], {BLOCK}, olc: {{ratio: 0.833333, max_length: 365, num_blocks: 1,
+          query_scale: 0.1, alignment_prior: 0.5}}}}
     -   {{token_list: data/token_list/bpe_unigram100/tokens.txt, input_layer: wemb, {BLOCK},
-          ingestor: {{receptive_field: 5, {INGEST}}}, olc: {{ratio: 0.342857, max_length: 130, num_blocks: 1}}}}
+          ingestor: {{receptive_field: 5, {INGEST}}}, olc: {{ratio: 0.342857, max_length: 130, num_blocks: 1,
+          query_scale: 0.1, alignment_prior: 1.0}}}}
 """
     + TINY_DECODER
     + ONE_EPOCH

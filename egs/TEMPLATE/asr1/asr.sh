@@ -50,6 +50,8 @@ unlabeled_set=""        # self-training (stages 13-14): the data/<set> to pseudo
 pseudo_label_exp=""     # the experiment whose model pseudo-labels it (default: this one's, stage 9)
 pseudo_min_confidence=""  # pseudo-labels kept when 1-best score / tokens >= this (empty: every non-empty 1-best)
 asr_tag=""
+asr_stats_dir=""        # statistics (stage 8; default ${expdir}/asr_stats_${token_type}, as ESPnet): one per
+                        # config lets trainings of several configs on the same data run side by side
 attention_variant=baseline  # baseline, smooth_focus, relaxed_cross or relaxed_self (espnet_ext.attention.variants)
 relax_gamma=""          # relaxation coefficient of the relaxed variants (default: the paper's)
 matched_inference=false # relaxed attention also when decoding (the paper's "matched inference")
@@ -104,7 +106,7 @@ asr_args="$(sed -n 2p <<< "${variant}") ${asr_args}"
 asr_tag=${asr_tag:-$(basename "${asr_config}" .yaml)$(sed -n 1p <<< "${variant}")}
 asr_exp="${expdir}/${exp_kind}_${asr_tag}"
 if [ "${print_exp}" = true ]; then echo "${asr_exp}"; exit 0; fi
-asr_stats_dir="${expdir}/${exp_kind}_stats_${token_type}"
+asr_stats_dir=${asr_stats_dir:-${expdir}/${exp_kind}_stats_${token_type}}
 lm_tag=${lm_tag:-$(basename "${lm_config:-lm}" .yaml)}
 lm_exp=${lm_exp:-${expdir}/lm_${lm_tag}}
 if [ -z "${inference_tag}" ]; then

@@ -17,12 +17,13 @@ from espnet.nets.pytorch_backend.transformer.subsampling import Conv2dSubsamplin
 from espnet2.asr.encoder.abs_encoder import AbsEncoder
 
 from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.nets.cnn_subsampling import Conv2dSubsampling4Layer
 from espnet_ext.nets.lego.ingestors import INGESTORS, build_ingestor
 from espnet_ext.nets.lego.interface import CTCInterface
 from espnet_ext.nets.lego.layers import TransformerStack, length_mask, sinusoidal_positions
 from espnet_ext.nets.lego.olc import OutputLengthController
 
-FEATURE_INPUTS = ("none", "linear", "conv2d")
+FEATURE_INPUTS = ("none", "linear", "conv2d", "cnn")
 
 
 def load_token_list(token_list: str | list[str], key: str) -> list[str]:
@@ -71,12 +72,27 @@ class Subsampled(torch.nn.Module):
         return h, ((lengths - 1) // 2 - 1) // 2
 
 
+class CNNSubsampled(torch.nn.Module):
+    """The VGG-style 3x3 CNN of ``espnet_ext.nets.cnn_subsampling`` (channels and strides as options):
+    with few channels far cheaper than ESPnet's conv2d, whose 3x3 convolutions have d channels."""
+
+    def __init__(self, input_size: int, dim: int, dropout_rate: float, channels, strides):
+        super().__init__()
+        self.conv = Conv2dSubsampling4Layer(input_size, dim, dropout_rate, channels, strides)
+
+    def forward(self, xs, lengths):
+        h, mask = self.conv(xs, length_mask(lengths, xs.size(1)))
+        return h, mask[:, 0].sum(dim=-1)
+
+
 class Identity(torch.nn.Module):
     def forward(self, xs, lengths):
         return xs, lengths
 
 
-def build_input_layer(kind: str, input_size: int, dim: int, dropout_rate: float, ingestor: dict):
+def build_input_layer(
+    kind: str, input_size: int, dim: int, dropout_rate: float, ingestor: dict, cnn: dict
+):
     if kind in INGESTORS:
         return build_ingestor(kind, input_size, dim, **ingestor)
     if kind == "none":
@@ -90,6 +106,8 @@ def build_input_layer(kind: str, input_size: int, dim: int, dropout_rate: float,
         return PositionedLinear(input_size, dim)
     if kind == "conv2d":
         return Subsampled(input_size, dim, dropout_rate)
+    if kind == "cnn":
+        return CNNSubsampled(input_size, dim, dropout_rate, **cnn)
     raise ConfigError(
         f"unknown input layer {kind!r}; one of {[*FEATURE_INPUTS, *INGESTORS]}", key="input_layer"
     )
@@ -111,12 +129,19 @@ class LegoEncoderModule(torch.nn.Module):
         dropout_rate: float = 0.1,
         attention_dropout_rate: float = 0.0,
         olc: dict | None = None,
+        conv_channels: list[int] = (64, 64, 128, 128),
+        conv_strides: list[int] = (1, 2, 1, 2),
     ):
         super().__init__()
         self.token_list = load_token_list(token_list, "token_list")
         self.input_kind = input_layer
         self.input_layer = build_input_layer(
-            input_layer, input_size, output_size, dropout_rate, ingestor or {}
+            input_layer,
+            input_size,
+            output_size,
+            dropout_rate,
+            ingestor or {},
+            dict(channels=conv_channels, strides=conv_strides),
         )
         self.modality_encoder = TransformerStack(
             output_size,
@@ -166,7 +191,7 @@ class LegoNNEncoder(AbsEncoder):
             kind = conf.get("input_layer", "none")
             if (i == 0) == (kind in INGESTORS):
                 raise ConfigError(
-                    "the first module reads features (input_layer none/linear/conv2d), every later "
+                    "the first module reads features (input_layer none/linear/conv2d/cnn), every later "
                     f"one ingests distributions (wemb/beamconv); module {i} has {kind!r}",
                     key=f"encoder_conf.modules[{i}].input_layer",
                 )

@@ -105,18 +105,31 @@ def test_mt_train_trains_a_legonn_model_and_the_loss_decreases(trained_experimen
     assert ctc[1] < ctc[0]
 
 
-def asr_config(**model_conf):
-    """Speech (4x conv2d subsampling) -> phonemes (OLC 1/1.2) -> words (WEmb RF 5, OLC 1/3.5), §V-C2."""
+def asr_config(input_layer="conv2d", **model_conf):
+    """Speech (4x subsampling) -> phonemes (OLC 1/1.2) -> words (WEmb RF 5, OLC 1/3.5), §V-C2."""
     modules = [
-        module_conf(PHONE_VOCAB, input_layer="conv2d", olc_ratio=1 / 1.2),
+        module_conf(
+            PHONE_VOCAB, input_layer, olc_ratio=1 / 1.2, conv_channels=[4, 4], conv_strides=[2, 2]
+        ),
         module_conf(TEXT_VOCAB, input_layer="wemb", olc_ratio=1 / 3.5),
     ]
     modules[1]["ingestor"]["receptive_field"] = 5
     return asr_experiment_config(modules, interface_text_keys=["phn", "text"], **model_conf)
 
 
-def test_asr_model_sums_the_phoneme_and_word_interface_ctc_with_the_decoder_ce():
-    model = build(asr_config())
+@pytest.mark.parametrize(
+    "input_layer, phone_lengths, word_lengths",
+    [
+        # conv2d: T' = ((T - 1) // 2 - 1) // 2 = 19, 14; ceil(T' / 1.2) = 16, 12; ceil(k0 / 3.5) = 5, 4
+        ("conv2d", [16, 12], [5, 4]),
+        # two padded 3x3 stride-2 CNN layers: T' = ceil(ceil(T / 2) / 2) = 20, 15; ceil(T' / 1.2) = 17, 13
+        ("cnn", [17, 13], [5, 4]),
+    ],
+)
+def test_asr_model_sums_the_phoneme_and_word_interface_ctc_with_the_decoder_ce(
+    input_layer, phone_lengths, word_lengths
+):
+    model = build(asr_config(input_layer))
     speech = torch.randn(2, 80, FEATS)
     speech_lengths = torch.tensor([80, 60])
     text, text_lengths = torch.tensor([[2, 3, 4], [5, 6, -1]]), torch.tensor([3, 2])
@@ -128,8 +141,7 @@ def test_asr_model_sums_the_phoneme_and_word_interface_ctc_with_the_decoder_ce()
         (stats["loss_ce"] + stats["loss_ctc_0"] + stats["loss_ctc_1"]).item(), rel=1e-6
     )
     (_, k0), (_, k1) = model.interfaces(speech, speech_lengths)
-    # Conv2d: T' = ((T - 1) // 2 - 1) // 2 = 19, 14; ceil(T' / 1.2) = 16, 12; ceil(k0 / 3.5) = 5, 4
-    assert k0.tolist() == [16, 12] and k1.tolist() == [5, 4]
+    assert k0.tolist() == phone_lengths and k1.tolist() == word_lengths
     with pytest.raises(ConfigError, match="ctc_weight"):
         build(asr_config(ctc_weight=0.3))
 

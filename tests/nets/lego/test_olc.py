@@ -96,3 +96,75 @@ def test_olc_check_tool_reports_the_short_utterances_and_fails(tmp_path, capsys)
     (tmp_path / "tgt").write_text("a 12\nb\n")
     assert lego_olc_check.main([*args, "--ratio", "1.5", "--max_length", "100"]) == 1
     assert "tgt:2: expected" in capsys.readouterr().err
+
+
+def test_alignment_prior_centres_each_query_on_its_span_per_utterance():
+    """With the scores' content zeroed (q, k projections 0), each query's cross-attention (eq. 18) peaks at
+    the centre of its span of the input, c_k = (k + 1/2) T/K - 1/2, in every utterance of a padded batch."""
+    torch.manual_seed(0)
+    olc = OutputLengthController(
+        16, ratio=1 / 3.5, max_length=64, attention_heads=2, linear_units=16, alignment_prior=0.5
+    ).eval()
+    attention = olc.blocks[0].src_attn
+    with torch.no_grad():
+        for linear in (attention.linear_q, attention.linear_k):
+            linear.weight.zero_()
+            linear.bias.zero_()
+    lengths = torch.tensor([35, 21])
+    _, k = olc(torch.randn(2, 35, 16), lengths)
+    assert k.tolist() == [10, 6]
+    weights = attention.attn  # ESPnet keeps the last call's attention: (B, heads, K, T)
+    for b in range(2):
+        span = float(lengths[b] / k[b])
+        for q in range(int(k[b])):
+            centre = (q + 0.5) * span - 0.5
+            assert abs(int(weights[b, 0, q].argmax()) - centre) <= 0.5, (b, q)
+            # a Gaussian of width sigma * span: one span away it has fallen to exp(-1/(2 sigma^2))
+            near = int(round(centre))
+            far = near + int(round(span))
+            if far < lengths[b]:
+                expected = torch.exp(
+                    torch.tensor(
+                        -0.5 * ((far - centre) ** 2 - (near - centre) ** 2) / (0.5 * span) ** 2
+                    )
+                )
+                assert torch.isclose(
+                    weights[b, 0, q, far] / weights[b, 0, q, near], expected, rtol=1e-4
+                )
+    assert weights[1, :, :, 21:].abs().max() == 0  # padded frames get nothing
+    assert attention.prior is None  # not left behind for another caller
+
+
+def test_alignment_prior_weight_is_learnt_and_both_options_off_by_default():
+    olc = OutputLengthController(
+        8, ratio=0.5, attention_heads=2, linear_units=8, alignment_prior=1.0
+    )
+    out, _ = olc(torch.randn(2, 9, 8), torch.tensor([9, 7]))
+    out.sum().backward()
+    assert olc.blocks[0].src_attn.prior_weight.grad.abs().sum() > 0
+    plain = OutputLengthController(8, ratio=0.5)
+    assert not any("prior_weight" in n for n, _ in plain.named_parameters())  # eq. 18 as written
+    assert torch.equal(
+        plain.queries(5, "cpu"), sinusoidal_positions(5, 8) + plain.learnable_pe.weight[:5]
+    )
+    with pytest.raises(ConfigError, match="olc.alignment_prior"):
+        OutputLengthController(8, ratio=0.5, alignment_prior=-1.0)
+    with pytest.raises(ConfigError, match="olc.query_scale"):
+        OutputLengthController(8, ratio=0.5, query_scale=0.0)
+
+
+def test_query_scale_scales_only_the_residual_stream_of_equation_15():
+    """s * eq. (15): the self-/cross-attention queries see LayerNorm(h) and are unchanged; the residual
+    that the attended content is added to is s times smaller."""
+    torch.manual_seed(0)
+    plain = OutputLengthController(16, ratio=1.0, attention_heads=2, linear_units=16).eval()
+    scaled = OutputLengthController(
+        16, ratio=1.0, attention_heads=2, linear_units=16, query_scale=0.1
+    ).eval()
+    scaled.load_state_dict(plain.state_dict())
+    assert torch.allclose(scaled.queries(6, "cpu"), 0.1 * plain.queries(6, "cpu"))
+    block = plain.blocks[0]
+    h = plain.queries(6, "cpu")[None]
+    assert torch.allclose(block.norm1(h), scaled.blocks[0].norm1(0.1 * h), atol=1e-4)
+    states, lengths = torch.randn(1, 6, 16), torch.tensor([6])
+    assert not torch.allclose(plain(states, lengths)[0], scaled(states, lengths)[0])

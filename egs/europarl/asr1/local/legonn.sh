@@ -10,6 +10,7 @@
 #      + its own decoder; trained, decoded, scored (asr.sh 8-11)
 #    5 TED LegoNN ASR, the same architecture on TED (its pronunciation model is Table V's); trained only
 #    6 baseline encoder-decoder on Europarl (--baseline_config; empty skips it)
+#      (4-6 run side by side, 6 beside 7-10 too, unless --parallel_trainings false; each its own statistics dir)
 #    7 module export and composition, two pre-trained modules or three (§VI-D):
 #      iv = the Europarl ASR encoder (both its modules) + the De-En decoder (Table IV);
 #      v = Europarl phoneme recogniser + TED pronunciation model + De-En decoder (Table V);
@@ -39,6 +40,7 @@ baseline_config=""      # plain encoder-decoder (empty: no baseline)
 finetune_config=""      # training settings for fine-tuning a composed model (merged into its config)
 inference_config=""
 asr_opts=""             # options for every asr.sh call (nj, max_frames, ...)
+parallel_trainings=true # stages 4-6 side by side (each training takes --train_num_threads of asr_opts)
 
 . ./path.sh
 . utils/parse_options.sh
@@ -64,6 +66,21 @@ phoneme_targets() {  # phoneme_targets DUMPDIR TRAIN VALID: the CTC targets of a
 }
 europarl_phn=$(phoneme_targets "${dumpdir}" "${train_set}" "${valid_set}")
 ted_phn=$(phoneme_targets "${dumpdir}/ted" "${ted_train_set}" "${ted_valid_set}")
+
+# spawn GROUP CMD...: CMD in the background, its pid added to the array GROUP, with --parallel_trainings true;
+# else CMD now. wait_all GROUP: every command of GROUP has ended; returns 1 if one of them failed.
+spawn() {
+    local -n group=$1
+    shift
+    if [ "${parallel_trainings}" = true ]; then "$@" & group+=($!); else "$@"; fi
+}
+wait_all() {
+    local -n group=$1
+    local pid failed=0
+    for pid in "${group[@]}"; do wait "${pid}" || failed=1; done
+    group=()
+    return "${failed}"
+}
 
 prepare_data() {
     ./asr.sh --stop_stage 3 "${common[@]}" "${europarl[@]}" --asr_config "${asr_config}" &&
@@ -107,6 +124,7 @@ export_modules() {  # export_modules EXP: EXP/modules/{encoder<i>,decoder}.pt
 }
 # The trained models (the tags conf/sweeps/modules.yaml gives them too).
 ep_exp="${expdir}/asr_legonn"
+ep_stats="${expdir}/asr_stats_legonn"  # also the fine-tuned models' (the same Europarl data)
 ted_exp="${expdir}/ted/asr_ted_legonn"
 baseline_exp="${expdir}/asr_baseline"
 compose_all() {
@@ -148,33 +166,43 @@ ctc_all() {
     ctc_score "${expdir}/asr_composed_v_ted" model.pth 1 bpe
 }
 
-finetune() {
-    local name composed
-    for name in iv v; do
-        composed="${expdir}/asr_composed_${name}"
-        local/merge_config.py "${composed}/config.yaml" "${finetune_config}" "${composed}/finetune.yaml" || return 1
-        ./asr.sh --stage 9 --stop_stage 11 "${common[@]}" "${europarl[@]}" --asr_config "${composed}/finetune.yaml" \
-            --asr_tag "finetuned_${name}" --asr_args "--init_param ${composed}/model.pth ${europarl_phn}" || return 1
-    done
+finetune_one() {  # finetune_one NAME: the composed model asr_composed_NAME trained end to end, decoded, scored
+    local composed="${expdir}/asr_composed_$1"
+    local/merge_config.py "${composed}/config.yaml" "${finetune_config}" "${composed}/finetune.yaml" &&
+    ./asr.sh --stage 9 --stop_stage 11 "${common[@]}" "${europarl[@]}" --asr_stats_dir "${ep_stats}" \
+        --asr_config "${composed}/finetune.yaml" \
+        --asr_tag "finetuned_$1" --asr_args "--init_param ${composed}/model.pth ${europarl_phn}"
+}
+finetunes=()
+finetune() {  # both compositions, side by side unless --parallel_trainings false
+    spawn finetunes finetune_one iv && spawn finetunes finetune_one v && wait_all finetunes
 }
 
 run_stage 1 "Europarl and TED data and features" "${dumpdir}/legonn" "$(date +%s)" prepare_data
 [ -f "${mt_decoder}" ] || [ "${stop_stage}" -lt 3 ] || die "no MT decoder artefact ${mt_decoder}"
 run_stage 3 "token list of the MT decoder" "${token_dir}" "$(fingerprint "${mt_decoder}")" \
     local/decoder_vocab.py --artefact "${mt_decoder}" --base_dir "${mt_decoder_base}" --out_dir "${token_dir}"
-run_stage 4 "Europarl LegoNN ASR, phoneme + pronunciation modules" "${ep_exp}/legonn" "$(date +%s)" \
-    train_and_score "${asr_config}" legonn 11 "${europarl[@]}" -- "${europarl_phn}"
-run_stage 5 "TED LegoNN ASR, phoneme + pronunciation modules" "${ted_exp}/legonn" "$(date +%s)" \
-    train_and_score "${asr_config}" ted_legonn 9 "${ted[@]}" -- "${ted_phn}"  # its modules are what counts
+# Stages 4-6 train independent models, each with its own statistics dir. With --parallel_trainings true
+# (default) they run side by side, and the baseline (needed by stage 11 only) beside stages 7-10 too.
+modules=() baseline=()
+spawn modules run_stage 4 "Europarl LegoNN ASR, phoneme + pronunciation modules" "${ep_exp}/legonn" "$(date +%s)" \
+    train_and_score "${asr_config}" legonn 11 "${europarl[@]}" --asr_stats_dir "${ep_stats}" \
+    -- "${europarl_phn}"
+spawn modules run_stage 5 "TED LegoNN ASR, phoneme + pronunciation modules" "${ted_exp}/legonn" "$(date +%s)" \
+    train_and_score "${asr_config}" ted_legonn 9 "${ted[@]}" --asr_stats_dir "${expdir}/ted/asr_stats_ted_legonn" \
+    -- "${ted_phn}"  # its modules are what counts
 if [ -n "${baseline_config}" ]; then
-    run_stage 6 "baseline encoder-decoder" "${baseline_exp}/legonn" "$(date +%s)" \
-        train_and_score "${baseline_config}" baseline 11 "${europarl[@]}" -- ""
+    spawn baseline run_stage 6 "baseline encoder-decoder" "${baseline_exp}/legonn" "$(date +%s)" \
+        train_and_score "${baseline_config}" baseline 11 "${europarl[@]}" \
+        --asr_stats_dir "${expdir}/asr_stats_baseline" -- ""
 fi
+wait_all modules || die "a LegoNN training stage failed (its error is above)"
 run_stage 7 "module export and composition" "${expdir}/legonn" \
     "$(fingerprint "${ep_exp}/valid.acc.ave.pth" "${ted_exp}/valid.acc.ave.pth" "${mt_decoder}")" compose_all
 run_stage 8 "decoding the composed models (no training)" "${expdir}/legonn" "$(date +%s)" decode_composed
 run_stage 9 "greedy CTC decoding of encoder modules" "${expdir}/legonn" "$(date +%s)" ctc_all
 run_stage 10 "fine-tuning the composed models" "${expdir}/legonn" "$(date +%s)" finetune
+wait_all baseline || die "the baseline training stage failed (its error is above)"
 run_stage 11 "Tables IV-VII" "${expdir}/legonn" "$(date +%s)" \
     python local/tables.py --expdir "${expdir}" --test_set "${test_sets%% *}" --europarl "$(basename "${ep_exp}")" \
         ${baseline_config:+--baseline "$(basename "${baseline_exp}")"} \
