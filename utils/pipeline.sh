@@ -5,6 +5,10 @@
 # fingerprint (options + input files), so reruns are cheap and a changed config or input redoes the work.
 # The marker is written only after the stage function returned 0; a failure removes it and exits.
 #
+# Stages side by side (${parallel_stages}: true runs them in the background, false in turn; default true):
+#   spawn GROUP CMD...                          CMD (e.g. run_stage ...) in the background, pid in array GROUP
+#   wait_all GROUP                              every command of GROUP has ended; 1 if one of them failed
+# A pipeline that exits (a stage died) stops the commands it still runs in the background, with their children.
 # Shared stage steps:
 #   skip_when FLAG STAGE...                     a --skip_* flag: STAGE... join ${skip_stages} if FLAG is true
 #   prepare_data_dirs CHECK...                  stage 1: local/data.sh, then every set checked by CHECK
@@ -58,6 +62,30 @@ run_stage() {
     echo "${fp}" > "${marker}.tmp" && mv "${marker}.tmp" "${marker}"
     log "Stage ${n}: ${title}: done in $((SECONDS - start)) s"
 }
+
+spawn() {
+    # shellcheck disable=SC2178  # a nameref to the caller's array
+    local -n group=$1
+    shift
+    if [ "${parallel_stages:-true}" = true ]; then "$@" & group+=($!); else "$@"; fi
+}
+
+wait_all() {
+    # shellcheck disable=SC2178  # a nameref to the caller's array
+    local -n group=$1
+    local pid failed=0
+    for pid in "${group[@]}"; do wait "${pid}" || failed=1; done
+    group=()
+    return "${failed}"
+}
+
+kill_tree() {  # kill_tree PID: PID and every process below it
+    local child
+    for child in $(pgrep -P "$1"); do kill_tree "${child}"; done
+    kill "$1" 2>/dev/null || true
+}
+# a rerun would otherwise find a training of the dead run still writing in its directory
+trap 'for pid in $(jobs -pr); do kill_tree "${pid}"; done' EXIT
 
 # skip_when FLAG STAGE... : STAGE... join ${skip_stages} when FLAG (the value of a --skip_* option) is true;
 # it is compared with "true", so no value is ever run as a command

@@ -1,6 +1,7 @@
 """utils/parse_options.sh and utils/pipeline.sh: Kaldi-style options and the fingerprinted stage runner."""
 
 import subprocess
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,3 +232,92 @@ def test_skip_when_skips_the_stages_of_a_true_flag_only(tmp_path):
     again = run("--stage", "2", "--config", "typo.conf")
     assert again.returncode == 0 and (tmp_path / "trained_more").exists()
     assert not (tmp_path / "ran_as_a_command").exists()
+
+
+SIDE_BY_SIDE = """#!/usr/bin/env bash
+set -euo pipefail
+stage=1
+stop_stage=100
+parallel_stages=true
+fail=false
+. "{root}/utils/parse_options.sh"
+. "{root}/utils/pipeline.sh"
+waits_for_b() {{  # succeeds only if stage 2 runs while it waits
+    for _ in $(seq 100); do [ -f b_started ] && return 0; sleep 0.05; done
+    return 1
+}}
+starts_b() {{ touch b_started; [ "${{fail}}" = false ]; }}
+group=()
+spawn group run_stage 1 "waits" out 1 waits_for_b
+spawn group run_stage 2 "starts" out 2 starts_b
+wait_all group || die "a stage failed"
+echo finished > finished.txt
+"""
+
+DIES_WITH_A_BACKGROUND_JOB = """#!/usr/bin/env bash
+set -euo pipefail
+stage=1
+stop_stage=100
+. "{root}/utils/parse_options.sh"
+. "{root}/utils/pipeline.sh"
+long_job() {{ bash -c 'echo $$ > job.pid; exec sleep 60'; }}
+group=()
+spawn group run_stage 1 "long" out 1 long_job
+for _ in $(seq 100); do [ -s job.pid ] && break; sleep 0.05; done
+run_stage 2 "fails" out 2 false
+"""
+
+
+def running(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def write_script(tmp_path, text):
+    script = tmp_path / "pipe.sh"
+    script.write_text(text.format(root=ROOT))
+    script.chmod(0o755)
+    return lambda *args: subprocess.run(
+        ["./pipe.sh", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_spawned_stages_run_side_by_side_or_in_turn(tmp_path):
+    run = write_script(tmp_path, SIDE_BY_SIDE)
+    out = run()
+    assert out.returncode == 0, out.stderr  # stage 1 saw stage 2 start while it waited
+    assert (tmp_path / "out/.stages/stage1.done").exists()
+    assert (tmp_path / "out/.stages/stage2.done").exists()
+    (tmp_path / "b_started").unlink()
+    for marker in (tmp_path / "out/.stages").iterdir():
+        marker.unlink()
+    in_turn = run("--parallel_stages", "false")  # stage 1 waits in vain for the stage after it
+    assert in_turn.returncode != 0 and "Stage 1 (waits) failed" in in_turn.stderr
+    assert not (tmp_path / "b_started").exists()
+
+
+def test_a_failed_spawned_stage_fails_the_pipeline_after_the_others_end(tmp_path):
+    run = write_script(tmp_path, SIDE_BY_SIDE)
+    out = run("--fail", "true")
+    assert out.returncode != 0 and "a stage failed" in out.stderr
+    assert (tmp_path / "out/.stages/stage1.done").exists()  # the other one was waited for
+    assert not (tmp_path / "out/.stages/stage2.done").exists()
+    assert not (tmp_path / "finished.txt").exists()
+
+
+def test_a_pipeline_that_dies_stops_its_background_stages(tmp_path):
+    run = write_script(tmp_path, DIES_WITH_A_BACKGROUND_JOB)
+    out = run()
+    assert out.returncode != 0 and "Stage 2 (fails) failed" in out.stderr
+    pid = int((tmp_path / "job.pid").read_text())
+    for _ in range(
+        40
+    ):  # a signalled process may take a moment; a zombie no parent reaps is dead too
+        if not running(pid):
+            break
+        time.sleep(0.05)
+    assert not running(pid), "the background stage's process outlived the pipeline"
+    assert not (tmp_path / "out/.stages/stage1.done").exists()

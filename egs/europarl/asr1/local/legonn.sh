@@ -10,7 +10,7 @@
 #      + its own decoder; trained, decoded, scored (asr.sh 8-11)
 #    5 TED LegoNN ASR, the same architecture on TED (its pronunciation model is Table V's); trained only
 #    6 baseline encoder-decoder on Europarl (--baseline_config; empty skips it)
-#      (4-6 run side by side, 6 beside 7-10 too, unless --parallel_trainings false; each its own statistics dir)
+#      (4-6 run side by side, 6 beside 7-10 too, unless --parallel_stages false; each its own statistics dir)
 #    7 module export and composition, two pre-trained modules or three (§VI-D):
 #      iv = the Europarl ASR encoder (both its modules) + the De-En decoder (Table IV);
 #      v = Europarl phoneme recogniser + TED pronunciation model + De-En decoder (Table V);
@@ -40,7 +40,8 @@ baseline_config=""      # plain encoder-decoder (empty: no baseline)
 finetune_config=""      # training settings for fine-tuning a composed model (merged into its config)
 inference_config=""
 asr_opts=""             # options for every asr.sh call (nj, max_frames, ...)
-parallel_trainings=true # stages 4-6 side by side (each training takes --train_num_threads of asr_opts)
+parallel_stages=true    # stages 4-6 side by side, and the two fine-tunings (each training takes
+                        # --train_num_threads of asr_opts)
 
 . ./path.sh
 . utils/parse_options.sh
@@ -67,20 +68,8 @@ phoneme_targets() {  # phoneme_targets DUMPDIR TRAIN VALID: the CTC targets of a
 europarl_phn=$(phoneme_targets "${dumpdir}" "${train_set}" "${valid_set}")
 ted_phn=$(phoneme_targets "${dumpdir}/ted" "${ted_train_set}" "${ted_valid_set}")
 
-# spawn GROUP CMD...: CMD in the background, its pid added to the array GROUP, with --parallel_trainings true;
-# else CMD now. wait_all GROUP: every command of GROUP has ended; returns 1 if one of them failed.
-spawn() {
-    local -n group=$1
-    shift
-    if [ "${parallel_trainings}" = true ]; then "$@" & group+=($!); else "$@"; fi
-}
-wait_all() {
-    local -n group=$1
-    local pid failed=0
-    for pid in "${group[@]}"; do wait "${pid}" || failed=1; done
-    group=()
-    return "${failed}"
-}
+# shellcheck disable=SC2034  # filled and read by spawn / wait_all (utils/pipeline.sh) through namerefs
+modules=() baseline=() finetunes=()
 
 prepare_data() {
     ./asr.sh --stop_stage 3 "${common[@]}" "${europarl[@]}" --asr_config "${asr_config}" &&
@@ -173,8 +162,7 @@ finetune_one() {  # finetune_one NAME: the composed model asr_composed_NAME trai
         --asr_config "${composed}/finetune.yaml" \
         --asr_tag "finetuned_$1" --asr_args "--init_param ${composed}/model.pth ${europarl_phn}"
 }
-finetunes=()
-finetune() {  # both compositions, side by side unless --parallel_trainings false
+finetune() {  # both compositions, side by side unless --parallel_stages false
     spawn finetunes finetune_one iv && spawn finetunes finetune_one v && wait_all finetunes
 }
 
@@ -182,9 +170,8 @@ run_stage 1 "Europarl and TED data and features" "${dumpdir}/legonn" "$(date +%s
 [ -f "${mt_decoder}" ] || [ "${stop_stage}" -lt 3 ] || die "no MT decoder artefact ${mt_decoder}"
 run_stage 3 "token list of the MT decoder" "${token_dir}" "$(fingerprint "${mt_decoder}")" \
     local/decoder_vocab.py --artefact "${mt_decoder}" --base_dir "${mt_decoder_base}" --out_dir "${token_dir}"
-# Stages 4-6 train independent models, each with its own statistics dir. With --parallel_trainings true
+# Stages 4-6 train independent models, each with its own statistics dir. With --parallel_stages true
 # (default) they run side by side, and the baseline (needed by stage 11 only) beside stages 7-10 too.
-modules=() baseline=()
 spawn modules run_stage 4 "Europarl LegoNN ASR, phoneme + pronunciation modules" "${ep_exp}/legonn" "$(date +%s)" \
     train_and_score "${asr_config}" legonn 11 "${europarl[@]}" --asr_stats_dir "${ep_stats}" \
     -- "${europarl_phn}"
