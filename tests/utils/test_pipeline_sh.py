@@ -234,15 +234,19 @@ def test_skip_when_skips_the_stages_of_a_true_flag_only(tmp_path):
     assert not (tmp_path / "ran_as_a_command").exists()
 
 
-SIDE_BY_SIDE = """#!/usr/bin/env bash
-set -euo pipefail
-stage=1
-stop_stage=100
-parallel_stages=true
-fail=false
-. "{root}/utils/parse_options.sh"
-. "{root}/utils/pipeline.sh"
-waits_for_b() {{  # succeeds only if stage 2 runs while it waits
+def pipeline(options: str, body: str) -> str:
+    """A test pipeline script: stage options, OPTIONS (shell assignments), the shared shell, BODY."""
+    return (
+        "#!/usr/bin/env bash\nset -euo pipefail\nstage=1\nstop_stage=100\n"
+        + options
+        + '. "{root}/utils/parse_options.sh"\n. "{root}/utils/pipeline.sh"\n'
+        + body
+    )
+
+
+SIDE_BY_SIDE = pipeline(
+    "parallel_stages=true\nfail=false\n",
+    """waits_for_b() {{  # succeeds only if stage 2 runs while it waits
     for _ in $(seq 100); do [ -f b_started ] && return 0; sleep 0.05; done
     return 1
 }}
@@ -252,20 +256,18 @@ spawn group run_stage 1 "waits" out 1 waits_for_b
 spawn group run_stage 2 "starts" out 2 starts_b
 wait_all group || die "a stage failed"
 echo finished > finished.txt
-"""
+""",
+)
 
-DIES_WITH_A_BACKGROUND_JOB = """#!/usr/bin/env bash
-set -euo pipefail
-stage=1
-stop_stage=100
-. "{root}/utils/parse_options.sh"
-. "{root}/utils/pipeline.sh"
-long_job() {{ bash -c 'echo $$ > job.pid; exec sleep 60'; }}
+DIES_WITH_A_BACKGROUND_JOB = pipeline(
+    "",
+    """long_job() {{ bash -c 'echo $$ > job.pid; exec sleep 60'; }}
 group=()
 spawn group run_stage 1 "long" out 1 long_job
 for _ in $(seq 100); do [ -s job.pid ] && break; sleep 0.05; done
 run_stage 2 "fails" out 2 false
-"""
+""",
+)
 
 
 def running(pid: int) -> bool:
