@@ -29,6 +29,8 @@ from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write, read_utf8_lines
 from espnet_ext.nets.lego.encoder import LegoEncoderModule
 from espnet_ext.nets.lego.interface import ctc_loss, greedy_decode
+from espnet_ext.scoring.ref_hyp import Pair
+from espnet_ext.scoring.wer import score_wer
 
 
 def read_targets(path: Path) -> dict[str, list[int]]:
@@ -100,10 +102,10 @@ def collate(items, normalise):
 
 
 def error_rate(hyps: list[list[int]], refs: list[list[int]]) -> float:
-    import jiwer
-
+    """Token error rate (%) by the recipes' WER scorer, token ids as words."""
     join = lambda ids: " ".join(map(str, ids))  # noqa: E731
-    return 100 * jiwer.wer([join(r) for r in refs], [join(h) or "<empty>" for h in hyps])
+    pairs = [Pair(str(i), join(r), join(h)) for i, (h, r) in enumerate(zip(hyps, refs))]
+    return score_wer(pairs)["wer"]
 
 
 def evaluate(model, items, normalise, batch_size: int) -> tuple[float, float]:

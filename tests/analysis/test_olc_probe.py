@@ -106,3 +106,8 @@ def test_bad_overrides_and_missing_targets_are_refused(recipe, capsys):
     status, _ = run(recipe)
     assert status == 1
     assert "has no target" in capsys.readouterr().err
+
+
+def test_error_rate_counts_token_errors_and_empty_hypotheses():
+    # one substitution in 3 tokens; an empty hypothesis: 2 deletions -> 3 errors in 5 tokens
+    assert olc_probe.error_rate([[2, 4, 3], []], [[2, 3, 3], [4, 4]]) == 60.0
