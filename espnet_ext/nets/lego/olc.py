@@ -28,8 +28,6 @@ error where the same encoder without an OLC reached 2.1 %; with both, 1.1 %; eit
 
 from __future__ import annotations
 
-import math
-
 import torch
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
 from espnet.nets.pytorch_backend.transformer.decoder_layer import DecoderLayer
@@ -73,19 +71,17 @@ def alignment_prior(
 
 class AlignmentPriorAttention(MultiHeadedAttention):
     """Eq. (18)'s cross-attention with ``prior`` (set by the OLC around each call) added to its scores,
-    times a learnable weight per head."""
+    times a learnable weight per head, where ESPnet masks and normalises them (``forward_attention``)."""
 
     def __init__(self, n_head: int, n_feat: int, dropout_rate: float):
         super().__init__(n_head, n_feat, dropout_rate)
         self.prior_weight = torch.nn.Parameter(torch.ones(n_head))
         self.prior: torch.Tensor | None = None
 
-    def forward(self, query, key, value, mask, expand_kv=False):
-        q, k, v = self.forward_qkv(query, key, value)
-        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.d_k)
+    def forward_attention(self, value, scores, mask):
         if self.prior is not None:
             scores = scores + self.prior_weight.view(1, -1, 1, 1) * self.prior
-        return self.forward_attention(v, scores, mask)
+        return super().forward_attention(value, scores, mask)
 
 
 class OutputLengthController(torch.nn.Module):
