@@ -51,6 +51,8 @@ def test_the_mini_baseline_has_the_legonn_front_end_and_width():
     assert lego["input_layer"] == "cnn"
     for key in ("conv_channels", "conv_strides", "output_size", "attention_heads", "linear_units"):
         assert lego[key] == baseline[key], key
+    for key in ("batch_size", "optim_conf", "scheduler_conf"):  # trained alike
+        assert config("train_legonn_mini.yaml")[key] == config("train_baseline_mini.yaml")[key], key
     for module in config("train_legonn_mini.yaml")["encoder_conf"]["modules"]:
         assert module["olc"]["query_scale"] == 0.1 and module["olc"]["alignment_prior"] > 0
     for module in config("train_legonn.yaml")["encoder_conf"]["modules"]:

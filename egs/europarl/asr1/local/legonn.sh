@@ -4,7 +4,8 @@
 # plumbing (lego_export / lego_compose / lego_ctc_decode). Stages:
 #    1 Europarl and TED data, features, filtering (asr.sh 1-3; TED in ${dumpdir}/ted, ${expdir}/ted)
 #    2 the De-En MT decoder: --mt_decoder, or (empty) the De-En LegoNN MT model of ${mt_recipe}
-#      (egs/wmt/mt1 --mode lego_deen: trained there if need be; its modules are exported there too)
+#      (egs/wmt/mt1 --mode lego_deen: trained there if need be; its modules are exported there too);
+#      beside stage 1 unless --parallel_stages false
 #    3 token list = the decoder's output vocabulary (local/decoder_vocab.py; the BPE it was trained with)
 #    4 Europarl LegoNN ASR: the encoder as two modules, phoneme recogniser -> pronunciation model (§V-C2),
 #      + its own decoder; trained, decoded, scored (asr.sh 8-11)
@@ -40,8 +41,10 @@ baseline_config=""      # plain encoder-decoder (empty: no baseline)
 finetune_config=""      # training settings for fine-tuning a composed model (merged into its config)
 inference_config=""
 asr_opts=""             # options for every asr.sh call (nj, max_frames, ...)
-parallel_stages=true    # stages 4-6 side by side, and the two fine-tunings (each training takes
-                        # --train_num_threads of asr_opts)
+ted_train_args=""       # more training options for the TED model (e.g. --max_epoch N): only its encoder
+                        # modules are used, and their CTC interfaces learn before its decoder does
+parallel_stages=true    # stages 1 and 2 side by side, 4-6 too, and the two fine-tunings (each
+                        # training takes --train_num_threads of asr_opts)
 
 . ./path.sh
 . utils/parse_options.sh
@@ -69,7 +72,7 @@ europarl_phn=$(phoneme_targets "${dumpdir}" "${train_set}" "${valid_set}")
 ted_phn=$(phoneme_targets "${dumpdir}/ted" "${ted_train_set}" "${ted_valid_set}")
 
 # shellcheck disable=SC2034  # filled and read by spawn / wait_all (utils/pipeline.sh) through namerefs
-modules=() baseline=() finetunes=()
+data=() modules=() baseline=() finetunes=()
 
 prepare_data() {
     ./asr.sh --stop_stage 3 "${common[@]}" "${europarl[@]}" --asr_config "${asr_config}" &&
@@ -82,6 +85,7 @@ mt_recipe_run() {
     # shellcheck disable=SC2086
     (cd "${mt_recipe}" && ./run.sh --mode lego_deen ${mt_opts} "$@")
 }
+spawn data run_stage 1 "Europarl and TED data and features" "${dumpdir}/legonn" "$(date +%s)" prepare_data
 if [ -z "${mt_decoder}" ]; then
     run_stage 2 "De-En LegoNN MT model (${mt_recipe})" "${expdir}/legonn" \
         "$(fingerprint "${mt_recipe}/run.sh" "${mt_opts}")" mt_recipe_run
@@ -166,7 +170,7 @@ finetune() {  # both compositions, side by side unless --parallel_stages false
     spawn finetunes finetune_one iv && spawn finetunes finetune_one v && wait_all finetunes
 }
 
-run_stage 1 "Europarl and TED data and features" "${dumpdir}/legonn" "$(date +%s)" prepare_data
+wait_all data || die "stage 1 failed (its error is above)"
 [ -f "${mt_decoder}" ] || [ "${stop_stage}" -lt 3 ] || die "no MT decoder artefact ${mt_decoder}"
 run_stage 3 "token list of the MT decoder" "${token_dir}" "$(fingerprint "${mt_decoder}")" \
     local/decoder_vocab.py --artefact "${mt_decoder}" --base_dir "${mt_decoder_base}" --out_dir "${token_dir}"
@@ -177,7 +181,7 @@ spawn modules run_stage 4 "Europarl LegoNN ASR, phoneme + pronunciation modules"
     -- "${europarl_phn}"
 spawn modules run_stage 5 "TED LegoNN ASR, phoneme + pronunciation modules" "${ted_exp}/legonn" "$(date +%s)" \
     train_and_score "${asr_config}" ted_legonn 9 "${ted[@]}" --asr_stats_dir "${expdir}/ted/asr_stats_ted_legonn" \
-    -- "${ted_phn}"  # its modules are what counts
+    -- "${ted_phn} ${ted_train_args}"  # its modules are what counts
 if [ -n "${baseline_config}" ]; then
     spawn baseline run_stage 6 "baseline encoder-decoder" "${baseline_exp}/legonn" "$(date +%s)" \
         train_and_score "${baseline_config}" baseline 11 "${europarl[@]}" \
