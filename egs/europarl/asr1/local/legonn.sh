@@ -4,7 +4,8 @@
 # plumbing (lego_export / lego_compose / lego_ctc_decode). Stages:
 #    1 Europarl and TED data, features, filtering (asr.sh 1-3; TED in ${dumpdir}/ted, ${expdir}/ted)
 #    2 the De-En MT decoder: --mt_decoder, or (empty) the De-En LegoNN MT model of ${mt_recipe}
-#      (egs/wmt/mt1 --mode lego_deen: trained there if need be; its modules are exported there too);
+#      (egs/wmt/mt1 --mode lego_deen: trained there if need be, without its evaluation stages; its modules
+#      are exported there too);
 #      beside stage 1 unless --parallel_stages false
 #    3 token list = the decoder's output vocabulary (local/decoder_vocab.py; the BPE it was trained with)
 #    4 Europarl LegoNN ASR: the encoder as two modules, phoneme recogniser -> pronunciation model (§V-C2),
@@ -19,6 +20,7 @@
 #    8 decoding of the composed models with no training (asr.sh 10-11)
 #    9 greedy CTC decoding of encoder modules alone (Table VII; Table V's encoder-only rows), scored
 #   10 fine-tuning of the composed models iv and v end to end (--init_param), decoded, scored (Table VI)
+#      (8-10 run side by side unless --parallel_stages false)
 #   11 ${expdir}/RESULTS_legonn.md: Tables IV-VII (local/tables.py)
 set -euo pipefail
 
@@ -43,8 +45,8 @@ inference_config=""
 asr_opts=""             # options for every asr.sh call (nj, max_frames, ...)
 ted_train_args=""       # more training options for the TED model (e.g. --max_epoch N): only its encoder
                         # modules are used, and their CTC interfaces learn before its decoder does
-parallel_stages=true    # stages 1 and 2 side by side, 4-6 too, and the two fine-tunings (each
-                        # training takes --train_num_threads of asr_opts)
+parallel_stages=true    # stages 1 and 2 side by side, 4-6 too, 8-10 too, and the two fine-tunings
+                        # (each training takes --train_num_threads of asr_opts)
 
 . ./path.sh
 . utils/parse_options.sh
@@ -72,7 +74,7 @@ europarl_phn=$(phoneme_targets "${dumpdir}" "${train_set}" "${valid_set}")
 ted_phn=$(phoneme_targets "${dumpdir}/ted" "${ted_train_set}" "${ted_valid_set}")
 
 # shellcheck disable=SC2034  # filled and read by spawn / wait_all (utils/pipeline.sh) through namerefs
-data=() modules=() baseline=() finetunes=()
+data=() modules=() baseline=() after_compose=() finetunes=()
 
 prepare_data() {
     ./asr.sh --stop_stage 3 "${common[@]}" "${europarl[@]}" --asr_config "${asr_config}" &&
@@ -80,10 +82,11 @@ prepare_data() {
 }
 
 # The De-En model of ${mt_recipe}: trained (and its modules exported) by that recipe, read from there. Its
-# paths (token lists, BPE model) are relative to that recipe.
+# paths (token lists, BPE model) are relative to that recipe. Only its decoder is needed here: its BLEU is
+# that recipe's business (its own ./run.sh --mode lego_deen then runs just the evaluation stages).
 mt_recipe_run() {
     # shellcheck disable=SC2086
-    (cd "${mt_recipe}" && ./run.sh --mode lego_deen ${mt_opts} "$@")
+    (cd "${mt_recipe}" && ./run.sh --mode lego_deen --skip_eval true ${mt_opts} "$@")
 }
 spawn data run_stage 1 "Europarl and TED data and features" "${dumpdir}/legonn" "$(date +%s)" prepare_data
 if [ -z "${mt_decoder}" ]; then
@@ -190,9 +193,12 @@ fi
 wait_all modules || die "a LegoNN training stage failed (its error is above)"
 run_stage 7 "module export and composition" "${expdir}/legonn" \
     "$(fingerprint "${ep_exp}/valid.acc.ave.pth" "${ted_exp}/valid.acc.ave.pth" "${mt_decoder}")" compose_all
-run_stage 8 "decoding the composed models (no training)" "${expdir}/legonn" "$(date +%s)" decode_composed
-run_stage 9 "greedy CTC decoding of encoder modules" "${expdir}/legonn" "$(date +%s)" ctc_all
-run_stage 10 "fine-tuning the composed models" "${expdir}/legonn" "$(date +%s)" finetune
+# 8-10 only read the composed models: side by side
+spawn after_compose run_stage 8 "decoding the composed models (no training)" "${expdir}/legonn" "$(date +%s)" \
+    decode_composed
+spawn after_compose run_stage 9 "greedy CTC decoding of encoder modules" "${expdir}/legonn" "$(date +%s)" ctc_all
+spawn after_compose run_stage 10 "fine-tuning the composed models" "${expdir}/legonn" "$(date +%s)" finetune
+wait_all after_compose || die "a stage of 8-10 failed (its error is above)"
 wait_all baseline || die "the baseline training stage failed (its error is above)"
 run_stage 11 "Tables IV-VII" "${expdir}/legonn" "$(date +%s)" \
     python local/tables.py --expdir "${expdir}" --test_set "${test_sets%% *}" --europarl "$(basename "${ep_exp}")" \
