@@ -23,7 +23,7 @@ if [ -z "${EUROPARL_ST}" ]; then
     opts=(--asr_config conf/train_legonn_mini.yaml
           --baseline_config conf/train_baseline_mini.yaml --finetune_config conf/finetune_mini.yaml
           --inference_config conf/decode_mini.yaml --nbpe 100 --ted_train_args "--max_epoch 4"
-          --asr_opts "--nj 2 --inference_nj 1 --train_num_threads 1 --max_frames 1500")
+          --asr_opts "--nj 1 --inference_nj 1 --train_num_threads 1 --max_frames 1500")
 else
     # --nbpe names the token dir only: the vocabulary is the decoder's. The paper's (§V-C2) emits 2000 BPE
     # units of the Europarl train text; egs/wmt/mt1's lego_deen emits the joint De-En + Ro-En dictionary of
