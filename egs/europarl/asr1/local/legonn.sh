@@ -5,8 +5,7 @@
 #    1 Europarl and TED data, features, filtering (asr.sh 1-3; TED in ${dumpdir}/ted, ${expdir}/ted)
 #    2 the De-En MT decoder: --mt_decoder, or (empty) the De-En LegoNN MT model of ${mt_recipe}
 #      (egs/wmt/mt1 --mode lego_deen: trained there if need be, without its evaluation stages; its modules
-#      are exported there too);
-#      beside stage 1 unless --parallel_stages false
+#      are exported there too); beside stage 1 unless --parallel_stages false
 #    3 token list = the decoder's output vocabulary (local/decoder_vocab.py; the BPE it was trained with)
 #    4 Europarl LegoNN ASR: the encoder as two modules, phoneme recogniser -> pronunciation model (§V-C2),
 #      + its own decoder; trained, decoded, scored (asr.sh 8-11)
@@ -88,6 +87,7 @@ mt_recipe_run() {
     # shellcheck disable=SC2086
     (cd "${mt_recipe}" && ./run.sh --mode lego_deen --skip_eval true ${mt_opts} "$@")
 }
+# Stage 1 in the background while stage 2 trains the De-En model (independent inputs and outputs).
 spawn data run_stage 1 "Europarl and TED data and features" "${dumpdir}/legonn" "$(date +%s)" prepare_data
 if [ -z "${mt_decoder}" ]; then
     run_stage 2 "De-En LegoNN MT model (${mt_recipe})" "${expdir}/legonn" \
