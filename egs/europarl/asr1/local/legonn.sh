@@ -44,7 +44,7 @@ inference_config=""
 asr_opts=""             # options for every asr.sh call (nj, max_frames, ...)
 ted_train_args=""       # more training options for the TED model (e.g. --max_epoch N): only its encoder
                         # modules are used, and their CTC interfaces learn before its decoder does
-parallel_stages=true    # stages 1 and 2 side by side, 4-6 too, 8-10 too, and the two fine-tunings
+parallel_stages=true    # side by side: stages 1 and 2, 4-6, the exports and compositions of 7, 8-10, the fine-tunings
                         # (each training takes --train_num_threads of asr_opts)
 
 . ./path.sh
@@ -73,7 +73,7 @@ europarl_phn=$(phoneme_targets "${dumpdir}" "${train_set}" "${valid_set}")
 ted_phn=$(phoneme_targets "${dumpdir}/ted" "${ted_train_set}" "${ted_valid_set}")
 
 # shellcheck disable=SC2034  # filled and read by spawn / wait_all (utils/pipeline.sh) through namerefs
-data=() modules=() baseline=() after_compose=() finetunes=()
+data=() modules=() baseline=() after_compose=() finetunes=() exports=() compositions=()
 
 prepare_data() {
     ./asr.sh --stop_stage 3 "${common[@]}" "${europarl[@]}" --asr_config "${asr_config}" &&
@@ -123,11 +123,16 @@ ep_exp="${expdir}/asr_legonn"
 ep_stats="${expdir}/asr_stats_legonn"  # also the fine-tuned models' (the same Europarl data)
 ted_exp="${expdir}/ted/asr_ted_legonn"
 baseline_exp="${expdir}/asr_baseline"
-compose_all() {
-    export_modules "${ep_exp}" && export_modules "${ted_exp}" &&
-    compose iv "${ep_exp}/modules/encoder0.pt" "${ep_exp}/modules/encoder1.pt" "${mt_decoder}" &&
-    compose v "${ep_exp}/modules/encoder0.pt" "${ted_exp}/modules/encoder1.pt" "${mt_decoder}" &&
-    compose v_ted "${ted_exp}/modules/encoder0.pt" "${ted_exp}/modules/encoder1.pt" "${mt_decoder}"
+compose_all() {  # the exports side by side, then the compositions (unless --parallel_stages false)
+    spawn exports export_modules "${ep_exp}" && spawn exports export_modules "${ted_exp}" &&
+    wait_all exports &&
+    spawn compositions compose iv "${ep_exp}/modules/encoder0.pt" "${ep_exp}/modules/encoder1.pt" \
+        "${mt_decoder}" &&
+    spawn compositions compose v "${ep_exp}/modules/encoder0.pt" "${ted_exp}/modules/encoder1.pt" \
+        "${mt_decoder}" &&
+    spawn compositions compose v_ted "${ted_exp}/modules/encoder0.pt" "${ted_exp}/modules/encoder1.pt" \
+        "${mt_decoder}" &&
+    wait_all compositions
 }
 
 decode_composed() {
