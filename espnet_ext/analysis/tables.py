@@ -4,12 +4,14 @@
 (``espnet_ext.results.Table``) and PNG figures. Kinds:
 
 - ``paper_table`` (Tables 1, 3, 7, 8): rows are runs (or several runs -> mean ± std over seeds; ``{set}`` in a
-  run name picks a run per column), columns are column groups (a decoding each, e.g. without / with LM) x the
-  metric's sets::
+  run name picks a run per column; a mapping {run: [sets]} takes each set from the run listing it, as the
+  head-selection paper's "separate" row, one model per domain), columns are column groups (a decoding
+  each, e.g. without / with LM) x the metric's sets::
 
       {kind: paper_table, title: ..., groups: {"without LM": no_lm, "with LM": lm_extended},
        rows: [{label: Baseline, run: baseline}, {label: "+ matched inference", run: relaxed_cross, suffix: _matched},
-              {label: "Relaxed self-attention", runs: [relaxed_self_seed1, relaxed_self_seed2]}]}
+              {label: "Relaxed self-attention", runs: [relaxed_self_seed1, relaxed_self_seed2]},
+              {label: Separate, run: {separate_tedx: [test_es, test_fr], separate_other: [test_other_es]}}]}
 
   ``averages`` adds, after each group's sets, columns that average some of them (the head-selection
   paper's AVG over languages, AVG-A / AVG-T / AVG-Z over all / trained / zero-shot directions, High / Low)::
@@ -94,14 +96,27 @@ def _averages(spec: dict, sets: Sequence[str]) -> dict[str, list[str]]:
     return averages
 
 
+RowRun = str | Mapping[str, Sequence[str]]  # a run name, or {run: [the sets it gives]}
+
+
+def _run_for_set(run: RowRun, dset: str) -> str:
+    """The run that gives a row its value on ``dset``."""
+    if isinstance(run, str):
+        # A run name may depend on the column's set ("soft_{set}": one trained model per data set).
+        return run.format(set=dset)
+    for name, sets in run.items():
+        if dset in sets:
+            return str(name)
+    raise ConfigError(f"none of the runs {dict(run)} gives set '{dset}'", key="rows")
+
+
 def _run_value(
-    values: Values, run: str, decode: str, name: str, averages: dict[str, list[str]]
+    values: Values, run: RowRun, decode: str, name: str, averages: dict[str, list[str]]
 ) -> float | None:
     """A run's value in column ``name``: a set, or the mean of an average's sets (None until all are in)."""
-    # A run name may depend on the column's set ("soft_{set}": one trained model per data set).
     if name not in averages:
-        return _value(values, run.format(set=name), decode, name)
-    return mean_of([_value(values, run.format(set=d), decode, d) for d in averages[name]])
+        return _value(values, _run_for_set(run, name), decode, name)
+    return mean_of([_value(values, _run_for_set(run, d), decode, d) for d in averages[name]])
 
 
 def paper_table(spec: dict, values: Values, sets: Sequence[str], fmt: str) -> Table:

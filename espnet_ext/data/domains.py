@@ -11,6 +11,7 @@ speaker) of a domain is prefixed with ``<domain>_`` (two corpora may reuse talk 
 table is added, and
 
   data/train, data/valid     become mTEDx's (domain ``tedx``) and every domain's, combined;
+  data/{train,valid}_<domain>  each domain's alone (``tedx`` included), for the paper's "separate" models;
   data/test_<domain>_<name>  each test dir of a domain, for a score per domain and language or direction.
 
 Everything is read and checked before data/train and data/valid are replaced.
@@ -107,6 +108,9 @@ def combine(data: Path, domains: dict[str, Path], require: Sequence[str] = ST_TA
             sources = [staging / f"{split}.{d}" for d in (BASE_DOMAIN, *domains)]
             combine_data_dirs(data / split, sources)
             written.append(data / split)
+            for domain, source in zip((BASE_DOMAIN, *domains), sources):
+                combine_data_dirs(data / f"{split}_{domain}", [source])
+                written.append(data / f"{split}_{domain}")
         for (name, test_name), _ in tests.items():
             dst = data / f"test_{name}_{test_name.removeprefix('test_')}"
             combine_data_dirs(dst, [staging / f"{name}.{test_name}"])

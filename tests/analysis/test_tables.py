@@ -124,6 +124,21 @@ def test_average_columns_mean_their_sets_per_run_and_wait_for_all():
         paper_table(spec, VALUES, ["dev", "test"], ".2f")
 
 
+def test_a_row_may_take_each_set_from_another_run():
+    """The "separate" row of Tables 3 / 5: one model per domain, each giving its domain's sets."""
+    spec = {
+        "title": "Table 3",
+        "groups": {"": "no_lm"},
+        "averages": {"AVG": ["dev", "test"]},
+        "rows": [{"label": "Separate", "run": {"baseline": ["dev"], "relaxed_cross": ["test"]}}],
+    }
+    lines = render_table(paper_table(spec, VALUES, ["dev", "test"], ".2f")).splitlines()
+    assert lines[2] == "| Separate | 5.00 | 6.10 | 5.55 |"  # dev of baseline, test of relaxed_cross
+    spec["rows"] = [{"label": "Separate", "run": {"baseline": ["dev"]}}]
+    with pytest.raises(ConfigError, match="gives set 'test'"):
+        paper_table(spec, VALUES, ["dev", "test"], ".2f")
+
+
 def test_curve_puts_a_column_against_a_setting_per_series(tmp_path):
     values = {
         "s4": {"beam": {"es": 10.0, "fr": 20.0}},

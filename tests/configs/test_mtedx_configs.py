@@ -9,6 +9,7 @@ import yaml
 from espnet_ext.analysis.sweep import load_sweep
 from espnet_ext.nets.adapters import ADAPTER_KEY
 from espnet_ext.registry import build_model
+from tests.configs.separate_runs import check_separate_runs
 
 RECIPE = Path(__file__).resolve().parents[2] / "egs" / "mtedx" / "asr1"
 CONFIGS = sorted(p.name for p in (RECIPE / "conf").glob("train_asr_*.yaml"))
@@ -117,6 +118,14 @@ def test_the_recipe_decodes_the_real_corpus_with_the_last_10_epochs_averaged():
         config = yaml.safe_load((RECIPE / "conf" / name).read_text())
         assert ["train", "total_count", "max"] in config["best_model_criterion"]
         assert config["patience"] == 10 and config["keep_nbest_models"] >= 10
+
+
+def test_table3_mini_separate_models_train_on_one_domain_each():
+    check_separate_runs(
+        load_sweep(RECIPE / "conf" / "sweeps" / "table3_mini.yaml"),
+        "--asr_stats_dir",
+        "conf/train_asr_shared_mini.yaml",
+    )
 
 
 def test_table3_mini_adapters_start_from_the_prepared_joint_model():

@@ -9,6 +9,7 @@ import yaml
 from espnet_ext.analysis.sweep import load_sweep
 from espnet_ext.nets.adapters import ADAPTER_KEY
 from espnet_ext.registry import build_model
+from tests.configs.separate_runs import check_separate_runs
 
 RECIPE = Path(__file__).resolve().parents[2] / "egs" / "mtedx" / "st1"
 CONFIGS = sorted(p.name for p in (RECIPE / "conf").glob("train_st_*.yaml"))
@@ -63,6 +64,14 @@ def test_a_domain_config_is_its_language_config_but_for_the_tasks(kind, scale):
 
     assert without_tasks(f"train_st_{kind}_domains{scale}.yaml") == without_tasks(
         f"train_st_{kind}{scale}.yaml"
+    )
+
+
+def test_table5_mini_separate_models_train_on_one_domain_each():
+    check_separate_runs(
+        load_sweep(RECIPE / "conf" / "sweeps" / "table5_mini.yaml"),
+        "--st_stats_dir",
+        "conf/train_st_shared_mini.yaml",
     )
 
 

@@ -68,9 +68,17 @@ def test_asr_data_dirs_per_domain_and_language(tmp_path):
     with pytest.raises(InputError, match="text.src"):  # ST's tables are not ASR's
         domains.combine(data, {"covost": other})
     written = domains.combine(data, {"covost": other}, require=("text", "lang"))
-    assert {p.name for p in written} == {"train", "valid", "test_covost_es", "test_covost_fr"}
+    assert {p.name for p in written} == {
+        *("train", "valid", "test_covost_es", "test_covost_fr"),
+        *(f"{split}_{d}" for split in ("train", "valid") for d in ("tedx", "covost")),
+    }
     train = read_kaldi_map(data / "train" / "domain")
     assert sorted(set(train.values())) == ["covost", "tedx"] and len(train) % 2 == 0
+    # each domain alone (the "separate" models): its utterances, ids as in the combined dir
+    for domain in ("tedx", "covost"):
+        alone = read_kaldi_map(data / f"train_{domain}" / "domain")
+        assert alone == {u: d for u, d in train.items() if d == domain}
+        validate_data_dir(data / f"train_{domain}", require=("text", "lang"))
     lang = read_kaldi_map(data / "test_covost_fr" / "lang")
     assert set(lang.values()) == {"fr"} and all(u.startswith("covost_") for u in lang)
     assert not (

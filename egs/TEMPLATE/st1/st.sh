@@ -16,7 +16,7 @@
 # --valid_set --test_sets, --st_config --inference_config (required), --asr_init, --token_joint
 # --src_token_type --tgt_token_type --src_nbpe --tgt_nbpe --bpemode, --min_frames --max_frames --max_text_chars,
 # --nj --inference_nj --ngpu --num_nodes --train_num_threads --cmd_backend, --st_args --inference_args
-# --st_tag --inference_tag --inference_model --bleu_opts, --results_title --results_md; the list below is complete.
+# --st_tag --st_stats_dir --inference_tag --inference_model --bleu_opts, --results_title --results_md; the list below is complete.
 # --asr_init FILE starts the ST encoder (and frontend/normalisation, when present) from the ASR model FILE
 # (e.g. ../asr1/exp/asr_x/valid.acc.ave.pth, trained on the same features); utils/asr_init.py refuses a
 # model of another architecture, naming the file and the keys. The decoder starts from scratch.
@@ -57,6 +57,7 @@ tgt_bpe_opts=""         # extra options for espnet_ext.text.token_list (target m
 st_config=""
 st_args=""              # extra arguments for st_train
 st_tag=""
+st_stats_dir=""         # statistics (stage 5; default ${expdir}/st_stats_<token lists>): one per training set
 asr_init=""             # ASR model file whose encoder (+ frontend/normalize) starts the ST model
 inference_config=""
 inference_args=""
@@ -89,7 +90,7 @@ tgt_text=text.${tgt_lang}
 . utils/translation_tokens.sh
 st_tag=${st_tag:-$(basename "${st_config}" .yaml)$([ -z "${asr_init}" ] || echo _asrinit)}
 st_exp="${expdir}/st_${st_tag}"
-st_stats_dir="${expdir}/st_stats_$(basename "${src_token_dir}")_$(basename "${tgt_token_dir}")"
+st_stats_dir=${st_stats_dir:-${expdir}/st_stats_$(basename "${src_token_dir}")_$(basename "${tgt_token_dir}")}
 inference_tag=${inference_tag:-decode_$(basename "${inference_config}" .yaml)}
 
 

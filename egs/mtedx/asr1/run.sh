@@ -16,7 +16,9 @@
 # --other_domains "D ..." decodes the other domains' test sets test_<domain>_<lang> too, in the languages
 # espnet_ext/data/domains.py lists (the paper's Table 8; the mini "other" domain's); default with --tasks domains:
 # all of them (mini: other; real: covost europarl), otherwise none. The joint shared model is the shared
-# config with --tasks languages --other_domains "..." on the same data.
+# config with --tasks languages --other_domains "..." on the same data; a "separate" model the shared config
+# on one domain: --train_set train_<domain> --valid_set valid_<domain> --asr_stats_dir <its own> (the joint
+# token list kept; its stages 2-3 and 8 run first with those options, skipping stage 4).
 # Sweeps (python -m espnet_ext.analysis.sweep run --spec conf/sweeps/<name>.yaml): table2 (shared, subset,
 # group, adapter), head_candidates (Fig. 2), sides (Table 6); mini.yaml is the mini corpus' table2,
 # table3_mini.yaml its Table 3.
@@ -29,6 +31,8 @@ asr_args=""             # training options besides the task ids
 tasks=languages         # what selects heads / adapters: languages (Table 2) or domains (Table 3)
 other_domains=default   # see above
 dumpdir=dump            # asr.sh's; the task ids are read from its features
+train_set=train         # asr.sh's; train_<domain> / valid_<domain>: one domain's data (the "separate" models)
+valid_set=valid
 __options_pass_to=./asr.sh
 . utils/parse_options.sh
 
@@ -39,7 +43,8 @@ case ${tasks} in
 esac
 task_ids="--allow_variable_data_keys true"
 for part in train valid; do
-    task_ids+=" --${part}_data_path_and_name_and_type ${dumpdir}/fbank/${part}_filtered/${id_table},task_id,text_int"
+    set_name=${part}_set
+    task_ids+=" --${part}_data_path_and_name_and_type ${dumpdir}/fbank/${!set_name}_filtered/${id_table},task_id,text_int"
 done
 if [ -z "${MTEDX}" ]; then
     test_sets="test_es test_fr test_it test_pt"
@@ -71,7 +76,7 @@ fi
 other_tests=$(python -m espnet_ext.data.domains test_sets --task asr ${other_domains})
 test_sets+=${other_tests:+ ${other_tests}}
 
-./asr.sh --train_set train --valid_set valid --test_sets "${test_sets}" --asr_config "${asr_config}" \
+./asr.sh --train_set "${train_set}" --valid_set "${valid_set}" --test_sets "${test_sets}" --asr_config "${asr_config}" \
     --dumpdir "${dumpdir}" \
     "${opts[@]}" --token_type bpe \
     --bpemode unigram --fbank_conf "--n_mels 80" --asr_args "${task_ids} ${asr_args}" \

@@ -22,7 +22,9 @@
 #     the task is the domain (task_tags), for encoder and decoder; the encoder starts from scratch
 #     (conf/train_st_{group,subset}_domains[_mini].yaml). The adapter model (train_st_adapter_domains*)
 #     has one adapter per domain and starts from the joint shared model (--init_from, required): the shared
-#     config with --tasks languages --other_domains "..." on the same data.
+#     config with --tasks languages --other_domains "..." on the same data. A "separate" model is the shared
+#     config on one domain: --train_set train_<domain> --valid_set valid_<domain> --st_stats_dir <its own>
+#     (the joint token lists kept; its stages 2-3 and 5 run first with those options, skipping stage 4).
 # --other_domains: the domains besides mTEDx whose test sets test_<domain>_<src>-<tgt> are decoded too, in
 #   the directions espnet_ext/data/domains.py lists (the paper's footnotes 3 and 4; the mini "other" domain's);
 #   default with --tasks domains: all of them (mini: other; real: covost europarl), otherwise none.
@@ -39,6 +41,8 @@ init_from=""
 st_config=""
 other_domains=default
 dumpdir=dump    # st.sh's; the task ids are read from its features
+train_set=train # st.sh's; train_<domain> / valid_<domain>: one domain's data (the "separate" models)
+valid_set=valid
 args=()
 while [ $# -gt 0 ]; do  # our options, and the config (its kind picks the ASR model); the rest: st.sh
     case $1 in
@@ -47,15 +51,18 @@ while [ $# -gt 0 ]; do  # our options, and the config (its kind picks the ASR mo
         --st_config) st_config=$2; shift 2 ;;
         --other_domains) other_domains=$2; shift 2 ;;
         --dumpdir) dumpdir=$2; shift 2 ;;
+        --train_set) train_set=$2; shift 2 ;;
+        --valid_set) valid_set=$2; shift 2 ;;
         *) args+=("$1"); shift ;;
     esac
 done
 
 train_ids() {  # train_ids NAME=TABLE...: ESPnet data options of the id tables (text_int) for train and valid
-    local part pair opts="--allow_variable_data_keys true"
+    local part set_name pair opts="--allow_variable_data_keys true"
     for part in train valid; do
+        set_name=${part}_set
         for pair in "$@"; do
-            opts+=" --${part}_data_path_and_name_and_type ${dumpdir}/fbank/${part}_filtered/${pair#*=},${pair%%=*},text_int"
+            opts+=" --${part}_data_path_and_name_and_type ${dumpdir}/fbank/${!set_name}_filtered/${pair#*=},${pair%%=*},text_int"
         done
     done
     echo "${opts}"
@@ -121,7 +128,7 @@ test_sets=$(sed 's/\([^ ]*\)/test_\1/g' <<< "${test_sets}")
 other_tests=$(python -m espnet_ext.data.domains test_sets --task st ${other_domains})
 test_sets+=${other_tests:+ ${other_tests}}
 
-./st.sh --train_set train --valid_set valid --test_sets "${test_sets}" --dumpdir "${dumpdir}" \
+./st.sh --train_set "${train_set}" --valid_set "${valid_set}" --test_sets "${test_sets}" --dumpdir "${dumpdir}" \
     --st_config "${st_config}" --inference_config "conf/decode_st${scale}.yaml" "${asr_init[@]}" \
     "${opts[@]}" --src_lang src --tgt_lang tgt --bpemode unigram --fbank_conf "--n_mels 80" \
     --st_args "${ids}" --inference_args "${tags}" --results_title "${title}" "${args[@]}"

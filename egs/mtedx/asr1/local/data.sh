@@ -58,15 +58,19 @@ else
 fi
 python -m espnet_ext.data.mtedx prepare --root "${root}" --langs "${langs//,/ }" --out data
 domains=tedx
-if [ -n "${other_domains}" ]; then  # adds a domain table to train and valid, and test_<domain>_* dirs
+rm -rf data/train_* data/valid_*  # a previous run's domain dirs (combine writes them anew)
+if [ -n "${other_domains}" ]; then  # adds a domain table to train and valid, test_<domain>_* dirs and
+    # each domain's own data/{train,valid}_<domain> (the "separate" models)
     # shellcheck disable=SC2086
     python -m espnet_ext.data.domains combine --data data --require text,lang ${other_domains//,/ }
     domains+=",$(tr ',' '\n' <<< "${other_domains}" | cut -d= -f1 | paste -sd, -)"
 fi
-for dir in data/train data/valid data/test data/test_*; do
+split_dirs=(data/train data/valid)
+for dir in data/train_* data/valid_*; do [ ! -d "${dir}" ] || split_dirs+=("${dir}"); done
+for dir in "${split_dirs[@]}" data/test data/test_*; do
     [ -f "${dir}/domain" ] || awk '{print $1, "tedx"}' "${dir}/text" > "${dir}/domain"
     python -m espnet_ext.data.task_tags --task_tags "${langs//,/ }" "${dir}/lang" "${dir}/task_id"
 done
-for dir in data/train data/valid; do
+for dir in "${split_dirs[@]}"; do
     python -m espnet_ext.data.task_tags --task_tags "${domains//,/ }" "${dir}/domain" "${dir}/domain_id"
 done

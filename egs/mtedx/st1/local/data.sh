@@ -73,7 +73,9 @@ fi
 python -m espnet_ext.data.mtedx prepare_st --root "${root}" --train_directions "${train_directions}" \
     --test_directions "${train_directions} ${zero_shot_directions}" --out data
 domains=tedx
-if [ -n "${other_domains}" ]; then  # adds a domain table to train and valid, and test_<domain>_* dirs
+rm -rf data/train_* data/valid_*  # a previous run's domain dirs (combine writes them anew)
+if [ -n "${other_domains}" ]; then  # adds a domain table to train and valid, test_<domain>_* dirs and
+    # each domain's own data/{train,valid}_<domain> (the "separate" models)
     # shellcheck disable=SC2086
     python -m espnet_ext.data.domains combine --data data --require text.src,text.tgt,tgt_lang ${other_domains//,/ }
     domains+=",$(tr ',' '\n' <<< "${other_domains}" | cut -d= -f1 | paste -sd, -)"
@@ -81,7 +83,9 @@ fi
 for dir in data/train data/valid data/test data/test_*; do
     [ -f "${dir}/domain" ] || awk '{print $1, "tedx"}' "${dir}/text" > "${dir}/domain"
 done
-for dir in data/train data/valid; do
+split_dirs=(data/train data/valid)
+for dir in data/train_* data/valid_*; do [ ! -d "${dir}" ] || split_dirs+=("${dir}"); done
+for dir in "${split_dirs[@]}"; do
     python -m espnet_ext.data.task_tags --task_tags "${src_langs//,/ }" "${dir}/src_lang" "${dir}/src_lang_id"
     python -m espnet_ext.data.task_tags --task_tags "${tgt_langs//,/ }" "${dir}/tgt_lang" "${dir}/tgt_lang_id"
     python -m espnet_ext.data.task_tags --task_tags "${domains//,/ }" "${dir}/domain" "${dir}/domain_id"
