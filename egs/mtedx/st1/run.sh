@@ -7,7 +7,7 @@
 #   ./run.sh [--stage N] [--stop_stage M] [--st_config conf/train_st_{shared,subset,group}[_mini].yaml]
 #            [--asr_init ../asr1/exp/asr_<tag>/valid.acc.ave.pth]
 #            [--tasks languages|directions|domains] [--init_from ST_MODEL] [--other_domains "D ..."]
-#            [st.sh options]
+#            [--st_args "training options besides the task ids", e.g. "--seed 2"] [st.sh options]
 # The encoder starts from ../asr1's model of the same kind (--asr_init; default: ../asr1's
 # train_asr_<kind>[_mini] run for the config's kind, so run ../asr1 with that config first): shared from
 # shared, subset from subset, group from group (the head-selection logits of the encoder are per source
@@ -39,6 +39,7 @@ set -euo pipefail
 tasks=languages
 init_from=""
 st_config=""
+st_args=""     # st.sh's, after the task ids' options
 other_domains=default
 dumpdir=dump    # st.sh's; the task ids are read from its features
 train_set=train # st.sh's; train_<domain> / valid_<domain>: one domain's data (the "separate" models)
@@ -49,6 +50,7 @@ while [ $# -gt 0 ]; do  # our options, and the config (its kind picks the ASR mo
         --tasks) tasks=$2; shift 2 ;;
         --init_from) init_from=$2; shift 2 ;;
         --st_config) st_config=$2; shift 2 ;;
+        --st_args) st_args=$2; shift 2 ;;
         --other_domains) other_domains=$2; shift 2 ;;
         --dumpdir) dumpdir=$2; shift 2 ;;
         --train_set) train_set=$2; shift 2 ;;
@@ -131,4 +133,4 @@ test_sets+=${other_tests:+ ${other_tests}}
 ./st.sh --train_set "${train_set}" --valid_set "${valid_set}" --test_sets "${test_sets}" --dumpdir "${dumpdir}" \
     --st_config "${st_config}" --inference_config "conf/decode_st${scale}.yaml" "${asr_init[@]}" \
     "${opts[@]}" --src_lang src --tgt_lang tgt --bpemode unigram --fbank_conf "--n_mels 80" \
-    --st_args "${ids}" --inference_args "${tags}" --results_title "${title}" "${args[@]}"
+    --st_args "${ids} ${st_args}" --inference_args "${tags}" --results_title "${title}" "${args[@]}"
