@@ -71,6 +71,8 @@ def test_st_run_sh_test_sets_and_tasks_per_mode(echo_st):
     languages = pipeline_args(st)
     assert languages["--test_sets"] == MINI_TEDX_TESTS
     assert "--encoder_task_tag_file src_lang" in languages["--inference_args"]
+    seeded = pipeline_args(st, "--st_args", "--seed 1")["--st_args"]  # after the task ids' options
+    assert seeded.startswith("--allow_variable_data_keys true") and seeded.endswith(" --seed 1")
     joint = pipeline_args(
         st, "--st_config", "conf/train_st_shared_mini.yaml", "--other_domains", "other"
     )

@@ -133,4 +133,4 @@ test_sets+=${other_tests:+ ${other_tests}}
 ./st.sh --train_set "${train_set}" --valid_set "${valid_set}" --test_sets "${test_sets}" --dumpdir "${dumpdir}" \
     --st_config "${st_config}" --inference_config "conf/decode_st${scale}.yaml" "${asr_init[@]}" \
     "${opts[@]}" --src_lang src --tgt_lang tgt --bpemode unigram --fbank_conf "--n_mels 80" \
-    --st_args "${ids} ${st_args}" --inference_args "${tags}" --results_title "${title}" "${args[@]}"
+    --st_args "${ids}${st_args:+ ${st_args}}" --inference_args "${tags}" --results_title "${title}" "${args[@]}"
