@@ -96,19 +96,21 @@ def test_head_candidates_sweep_is_fig2():
     }
 
 
-def test_sides_sweep_is_table6(tokens):
-    sweep = load_sweep(RECIPE / "conf" / "sweeps" / "sides.yaml")
+@pytest.mark.parametrize(("spec", "layers"), [("sides.yaml", (12, 6)), ("sides_mini.yaml", (6, 3))])
+def test_sides_sweep_is_table6(spec, layers, tokens):
+    sweep = load_sweep(RECIPE / "conf" / "sweeps" / spec)
     rows = {row["label"]: row["run"] for row in sweep.analyses[0]["rows"]}
+    encoder, decoder = layers
     expected = {
         "none (shared)": (0, 0),
-        "encoder": (12, 0),
-        "decoder": (0, 6),
-        "encoder + decoder": (12, 6),
+        "encoder": (encoder, 0),
+        "decoder": (0, decoder),
+        "encoder + decoder": (encoder, decoder),
     }
-    for label, layers in expected.items():
+    for label, selecting in expected.items():
         (train, *_) = sweep.invocations(rows[label])
         config = train[train.index("--asr_config") + 1].removeprefix("conf/")
-        assert tuple(selection_layers(build(config, tokens)).values()) == layers
+        assert tuple(selection_layers(build(config, tokens)).values()) == selecting
 
 
 def test_the_recipe_decodes_the_real_corpus_with_the_last_10_epochs_averaged():
