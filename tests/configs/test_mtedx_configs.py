@@ -96,21 +96,27 @@ def test_head_candidates_sweep_is_fig2():
     }
 
 
+def selection_strategies(model) -> set[str]:
+    return {m.strategy for m in model.modules() if hasattr(m, "selection_logits")}
+
+
 @pytest.mark.parametrize(("spec", "layers"), [("sides.yaml", (12, 6)), ("sides_mini.yaml", (6, 3))])
 def test_sides_sweep_is_table6(spec, layers, tokens):
     sweep = load_sweep(RECIPE / "conf" / "sweeps" / spec)
     rows = {row["label"]: row["run"] for row in sweep.analyses[0]["rows"]}
     encoder, decoder = layers
-    expected = {
-        "none (shared)": (0, 0),
-        "encoder": (encoder, 0),
-        "decoder": (0, decoder),
-        "encoder + decoder": (encoder, decoder),
-    }
-    for label, selecting in expected.items():
-        (train, *_) = sweep.invocations(rows[label])
-        config = train[train.index("--asr_config") + 1].removeprefix("conf/")
-        assert tuple(selection_layers(build(config, tokens)).values()) == selecting
+    assert rows.pop("none (shared)") == "shared"
+    expected = {"encoder only": (encoder, 0), "decoder only": (0, decoder)}
+    expected["encoder + decoder"] = (encoder, decoder)
+    assert len(rows) == 2 * len(expected)
+    for strategy in ("group", "subset"):
+        for side, selecting in expected.items():
+            (train, *_) = sweep.invocations(rows[f"{strategy}: {side}"])
+            config = train[train.index("--asr_config") + 1].removeprefix("conf/")
+            extra = shlex.split(train[train.index("--asr_args") + 1]) if "--asr_args" in train else []
+            model = build(config, tokens, *extra)
+            assert tuple(selection_layers(model).values()) == selecting
+            assert selection_strategies(model) == {strategy}
 
 
 def test_the_recipe_decodes_the_real_corpus_with_the_last_10_epochs_averaged():
