@@ -113,7 +113,9 @@ def test_sides_sweep_is_table6(spec, layers, tokens):
         for side, selecting in expected.items():
             (train, *_) = sweep.invocations(rows[f"{strategy}: {side}"])
             config = train[train.index("--asr_config") + 1].removeprefix("conf/")
-            extra = shlex.split(train[train.index("--asr_args") + 1]) if "--asr_args" in train else []
+            extra = (
+                shlex.split(train[train.index("--asr_args") + 1]) if "--asr_args" in train else []
+            )
             model = build(config, tokens, *extra)
             assert tuple(selection_layers(model).values()) == selecting
             assert selection_strategies(model) == {strategy}
