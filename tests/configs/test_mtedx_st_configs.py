@@ -9,7 +9,7 @@ import yaml
 from espnet_ext.analysis.sweep import load_sweep
 from espnet_ext.nets.adapters import ADAPTER_KEY
 from espnet_ext.registry import build_model
-from tests.configs.separate_runs import check_separate_runs
+from tests.configs.separate_runs import check_separate_runs, last_value
 
 RECIPE = Path(__file__).resolve().parents[2] / "egs" / "mtedx" / "st1"
 CONFIGS = sorted(p.name for p in (RECIPE / "conf").glob("train_st_*.yaml"))
@@ -73,6 +73,23 @@ def test_table5_mini_separate_models_train_on_one_domain_each():
         "--st_stats_dir",
         "conf/train_st_shared_mini.yaml",
     )
+
+
+def test_table5_mini_encoders_start_from_table3s_model_of_the_same_row():
+    sweep = load_sweep(RECIPE / "conf" / "sweeps" / "table5_mini.yaml")
+    asr_sweep = load_sweep(RECIPE.parent / "asr1" / "conf" / "sweeps" / "table3_mini.yaml")
+    for run in ("joint", "group", "subset", "separate_tedx", "separate_other"):
+        (train, *_) = sweep.invocations(run)
+        train = shlex.split(" ".join(train))
+        assert last_value(train, "--asr_init") == f"../asr1/exp_domains/asr_{run}/valid.acc.ave.pth"
+        (asr_train, *_) = asr_sweep.invocations(run)  # the ASR sweep trains that tag ...
+        asr_train = shlex.split(" ".join(asr_train))
+        assert last_value(asr_train, "--expdir") == "exp_domains"
+        for option in ("--train_set", "--tasks"):  # ... on the same data, with the same task kind
+            if option in train or option in asr_train:
+                assert last_value(train, option) == last_value(asr_train, option)
+    (adapter, *_) = sweep.invocations("adapter")  # from the joint ST model, not from an ASR model
+    assert last_value(adapter, "--asr_init") == ""
 
 
 def test_table5_mini_adapters_start_from_the_prepared_joint_model():

@@ -19,9 +19,10 @@
 #   directions (adapter): one task per trained direction (task_tags) for encoder and decoder adapters;
 #     a zero-shot direction has no adapter and is refused at decoding (its test sets are left out).
 #   domains (multi-domain ST, Table 5; data from local/data.sh --other_domains or --mini_other_domain true):
-#     the task is the domain (task_tags), for encoder and decoder; the encoder starts from scratch
-#     (conf/train_st_{group,subset}_domains[_mini].yaml). The adapter model (train_st_adapter_domains*)
-#     has one adapter per domain and starts from the joint shared model (--init_from, required): the shared
+#     the task is the domain (task_tags), for encoder and decoder (conf/train_st_{group,subset}_domains
+#     [_mini].yaml); the encoder starts from scratch unless --asr_init names ../asr1's model of the same
+#     kind (its Table 3 run, as conf/sweeps/table5_mini.yaml does). The adapter model
+#     (train_st_adapter_domains*) has one adapter per domain and starts from the joint shared model (--init_from, required): the shared
 #     config with --tasks languages --other_domains "..." on the same data. A "separate" model is the shared
 #     config on one domain: --train_set train_<domain> --valid_set valid_<domain> --st_stats_dir <its own>
 #     (the joint token lists kept; its stages 2-3 and 5 run first with those options, skipping stage 4).
