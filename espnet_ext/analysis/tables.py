@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -374,6 +375,12 @@ def _plt():
     return plt
 
 
+def fitted_title(title: str, width_inches: float, fontsize: float = 9) -> str:
+    """``title`` broken into lines that fit ``width_inches`` at ``fontsize`` (matplotlib does not wrap)."""
+    chars = max(20, int(width_inches * 72 / (0.6 * fontsize)))  # a generous average glyph width
+    return "\n".join(textwrap.wrap(title, chars))
+
+
 def _save(plt, fig, path: Path) -> Path:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -400,7 +407,7 @@ def _bar_chart(spec, bars, sets, ylabel, path: Path) -> Path:
         ax.set_title(dset)
         ax.set_ylabel(ylabel, fontsize=8)
     axes[0][0].legend(fontsize=7)
-    fig.suptitle(spec["title"], fontsize=9)
+    fig.suptitle(fitted_title(spec["title"], fig.get_figwidth()), fontsize=9)
     return _save(plt, fig, path)
 
 
@@ -426,7 +433,7 @@ def _gamma_figure(spec, curves, ylabel, path: Path) -> Path:
             ax.legend(fontsize=7)
         if points and all(math.isfinite(v) for _, v in points):
             ax.margins(y=0.2)
-    fig.suptitle(spec["title"], fontsize=9)
+    fig.suptitle(fitted_title(spec["title"], fig.get_figwidth()), fontsize=9)
     return _save(plt, fig, path)
 
 
@@ -441,5 +448,5 @@ def _curve_figure(spec, series, ylabel, path: Path) -> Path:
     ax.set_ylabel(ylabel, fontsize=8)
     if ax.lines:  # nothing measured yet: an empty plot, no legend
         ax.legend(fontsize=7)
-    ax.set_title(spec["title"], fontsize=9)
+    fig.suptitle(fitted_title(spec["title"], fig.get_figwidth()), fontsize=9)
     return _save(plt, fig, path)

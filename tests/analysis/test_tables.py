@@ -173,3 +173,24 @@ def test_curve_puts_a_column_against_a_setting_per_series(tmp_path):
             tmp_path,
             tmp_path,
         )
+
+
+def test_long_figure_titles_are_wrapped_to_fit_the_figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from espnet_ext.analysis.tables import fitted_title
+
+    title = "Fig. 2 (mini scale): average WER [%] against the number of head candidates H'"
+    for width in (3.0, 4.5, 8.0):
+        fig, ax = plt.subplots(figsize=(width, 3.2))
+        ax.set_ylabel("WER [%] (AVG)", fontsize=8)
+        text = fig.suptitle(fitted_title(title, width), fontsize=9)
+        fig.tight_layout()
+        fig.canvas.draw()
+        box = text.get_window_extent()
+        assert box.x0 >= 0 and box.x1 <= fig.bbox.x1, (width, text.get_text())
+        assert text.get_text().replace("\n", " ") == title  # every word kept, in order
+        plt.close(fig)
