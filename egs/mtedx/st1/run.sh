@@ -22,10 +22,11 @@
 #     the task is the domain (task_tags), for encoder and decoder (conf/train_st_{group,subset}_domains
 #     [_mini].yaml); the encoder starts from scratch unless --asr_init names ../asr1's model of the same
 #     kind (its Table 3 run, as conf/sweeps/table5_mini.yaml does). The adapter model
-#     (train_st_adapter_domains*) has one adapter per domain and starts from the joint shared model (--init_from, required): the shared
-#     config with --tasks languages --other_domains "..." on the same data. A "separate" model is the shared
-#     config on one domain: --train_set train_<domain> --valid_set valid_<domain> --st_stats_dir <its own>
-#     (the joint token lists kept; its stages 2-3 and 5 run first with those options, skipping stage 4).
+#     (train_st_adapter_domains*) has one adapter per domain and starts from the joint shared model
+#     (--init_from, required): the shared config with --tasks languages --other_domains "..." on the same
+#     data. A "separate" model is the shared config on one domain: --train_set train_<domain> --valid_set
+#     valid_<domain> --st_stats_dir <its own> (the joint token lists kept; its stages 2-3 and 5 run first
+#     with those options, skipping stage 4).
 # --other_domains: the domains besides mTEDx whose test sets test_<domain>_<src>-<tgt> are decoded too, in
 #   the directions espnet_ext/data/domains.py lists (the paper's footnotes 3 and 4; the mini "other" domain's);
 #   default with --tasks domains: all of them (mini: other; real: covost europarl), otherwise none.
