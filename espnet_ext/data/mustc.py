@@ -19,6 +19,10 @@ Splits: train, dev, tst-COMMON, tst-HE. ``prepare`` writes ``<out>/<split with _
 
 Ids: talk ``ted_767`` -> ``ted_00767`` (zero-padded, so C order of utterance ids groups talks in the same
 order as the speaker ids), utterance ``ted_00767_<start ms:08d>_<end ms:08d>``; every table is C-sorted.
+Every copy of a repeated segment (the same id) and a segment with a blank transcript or translation are
+dropped, each named (file:line) in a warning on stderr, as ESPnet's MuST-C preparation drops them; what
+cannot be read (misaligned text files, a bad yaml line, a missing talk, a segment past its talk's end)
+is refused.
 
 The corpus cannot be downloaded by a script: FBK hands it out after accepting its licence
 (https://ict.fbk.eu/must-c/). ``check_release`` extracts a tarball put in the root and otherwise explains
@@ -141,6 +145,10 @@ def _wav_duration(wav: Path, yaml_path: Path, number: int) -> float:
     return info.frames / info.samplerate
 
 
+def _warn_dropped(path: Path, line: int, why: str) -> None:
+    print(f"warning: {path}:{line}: {why}; dropped", file=sys.stderr)
+
+
 def read_split(release: Path, split: str, tgt_lang: str) -> list[Segment]:
     """The segments of one split in C order of ids, each checked against its talk recording."""
     return read_segments(release / "data" / split, split, "en", tgt_lang)
@@ -173,7 +181,7 @@ def read_segments(
                 line=shorter,
             )
     durations: dict[str, float] = {}
-    segments: dict[str, Segment] = {}
+    by_id: dict[str, list[tuple[int, Segment]]] = {}
     for (number, line), (_, source), (_, target) in zip(yaml_lines, en_lines, tgt_lines):
         entry = _read_yaml_line(line, yaml_path, number)
         try:
@@ -200,18 +208,9 @@ def read_segments(
                 path=yaml_path,
                 line=number,
             )
-        for path, text in ((en_path, source), (tgt_path, target)):
-            if not text.strip():
-                raise InputError("empty text for the segment", path=path, line=number)
         talk = talk_of(entry["wav"])
         utt_id = f"{talk}_{round(offset * 1000):08d}_{round(end * 1000):08d}"
-        if utt_id in segments:
-            raise InputError(
-                f"segment {utt_id} occurs twice (same talk, offset and duration)",
-                path=yaml_path,
-                line=number,
-            )
-        segments[utt_id] = Segment(
+        segment = Segment(
             utt_id,
             talk,
             wav.absolute(),
@@ -220,8 +219,41 @@ def read_segments(
             " ".join(source.split()),
             " ".join(target.split()),
         )
+        by_id.setdefault(utt_id, []).append((number, segment))
+    # The release has a few repeated segments (same talk, offset and duration) and blank text lines.
+    # ESPnet's MuST-C and mTEDx preparation drops them (espnet egs/must_c/st1/local/data_prep.sh:
+    # "remove duplicated utterances", every copy of a repeated id; egs2/mtedx/st1_ml/local/
+    # data_prep_mtedx.sh: "remove empty and short utterances"); so do we, each one named on stderr.
+    segments: dict[str, Segment] = {}
+    dropped = 0
+    for utt_id, copies in by_id.items():
+        if len(copies) > 1:
+            lines = ", ".join(str(number) for number, _ in copies)
+            for number, _ in copies:
+                _warn_dropped(yaml_path, number, f"segment {utt_id} is repeated (lines {lines})")
+            dropped += len(copies)
+            continue
+        number, segment = copies[0]
+        blank = [
+            path
+            for path, text in ((en_path, segment.source), (tgt_path, segment.target))
+            if not text
+        ]
+        if blank:
+            _warn_dropped(blank[0], number, f"empty text for segment {utt_id}")
+            dropped += 1
+            continue
+        segments[utt_id] = segment
+    if dropped:
+        print(
+            f"warning: {yaml_path}: {dropped} of {len(yaml_lines)} segments dropped (named above)",
+            file=sys.stderr,
+        )
     if not segments:
-        raise InputError("no segments", path=yaml_path)
+        raise InputError(
+            "no segments" + (f" left: all {dropped} dropped (see the warnings)" if dropped else ""),
+            path=yaml_path,
+        )
     return [segments[key] for key in sorted(segments)]
 
 

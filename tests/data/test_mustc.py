@@ -153,17 +153,39 @@ def test_missing_talk_wav(release, tmp_path):
     assert "ted_1096.wav does not exist" in str(error.value)
 
 
-def test_bad_yaml_line_and_empty_translation(release, tmp_path):
+def test_bad_yaml_line(release, tmp_path):
     txt = release / "en-de/data/dev/txt"
     edit_line(txt / "dev.yaml", 1, lambda line: line.replace("offset: 0.300000, ", ""))
     with pytest.raises(InputError, match="segment without offset") as error:
         mustc.prepare(release, "de", ["dev"], tmp_path / "out")
     assert error.value.line == 1
-    shutil.copy(FIXTURE / "en-de/data/dev/txt/dev.yaml", txt / "dev.yaml")
-    edit_line(txt / "dev.de", 2, lambda line: "  ")
-    with pytest.raises(InputError, match="empty text") as error:
-        mustc.prepare(release, "de", ["dev"], tmp_path / "out")
-    assert error.value.path.endswith("dev.de") and error.value.line == 2
+
+
+def test_repeated_segment_and_blank_text_dropped_and_named(release, tmp_path, capsys):
+    """ESPnet's MuST-C preparation drops every copy of a repeated segment id; a blank text line drops its
+    segment; each is named (file:line) on stderr, the rest of the corpus is prepared."""
+    txt = release / "en-de/data/train/txt"
+    for name in ("train.yaml", "train.en", "train.de"):  # line 4 repeats line 1's segment
+        lines = (txt / name).read_text().splitlines()
+        (txt / name).write_text("\n".join([*lines, lines[0]]) + "\n")
+    edit_line(txt / "train.de", 3, lambda line: "  ")
+    mustc.prepare(release, "de", ["train"], tmp_path / "out")
+    segments = (tmp_path / "out/train/segments").read_text().splitlines()
+    assert [line.split()[0] for line in segments] == ["ted_00767_00002396_00003736"]
+    err = capsys.readouterr().err
+    yaml_path = txt / "train.yaml"
+    for number in (1, 4):
+        assert (
+            f"{yaml_path}:{number}: segment ted_00767_00000300_00001996 is repeated (lines 1, 4)"
+            in err
+        )
+    assert (
+        f"{txt / 'train.de'}:3: empty text for segment ted_01096_00000300_00001509; dropped" in err
+    )
+    assert f"{yaml_path}: 3 of 4 segments dropped" in err
+    edit_line(txt / "train.en", 2, lambda line: "")  # nothing left: refused
+    with pytest.raises(InputError, match="no segments left: all 4 dropped"):
+        mustc.prepare(release, "de", ["train"], tmp_path / "out2")
 
 
 def test_bad_split_writes_nothing_and_keeps_earlier_output(release, tmp_path):
