@@ -9,8 +9,10 @@ Inputs::
 
 As distributed, ``covost_v2.<src>_<tgt>.tsv`` holds only ``path``, ``translation`` and ``split``; then
 ``sentence`` and ``client_id`` are taken from ``validated.tsv`` by ``path`` (what CoVoST's
-``get_covost_splits.py`` does). The split column is ``train``, ``dev`` or ``test``; rows of other split
-values are not read and counted on stderr.
+``get_covost_splits.py`` does). The split column is ``train``, ``train_covost``, ``dev`` or ``test``; the
+v2 training split is ``train`` and ``train_covost`` together (``get_v2_split`` of get_covost_splits.py,
+facebookresearch/covost), dev and test are those values alone. Rows of other split values (``dev_covost``
+...) are not read and counted on stderr.
 
 ``prepare`` writes ``<out>/<split>`` per asked split::
 
@@ -41,6 +43,9 @@ from espnet_ext.fileio import read_utf8_lines
 
 PathLike = str | Path
 SPLITS = ("train", "dev", "test")
+# split column value -> our split: CoVoST 2's training split also takes the train_covost rows (get_v2_split
+# in facebookresearch/covost get_covost_splits.py); dev_covost / test_covost are not v2's dev and test.
+SPLIT_OF_VALUE = {"train": "train", "train_covost": "train", "dev": "dev", "test": "test"}
 TASKS = ("asr", "st")
 COVOST_COLUMNS = ("path", "translation", "split")
 CV_COLUMNS = ("path", "sentence", "client_id")
@@ -107,9 +112,9 @@ def read_splits(cv_root: PathLike, covost_tsv: PathLike, splits: Sequence[str]) 
     clips: dict[str, dict[str, Clip]] = {split: {} for split in splits}
     other: Counter = Counter()
     for number, row in rows:
-        split = row["split"]
-        if split not in SPLITS:
-            other[split] += 1
+        split = SPLIT_OF_VALUE.get(row["split"])
+        if split is None:
+            other[row["split"]] += 1
             continue
         if split not in clips:
             continue

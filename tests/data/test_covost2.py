@@ -53,6 +53,25 @@ def test_asr_text_is_the_transcript_and_the_mp3_decodes_to_16k(tmp_path):
     assert 0.5 * 16000 < len(samples) < 3 * 16000 and float(abs(samples).max()) > 0.05
 
 
+def test_train_covost_rows_belong_to_the_v2_training_split(copy, tmp_path):
+    """get_covost_splits.py --version 2: train = {train, train_covost}; dev_covost is not dev."""
+    cv = copy / "cv" / "fr"
+    for n, split in ((17299403, "train_covost"), (17299404, "dev_covost")):
+        shutil.copy(
+            cv / "clips/common_voice_fr_17299400.mp3", cv / f"clips/common_voice_fr_{n}.mp3"
+        )
+        with open(cv / "validated.tsv", "a", encoding="utf-8") as f:
+            f.write(f"7be0c45d19aa\tcommon_voice_fr_{n}.mp3\tEncore.\t2\t0\t\t\t\tfr\t\n")
+        with open(copy / "covost_v2.fr_en.tsv", "a", encoding="utf-8") as f:
+            f.write(f"common_voice_fr_{n}.mp3\tAgain.\t{split}\n")
+    covost2.prepare(cv, copy / "covost_v2.fr_en.tsv", "fr", "en", covost2.SPLITS, "st", tmp_path)
+    assert read_kaldi_map(tmp_path / "train" / "text") == {
+        **{u: t for u, (_, t) in TRAIN.items()},
+        "7be0c45d19aa-common_voice_fr_17299403": "Again.",
+    }
+    assert len(read_kaldi_map(tmp_path / "dev" / "text")) == 1
+
+
 def test_other_split_values_are_counted_not_read(copy, tmp_path, capsys):
     table = copy / "covost_v2.fr_en.tsv"
     table.write_text(
