@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from recipe_fixture import MUSTC_SHARED_ARGS, MUSTC_TINY_MODEL, run
+from recipe_fixture import MUSTC_SHARED_ARGS, MUSTC_TINY_MODEL, make_recipe_copy, run
 
 from espnet_ext.registry import build_model
 
@@ -117,3 +117,18 @@ def test_asr_model_of_another_architecture_is_refused(finished):
     assert "asr_other.pth" in refused.stderr
     assert "checkpoint keys the ST model lacks: encoder.encoders.1." in refused.stderr
     assert not (st / "exp" / "st_other" / "checkpoint.pth").exists()
+
+
+def test_asr_init_is_checked_by_the_training_stage_not_before(tmp_path):
+    """The data stages run before ../asr1 has a model; a missing --asr_init stops stage 6 before training."""
+    st = make_recipe_copy("mustc", "st1", tmp_path)
+    missing = ["--asr_init", "../asr1/exp/none/valid.acc.ave.pth"]
+    early = run(
+        st, [*ST_ARGS, *missing, "--skip_data_prep", "true", "--stop_stage", "4"], {"MUSTC": ""}
+    )
+    assert early.returncode == 0, early.stderr[-2000:]
+    refused = run(st, [*ST_ARGS, *missing, "--stage", "6", "--stop_stage", "6"], {"MUSTC": ""})
+    assert refused.returncode != 0
+    assert "--asr_init ../asr1/exp/none/valid.acc.ave.pth: no such file" in refused.stderr
+    assert "Stage 6 (ST training) failed" in refused.stderr
+    assert not list(st.glob("exp/st_*/train.log"))

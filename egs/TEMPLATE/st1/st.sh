@@ -76,7 +76,6 @@ results_md=${results_md:-${expdir}/RESULTS.md}
 
 [ -n "${st_config}" ] || die "--st_config is required"
 [ -n "${inference_config}" ] || die "--inference_config is required"
-[ -z "${asr_init}" ] || [ -f "${asr_init}" ] || die "--asr_init ${asr_init}: no such file"
 skip_stages=""
 skip_when "${skip_data_prep}" 1 2 3 4
 skip_when "${skip_train}" 5 6
@@ -111,6 +110,8 @@ st_stats() {
 }
 
 st_train() {
+    # checked here, where it is used: the data stages need no ASR model (it may not be trained yet)
+    [ -z "${asr_init}" ] || [ -f "${asr_init}" ] || { log "--asr_init ${asr_init}: no such file"; return 1; }
     mkdir -p "${st_exp}"
     local options extra init=""
     read -ra extra <<< "$(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") ${st_args}"
