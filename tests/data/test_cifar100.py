@@ -130,3 +130,31 @@ def test_compose_inks_the_digit_in_its_hue_near_the_centre():
         hue = colorsys.rgb_to_hsv(*image[ink_rows[0], ink_cols[0]] / 255)[0]
         assert abs(hue - 0.4) <= 0.021  # green
     assert len({image.tobytes() for image in images}) == 20
+
+
+def test_prepare_holds_out_a_validation_split_of_train(tmp_path):
+    """The checkpoint is picked on images held out of train, never on the test set (issue 34 §3)."""
+    release = cifar100.mini_release(tmp_path / "r", train_per_class=3, test_per_class=1, seed=0)
+    dirs = cifar100.prepare(release, tmp_path / "data", valid_per_class=1, seed=5)
+    assert [d.name for d in dirs] == ["train", "valid", "test"]
+    texts = {d.name: read_map(d / "text") for d in dirs}
+    classes = cifar100.read_class_names(release / "meta")
+    assert sorted(texts["valid"].values()) == sorted(classes)
+    assert sorted(texts["train"].values()) == sorted(classes * 2)
+    # disjoint images: every training image lands in exactly one of train / valid
+    images, _, _ = cifar100.read_batch(release / "train")
+    pngs = {
+        name: {decode_image(p).tobytes() for p in read_map(tmp_path / "data" / name / "image.scp").values()}
+        for name in ("train", "valid")
+    }
+    assert not pngs["train"] & pngs["valid"]
+    assert pngs["train"] | pngs["valid"] == {(i / 255.0).astype(np.float32).tobytes() for i in images}
+    again = cifar100.prepare(release, tmp_path / "again", valid_per_class=1, seed=5)
+    assert read_map(again[1] / "text") == texts["valid"]  # the seed fixes the draw
+
+
+def test_holding_out_every_image_of_a_class_is_refused(release, tmp_path):
+    with pytest.raises(InputError, match="cannot hold out 1") as error:
+        cifar100.prepare(release, tmp_path / "data", valid_per_class=1)
+    assert error.value.key == "fine_labels" and error.value.path == str(release / "train")
+    assert not (tmp_path / "data").exists()

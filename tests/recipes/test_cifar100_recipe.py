@@ -18,7 +18,8 @@ def test_data_is_the_mini_corpus_through_the_cifar_reader(cifar100_finished):
     recipe, _ = cifar100_finished
     classes = (recipe / "data" / "class_list").read_text().split()
     assert classes == cifar100.mini_class_names() and classes[77] == "blue_7"
-    for split, per_class in (("train", 8), ("test", 1)):
+    # local/data.sh holds a tenth (rounded up) of each class' training images out as data/valid
+    for split, per_class in (("train", 7), ("valid", 1), ("test", 1)):
         labels = [line.split()[1] for line in (recipe / "data" / split / "text").open()]
         assert sorted(labels) == sorted(classes * per_class)
     assert (recipe / "downloads").is_dir()  # the mini release the reader read
@@ -46,6 +47,9 @@ def test_every_variant_was_trained_as_configured_and_scored(cifar100_finished):
         assert 3 <= result["top1"] <= result["topk"] and result["topk"] >= 20, (variant, result)
         topk = (recipe / "exp" / exp / decode / "test" / "topk").read_text().splitlines()
         assert len(topk) == 100 and all(len(line.split()) == 6 for line in topk)
+    for exp in ("cls_baseline_b128", "cls_fuzzy_g0.1_s0.03_b128"):  # validated on data/valid
+        config = yaml.safe_load((recipe / "exp" / exp / "config.yaml").read_text())
+        assert config["valid_data_path_and_name_and_type"][0][0] == "data/valid/image.scp"
     log = (recipe / "exp" / "cls_relaxed_drloc_g0.1_b128" / "train.log").read_text()
     assert "loss_drloc=" in log and "acc_top5=" in log
 

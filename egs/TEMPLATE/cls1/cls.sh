@@ -9,6 +9,8 @@
 #    3 statistics (image shapes for batching)   4 training (ESPnet2's trainer: checkpoints, resume, DDP)
 #    5 evaluation: top-1 class and top-5 ranking per test image   6 scoring (top-1/top-5 accuracy)
 #    7 RESULTS.md
+# --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
+# soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
@@ -23,7 +25,7 @@ cmd_backend=local       # local or slurm (see cmd.sh)
 expdir=exp
 local_data_opts=""      # options for local/data.sh
 train_set=train
-valid_set="test"
+valid_set=valid         # picks the checkpoint (valid.acc.best.pth): never one of ${test_sets}
 test_sets="test"
 class_list=data/class_list
 cls_config=""
@@ -35,6 +37,7 @@ inference_tag=decode
 inference_model=valid.acc.best.pth
 results_title="Image classification results"
 results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
+smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
 
 . ./path.sh
 . utils/parse_options.sh
@@ -43,6 +46,10 @@ results_md=${results_md:-${expdir}/RESULTS.md}
 . utils/pipeline.sh
 
 [ -n "${cls_config}" ] || die "--cls_config is required"
+case " ${test_sets} " in
+    *" ${valid_set} "*) die "--valid_set ${valid_set} is also a test set: the checkpoint would be picked on \
+the data it is tested on; hold out a validation split of the training data (see local/data.sh)" ;;
+esac
 cls_tag=${cls_tag:-$(basename "${cls_config}" .yaml)}
 cls_exp="${expdir}/cls_${cls_tag}"
 stats_dir="${expdir}/cls_stats_${train_set}"
