@@ -28,6 +28,11 @@ multilingual models (``espnet_ext.data.task_tags``).
         --xml wmttest2022.de-en.xml
     python -m espnet_ext.data.wmt prepare --out data/test --each --src_lang en --tgt_lang de \\
         --dir WMT/de-en/test        # data/test_newstest2011, data/test_newstest2012, ...
+    python -m espnet_ext.data.wmt prepare --out data/valid --src_lang en --tgt_lang de \\
+        --dir WMT/de-en/dev --sets newstest2013     # that dev set only, not every one in dev/
+
+Test sets WMT names with their pair (``newstest2014-deen-src.de.sgm``, ``newsdev2016-roen-ref.en.sgm``) are
+named without it (``newstest2014``), so ``--each`` writes ``data/test_newstest2014`` from any release year.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.parsers import expat
@@ -49,10 +54,18 @@ PathLike = str | Path
 _PAIR_IN_NAME = re.compile(r"(?:^|[.\-_])([a-z]{2,3})-([a-z]{2,3})(?:[.\-_]|$)")
 
 
+_SGM_NAME = re.compile(r"(?P<base>.+)-(?P<side>src|ref)\.(?P<lang>[a-z]{2,3})\.sgm")
+# WMT names its test sets from 2014 on with the pair: newstest2014-deen, newstest2015-ende, newsdev2016-roen
+_PAIR_AFTER_YEAR = re.compile(r"(?<=\d{4})-[a-z]{4}$")
+
+
 def corpus_name(path: PathLike) -> str:
-    """``europarl-v7.de-en.de`` -> ``europarl-v7``; ``newstest2013-src.de.sgm`` -> ``newstest2013``."""
-    name = Path(path).name.split(".")[0]
-    return re.sub(r"-(src|ref)$", "", name) or Path(path).name
+    """The corpus (or test set) a release file belongs to, as recipes name it: ``europarl-v7.de-en.de`` ->
+    ``europarl-v7``; ``newstest2013-src.de.sgm`` -> ``newstest2013``; the pair WMT puts into test set
+    names from 2014 on is dropped, ``newstest2014-deen-src.de.sgm`` -> ``newstest2014``,
+    ``newsdev2016-roen-ref.en.sgm`` -> ``newsdev2016``."""
+    name = re.sub(r"-(src|ref)$", "", Path(path).name.split(".")[0])
+    return _PAIR_AFTER_YEAR.sub("", name) or Path(path).name
 
 
 def normalise(text: str, lowercase: bool = False) -> str:
@@ -218,55 +231,121 @@ def read_xml(path: PathLike, src_lang: str, tgt_lang: str, translator: str | Non
     return Corpus(pairs, 0, str(path))
 
 
+def _sgm_sets(
+    files: Sequence[Path], src_lang: str, tgt_lang: str
+) -> dict[str, list[tuple[Path, Path]]]:
+    """{test set name: [(source file, reference file)]} of the newstest-style sgm files of the pair: this
+    direction's ``X-src.<src>.sgm`` + ``X-ref.<tgt>.sgm`` where a set has them, otherwise the other
+    direction's ``X-ref.<src>.sgm`` + ``X-src.<tgt>.sgm`` read swapped (newstest sets up to 2018 are one
+    set for both directions, e.g. newstest2015-deen and newstest2015-ende; from 2019 on each direction has
+    its own, and its own files win)."""
+    names = {p.name for p in files}
+    straight: dict[str, list[tuple[Path, Path]]] = {}
+    swapped: dict[str, list[tuple[Path, Path]]] = {}
+    for path in files:
+        match = _SGM_NAME.fullmatch(path.name)
+        if match is None or match["lang"] != src_lang:
+            continue
+        base, other_side = match["base"], "ref" if match["side"] == "src" else "src"
+        other = f"{base}-{other_side}.{tgt_lang}.sgm"
+        if other in names:
+            found = straight if match["side"] == "src" else swapped
+            found.setdefault(corpus_name(path), []).append((path, path.with_name(other)))
+    sets = {}
+    for name in sorted({*straight, *swapped}):
+        sets[name] = straight.get(name) or swapped[name]
+    return sets
+
+
 def release_corpora(
-    directory: PathLike, src_lang: str, tgt_lang: str, translator: str | None = None
+    directory: PathLike,
+    src_lang: str,
+    tgt_lang: str,
+    translator: str | None = None,
+    sets: Sequence[str] | None = None,
 ) -> tuple[list[Corpus], list[Path]]:
-    """Every corpus of the pair in ``directory`` (release files as WMT names them) and the files that
-    belong to none, in name order:
+    """Every corpus of the pair in ``directory`` (release files as WMT names them; with ``sets``, only the
+    corpora of those names, each of which must be there) and the files that belong to none, in name order:
 
       plain  ``NAME.<src>`` with ``NAME.<tgt>`` beside it (europarl-v7.de-en.de, corpus.ro ...)
       tsv    ``*.tsv`` naming the pair
       sgm    ``NAME-src.<src>.sgm`` + ``NAME-ref.<tgt>.sgm``, or the other direction's files read swapped
-             (newstest sets are multi-parallel: one direction's reference is the other's source)
+             (see ``_sgm_sets``); test sets named with their pair (newstest2014-deen-src.de.sgm) are
+             named without it (newstest2014, ``corpus_name``)
       xml    ``*.<src>-<tgt>.xml``
+
+    A file that is another copy of a set read from other files (the other direction's files of a newstest
+    set) and a corpus not among ``sets`` are named on stderr, not read.
     """
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError("no such release directory", path=directory)
     files = sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
     names = {p.name for p in files}
-    corpora, used = [], set()
-
-    def take(reader, *paths: Path, **kwargs) -> None:
-        corpora.append(reader(*paths, **kwargs))
-        used.update(p.name for p in paths)
-
+    plans: list[tuple[str, list[Path], Callable[[], Corpus]]] = []  # (name, files, reader)
+    copies: list[tuple[Path, str]] = []  # files of a set also found in other files
+    for name, candidates in _sgm_sets(files, src_lang, tgt_lang).items():
+        if len(candidates) > 1:
+            raise InputError(
+                f"test set {name} is there {len(candidates)} times ("
+                + "; ".join(f"{s.name} + {r.name}" for s, r in candidates)
+                + "): keep one",
+                path=directory,
+            )
+        src, ref = candidates[0]
+        plans.append((name, [src, ref], lambda src=src, ref=ref: read_sgm(src, ref)))
+    sgm_used = {p.name for _, paths, _ in plans for p in paths}
+    for path in files:
+        match = _SGM_NAME.fullmatch(path.name)
+        pair = _PAIR_AFTER_YEAR.search(match["base"]) if match else None
+        if (
+            match
+            and path.name not in sgm_used
+            and match["lang"] in (src_lang, tgt_lang)
+            and (pair is None or {pair[0][1:3], pair[0][3:]} == {src_lang, tgt_lang})
+            and corpus_name(path) in {n for n, _, _ in plans}
+        ):
+            copies.append((path, corpus_name(path)))
     for path in files:
         name = path.name
-        if name in used:
-            continue
         stem = name[: -len(src_lang) - 1]
         if name.endswith(f".{src_lang}") and f"{stem}.{tgt_lang}" in names:
-            take(read_plain, path, directory / f"{stem}.{tgt_lang}")
-        elif name.endswith(".tsv") and _PAIR_IN_NAME.search(name):
-            match = _PAIR_IN_NAME.search(name)
+            tgt = directory / f"{stem}.{tgt_lang}"
+            plans.append((corpus_name(path), [path, tgt], lambda s=path, t=tgt: read_plain(s, t)))
+        elif name.endswith(".tsv") and (match := _PAIR_IN_NAME.search(name)):
             if {match.group(1), match.group(2)} == {src_lang, tgt_lang}:
-                take(read_tsv, path, src_lang=src_lang, tgt_lang=tgt_lang)
-        elif (
-            name.endswith(f"-src.{src_lang}.sgm")
-            and (ref := name.replace(f"-src.{src_lang}.sgm", f"-ref.{tgt_lang}.sgm")) in names
-        ):
-            take(read_sgm, path, directory / ref)
-        elif (
-            name.endswith(f"-ref.{src_lang}.sgm")
-            and (other := name.replace(f"-ref.{src_lang}.sgm", f"-src.{tgt_lang}.sgm")) in names
-        ):
-            if name.replace("-ref.", "-src.") not in names:  # this direction's own files win
-                corpora.append(read_sgm(path, directory / other))
-            used.update((name, other))
+                plans.append(
+                    (corpus_name(path), [path], lambda p=path: read_tsv(p, src_lang, tgt_lang))
+                )
         elif name.endswith(f".{src_lang}-{tgt_lang}.xml"):
-            take(read_xml, path, src_lang=src_lang, tgt_lang=tgt_lang, translator=translator)
-    return corpora, [p for p in files if p.name not in used]
+            plans.append(
+                (
+                    corpus_name(path),
+                    [path],
+                    lambda p=path: read_xml(p, src_lang, tgt_lang, translator=translator),
+                )
+            )
+    plans.sort(key=lambda plan: plan[1][0].name)
+    used = {p.name for _, paths, _ in plans for p in paths} | {p.name for p, _ in copies}
+    if sets is not None:
+        missing = [name for name in sets if name not in {n for n, _, _ in plans}]
+        if missing:
+            raise InputError(
+                f"no {src_lang}-{tgt_lang} corpus {', '.join(missing)} here (found: "
+                f"{', '.join(n for n, _, _ in plans) or 'none'})",
+                path=directory,
+            )
+        for name, paths, _ in plans:
+            if name not in sets:
+                print(
+                    f"{directory}: {name} ({' + '.join(p.name for p in paths)}) not read: not among "
+                    f"the sets asked for ({' '.join(sets)})",
+                    file=sys.stderr,
+                )
+        plans = [plan for plan in plans if plan[0] in sets]
+    for path, name in copies:
+        print(f"{path}: another copy of {name} (read from other files), not read", file=sys.stderr)
+    return [read() for _, _, read in plans], [p for p in files if p.name not in used]
 
 
 def prepare(
@@ -315,6 +394,14 @@ def get_parser() -> argparse.ArgumentParser:
         help="a directory of release files: every corpus of the pair in it (release_corpora)",
     )
     prep.add_argument(
+        "--sets",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="with --dir: read only the corpora of these names (e.g. the dev set newstest2013), each "
+        "of which must be there; the others are named on stderr",
+    )
+    prep.add_argument(
         "--each",
         action="store_true",
         help="one data dir per corpus, <out>_<corpus> (test sets by year), instead of one for all",
@@ -335,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     corpora += [read_sgm(s, r) for s, r in args.sgm]
     corpora += [read_xml(f, src, tgt, args.translator) for f in args.xml]
     for directory in args.dir:
-        found, others = release_corpora(directory, src, tgt, args.translator)
+        found, others = release_corpora(directory, src, tgt, args.translator, args.sets)
         corpora += found
         for path in others:
             print(f"{path}: not a {src}-{tgt} release file, not read", file=sys.stderr)

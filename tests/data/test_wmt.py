@@ -192,3 +192,48 @@ def test_cli_each_corpus_of_a_directory_in_its_own_data_dir(tmp_path, capsys):
         == "A Republican strategy to counter the re-election of Obama"
     )
     assert "wmttest2022.de-en.xml: not a en-de release file, not read" in capsys.readouterr().err
+
+
+LEGO = FIXTURE / "lego"  # WMT14 En-De, WMT19 De-En, WMT16 Ro-En with the file names WMT ships
+
+
+def test_pair_named_test_sets_are_named_by_year_and_this_direction_read(capsys):
+    """newstest2014-deen-src.en.sgm (test-full) -> newstest2014; of newstest2015's -deen and -ende files,
+    the En-De run reads the -ende ones; the De-En files of the same set are named as copies, not read."""
+    corpora, others = wmt.release_corpora(LEGO / "wmt14/de-en/test", "en", "de")
+    names = [wmt.corpus_name(c.source.split(" + ")[0]) for c in corpora]
+    assert names == [f"newstest{year}" for year in (2011, 2012, 2014, 2015, 2016)]
+    first = {name: c.pairs[0] for name, c in zip(names, corpora)}
+    assert first["newstest2014"].id == "newstest2014-1-news-0001"
+    assert (first["newstest2014"].src, first["newstest2014"].tgt) == (
+        "newstest2014 ende sentence 1",
+        "newstest2014 ende Satz 1",
+    )
+    assert first["newstest2015"].src == "newstest2015 ende sentence 1"
+    assert others == []
+    err = capsys.readouterr().err
+    assert "newstest2015-deen-src.de.sgm: another copy of newstest2015" in err
+    assert "newstest2016-deen-ref.en.sgm: another copy of newstest2016" in err
+
+
+def test_de_en_2019_reads_its_own_set_not_the_en_de_one():
+    (corpus,), _ = wmt.release_corpora(LEGO / "wmt19/de-en/test", "de", "en")
+    assert corpus.pairs[0].src == "newstest2019 deen Satz 1"
+    (ro_en,), _ = wmt.release_corpora(LEGO / "wmt16/ro-en/test", "ro", "en")
+    assert wmt.corpus_name(ro_en.source.split(" + ")[0]) == "newstest2016"
+
+
+def test_sets_reads_only_the_dev_set_asked_for(tmp_path, capsys):
+    dev = LEGO / "wmt14/de-en/dev"
+    args = ["prepare", "--out", str(tmp_path / "valid"), "--src_lang", "en", "--tgt_lang", "de"]
+    assert wmt.main([*args, "--dir", str(dev), "--sets", "newstest2013"]) == 0
+    assert list(read_kaldi_map(tmp_path / "valid" / "text.en")) == [
+        "newstest2013-1-news-0001",
+        "newstest2013-1-news-0002",
+    ]
+    assert "newstest2012 (newstest2012-src.en.sgm + newstest2012-ref.de.sgm) not read" in (
+        capsys.readouterr().err
+    )
+    assert wmt.main([*args, "--dir", str(dev), "--sets", "newstest2010"]) == 1
+    err = capsys.readouterr().err
+    assert f"{dev}: no en-de corpus newstest2010 here (found: newstest2012, newstest2013)" in err

@@ -10,6 +10,7 @@ import torch
 from recipe_fixture import make_recipe_copy, read_table, run
 from wmt_fixture import COMMON, tiny_wmt_recipe
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 M2O_ARGS = [
     "--mode", "multilingual_m2o", "--tgt_nbpe", "60", "--test_sets", "m2o_test_de m2o_test_kk",
     "--local_data_opts",
@@ -87,3 +88,31 @@ def test_real_release_layout_through_filtering_on_the_fixtures(tmp_path):
     assert read_table(recipe / "data/m2o_valid/task_id")["de-newstest2013-1012-bbc-0002"] == "0"
     test = read_table(recipe / "data/m2o_test_de/text.en")
     assert test["de-wmttest2022-ecommerce_12-0001"] == "Free shipping"
+
+
+def test_lego_stage_1_on_the_release_file_names(tmp_path):
+    """egs/wmt/mt1 --mode lego_ende, stage 1 (data.sh --task lego, then every set run.sh names checked) on
+    WMT's file names: the test sets run.sh asks for exist for all three pairs, valid is the paper's dev set."""
+    recipe = make_recipe_copy("wmt", "mt1", tmp_path)
+    opts = "--task lego --ende_nbpe 30 --deroen_nbpe 30 --bpe_opts --hard_vocab_limit=false"
+    out = run(
+        recipe,
+        ["--mode", "lego_ende", "--stop_stage", "1", "--local_data_opts", opts],
+        {"WMT": str(FIXTURES / "wmt" / "lego")},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = recipe / "data"
+    assert sorted(p.name for p in data.glob("*_test_*")) == [
+        "deen_test_newstest2019",
+        *(f"ende_test_newstest{year}" for year in (2011, 2012, 2014, 2015, 2016)),
+        "roen_test_newstest2016",
+    ]
+    # the De-En newstest2015 files are the same set in the other direction: the En-De ones were read
+    assert read_table(data / "ende_test_newstest2015" / "text.en")["newstest2015-1-news-0001"] == (
+        "newstest2015 ende sentence 1"
+    )
+    for pair, dev in (("ende", "newstest2013"), ("deen", "newstest2018"), ("roen", "newsdev2016")):
+        ids = read_table(data / f"{pair}_valid" / "text")
+        assert {i.rsplit("-", 3)[0] for i in ids} == {dev}, pair
+    log = (data / "log" / "data_prep.log").read_text()
+    assert "newstest2012 (newstest2012-src.en.sgm + newstest2012-ref.de.sgm) not read" in log

@@ -12,8 +12,11 @@
 # Release layout, one dir per pair (the files as WMT ships them, under any names release_corpora knows):
 #   <root>/<x>-en/train/   the training corpora (europarl-v7.de-en.{de,en}, commoncrawl.de-en.{de,en},
 #                          news-commentary-v14.de-en.tsv, corpus.{ro,en} ...)
-#   <root>/<x>-en/dev/     the dev set (newstest2013-src.de.sgm + newstest2013-ref.en.sgm, or an xml)
-#   <root>/<x>-en/test/    the test sets, one data dir each (newstest2011..2016 sgm, wmttest2022.de-en.xml)
+#   <root>/<x>-en/dev/     the dev set (newstest2013-src.de.sgm + newstest2013-ref.en.sgm, or an xml); multilingual:
+#                          every dev set there goes into valid; lego: only the setup's (--<pair>_dev, below)
+#   <root>/<x>-en/test/    the test sets, one data dir each (newstest2011..2016 sgm, wmttest2022.de-en.xml), named
+#                          without the pair WMT puts into names from 2014 on: newstest2014-deen-src.en.sgm ->
+#                          data/ende_test_newstest2014 (the -ende/-deen files of one year's set: this direction's)
 #  - WMT empty (db.sh): the embedded mini corpus (espnet_ext/data/numbers/wmt.py) in that layout under
 #    data/mini_release/{multilingual,lego}: number words of --mini_train_sizes' languages <-> English.
 #  - WMT set: ${WMT}/multilingual/<x>-en for the 14 languages of the head-selection paper (Liu et al. 2020's
@@ -32,6 +35,12 @@ mini_lego_sizes=de=3000,ro=1000     # mini LegoNN: German (En-De and De-En) and 
 mini_valid_size=100         # per language
 mini_test_size=100          # per language
 mini_seed=0
+# LegoNN dev sets (valid), one each: the paper's En-De dev set is newstest2013 (§V-B); Ro-En is "the data
+# prepared by [37]" (§V-C1, Lee et al. 2018: dev newsdev2016, test newstest2016); for WMT19 De-En the paper
+# names none, newstest2018 is WMT19's own dev set for it. Empty: those (real), newsdev (the mini release).
+ende_dev=""
+deen_dev=""
+roen_dev=""
 mini_nbpe=150               # mini LegoNN joint dictionary, and its SentencePiece options (German compounds
 mini_bpe_opts="--hard_vocab_limit false --max_sentencepiece_length 7"  # split into number morphemes)
 
@@ -73,12 +82,12 @@ multilingual() {
     done
 }
 
-# lego_pair NAME SRC TGT ROOT [OPTIONS]: data/NAME_{train,valid}, data/NAME_test_<set>
+# lego_pair NAME SRC TGT ROOT DEV [OPTIONS]: data/NAME_{train,valid}, data/NAME_test_<set>; valid is the dev set DEV
 lego_pair() {
-    local name=$1 src=$2 tgt=$3 root=$4
-    shift 4
+    local name=$1 src=$2 tgt=$3 root=$4 dev=$5
+    shift 5
     prepare "data/${name}_train" "${src}" "${tgt}" "${root}/train" "$@"
-    prepare "data/${name}_valid" "${src}" "${tgt}" "${root}/dev" "$@"
+    prepare "data/${name}_valid" "${src}" "${tgt}" "${root}/dev" --sets "${dev}" "$@"
     prepare "data/${name}_test" "${src}" "${tgt}" "${root}/test" --each "$@"
 }
 
@@ -111,12 +120,14 @@ case "${task}" in
     lego)
         if [ -z "${WMT}" ]; then
             ende=data/mini_release/lego/de-en; deen=${ende}; roen=data/mini_release/lego/ro-en
+            dev=(newsdev newsdev newsdev)
         else
             ende=${WMT}/wmt14/de-en; deen=${WMT}/wmt19/de-en; roen=${WMT}/wmt16/ro-en
+            dev=(newstest2013 newstest2018 newsdev2016)
         fi
-        lego_pair ende en de "${ende}"
-        lego_pair deen de en "${deen}" --lowercase
-        lego_pair roen ro en "${roen}" --lowercase
+        lego_pair ende en de "${ende}" "${ende_dev:-${dev[0]}}"
+        lego_pair deen de en "${deen}" "${deen_dev:-${dev[1]}}" --lowercase
+        lego_pair roen ro en "${roen}" "${roen_dev:-${dev[2]}}" --lowercase
         deroen=(data/deen_train/text.de data/deen_train/text.en data/roen_train/text.ro data/roen_train/text.en)
         if [ -z "${WMT}" ]; then  # one dictionary for every mini module
             bpe_opts="${bpe_opts} ${mini_bpe_opts}"
