@@ -28,6 +28,8 @@ from espnet.nets.scorers.length_bonus import LengthBonus
 from espnet2.tasks.lm import LMTask
 
 from espnet_ext.attention import matched_inference
+from espnet_ext.decoding import options as decoding_options
+from espnet_ext.decoding.beam_search import apply_rules
 from espnet_ext.errors import ConfigError
 from espnet_ext.fileio import atomic_write
 from espnet_ext.tasks.abs_ext_task import (
@@ -56,6 +58,18 @@ def get_parser():
         "--lm_train_config", type=str, default=None, help="config.yaml of an ESPnet LM"
     )
     group.add_argument("--lm_file", type=str, default=None)
+    # fairseq's / espresso's rules (espnet_ext.decoding.beam_search), as in our other inference entry points
+    for key, default, help_text in (
+        ("lenpen", None, "rank ended hypotheses by score / length**lenpen (none: ESPnet's)"),
+        ("eos_threshold", None, "EOS only if its score >= this x the best token's (none: off)"),
+        ("fairseq_stop", False, "a video is done once beam_size hypotheses have ended"),
+    ):
+        group.add_argument(
+            f"--{key}",
+            type=lambda text, key=key: decoding_options.checked_value(text, key),
+            default=default,
+            help=help_text,
+        )
     parser.add_argument("--config", type=str, default=None, help="YAML of the options above")
     parser.add_argument(
         "--score_file", type=str, default=None, help="'<id> <score> <tokens>' of each 1-best"
@@ -77,6 +91,9 @@ def parse_args(cmd=None) -> argparse.Namespace:
         unknown = sorted(set(config) - known)
         if unknown:
             raise ConfigError(f"unknown option(s) {', '.join(unknown)}", path=given.config)
+        for key in decoding_options.KEYS:  # YAML values are not passed through argparse's type
+            if key in config:
+                config[key] = decoding_options.checked_value(config[key], key, given.config)
         parser.set_defaults(**config)
     return parser.parse_args(cmd)
 
@@ -120,7 +137,8 @@ def build_beam_search(model, args) -> BeamSearch:
         pre_beam_score_key=None if args.ctc_weight == 1.0 else "full",
     )
     logging.info(f"Beam search: {search_class.__name__}, weights {weights}")
-    return search.to(args.device).eval()
+    search = search.to(args.device).eval()
+    return apply_rules(search, args.eos_threshold, args.lenpen, bool(args.fairseq_stop))
 
 
 @torch.no_grad()

@@ -36,6 +36,13 @@ def _value(text, key: str, where: str) -> float | bool | None:
         raise ConfigError(f"{where}: must be a number or none, got {text!r}", key=key) from None
 
 
+def checked_value(text, key: str, where: str = "command line") -> float | bool | None:
+    """The value of one of our keys, checked (ConfigError naming ``where`` and the key)."""
+    if key not in KEYS:
+        raise ConfigError(f"{where}: not one of {', '.join(KEYS)}", key=key)
+    return _value(text, key, where)
+
+
 def take_ours(config: dict, where: str) -> dict:
     """{key: value} of our keys in a decoding config mapping, popped from it and checked (``where``
     names the file in errors)."""

@@ -13,11 +13,13 @@ if [ -z "${MUSTC}" ]; then
     opts=(--asr_config conf/train_asr_mini.yaml --nbpe 100 --bpe_opts "--hard_vocab_limit false"
           --nj 2 --inference_nj 2 --train_num_threads "$(nproc)" --max_frames 1500)
     title="MuST-C ASR recipe on the embedded mini corpus (talks of spoken English numbers; mini scale)"
+    scale=_mini
 else
     sets=(--train_set train --valid_set dev --test_sets "tst_COMMON tst_HE")
     opts=(--asr_config conf/train_asr.yaml --nbpe 5000 --nj 32 --inference_nj 32 --max_frames 3000)
     title="MuST-C v1 en-de ASR (English transcripts)"
+    scale=""
 fi
 
 ./asr.sh "${sets[@]}" "${opts[@]}" --token_type bpe --bpemode unigram --fbank_conf "--n_mels 80" \
-    --inference_config conf/decode_asr.yaml --results_title "${title}" "$@"
+    --inference_config "conf/decode_asr${scale}.yaml" --results_title "${title}" "$@"

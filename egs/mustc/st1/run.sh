@@ -17,12 +17,14 @@ if [ -z "${MUSTC}" ]; then
           --tgt_bpe_opts "--hard_vocab_limit false --max_sentencepiece_length 7"
           --nj 2 --inference_nj 2 --train_num_threads "$(nproc)" --max_frames 1500)
     title="MuST-C ST recipe on the embedded mini corpus (talks of spoken English numbers -> German; mini scale)"
+    scale=_mini
 else
     sets=(--train_set train --valid_set dev --test_sets "tst_COMMON tst_HE")
     opts=(--st_config conf/train_st.yaml --asr_init ../asr1/exp/asr_train_asr/valid.acc.ave.pth
           --src_nbpe 5000 --tgt_nbpe 8000 --nj 32 --inference_nj 32 --max_frames 3000)
     title="MuST-C v1 en-de ST"
+    scale=""
 fi
 
 ./st.sh "${sets[@]}" "${opts[@]}" --src_lang en --tgt_lang de --bpemode unigram --fbank_conf "--n_mels 80" \
-    --inference_config conf/decode_st.yaml --results_title "${title}" "$@"
+    --inference_config "conf/decode_st${scale}.yaml" --results_title "${title}" "$@"
