@@ -201,15 +201,23 @@ train_model() {
         env OMP_NUM_THREADS="${threads}" MKL_NUM_THREADS="${threads}" "$@" --resume true
 }
 
-# corpus_settings : "NAME=value" of every corpus root db.sh defines (part of stage 1's fingerprint, so that
-# pointing db.sh or the environment at another corpus redoes the data preparation).
+# corpus_settings : "NAME=value" of every corpus root db.sh defines, each with the signature of the files under
+# it (part of stage 1's fingerprint, so that pointing db.sh or the environment at another corpus, or a release
+# file edited, replaced, added or removed in place, redoes the data preparation).
 corpus_settings() (
     # shellcheck disable=SC1091
     . ./db.sh
     for name in $(sed -n 's/^\([A-Z][A-Z0-9_]*\)=.*/\1/p' db.sh); do
         printf '%s=%s\n' "${name}" "${!name:-}"
+        if [ -n "${!name:-}" ] && [ -e "${!name}" ]; then corpus_signature "${!name}"; fi
     done
 )
+
+# corpus_signature PATH : hash of the relative path, size and modification time of every file under PATH (links
+# followed). Cheap: one stat per file, no file is read, so a corpus of 10^5 files costs seconds, not hours.
+corpus_signature() {
+    find -L "$1" -type f -printf '%P\t%s\t%T@\n' 2> /dev/null | LC_ALL=C sort | sha256sum | cut -c1-16
+}
 
 # decode_set DIR KEYS MODULE HYP -- ARGS... : ESPnet's sharded decoding of one test set.
 # KEYS (any Kaldi file of the set: its first column) is split over n = min(${inference_nj}, lines) jobs of

@@ -1,5 +1,6 @@
 """utils/parse_options.sh and utils/pipeline.sh: Kaldi-style options and the fingerprinted stage runner."""
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -323,3 +324,38 @@ def test_a_pipeline_that_dies_stops_its_background_stages(tmp_path):
         time.sleep(0.05)
     assert not running(pid), "the background stage's process outlived the pipeline"
     assert not (tmp_path / "out/.stages/stage1.done").exists()
+
+
+def test_corpus_settings_change_when_a_release_file_changes_in_place(tmp_path):
+    """Stage 1's fingerprint takes corpus_settings: a corpus file edited (its time), replaced (its size),
+    added or removed under an unchanged corpus path must change it; an unset root prints its name only."""
+    corpus = tmp_path / "corpus"
+    (corpus / "txt").mkdir(parents=True)
+    text = corpus / "txt" / "train.en"
+    text.write_text("one\n")
+    (tmp_path / "db.sh").write_text(f"CORPUS=${{CORPUS:-{corpus}}}\nOTHER=\n")
+
+    def settings() -> str:
+        out = subprocess.run(
+            ["bash", "-c", f'. "{ROOT}/utils/pipeline.sh" && corpus_settings'],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    first = settings()
+    assert first.splitlines()[0] == f"CORPUS={corpus}" and first.splitlines()[-1] == "OTHER="
+    assert settings() == first
+    seen = [first]
+    os.utime(text, (1_000_000_000, 1_000_000_000))  # edited in place: same name and size
+    seen.append(settings())
+    text.write_text("one, two\n")  # replaced by another size
+    os.utime(text, (1_000_000_000, 1_000_000_000))
+    seen.append(settings())
+    (corpus / "txt" / "train.de").write_text("eins\n")
+    seen.append(settings())
+    text.unlink()
+    seen.append(settings())
+    assert len(set(seen)) == len(seen)
