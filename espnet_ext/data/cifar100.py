@@ -29,12 +29,12 @@ from __future__ import annotations
 import argparse
 import pickle
 import sys
-import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from espnet_ext.data.download import extract
 from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 
 IMAGE_SIZE = 32
@@ -129,8 +129,9 @@ def release_dir(release: str | Path) -> Path:
             return candidate
     tarball = release / "cifar-100-python.tar.gz"
     if tarball.is_file():
-        with tarfile.open(tarball) as tar:
-            tar.extractall(release, filter="data")
+        extract(tarball, release, "download it again (python -m espnet_ext.data.cifar100 download)")
+        if not (release / RELEASE_SUBDIR / "meta").is_file():
+            raise InputError(f"the archive holds no {RELEASE_SUBDIR}/meta", path=tarball)
         return release / RELEASE_SUBDIR
     raise InputError("no CIFAR-100 python release (meta, train, test) found", path=release)
 

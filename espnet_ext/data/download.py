@@ -1,9 +1,14 @@
-"""Corpus downloads that survive interruption and never leave a file that looks finished but is not.
+"""Corpus downloads and archive extraction that survive interruption and never leave a file that looks
+finished but is not.
 
 ``download(url, target, checksum)`` writes into ``<target>.part``, resuming it with an HTTP
 ``Range: bytes=N-`` request when it is already there, verifies the ``(algorithm, hexdigest)``
 checksum, and only then renames it to ``target`` (atomic on one file system). So ``target``
 exists only whole and verified, and rerunning after a network failure continues where it stopped.
+
+``extract(archive, dest)`` unpacks a tarball into a directory beside its destination and moves the
+tree into ``dest`` only once every member was read: a truncated or corrupt archive is an InputError
+naming it and leaves nothing in ``dest`` that a later run would take for the corpus.
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ import hashlib
 import os
 import shutil
 import sys
+import tarfile
 import urllib.error
 import urllib.request
+import zlib
 from pathlib import Path
 
 from espnet_ext.errors import ConfigError, InputError
@@ -97,3 +104,45 @@ def _fetch(url: str, partial: Path) -> None:
         raise DownloadError(f"download of {url} failed: HTTP {e.code} {e.reason}") from e
     except (urllib.error.URLError, OSError) as e:
         raise DownloadError(f"download of {url} failed: {e}; rerun to resume from {partial}") from e
+
+
+def extract(archive: str | Path, dest: str | Path, advice: str = "download it again") -> Path:
+    """Unpack the tarball ``archive`` into ``dest`` whole or not at all; returns ``dest``.
+
+    Members go to ``dest/.<archive name>.extracting`` first (removed when a killed run left it), and
+    only after the last member was read are they moved into ``dest``: a new file or dir is renamed
+    into place, a dir that is already there (``LibriSpeech/`` of another part) is merged into, a file
+    already there is replaced. A truncated or corrupt archive raises InputError naming the archive
+    and ``advice`` and removes what it extracted.
+    """
+    archive, dest = Path(archive), Path(dest)
+    staging = dest / f".{archive.name}.extracting"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    print(f"extracting {archive}", file=sys.stderr)
+    try:
+        with tarfile.open(archive) as tar:
+            tar.extractall(staging, filter="data")
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
+        shutil.rmtree(staging, ignore_errors=True)
+        reason = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        raise InputError(
+            f"cannot extract ({reason}): the archive is truncated or corrupt; {advice}",
+            path=archive,
+        ) from e
+    _move_into(staging, dest)
+    staging.rmdir()
+    return dest
+
+
+def _move_into(source: Path, dest: Path) -> None:
+    for entry in sorted(source.iterdir()):
+        target = dest / entry.name
+        if entry.is_dir() and not entry.is_symlink() and target.is_dir():
+            _move_into(entry, target)
+            entry.rmdir()
+        else:
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            os.replace(entry, target)

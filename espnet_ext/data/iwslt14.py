@@ -42,13 +42,12 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from espnet_ext.data.datadir import atomic_dir, validate_data_dir, write_kaldi_map
-from espnet_ext.data.download import DownloadError, file_digest
+from espnet_ext.data.download import DownloadError, extract, file_digest
 from espnet_ext.data.download import download as fetch
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
@@ -290,13 +289,7 @@ def download(dest: PathLike, url: str = URL, sha256: str | None = None) -> Path:
         + ("" if sha256 else " (not verified: pass --sha256 to check)"),
         file=sys.stderr,
     )
-    try:
-        with tarfile.open(archive) as tar:
-            tar.extractall(dest, filter="data")
-    except (tarfile.TarError, EOFError, OSError) as e:
-        raise InputError(
-            f"cannot extract: {e}; delete it and rerun to download again", path=archive
-        ) from e
+    extract(archive, dest, "delete it and rerun to download again")
     corpus_dir(dest)
     (target / ".complete").write_text(f"{ARCHIVE} sha256 {digest}\n")
     return target

@@ -24,13 +24,12 @@ import itertools
 import os
 import re
 import sys
-import tarfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from espnet_ext.data.datadir import audio_problem, command_parser, write_data_dir
-from espnet_ext.data.download import DownloadError
+from espnet_ext.data.download import DownloadError, extract
 from espnet_ext.data.download import download as fetch
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write, read_utf8_lines
@@ -351,14 +350,7 @@ def download(
             continue
         name = f"{part}.tar.gz"
         archive = fetch(f"{base_url}/{name}", dest / name, checksums[name])
-        print(f"extracting {archive}", file=sys.stderr)
-        try:
-            with tarfile.open(archive) as tar:
-                tar.extractall(dest, filter="data")
-        except (tarfile.TarError, EOFError, gzip.BadGzipFile) as e:
-            raise InputError(
-                f"cannot extract: {e}; delete it and rerun to download again", path=archive
-            ) from e
+        extract(archive, dest, "delete it and rerun to download again")
         if not part_dir.is_dir():
             found = _listing(dest)
             raise InputError(

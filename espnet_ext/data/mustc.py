@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import re
 import sys
-import tarfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -45,6 +44,7 @@ import soundfile
 import yaml
 
 from espnet_ext.data.datadir import command_parser, write_data_dir
+from espnet_ext.data.download import extract
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.features.fbank import MAX_SEGMENT_OVERSHOOT_S
 from espnet_ext.fileio import read_utf8_lines
@@ -101,14 +101,7 @@ def check_release(root: PathLike, tgt_lang: str) -> Path:
     root = Path(root)
     archive = root / archive_name(tgt_lang)
     if not (root / f"en-{tgt_lang}" / "data").is_dir() and archive.is_file():
-        print(f"extracting {archive}", file=sys.stderr)
-        try:
-            with tarfile.open(archive) as tar:
-                tar.extractall(root, filter="data")
-        except (tarfile.TarError, EOFError, OSError) as e:
-            raise InputError(
-                f"cannot extract: {e}; download it again from {LICENCE_URL}", path=archive
-            ) from e
+        extract(archive, root, f"download it again from {LICENCE_URL}")
     return release_dir(root, tgt_lang)
 
 
