@@ -1,4 +1,5 @@
-"""Compressed audio (AAC in .m4a, MP3, ...) -> 16 kHz mono 16-bit WAV, for ``wav.scp`` pipes.
+"""Compressed audio (AAC in .m4a, MP3, ...) and audio at other rates -> 16 kHz mono 16-bit WAV, for
+``wav.scp`` pipes.
 
 The feature stage reads ``wav.scp`` values with soundfile, which has no AAC decoder and does not
 resample. Kaldi/ESPnet recipes put ``ffmpeg -i FILE -ac 1 -ar 16000 -f wav - |`` in ``wav.scp``; the
@@ -64,6 +65,15 @@ def wav_bytes(samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> bytes:
 def pipe_command(path: str | Path) -> str:
     """The ``wav.scp`` value decoding ``path`` (absolute) on the fly."""
     return f"python -m espnet_ext.data.compressed_audio {shlex.quote(str(Path(path).absolute()))} |"
+
+
+def wav_scp_value(path: str | Path, sample_rate: int, channels: int) -> str:
+    """The ``wav.scp`` value of a recording soundfile reads (WAV, FLAC): its absolute path when it is
+    16 kHz mono, as the feature stage wants it, and otherwise the pipe that decodes, downmixes and
+    resamples it (``pipe_command``, as for the compressed corpora), never a refusal of the corpus."""
+    if (sample_rate, channels) == (SAMPLE_RATE, 1):
+        return str(Path(path).absolute())
+    return pipe_command(path)
 
 
 @reports_input_errors

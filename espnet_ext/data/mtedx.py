@@ -3,7 +3,9 @@
 Release layout (``mtedx_<src>-<tgt>.tgz`` unpacks to ``<src>-<tgt>/``; ASR uses the ``<lang>-<lang>``
 pairs, whose transcripts are in the source language)::
 
-    <src>-<tgt>/data/{train,valid,test}/wav/<talk>.flac    one whole talk
+    <src>-<tgt>/data/{train,valid,test}/wav/<talk>.flac    one whole talk (not at 16 kHz: ESPnet's
+                                                           egs2/mtedx/st1_ml/local/data_prep_mtedx.sh
+                                                           decodes each with ffmpeg -ar 16000)
     <src>-<tgt>/data/<split>/txt/<split>.yaml             one segment per line:
         - {duration: 3.02, offset: 13.47, speaker_id: <spk>, wav: <talk>.wav}   (the list says .wav)
     <src>-<tgt>/data/<split>/txt/<split>.<src>            the transcript, same line
@@ -14,6 +16,8 @@ pairs, whose transcripts are in the source language)::
 per language)::
 
     wav.scp   <lang>_<talk> <abs path of the talk flac>      segments  <utt> <lang>_<talk> <start> <end>
+              (a talk at another rate than 16 kHz, or not mono, is read through a pipe resampling it:
+              python -m espnet_ext.data.compressed_audio <abs flac> |; its rate is read from the file)
     utt2spk   <utt> <lang>_<talk>  spk2utt                   text      the transcript, as released
     lang      <utt> <lang>: the task tag (espnet_ext.data.task_tags)
 

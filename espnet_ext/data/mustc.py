@@ -11,7 +11,8 @@ Release layout (``MUSTC_v1.0_en-<tgt>.tar.gz`` unpacks to ``en-<tgt>/``)::
 Splits: train, dev, tst-COMMON, tst-HE. ``prepare`` writes ``<out>/<split with _>/`` (``tst-COMMON`` ->
 ``tst_COMMON``) holding::
 
-    wav.scp     <talk> <abs path of the talk wav>          (keyed by recording, as Kaldi with segments)
+    wav.scp     <talk> <abs path of the talk wav>          (keyed by recording, as Kaldi with segments;
+                                                           one not 16 kHz mono: a pipe resampling it)
     segments    <utt> <talk> <start_s> <end_s>             start = offset, end = offset + duration
     utt2spk     <utt> <talk>    spk2utt                    the talk is the speaker (ESPnet's must_c recipe)
     text.en     the transcript, text.<tgt> the translation  (as released: true case, punctuation kept)
@@ -43,6 +44,7 @@ from typing import NamedTuple
 import soundfile
 import yaml
 
+from espnet_ext.data.compressed_audio import wav_scp_value
 from espnet_ext.data.datadir import command_parser, write_data_dir
 from espnet_ext.data.download import extract
 from espnet_ext.errors import InputError, reports_input_errors
@@ -65,6 +67,7 @@ class Segment(NamedTuple):
     end: float
     source: str  # English transcript
     target: str  # translation
+    scp: str  # the talk's wav.scp value: its path, or a pipe resampling it to 16 kHz mono
 
 
 def archive_name(tgt_lang: str) -> str:
@@ -128,14 +131,16 @@ def _lines(path: Path) -> list[tuple[int, str]]:
     return list(read_utf8_lines(path))
 
 
-def _wav_duration(wav: Path, yaml_path: Path, number: int) -> float:
+def _talk(wav: Path, yaml_path: Path, number: int) -> tuple[float, str]:
+    """(duration in s, wav.scp value) of a talk recording; one at another rate than 16 kHz (mTEDx's
+    flac) or not mono is resampled by the wav.scp pipe (compressed_audio.wav_scp_value)."""
     if not wav.is_file():
         raise InputError(f"talk recording {wav} does not exist", path=yaml_path, line=number)
     try:
         info = soundfile.info(str(wav))
     except Exception as e:  # soundfile raises its own error types
         raise InputError(f"cannot read {wav}: {e}", path=yaml_path, line=number) from e
-    return info.frames / info.samplerate
+    return info.frames / info.samplerate, wav_scp_value(wav, info.samplerate, info.channels)
 
 
 def _warn_dropped(path: Path, line: int, why: str) -> None:
@@ -173,7 +178,7 @@ def read_segments(
                 path=longer,
                 line=shorter,
             )
-    durations: dict[str, float] = {}
+    talks: dict[str, tuple[float, str]] = {}  # wav field -> (duration, wav.scp value)
     by_id: dict[str, list[tuple[int, Segment]]] = {}
     for (number, line), (_, source), (_, target) in zip(yaml_lines, en_lines, tgt_lines):
         entry = _read_yaml_line(line, yaml_path, number)
@@ -192,12 +197,13 @@ def read_segments(
                 line=number,
             )
         wav = split_dir / "wav" / wav_file(entry["wav"])
-        if entry["wav"] not in durations:
-            durations[entry["wav"]] = _wav_duration(wav, yaml_path, number)
+        if entry["wav"] not in talks:
+            talks[entry["wav"]] = _talk(wav, yaml_path, number)
+        talk_duration, scp = talks[entry["wav"]]
         end = offset + duration
-        if end > durations[entry["wav"]] + MAX_SEGMENT_OVERSHOOT_S:
+        if end > talk_duration + MAX_SEGMENT_OVERSHOOT_S:
             raise InputError(
-                f"segment ends at {end:.6f} s, after the end of {wav} ({durations[entry['wav']]:.3f} s)",
+                f"segment ends at {end:.6f} s, after the end of {wav} ({talk_duration:.3f} s)",
                 path=yaml_path,
                 line=number,
             )
@@ -211,6 +217,7 @@ def read_segments(
             end,
             " ".join(source.split()),
             " ".join(target.split()),
+            scp,
         )
         by_id.setdefault(utt_id, []).append((number, segment))
     # The release has a few repeated segments (same talk, offset and duration) and blank text lines.
@@ -253,7 +260,7 @@ def read_segments(
 def kaldi_tables(segments: Sequence[Segment]) -> dict[str, dict]:
     """wav.scp (a talk's wav), segments, utt2spk (the talk: one speaker each) and text (the source)."""
     return {
-        "wav.scp": {s.talk: str(s.wav) for s in segments},
+        "wav.scp": {s.talk: s.scp for s in segments},
         "segments": {s.utt_id: [s.talk, f"{s.start:.6f}", f"{s.end:.6f}"] for s in segments},
         "utt2spk": {s.utt_id: s.talk for s in segments},
         "text": {s.utt_id: s.source for s in segments},
