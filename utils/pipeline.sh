@@ -12,6 +12,7 @@
 # Shared stage steps:
 #   skip_when FLAG STAGE...                     a --skip_* flag: STAGE... join ${skip_stages} if FLAG is true
 #   prepare_data_dirs CHECK...                  stage 1: local/data.sh, then every set checked by CHECK
+#   average_stage N EXP                         --inference_model last<N>.pth from EXP's last N epochs
 # Evaluation (every pipeline's decoding and scoring stages):
 #   decode_set DIR KEYS MODULE HYP -- ARGS...   sharded decoding of one test set into DIR/text
 #   merge_shards DIR PATTERN OUT                 per-job outputs of the last decode_set -> OUT, atomically
@@ -184,7 +185,14 @@ train_model() {
     local logfile=$1
     shift
     [ "$1" = "--" ] && shift
-    local exp started
+    local exp started keep_out keep_args=()
+    # Decoding last<N>.pth: ESPnet must keep the last N epoch files whatever keep_nbest_models says, and a
+    # training of fewer than N epochs is refused before it starts (espnet_ext.decoding.checkpoint_average).
+    if [[ ${inference_model:-} =~ ^last[0-9]+\.pth$ ]]; then
+        keep_out=$(python -m espnet_ext.bin.average_checkpoints training_args --model "${inference_model}" -- "$@") ||
+            return 1
+        [ -z "${keep_out}" ] || mapfile -t keep_args <<< "${keep_out}"
+    fi
     exp=$(dirname "${logfile}")
     started="${exp}/.stages/train_options"
     if [ -f "${exp}/checkpoint.pth" ] && [ "$(cat "${started}" 2>/dev/null)" != "${stage_fingerprint:-}" ]; then
@@ -198,7 +206,18 @@ train_model() {
     # One training job: on CPU it should use every core it was given (path.sh sets 1 thread for job arrays).
     python -m espnet_ext.jobs.launch --cmd "${cmd} --requeue --num_threads ${threads}" --log "${logfile}" \
         --ngpu "${ngpu}" --num_nodes "${num_nodes}" -- \
-        env OMP_NUM_THREADS="${threads}" MKL_NUM_THREADS="${threads}" "$@" --resume true
+        env OMP_NUM_THREADS="${threads}" MKL_NUM_THREADS="${threads}" "$@" "${keep_args[@]}" --resume true
+}
+
+# average_stage N EXP : with --inference_model last<N>.pth, EXP's last N epochs averaged into EXP/last<N>.pth
+# (espnet_ext.bin.average_checkpoints; train_model made ESPnet keep them) as stage N, the decoding stage, before
+# the decoding fingerprint is taken. The average is the training's product (exports and other recipes read it),
+# so --skip_eval does not skip it.
+average_stage() {
+    [[ ${inference_model} =~ ^last[0-9]+\.pth$ ]] || return 0
+    local skip_stages=""  # read by run_stage
+    run_stage "$1" "averaging into ${inference_model}" "$2/.${inference_model%.pth}" "$(date +%s)" \
+        python -m espnet_ext.bin.average_checkpoints --exp_dir "$2" --model "${inference_model}"
 }
 
 # corpus_settings : "NAME=value" of every corpus root db.sh defines, each with the signature of the files under

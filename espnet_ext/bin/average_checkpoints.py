@@ -9,20 +9,27 @@ epochs in ``--exp_dir``; any other name is left alone (ESPnet's own files, e.g. 
 
 The last epoch is the target of ``latest.pth`` (``--upto_epoch`` overrides). See
 espnet_ext.decoding.checkpoint_average.
+
+    python -m espnet_ext.bin.average_checkpoints training_args --model last10.pth -- TRAINING COMMAND...
+
+prints, one per line, the options that make that ESPnet training keep its last 10 epoch files (none for a
+model not named ``last<N>.pth``), or fails naming the config when it trains fewer than 10 epochs.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from espnet_ext.decoding.checkpoint_average import last_epoch_files, write_average
+from espnet_ext.decoding.checkpoint_average import (
+    last_epoch_files,
+    last_n,
+    training_args,
+    write_average,
+)
 from espnet_ext.errors import reports_input_errors
-
-LAST_N = re.compile(r"last([1-9][0-9]*)\.pth")
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -42,15 +49,24 @@ def get_parser() -> argparse.ArgumentParser:
 
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["training_args"]:
+        keep = argparse.ArgumentParser(prog="average_checkpoints training_args")
+        keep.add_argument("--model", required=True, help="the inference model (last<N>.pth)")
+        keep.add_argument("training", nargs=argparse.REMAINDER, help="-- then the training command")
+        args = keep.parse_args(argv[1:])
+        command = args.training[1:] if args.training[:1] == ["--"] else args.training
+        for arg in training_args(command, args.model):
+            print(arg)
+        return
     parser = get_parser()
     args = parser.parse_args(argv)
     if args.model is not None:
-        match = LAST_N.fullmatch(args.model)
         if args.exp_dir is None or args.files or args.out or args.last:
             parser.error("--model goes with --exp_dir only")
-        if match is None:
+        if last_n(args.model) is None:
             return
-        args.last, args.out = int(match.group(1)), args.exp_dir / args.model
+        args.last, args.out = last_n(args.model), args.exp_dir / args.model
     if args.out is None:
         parser.error("--out is required")
     if bool(args.files) == (args.exp_dir is not None):

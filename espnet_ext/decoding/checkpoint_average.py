@@ -8,7 +8,10 @@ module that must survive both keeps such values in float buffers).
 
 ESPnet keeps only the ``keep_nbest_models`` best epoch files by each ``best_model_criterion``; the
 criterion ``[train, total_count, max]`` (iterations so far, growing with every epoch) makes its
-n best the last n epochs, so those files stay on disk. ESPnet then also writes
+n best the last n epochs, so those files stay on disk. ``training_args`` gives the options that make a
+training keep them whatever its config says (utils/pipeline.sh's train_model adds them when the pipeline
+decodes ``last<N>.pth``), and refuses, before any training, a training of fewer than N epochs. ESPnet then
+also writes
 ``train.total_count.ave_<n>best.pth``, but that file is not the mean when an earlier criterion's n best
 share epochs with it: ESPnet 202511's ``average_nbest_models`` accumulates into a cached state dict that a
 previous criterion has already modified (measured: 0.75 / 0.25 weights for 2 shared epochs). The first
@@ -18,15 +21,26 @@ criterion's average is right; for the last epochs use ``last<N>.pth`` from here.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
-
-import torch
 
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.fileio import atomic_write
 
 KEEP_LAST_CRITERION = ["train", "total_count", "max"]
+LAST_N = re.compile(r"last([1-9][0-9]*)\.pth")
+# ESPnet 202511's defaults (espnet2/tasks/abs_task.py) for what a config and the command line leave unset
+ESPNET_DEFAULTS = {
+    "max_epoch": 40,
+    "best_model_criterion": [
+        ["train", "loss", "min"],
+        ["valid", "loss", "min"],
+        ["train", "acc", "max"],
+        ["valid", "acc", "max"],
+    ],
+    "keep_nbest_models": [10],
+}
 
 
 def epoch_file(exp_dir: Path, epoch: int) -> Path:
@@ -63,15 +77,93 @@ def last_epoch_files(exp_dir: Path, n: int, upto: int | None = None) -> list[Pat
         if not path.exists():
             raise InputError(
                 "missing: ESPnet deletes epochs outside the keep_nbest_models best of each "
-                f"best_model_criterion; add {KEEP_LAST_CRITERION} to the training config to keep "
-                "the last ones",
+                f"best_model_criterion; a training run by a pipeline with --inference_model "
+                f"last{n}.pth keeps them (training_args), or add {KEEP_LAST_CRITERION} to its config",
                 path,
             )
     return files
 
 
+def last_n(model: str) -> int | None:
+    """N of an inference model named ``last<N>.pth``, else None."""
+    match = LAST_N.fullmatch(model or "")
+    return int(match.group(1)) if match else None
+
+
+def _command_options(command: Sequence[str]) -> dict[str, list[str]]:
+    """``--name value...`` of an ESPnet training command (the last occurrence of a name wins)."""
+    options, name = {}, None
+    for arg in command:
+        if arg.startswith("--"):
+            name, eq, value = arg[2:].partition("=")
+            options[name] = [value] if eq else []
+        elif name is not None:
+            options[name].append(arg)
+    return options
+
+
+def training_settings(command: Sequence[str]) -> tuple[str, dict]:
+    """(where, {max_epoch, best_model_criterion, keep_nbest_models}) of an ESPnet training command: its
+    command line over its ``--config`` YAML over ESPnet's defaults; ``where`` names the config file."""
+    import yaml
+
+    options = _command_options(command)
+    settings = dict(ESPNET_DEFAULTS)
+    where = "the training command"
+    if options.get("config"):
+        where = options["config"][-1]
+        try:
+            config = yaml.safe_load(Path(where).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise InputError(f"cannot read the training config: {e}", path=where) from e
+        settings.update({k: config[k] for k in ESPNET_DEFAULTS if config.get(k) is not None})
+    try:
+        if options.get("max_epoch"):
+            settings["max_epoch"] = int(options["max_epoch"][-1])
+        if options.get("best_model_criterion"):
+            settings["best_model_criterion"] = [
+                v.split(",") for v in options["best_model_criterion"]
+            ]
+        if options.get("keep_nbest_models"):
+            settings["keep_nbest_models"] = [int(v) for v in options["keep_nbest_models"]]
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}", key="training options") from None
+    keep = settings["keep_nbest_models"]
+    settings["keep_nbest_models"] = [keep] if isinstance(keep, int) else list(keep)
+    settings["best_model_criterion"] = [list(c) for c in settings["best_model_criterion"]]
+    return where, settings
+
+
+def training_args(command: Sequence[str], model: str) -> list[str]:
+    """Options to append to an ESPnet training ``command`` whose ``model`` (``last<N>.pth``) is decoded:
+    the ``[train, total_count, max]`` criterion and ``keep_nbest_models`` >= N, so that ESPnet keeps the
+    last N epoch files (nothing when the command's settings already do). A training of fewer than N epochs
+    is refused here, before it starts."""
+    n = last_n(model)
+    if n is None:
+        return []
+    where, settings = training_settings(command)
+    if settings["max_epoch"] < n:
+        raise ConfigError(
+            f"--inference_model {model} averages the last {n} epochs, but this training runs "
+            f"{settings['max_epoch']} (max_epoch of {where} or its command line): decode another "
+            f"model (e.g. last{settings['max_epoch']}.pth, valid.loss.best.pth) or train {n} epochs",
+            key="--inference_model",
+        )
+    args = []
+    criteria = settings["best_model_criterion"]
+    if KEEP_LAST_CRITERION not in criteria:
+        args += ["--best_model_criterion", *(",".join(c) for c in criteria + [KEEP_LAST_CRITERION])]
+    keep = settings["keep_nbest_models"]
+    if max(keep) < n:
+        args += ["--keep_nbest_models", *(str(k) for k in keep + [n])]
+    return args
+
+
 def _load(path: Path) -> dict:
     try:
+        import torch  # here, so that training_args (run before every training) starts fast
+
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # a truncated or foreign file
         raise InputError(f"cannot load as a state dict: {e}", path) from e
@@ -80,7 +172,6 @@ def _load(path: Path) -> dict:
     return state
 
 
-@torch.no_grad()
 def average_state_dicts(paths: Sequence[Path]) -> dict:
     """Elementwise mean of the state dicts in ``paths`` (same keys and shapes, else InputError)."""
     if not paths:
@@ -105,7 +196,10 @@ def average_state_dicts(paths: Sequence[Path]) -> dict:
 
 def write_average(paths: Sequence[Path], out: Path) -> Path:
     """Average ``paths`` into ``out`` (written whole or not at all)."""
-    average = average_state_dicts(paths)
+    import torch
+
+    with torch.no_grad():
+        average = average_state_dicts(paths)
     with atomic_write(out, "wb") as f:
         torch.save(average, f)
     return Path(out)

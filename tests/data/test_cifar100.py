@@ -144,11 +144,16 @@ def test_prepare_holds_out_a_validation_split_of_train(tmp_path):
     # disjoint images: every training image lands in exactly one of train / valid
     images, _, _ = cifar100.read_batch(release / "train")
     pngs = {
-        name: {decode_image(p).tobytes() for p in read_map(tmp_path / "data" / name / "image.scp").values()}
+        name: {
+            decode_image(p).tobytes()
+            for p in read_map(tmp_path / "data" / name / "image.scp").values()
+        }
         for name in ("train", "valid")
     }
     assert not pngs["train"] & pngs["valid"]
-    assert pngs["train"] | pngs["valid"] == {(i / 255.0).astype(np.float32).tobytes() for i in images}
+    assert pngs["train"] | pngs["valid"] == {
+        (i / 255.0).astype(np.float32).tobytes() for i in images
+    }
     again = cifar100.prepare(release, tmp_path / "again", valid_per_class=1, seed=5)
     assert read_map(again[1] / "text") == texts["valid"]  # the seed fixes the draw
 

@@ -98,3 +98,35 @@ def test_equals_espnets_nbest_average_of_the_same_epochs(tmp_path):
     ours = average_state_dicts(last_epoch_files(tmp_path, 2, upto=3))
     for key in ours:
         torch.testing.assert_close(ours[key], espnet[key])
+
+
+def test_training_args_keep_the_last_epochs_as_espnet_parses_them(tmp_path):
+    from espnet2.tasks.mt import MTTask
+
+    from espnet_ext.decoding.checkpoint_average import training_args
+
+    config = tmp_path / "conf.yaml"
+    config.write_text(
+        "max_epoch: 20\nbest_model_criterion:\n- [valid, acc, max]\nkeep_nbest_models: 2\n"
+    )
+    args = training_args(["python", "-m", "x", "--config", str(config)], "last10.pth")
+    parsed = MTTask.get_parser().parse_args(args)
+    assert parsed.best_model_criterion == [("valid", "acc", "max"), tuple(KEEP_LAST_CRITERION)]
+    assert parsed.keep_nbest_models == [2, 10]
+    # the command line over the config: its criteria already keep the last 10 epochs
+    given = ["--config", str(config), "--best_model_criterion", "train,total_count,max"]
+    assert training_args([*given, "--keep_nbest_models", "10"], "last10.pth") == []
+    assert training_args([*given, "--max_epoch", "30"], "last10.pth") == [
+        "--keep_nbest_models",
+        "2",
+        "10",
+    ]
+    with pytest.raises(ConfigError, match=r"runs 8 \(max_epoch of .*conf\.yaml"):
+        training_args([*given, "--max_epoch", "8"], "last10.pth")
+    assert training_args(["--config", str(config)], "valid.acc.ave.pth") == []
+    # ESPnet's defaults (40 epochs, keep 10 of four criteria) where neither says
+    assert training_args([], "last5.pth") == [
+        "--best_model_criterion",
+        *("train,loss,min", "valid,loss,min", "train,acc,max", "valid,acc,max"),
+        "train,total_count,max",
+    ]

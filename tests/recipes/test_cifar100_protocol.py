@@ -7,7 +7,6 @@ import subprocess
 import pytest
 import yaml
 from espnet2.samplers.unsorted_batch_sampler import UnsortedBatchSampler
-
 from recipe_fixture import ROOT
 
 RECIPE = ROOT / "egs" / "cifar100" / "cls1"

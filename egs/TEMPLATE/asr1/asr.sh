@@ -296,12 +296,7 @@ if [ "${use_lm}" = true ]; then
 fi
 run_stage 8 "ASR statistics" "${asr_stats_dir}" "$(fingerprint "${train_dir}/${input_scp}" "${valid_dir}/${input_scp}" "${token_list}" "${asr_config}")" asr_stats
 run_stage 9 "ASR training" "${asr_exp}" "$(fingerprint "${asr_stats_dir}/train/${input_name}_shape" "${asr_stats_dir}/train/feats_stats.npz" "${token_list}" "${asr_config}" "${asr_args}" "${avhubert_checkpoint}")" asr_train
-# --inference_model last<N>.pth: the average of the last N epochs (espnet_ext.bin.average_checkpoints;
-# the training config must keep them: best_model_criterion [train, total_count, max]), made before
-# the decoding fingerprint is taken.
-[[ ${inference_model} =~ ^last[0-9]+\.pth$ ]] && run_stage 10 "averaging into ${inference_model}" \
-    "${asr_exp}/.${inference_model%.pth}" "$(date +%s)" \
-    python -m espnet_ext.bin.average_checkpoints --exp_dir "${asr_exp}" --model "${inference_model}"
+average_stage 10 "${asr_exp}"  # --inference_model last<N>.pth (utils/pipeline.sh)
 run_stage 10 "decoding" "${asr_exp}/${inference_tag}" "$(fingerprint "${asr_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" "${lm_exp}/${inference_lm}")" decode ${test_sets}
 run_stage 11 "scoring" "${asr_exp}/${inference_tag}" "$(fingerprint $(for t in ${test_sets}; do echo "${asr_exp}/${inference_tag}/${t}/text"; done))" score
 run_stage 12 "RESULTS.md" "${expdir}" "$(date +%s)" write_results

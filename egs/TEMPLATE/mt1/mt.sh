@@ -212,12 +212,7 @@ if [ "${use_lm}" = true ]; then
 fi
 run_stage 7 "MT statistics" "${mt_stats_dir}" "$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${valid_dir}/${tgt_text}" "${src_token_list}" "${tgt_token_list}" "${mt_config}")" mt_stats
 run_stage 8 "MT training" "${mt_exp}" "$(fingerprint "${mt_stats_dir}/train/text_shape.${tgt_token_type}" "${src_token_list}" "${tgt_token_list}" "${mt_config}" "${mt_args}")" mt_train
-# --inference_model last<N>.pth: the average of the last N epochs (espnet_ext.bin.average_checkpoints;
-# the training config must keep them: best_model_criterion [train, total_count, max]), made before
-# the decoding fingerprint is taken.
-[[ ${inference_model} =~ ^last[0-9]+\.pth$ ]] && run_stage 9 "averaging into ${inference_model}" \
-    "${mt_exp}/.${inference_model%.pth}" "$(date +%s)" \
-    python -m espnet_ext.bin.average_checkpoints --exp_dir "${mt_exp}" --model "${inference_model}"
+average_stage 9 "${mt_exp}"  # --inference_model last<N>.pth (utils/pipeline.sh)
 run_stage 9 "decoding" "${mt_exp}/${inference_tag}" "$(fingerprint "${mt_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" "${lm_exp}/${inference_lm}")" decode
 run_stage 10 "scoring" "${mt_exp}/${inference_tag}" "$(fingerprint "${bleu_opts}" $(for t in ${test_sets}; do echo "${mt_exp}/${inference_tag}/${t}/text"; done))" score
 run_stage 11 "RESULTS.md" "${expdir}" "$(date +%s)" write_results

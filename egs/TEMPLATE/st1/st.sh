@@ -174,12 +174,7 @@ tokens_fp="$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "
 run_stage 4 "token lists" "${tgt_token_dir}" "${tokens_fp}" make_translation_tokens
 run_stage 5 "ST statistics" "${st_stats_dir}" "$(fingerprint "${train_dir}/feats.scp" "${valid_dir}/feats.scp" "${src_token_list}" "${tgt_token_list}" "${st_config}")" st_stats
 run_stage 6 "ST training" "${st_exp}" "$(fingerprint "${st_stats_dir}/train/feats_stats.npz" "${src_token_list}" "${tgt_token_list}" "${st_config}" "${st_args}" "${asr_init}")" st_train
-# --inference_model last<N>.pth: the average of the last N epochs (espnet_ext.bin.average_checkpoints;
-# the training config must keep them: best_model_criterion [train, total_count, max]), made before
-# the decoding fingerprint is taken.
-[[ ${inference_model} =~ ^last[0-9]+\.pth$ ]] && run_stage 7 "averaging into ${inference_model}" \
-    "${st_exp}/.${inference_model%.pth}" "$(date +%s)" \
-    python -m espnet_ext.bin.average_checkpoints --exp_dir "${st_exp}" --model "${inference_model}"
+average_stage 7 "${st_exp}"  # --inference_model last<N>.pth (utils/pipeline.sh)
 run_stage 7 "decoding" "${st_exp}/${inference_tag}" "$(fingerprint "${st_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}")" decode
 run_stage 8 "scoring" "${st_exp}/${inference_tag}" "$(fingerprint "${test_sets}" "${bleu_opts}" "${st_exp}/${inference_tag}/"*/text)" score
 run_stage 9 "RESULTS.md" "${expdir}" "$(date +%s)" write_results

@@ -31,6 +31,7 @@ init_param=""           # adapter models: the shared model they start from (defa
 compose_config=""       # lego_compose: the config of the lego_deen and lego_roen experiments composed
 swap_tags=""            # lego_swap: mt tags of lego_deen experiments (at least two)
 inference_model=valid.acc.ave.pth
+finetune_model=""       # lego_compose: the fine-tuned model decoded (default: --inference_model's)
 print_exp=false         # true: print the experiment dir of --mode (not lego_compose / lego_swap) and exit
 __options_pass_to=./mt.sh
 . utils/parse_options.sh
@@ -88,6 +89,8 @@ case "${mode}" in
             fi
             opts+=(--nj 32 --inference_nj 32 --max_length_ratio 1.5)
             inference_model=last10.pth  # the paper averages a window of 10 checkpoints
+            # its fine-tuning (§V-C1, conf/finetune_lego.yaml: 4 epochs) is "picked by validation"
+            finetune_model=${finetune_model:-valid.loss.best.pth}
         fi
         if [ -n "${scale}" ]; then size=mini; elif [ "${pair}" = ende ]; then size=ende; else size=deroen; fi
         mt_config=${mt_config:-conf/train_lego_wemb_${size}.yaml}
@@ -108,7 +111,7 @@ mt=(./mt.sh "${sets[@]}" "${opts[@]}" --dumpdir "dump/${data_mode}" --expdir "ex
 case "${mode}" in
     lego_compose)
         local/compose.sh --compose_config "${compose_config:-${mt_config}}" \
-            --finetune_config "conf/finetune_lego${scale}.yaml" "${mt[@]}" "$@"
+            --finetune_config "conf/finetune_lego${scale}.yaml" --finetune_model "${finetune_model}" "${mt[@]}" "$@"
         ;;
     lego_swap)
         test_set=$(sed -n 's/.*--test_sets \([^ ]*\).*/\1/p' <<< "${sets[*]}")

@@ -112,7 +112,8 @@ compose() {
     local name=$1 out="${expdir}/asr_composed_$1"
     shift
     python -m espnet_ext.bin.lego_compose --modules "$@" --output_dir "${out}" &&
-    local/merge_config.py "${out}/config.yaml" <(echo "bpemodel: ${token_dir}/bpe.model") "${out}/config.yaml"
+    python -m espnet_ext.bin.lego_finetune_config --composed "${out}/config.yaml" \
+        --settings <(echo "bpemodel: ${token_dir}/bpe.model") --out "${out}/config.yaml"
 }
 export_modules() {  # export_modules EXP: EXP/modules/{encoder<i>,decoder}.pt
     python -m espnet_ext.bin.lego_export --config "$1/config.yaml" --model_file "$1/valid.acc.ave.pth" \
@@ -167,9 +168,12 @@ ctc_all() {
     ctc_score "${expdir}/asr_composed_v_ted" model.pth 1 bpe
 }
 
-finetune_one() {  # finetune_one NAME: the composed model asr_composed_NAME trained end to end, decoded, scored
+# finetune_one NAME: the composed model asr_composed_NAME trained end to end (its config with the loss settings
+# of ${asr_config}, which trained its modules, and the training settings of ${finetune_config}), decoded, scored
+finetune_one() {
     local composed="${expdir}/asr_composed_$1"
-    local/merge_config.py "${composed}/config.yaml" "${finetune_config}" "${composed}/finetune.yaml" &&
+    python -m espnet_ext.bin.lego_finetune_config --composed "${composed}/config.yaml" --trained "${asr_config}" \
+        --settings "${finetune_config}" --out "${composed}/finetune.yaml" &&
     ./asr.sh --stage 9 --stop_stage 11 "${common[@]}" "${europarl[@]}" --asr_stats_dir "${ep_stats}" \
         --asr_config "${composed}/finetune.yaml" \
         --asr_tag "finetuned_$1" --asr_args "--init_param ${composed}/model.pth ${europarl_phn}"

@@ -5,10 +5,12 @@
 # The Ro-En encoder (exp/lego_roen) and the De-En decoder (exp/lego_deen), both trained with config C, are
 # exported (lego_export) and composed (lego_compose) into <expdir>/mt_composed_<C's name>, which mt.sh decodes and scores
 # with no training (stages 9-11). Then that model is fine-tuned end to end: its config with the training
-# settings of F, --init_param its weights, as <expdir>/mt_composed_<C's name>_finetuned (stages 7-11).
+# settings of F and C's loss settings (espnet_ext.bin.lego_finetune_config), --init_param its weights, as
+# <expdir>/mt_composed_<C's name>_finetuned (stages 7-11), which decodes --finetune_model.
 set -euo pipefail
 compose_config=""
 finetune_config=""
+finetune_model=""       # the fine-tuned model decoded (default: the OPTIONS' --inference_model)
 . utils/parse_options.sh
 mt=("$@")
 . ./path.sh
@@ -33,18 +35,9 @@ if ! [ "${composed}/model.pth" -nt "${roen}/modules/encoder0.pt" ] || ! [ "${com
 fi
 "${mt[@]}" --mt_tag "${tag}" --mt_config "${composed}/config.yaml" --inference_model model.pth --stage 9 --stop_stage 11
 
-# The fine-tuning config: the composed architecture with F's training settings.
-python - "${composed}/config.yaml" "${finetune_config}" "${composed}/finetune.yaml" <<'PY'
-import sys, yaml
-config = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))
-config.update(yaml.safe_load(open(sys.argv[2], encoding="utf-8")))
-with open(sys.argv[3] + ".tmp", "w", encoding="utf-8") as f:
-    yaml.safe_dump(config, f, sort_keys=False)
-PY
-if cmp -s "${composed}/finetune.yaml.tmp" "${composed}/finetune.yaml"; then  # unchanged: no new fingerprint
-    rm "${composed}/finetune.yaml.tmp"
-else
-    mv "${composed}/finetune.yaml.tmp" "${composed}/finetune.yaml"
-fi
+# The fine-tuning config: the composed architecture, C's loss settings, F's training settings.
+python -m espnet_ext.bin.lego_finetune_config --composed "${composed}/config.yaml" --trained "${compose_config}" \
+    --settings "${finetune_config}" --out "${composed}/finetune.yaml"
 "${mt[@]}" --mt_tag "${tag}_finetuned" --mt_config "${composed}/finetune.yaml" \
-    --mt_args "--init_param ${composed}/model.pth" --stage 7 --stop_stage 11
+    --mt_args "--init_param ${composed}/model.pth" --stage 7 --stop_stage 11 \
+    ${finetune_model:+--inference_model "${finetune_model}"}
