@@ -22,14 +22,25 @@ attention heads cannot be seen in tensor shapes.
         --out exp/avhubert_init.pth
 
 writes the mapped tensors as an ESPnet state dict for training's ``--init_param exp/avhubert_init.pth``.
+
+fairseq is not needed: a checkpoint pickles fairseq objects next to the tensors (the task state's
+``fairseq.data.dictionary.Dictionary``, the dataclasses and enums behind an omegaconf ``cfg``, AV-HuBERT's
+own ``avhubert.*`` config classes), and ``read_checkpoint`` unpickles those as inert stand-ins that only
+hold their pickled state. It is also a restricted unpickler: besides those two families only tensors,
+numpy arrays, omegaconf containers, ``argparse.Namespace`` and plain Python values are rebuilt; any other
+class or function in a checkpoint (``os.system``, say) is refused, naming it. (``torch.load``'s
+``weights_only`` mode cannot be used: it cannot stand in for classes that are not importable, and omegaconf
+rebuilds its nodes through classes that mode does not allow.)
 """
 
 from __future__ import annotations
 
+import _compat_pickle
 import argparse
 import pickle
 import re
 import sys
+import types
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -73,12 +84,103 @@ IGNORED = {
 LOADED_PREFIXES = ("frontend.", "encoder.")
 
 
+# Top-level packages whose classes a checkpoint may name without being importable here: fairseq's, and the
+# AV-HuBERT user dir that fairseq imports as "avhubert" (facebookresearch/av_hubert, avhubert/__init__.py).
+STAND_IN_PACKAGES = ("fairseq", "fairseq_cli", "avhubert")
+
+# Everything else a checkpoint may name: (module, name), or (module, None) for all of a module's names.
+_ALLOWED = {
+    ("collections", "OrderedDict"),
+    ("collections", "defaultdict"),
+    ("argparse", "Namespace"),
+    ("copyreg", "_reconstructor"),
+    ("typing", "Any"),
+    ("pathlib", "PosixPath"),
+    ("pathlib", "WindowsPath"),
+    ("torch._utils", None),  # _rebuild_tensor_v2, _rebuild_parameter, ...
+    ("torch.nn.parameter", "Parameter"),
+    ("torch", "Size"),
+    ("torch", "device"),
+    *((f"numpy{core}.multiarray", name) for core in (".core", "._core") for name in ("_reconstruct", "scalar")),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("numpy.dtypes", None),
+    *(("builtins", name) for name in ("int", "float", "str", "bool", "bytes", "complex", "list", "tuple",
+                                       "dict", "set", "frozenset", "slice", "object", "bytearray")),
+}  # fmt: skip
+_ALLOWED_PACKAGES = ("omegaconf",)  # its containers, nodes and metadata (pure data classes)
+
+
+class StandIn:
+    """An object of a class that is not importable here: its constructor arguments and pickled state."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+    def __setstate__(self, state):
+        if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
+            state = {**(state[0] or {}), **state[1]}  # (dict, slots)
+        if isinstance(state, dict):
+            self.__dict__.update(state)
+        else:
+            self.state = state
+
+    def __repr__(self):
+        return f"<stand-in for {type(self).__module__}.{type(self).__qualname__}>"
+
+
+_stand_ins: dict[tuple[str, str], type] = {}
+
+
+def stand_in(module: str, name: str) -> type:
+    """The inert class standing in for ``module.name`` (one per name, so identity checks hold)."""
+    if (module, name) not in _stand_ins:
+        cls = type(
+            name.rsplit(".", 1)[-1], (StandIn,), {"__module__": module, "__qualname__": name}
+        )
+        _stand_ins[module, name] = cls
+    return _stand_ins[module, name]
+
+
+class FairseqUnpickler(pickle.Unpickler):
+    """Stand-ins for fairseq's and AV-HuBERT's classes, the allowed classes above, nothing else."""
+
+    def find_class(self, module, name):
+        # Python 2 names, as protocol 2 (torch.save's) writes builtins: pickle maps them the same way
+        if (module, name) in _compat_pickle.NAME_MAPPING:
+            module, name = _compat_pickle.NAME_MAPPING[module, name]
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        if module.split(".")[0] in STAND_IN_PACKAGES:
+            return stand_in(module, name)
+        torch_dtype = module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)
+        allowed = (module, name) in _ALLOWED or (module, None) in _ALLOWED or torch_dtype
+        if allowed or module.split(".")[0] in _ALLOWED_PACKAGES:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(
+            f"refused to load {module}.{name} (not part of a fairseq checkpoint)"
+        )
+
+
+# torch.load's pickle_module: a module with this Unpickler (torch subclasses it for tensor storages)
+_fairseq_pickle = types.ModuleType("fairseq_pickle")
+_fairseq_pickle.Unpickler = FairseqUnpickler
+_fairseq_pickle.load = lambda file, **kwargs: FairseqUnpickler(file, **kwargs).load()
+
+
 def read_checkpoint(path: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     """``(state dict, model config)`` of a fairseq checkpoint; the config is {} when it has none."""
     try:
-        # fairseq stores its config as an omegaconf/argparse object: a full unpickle is needed
-        content = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError, ModuleNotFoundError, pickle.UnpicklingError) as e:
+        content = torch.load(
+            path, map_location="cpu", pickle_module=_fairseq_pickle, weights_only=False
+        )
+    except (
+        OSError,
+        RuntimeError,
+        EOFError,
+        ImportError,
+        AttributeError,
+        pickle.UnpicklingError,
+    ) as e:
         raise InputError(f"cannot read a fairseq checkpoint: {e}", path=path) from e
     if not isinstance(content, Mapping) or not isinstance(content.get("model"), Mapping):
         raise InputError("not a fairseq checkpoint: no 'model' state dict", path=path)

@@ -1,7 +1,13 @@
 """Loading AV-HuBERT checkpoints: a model written with fairseq's parameter names (pre-trained and
 fine-tuned layouts) gives the same encoder output after the name map; every misfit is listed."""
 
+import argparse
+import dataclasses
+import enum
 import math
+import os
+import sys
+import types
 
 import pytest
 import torch
@@ -9,6 +15,7 @@ import torch.nn.functional as F
 import yaml
 from espnet2.asr.encoder.avhubert_encoder import ResEncoder
 from espnet2.torch_utils.load_pretrained_model import load_pretrained_model
+from omegaconf import OmegaConf
 
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.avhubert import checkpoint
@@ -223,3 +230,77 @@ def test_not_a_checkpoint(tmp_path):
     torch.save({"weights": {}}, bad)
     with pytest.raises(InputError, match="no 'model' state dict"):
         checkpoint.load_avhubert(model, bad)
+
+
+def fairseq_modules(pre_ln):
+    """fairseq's and AV-HuBERT's classes as a released checkpoint pickles them (the task's dictionary, the
+    dataclass and enum behind the omegaconf cfg), in modules of their names: {module name: module}."""
+    modules = {name: types.ModuleType(name) for name in (
+        "fairseq", "fairseq.data", "fairseq.data.dictionary", "fairseq.dataclass",
+        "fairseq.dataclass.constants", "avhubert", "avhubert.hubert")}  # fmt: skip
+
+    class Dictionary:
+        def __init__(self, symbols):
+            self.symbols, self.indices = symbols, {s: i for i, s in enumerate(symbols)}
+
+    class ChoiceEnum(enum.Enum):
+        default = "default"
+        layer_norm = "layer_norm"
+
+    @dataclasses.dataclass
+    class AVHubertConfig:
+        encoder_layers: int = LAYERS
+        encoder_embed_dim: int = DIM
+        encoder_attention_heads: int = HEADS
+        layer_norm_first: bool = pre_ln
+        modality_fuse: str = "concat"
+        extractor_mode: ChoiceEnum = ChoiceEnum.default
+
+    for cls, module in ((Dictionary, "fairseq.data.dictionary"), (ChoiceEnum, "fairseq.dataclass.constants"),
+                        (AVHubertConfig, "avhubert.hubert")):  # fmt: skip
+        cls.__module__, cls.__qualname__ = module, cls.__name__
+        setattr(modules[module], cls.__name__, cls)
+    return modules
+
+
+@pytest.mark.parametrize("finetuned", [False, True])
+def test_a_checkpoint_with_fairseq_objects_loads_without_fairseq(tmp_path, monkeypatch, finetuned):
+    torch.manual_seed(0)
+    reference = FairseqNamedAVHubert(True).eval()
+    path = tmp_path / "released.pt"
+    with monkeypatch.context() as importable:  # fairseq "installed" while saving only
+        modules = fairseq_modules(True)
+        for name, module in modules.items():
+            importable.setitem(sys.modules, name, module)
+        model_cfg = OmegaConf.structured(modules["avhubert.hubert"].AVHubertConfig())
+        if finetuned:
+            model_cfg = OmegaConf.create({"w2v_path": "x.pt", "w2v_args": {"model": model_cfg}})
+        dictionary = modules["fairseq.data.dictionary"].Dictionary(["<s>", "<pad>", "</s>", "a"])
+        state = save_checkpoint(tmp_path / "plain.pt", reference.state_dict(), {}, finetuned)
+        torch.save({
+            "model": torch.load(state)["model"], "args": argparse.Namespace(arch="av_hubert"),
+            "cfg": OmegaConf.create({"model": model_cfg, "task": {"labels": ["wrd"]}}),
+            "task_state": {"dictionaries": [dictionary]}, "extra_state": {"epoch": 3},
+        }, path)  # fmt: skip
+    assert "fairseq" not in sys.modules and "avhubert" not in sys.modules
+    weights, config = checkpoint.read_checkpoint(path)
+    assert config["encoder_attention_heads"] == HEADS and config["layer_norm_first"] is True
+    assert type(config["extractor_mode"]).__module__ == "fairseq.dataclass.constants"
+    model = our_model(model_config(tmp_path, True))
+    checkpoint.load_avhubert(model, path)  # the architecture check reads the omegaconf cfg
+    video = torch.rand(1, 4, 24, 24)
+    with torch.no_grad():
+        want = reference(video)
+    torch.testing.assert_close(encode(model, video), want, atol=1e-4, rtol=1e-4)
+
+
+class RunsACommand:
+    def __reduce__(self):
+        return os.system, ("echo loaded",)
+
+
+def test_a_checkpoint_that_would_run_code_is_refused(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"model": {}, "cfg": {"model": {}}, "hook": RunsACommand()}, path)
+    with pytest.raises(InputError, match=r"evil\.pt.*refused to load (posix|nt)\.system"):
+        checkpoint.read_checkpoint(path)
