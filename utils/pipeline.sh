@@ -5,6 +5,11 @@
 # fingerprint (options + input files), so reruns are cheap and a changed config or input redoes the work.
 # The marker is written only after the stage function returned 0; a failure removes it and exits.
 #
+# Smoke run (--smoke true, an option of every pipeline; README "Smoke runs"): the real configs and options on a
+# tiny corpus, changing only what it forces (espnet_ext/smoke.py: one update per epoch, few epochs, model widths
+# / 8, soft vocabulary sizes). ESPNET_EXT_SMOKE=true is exported, so the pipelines, jobs and helpers a run starts
+# are smoke runs too; every stage fingerprint says "smoke", so a real run never takes a smoke run's outputs.
+#
 # Stages side by side (${parallel_stages}: true runs them in the background, false in turn; default true):
 #   spawn GROUP CMD...                          CMD (e.g. run_stage ...) in the background, pid in array GROUP
 #   wait_all GROUP                              every command of GROUP has ended; 1 if one of them failed
@@ -31,6 +36,13 @@ die() {
     exit 1
 }
 
+if [ "${smoke:-false}" = true ] || [ "${ESPNET_EXT_SMOKE:-false}" = true ]; then
+    smoke=true
+    export ESPNET_EXT_SMOKE=true
+else
+    smoke=false
+fi
+
 # fingerprint WORD... : hash of the words, and of the contents of those that are existing files
 fingerprint() {
     local w
@@ -46,6 +58,7 @@ run_stage() {
     local n=$1 title=$2 marker_dir=$3 fp=$4
     shift 4
     [ "${n}" -ge "${stage}" ] && [ "${n}" -le "${stop_stage}" ] || return 0
+    [ "${smoke}" = false ] || fp+=" smoke"
     case " ${skip_stages:-} " in *" ${n} "*) log "Stage ${n}: ${title}: skipped"; return 0 ;; esac
     local marker="${marker_dir}/.stages/stage${n}.done"
     if [ -f "${marker}" ] && [ "$(cat "${marker}")" = "${fp}" ]; then
@@ -201,12 +214,17 @@ train_model() {
     fi
     mkdir -p "${exp}/.stages"
     echo "${stage_fingerprint:-}" > "${started}"
-    local cmd="${cuda_cmd}" threads=${train_num_threads:-1}
+    local cmd="${cuda_cmd}" threads=${train_num_threads:-1} smoke_out smoke_args=()
+    if [ "${smoke}" = true ]; then  # after the command's own options: ESPnet takes the last value
+        smoke_out=$(python -m espnet_ext.smoke train_args --inference_model "${inference_model:-}" -- "$@") || return 1
+        mapfile -t smoke_args <<< "${smoke_out}"
+    fi
     [ "${ngpu}" -gt 0 ] || cmd="${train_cmd}"
     # One training job: on CPU it should use every core it was given (path.sh sets 1 thread for job arrays).
     python -m espnet_ext.jobs.launch --cmd "${cmd} --requeue --num_threads ${threads}" --log "${logfile}" \
         --ngpu "${ngpu}" --num_nodes "${num_nodes}" -- \
-        env OMP_NUM_THREADS="${threads}" MKL_NUM_THREADS="${threads}" "$@" "${keep_args[@]}" --resume true
+        env OMP_NUM_THREADS="${threads}" MKL_NUM_THREADS="${threads}" "$@" "${smoke_args[@]}" "${keep_args[@]}" \
+        --resume true
 }
 
 # average_stage N EXP : with --inference_model last<N>.pth, EXP's last N epochs averaged into EXP/last<N>.pth

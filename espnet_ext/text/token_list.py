@@ -23,6 +23,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from espnet_ext import smoke
 from espnet_ext.data.datadir import read_kaldi_entries
 from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
@@ -197,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         character_coverage=args.character_coverage,
         input_sentence_size=args.input_sentence_size,
         user_defined_symbols=[s for s in args.user_defined_symbols.split(",") if s],
-        hard_vocab_limit=args.hard_vocab_limit,
+        # a smoke run's few sentences cannot give a real vocabulary size: a soft limit (espnet_ext.smoke)
+        hard_vocab_limit=args.hard_vocab_limit and not smoke.enabled(),
         max_sentencepiece_length=args.max_sentencepiece_length,
         num_threads=args.num_threads,
         seed=args.seed,

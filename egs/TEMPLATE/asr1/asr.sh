@@ -14,6 +14,8 @@
 #   13 pseudo-labels: SET decoded by the model of stage 9, confident 1-best kept (espnet_ext.data.pseudo_labels),
 #      combined with the training set
 #   14 a model trained on the union (stages 8-11 again, experiment <tag>_self_training) + RESULTS.md
+# --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
+# soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
@@ -70,6 +72,7 @@ lm_exp=""
 inference_lm=valid.loss.ave.pth
 results_title="ASR results"
 results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
+smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
 results_notes=""        # extra markdown for RESULTS.md (e.g. how a λ grid chose its weight)
 print_exp=false         # true: print the experiment dir these options name, and exit
 

@@ -6,6 +6,8 @@
 #   3 statistics (ESPnet2 --collect_stats)
 #   4 training
 #   5 perplexity on --lm_dev_text and --lm_test_text
+# --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
+# soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
 
 stage=1
@@ -28,6 +30,7 @@ lm_config=""
 lm_args=""              # extra arguments for lm_train
 lm_exp=""               # experiment dir
 lm_stats_dir=""
+smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
 
 . ./path.sh
 . utils/parse_options.sh

@@ -9,6 +9,8 @@
 #    3 token lists: SentencePiece for source and target, or one joint model (--token_joint true)
 #    4 LM text + statistics    5 LM training    6 LM perplexity       (../lm1/lm.sh; --use_lm true)
 #    7 MT statistics           8 MT training    9 decoding   10 scoring (BLEU, sacrebleu)   11 RESULTS.md
+# --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
+# soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
@@ -63,6 +65,7 @@ lm_exp=""
 inference_lm=valid.loss.ave.pth
 results_title="MT results"
 results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
+smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
 results_notes=""        # extra markdown for RESULTS.md (e.g. how a λ grid chose its weight)
 print_exp=false         # true: print the MT experiment dir these options name, and exit
 

@@ -8,6 +8,8 @@
 #    3 statistics (image widths for batching)   4 training
 #    5 decoding (+ attention entropy per image, per-step pictures)   6 scoring (sequence/character accuracy)
 #    7 RESULTS.md
+# --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
+# soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
@@ -33,6 +35,7 @@ inference_model=valid.acc.best.pth
 num_plots=8             # per-step attention pictures of the first test images of each decoding job
 results_title="Text recognition results"
 results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
+smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
 
 . ./path.sh
 . utils/parse_options.sh

@@ -20,6 +20,8 @@
 # --asr_init FILE starts the ST encoder (and frontend/normalisation, when present) from the ASR model FILE
 # (e.g. ../asr1/exp/asr_x/valid.acc.ave.pth, trained on the same features); utils/asr_init.py refuses a
 # model of another architecture, naming the file and the keys. The decoder starts from scratch.
+# --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
+# soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
@@ -66,6 +68,7 @@ inference_model=valid.acc.ave.pth  # or last<N>.pth: average of the last N epoch
 bleu_opts=""            # e.g. "--tokenized_bleu --moses_lang en": also the papers' tokenized, compound-split BLEU
 results_title="ST results"
 results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
+smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
 
 . ./path.sh
 . utils/parse_options.sh

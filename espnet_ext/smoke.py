@@ -1,0 +1,171 @@
+"""Smoke runs: a recipe's real mode end to end on a tiny corpus in the real release's layout.
+
+``./run.sh --smoke true`` (any pipeline option; utils/pipeline.sh exports ``ESPNET_EXT_SMOKE=true`` so that
+every pipeline, job and helper the run starts sees it) runs every stage with the real configs and the real
+pipeline options, changing only what a tiny corpus forces:
+
+- vocabularies: SentencePiece's vocabulary size becomes a soft limit (``hard_vocab_limit false``): a few
+  sentences cannot give 5,000 or 64,000 pieces; the token list is what the text gives, up to the size asked;
+- training (every ESPnet training a pipeline starts, LMs and fine-tuning included): one update per epoch
+  (``--num_iters_per_epoch 1 --accum_grad 1``) and ``min(max_epoch, max(2, N))`` epochs, N being the
+  ``last<N>.pth`` average decoded (so that the averaging runs as in the real recipe and still fails where
+  the real training has fewer epochs than it averages); attention plots of one validation utterance
+  (``num_att_plot`` at most 1);
+- model widths: every width of the config's ``*_conf`` sections (``WIDTH_KEYS``, nested ones included)
+  divided by ``WIDTH_DIVISOR`` (at least ``MIN_WIDTH``; model dimensions stay multiples of the attention
+  heads), passed as ESPnet's ``--<name>_conf key=value`` overrides. Depths, heads, head candidates, task
+  counts, kernel sizes, strides, dropout, optimiser, scheduler, batch and model-selection settings stay the
+  config's. Configs never change; one rule for all, so models that must fit together (an ST encoder from its
+  ASR model, LegoNN modules composed from two trainings) still fit.
+
+The real sizes are trained by tests/configs (every real config, two updates at full size).
+
+    python -m espnet_ext.smoke train_args [--inference_model last10.pth] -- TRAINING COMMAND...
+
+prints the overrides for the training COMMAND (its ``--config FILE`` and any ``--max_epoch`` after it), one
+argument per line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import yaml
+
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
+
+ENV = "ESPNET_EXT_SMOKE"
+WIDTH_DIVISOR = 8
+MIN_WIDTH = 4
+# Widths of the models in egs/*/*/conf (transformer / conformer / S2T / LegoNN / Swin / sharp attention / LMs).
+WIDTH_KEYS = frozenset(
+    {
+        "output_size",
+        "linear_units",
+        "conv_channels",
+        "embed_dim",
+        "attention_dim",
+        "adapter_dim",
+        "unit",
+        "embed_unit",
+        "att_unit",
+        "lstm_units",
+        "decoder_units",
+        "channels",
+        "drloc_hidden",
+    }
+)
+# Widths that attention splits into heads: kept a multiple of the head count next to them.
+HEAD_SPLIT_KEYS = frozenset({"output_size", "attention_dim", "embed_dim", "unit", "att_unit"})
+HEAD_KEYS = ("attention_heads", "num_heads", "head")
+DEFAULT_EPOCHS = 2
+LAST_N = re.compile(r"last([1-9][0-9]*)\.pth")
+
+
+def enabled() -> bool:
+    """True inside a smoke run (``ESPNET_EXT_SMOKE=true``, exported by utils/pipeline.sh)."""
+    return os.environ.get(ENV, "false") == "true"
+
+
+def _heads(section: dict) -> int:
+    for key in HEAD_KEYS:
+        value = section.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, int) and v > 0 for v in value):
+            return max(value)  # Swin: heads per stage; the stage widths double with the heads
+    return 1
+
+
+def shrink(value: int, multiple: int = 1) -> int:
+    """``value`` / WIDTH_DIVISOR, at least MIN_WIDTH, rounded up to a multiple of ``multiple``."""
+    width = max(MIN_WIDTH, value // WIDTH_DIVISOR)
+    return math.ceil(width / multiple) * multiple
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def width_overrides(section: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
+    """``(dotted key, new value)`` for the widths in one ``*_conf`` mapping (nested mappings included)."""
+    heads = _heads(section)
+    for key, value in section.items():
+        if isinstance(value, dict):
+            yield from width_overrides(value, f"{prefix}{key}.")
+        elif key in WIDTH_KEYS:
+            multiple = heads if key in HEAD_SPLIT_KEYS else 1
+            if _is_int(value) and value > 0:
+                yield prefix + key, shrink(value, multiple)
+            elif isinstance(value, list) and value and all(_is_int(v) and v > 0 for v in value):
+                yield prefix + key, [shrink(v, multiple) for v in value]
+
+
+def _format(value: object) -> str:
+    if isinstance(value, list):
+        return "[" + ",".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+def _config_and_epochs(command: Sequence[str]) -> tuple[Path, int | None]:
+    config, max_epoch = None, None
+    for option, value in zip(command, command[1:]):
+        if option == "--config":
+            config = Path(value)
+        elif option == "--max_epoch":
+            max_epoch = int(value)
+    if config is None:
+        raise ConfigError("the training command has no --config FILE", key="--config")
+    return config, max_epoch
+
+
+def train_args(command: Sequence[str], inference_model: str = "") -> list[str]:
+    """The smoke overrides for an ESPnet training ``command`` (see the module doc)."""
+    config_path, cli_epochs = _config_and_epochs(command)
+    try:
+        config = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise InputError(f"cannot read the training config: {e}", path=config_path) from e
+    if not isinstance(config, dict):
+        raise InputError("a training config must be a YAML mapping", path=config_path)
+    max_epoch = cli_epochs or config.get("max_epoch") or DEFAULT_EPOCHS
+    match = LAST_N.fullmatch(inference_model or "")
+    epochs = min(int(max_epoch), max(DEFAULT_EPOCHS, int(match.group(1)) if match else 0))
+    args = ["--max_epoch", str(epochs), "--num_iters_per_epoch", "1", "--accum_grad", "1"]
+    # ESPnet plots the attention of num_att_plot (default 3) validation utterances every epoch, one picture
+    # per attention module: minutes on a CPU. One utterance keeps the code path.
+    if config.get("num_att_plot", 3) > 1:
+        args += ["--num_att_plot", "1"]
+    for name, section in config.items():
+        if name.endswith("_conf") and isinstance(section, dict):
+            for key, value in width_overrides(section):
+                args += [f"--{name}", f"{key}={_format(value)}"]
+    return args
+
+
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m espnet_ext.smoke",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train_args", help="overrides of one training command, one per line")
+    train.add_argument(
+        "--inference_model", default="", help="the model decoded (last<N>.pth: N epochs)"
+    )
+    train.add_argument("training", nargs=argparse.REMAINDER, help="-- then the training command")
+    args = parser.parse_args(argv)
+    command = args.training[1:] if args.training[:1] == ["--"] else args.training
+    print("\n".join(train_args(command, args.inference_model)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""espnet_ext.smoke: the overrides of a smoke run's trainings, and the soft vocabulary limit."""
+
+import pytest
+import yaml
+
+from espnet_ext import smoke
+from espnet_ext.text.token_list import main as token_list_main
+
+CONFIG = {
+    "encoder": "transformer",
+    "encoder_conf": {"output_size": 256, "attention_heads": 8, "linear_units": 2048, "num_blocks": 12,
+                     "conv_channels": [64, 128], "dropout_rate": 0.1},
+    "decoder_conf": {"attention_heads": 4, "linear_units": 1024, "ingestor": {"embed_dim": 300, "attention_heads": 4}},
+    "model_conf": {"lsm_weight": 0.1, "use_flag": True},
+    "optim_conf": {"lr": 0.001},
+    "max_epoch": 100,
+}  # fmt: skip
+
+
+def overrides(tmp_path, config=CONFIG, extra=(), inference_model=""):
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    args = smoke.train_args(["python", "-m", "x", "--config", str(path), *extra], inference_model)
+    pairs = list(zip(args[::2], args[1::2]))
+    return dict(pairs[:3]), [(k, v) for k, v in pairs[3:]]
+
+
+def test_widths_shrink_depths_heads_and_training_settings_stay(tmp_path):
+    _, widths = overrides(tmp_path)
+    assert sorted(widths) == sorted(
+        [
+            ("--num_att_plot", "1"),
+            ("--encoder_conf", "output_size=32"),
+            ("--encoder_conf", "linear_units=256"),
+            ("--encoder_conf", "conv_channels=[8,16]"),
+            ("--decoder_conf", "linear_units=128"),
+            (
+                "--decoder_conf",
+                "ingestor.embed_dim=40",
+            ),  # 37 rounded up to a multiple of its 4 heads
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "extra, inference_model, epochs",
+    [
+        ((), "", "2"),
+        ((), "valid.acc.ave.pth", "2"),
+        ((), "last5.pth", "5"),  # the average needs its epochs
+        (("--max_epoch", "4"), "last10.pth", "4"),  # never more than the real training has
+        (("--max_epoch", "1"), "", "1"),
+    ],
+)
+def test_epochs_and_updates(tmp_path, extra, inference_model, epochs):
+    steps, _ = overrides(tmp_path, extra=extra, inference_model=inference_model)
+    assert steps == {"--max_epoch": epochs, "--num_iters_per_epoch": "1", "--accum_grad": "1"}
+
+
+def test_a_width_stays_a_multiple_of_its_heads_and_plots_already_off_stay_off(tmp_path):
+    config = {"encoder_conf": {"output_size": 64, "attention_heads": 16}, "num_att_plot": 0,
+              "model_conf": {"embed_dim": 96, "num_heads": [3, 6, 12, 24]}}  # fmt: skip
+    _, widths = overrides(tmp_path, config)
+    assert sorted(widths) == [
+        ("--encoder_conf", "output_size=16"),
+        ("--model_conf", "embed_dim=24"),
+    ]
+
+
+def test_a_training_command_without_config_is_refused(capsys):
+    assert smoke.main(["train_args", "--", "python", "-m", "x"]) == 1
+    assert "--config" in capsys.readouterr().err
+
+
+def test_cli_prints_one_argument_per_line(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text("encoder_conf: {linear_units: 1024}\nmax_epoch: 3\n")
+    assert (
+        smoke.main(["train_args", "--inference_model", "last3.pth", "--", "--config", str(path)])
+        == 0
+    )
+    assert capsys.readouterr().out.split("\n")[:3] == ["--max_epoch", "3", "--num_iters_per_epoch"]
+
+
+def test_vocabulary_size_is_a_soft_limit_in_a_smoke_run(tmp_path, monkeypatch):
+    text = tmp_path / "text"
+    text.write_text("u1 hello world\nu2 hello there\n")
+    args = [
+        "--token_type",
+        "bpe",
+        "--vocab_size",
+        "5000",
+        "--text",
+        str(text),
+        "--out_dir",
+        str(tmp_path / "t"),
+    ]
+    assert token_list_main(args) == 1  # a real run: the size cannot be reached, refused
+    monkeypatch.setenv(smoke.ENV, "true")
+    assert token_list_main(args) == 0
+    assert 4 < len((tmp_path / "t" / "tokens.txt").read_text().splitlines()) < 50
