@@ -5,10 +5,11 @@
 # fingerprint (options + input files), so reruns are cheap and a changed config or input redoes the work.
 # The marker is written only after the stage function returned 0; a failure removes it and exits.
 #
-# Smoke run (--smoke true, an option of every pipeline; README "Smoke runs"): the real configs and options on a
-# tiny corpus, changing only what it forces (espnet_ext/smoke.py: one update per epoch, few epochs, model widths
-# / 8, soft vocabulary sizes). ESPNET_EXT_SMOKE=true is exported, so the pipelines, jobs and helpers a run starts
-# are smoke runs too; every stage fingerprint says "smoke", so a real run never takes a smoke run's outputs.
+# Dry run (PIPELINE_DRY_RUN=DIR in the environment; python -m espnet_ext.analysis.sweep run --dry_run sets
+# it): no stage function runs, and the recipe's markers are read, never written. A stage that would run (by
+# the fingerprint decision above) is appended to DIR/stages.tsv ("N<TAB>title<TAB>marker dir") and recorded
+# as done in DIR/markers/<absolute marker path>, which later invocations of the same dry run read before the
+# recipe's marker: a sequence of invocations is planned as if each had run.
 #
 # Stages side by side (${parallel_stages}: true runs them in the background, false in turn; default true):
 #   spawn GROUP CMD...                          CMD (e.g. run_stage ...) in the background, pid in array GROUP
@@ -36,13 +37,6 @@ die() {
     exit 1
 }
 
-if [ "${smoke:-false}" = true ] || [ "${ESPNET_EXT_SMOKE:-false}" = true ]; then
-    smoke=true
-    export ESPNET_EXT_SMOKE=true
-else
-    smoke=false
-fi
-
 # fingerprint WORD... : hash of the words, and of the contents of those that are existing files
 fingerprint() {
     local w
@@ -58,11 +52,21 @@ run_stage() {
     local n=$1 title=$2 marker_dir=$3 fp=$4
     shift 4
     [ "${n}" -ge "${stage}" ] && [ "${n}" -le "${stop_stage}" ] || return 0
-    [ "${smoke}" = false ] || fp+=" smoke"
     case " ${skip_stages:-} " in *" ${n} "*) log "Stage ${n}: ${title}: skipped"; return 0 ;; esac
-    local marker="${marker_dir}/.stages/stage${n}.done"
-    if [ -f "${marker}" ] && [ "$(cat "${marker}")" = "${fp}" ]; then
+    local marker="${marker_dir}/.stages/stage${n}.done" found planned=""
+    found=${marker}
+    if [ -n "${PIPELINE_DRY_RUN:-}" ]; then
+        planned="${PIPELINE_DRY_RUN}/markers$(realpath -m "${marker}")"
+        [ -f "${planned}" ] && found=${planned}
+    fi
+    if [ -f "${found}" ] && [ "$(cat "${found}")" = "${fp}" ]; then
         log "Stage ${n}: ${title}: already done (remove ${marker} to redo)"
+        return 0
+    fi
+    if [ -n "${planned}" ]; then
+        log "Stage ${n}: ${title}: would run (dry run)"
+        printf '%s\t%s\t%s\n' "${n}" "${title}" "$(realpath -m "${marker_dir}")" >> "${PIPELINE_DRY_RUN}/stages.tsv"
+        mkdir -p "$(dirname "${planned}")" && echo "${fp}" > "${planned}"
         return 0
     fi
     rm -f "${marker}"
@@ -214,17 +218,12 @@ train_model() {
     fi
     mkdir -p "${exp}/.stages"
     echo "${stage_fingerprint:-}" > "${started}"
-    local cmd="${cuda_cmd}" threads=${train_num_threads:-1} smoke_out smoke_args=()
-    if [ "${smoke}" = true ]; then  # after the command's own options: ESPnet takes the last value
-        smoke_out=$(python -m espnet_ext.smoke train_args --inference_model "${inference_model:-}" -- "$@") || return 1
-        mapfile -t smoke_args <<< "${smoke_out}"
-    fi
+    local cmd="${cuda_cmd}" threads=${train_num_threads:-1}
     [ "${ngpu}" -gt 0 ] || cmd="${train_cmd}"
     # One training job: on CPU it should use every core it was given (path.sh sets 1 thread for job arrays).
     python -m espnet_ext.jobs.launch --cmd "${cmd} --requeue --num_threads ${threads}" --log "${logfile}" \
         --ngpu "${ngpu}" --num_nodes "${num_nodes}" -- \
-        env OMP_NUM_THREADS="${threads}" MKL_NUM_THREADS="${threads}" "$@" "${smoke_args[@]}" "${keep_args[@]}" \
-        --resume true
+        env OMP_NUM_THREADS="${threads}" MKL_NUM_THREADS="${threads}" "$@" "${keep_args[@]}" --resume true
 }
 
 # average_stage N EXP : with --inference_model last<N>.pth, EXP's last N epochs averaged into EXP/last<N>.pth

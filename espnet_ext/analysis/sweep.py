@@ -7,6 +7,14 @@
 ``run --runs a,b`` prepares and runs only those runs (the rest of a sweep that another session or cluster
 did not finish); ``collect`` leaves a cell empty whose result file is missing.
 
+``run --dry_run`` runs nothing: it calls every recipe invocation of the sweep in the order a real run would
+(preparation, then per run its training and each decoding) under the pipelines' dry run
+(``PIPELINE_DRY_RUN``, ``utils/pipeline.sh``): each pipeline reports the stages its fingerprints say would
+run, and counts them done for the invocations after it. A decoding invocation that would run one of the
+``train_stages`` again (a decoding option in a training stage's fingerprint) fails the dry run, and so
+does one that would write none of its result files (no stage it would run is the result's, e.g. a decoding
+stage outside ``decode_stages``, unless the file is there already), and an invocation the recipe refuses.
+
 A spec (YAML) names the recipe command, the shared preparation, the runs (one trained model each), the
 decodings of every run and the analyses to write::
 
@@ -47,9 +55,11 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -103,6 +113,11 @@ class Sweep:
 
     def result_path(self, run: str, decode: str, dset: str) -> Path:
         return Path(self.result.format(tag=self.tag(run), decode=decode, set=dset))
+
+    def decode_dir(self, run: str, decode: str, dset: str) -> Path:
+        """The result path up to the decoding's own directory (its ``{decode}`` part)."""
+        head = self.result[: self.result.index("{decode}") + len("{decode}")]
+        return Path(head.format(tag=self.tag(run), decode=decode, set=dset))
 
     def invocations(self, run: str) -> list[list[str]]:
         """The recipe command lines of one run: training, then every decoding that applies to it."""
@@ -441,6 +456,99 @@ def run_task(sweep: Sweep, index: int, runs: Sequence[str] | None = None) -> Non
             )
 
 
+DRY_RUN_ENV = "PIPELINE_DRY_RUN"  # utils/pipeline.sh: plan the stages instead of running them
+
+
+@dataclass(frozen=True)
+class PlannedStage:
+    number: int
+    title: str
+    marker_dir: str
+
+
+def plan_invocation(line: list[str], plan_dir: Path) -> list[PlannedStage]:
+    """The stages the recipe invocation ``line`` would run, decided by the pipelines' own fingerprints, as
+    if the invocations planned before it in ``plan_dir`` had run; SystemExit with the recipe's output when
+    it refuses the invocation."""
+    stages = plan_dir / "stages.tsv"
+    stages.unlink(missing_ok=True)
+    proc = subprocess.run(
+        line,
+        env={**os.environ, DRY_RUN_ENV: str(plan_dir.absolute())},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    if proc.returncode:
+        raise SystemExit(
+            f"dry run: '{shlex.join(line)}' failed with exit code {proc.returncode}:\n"
+            + proc.stdout[-3000:]
+        )
+    if not stages.exists():
+        return []
+    planned = []
+    for row in stages.read_text(encoding="utf-8").splitlines():
+        number, title, marker_dir = row.split("\t")
+        planned.append(PlannedStage(int(number), title, marker_dir))
+    return planned
+
+
+def dry_run_plan(sweep: Sweep, runs: Sequence[str]) -> list[str]:
+    """Plan every invocation of ``runs`` in order (see the module doc); the problems found, one line each
+    (empty: every decoding reuses its run's trained model and writes its results)."""
+    training = range(sweep.train_stages[0], sweep.train_stages[1] + 1)
+    problems = []
+    # Marker dirs of the stages planned so far other than training ones: a stage writes under its marker
+    # dir, and a decoding's stages have theirs in its directory (RESULTS.md's is the whole exp dir).
+    writers: list[Path] = []
+
+    def written(run, decode, dset):
+        result = sweep.result_path(run, decode, dset)
+        inside = Path(os.path.realpath(sweep.decode_dir(run, decode, dset)))
+        return result.exists() or any(
+            w.is_relative_to(inside) and Path(os.path.realpath(result)).is_relative_to(w)
+            for w in writers
+        )
+
+    def show(line, planned):
+        print("+ " + shlex.join(line), flush=True)
+        stages = ", ".join(f"{p.number} ({p.title})" for p in planned) or "none"
+        print(f"    would run: {stages}", flush=True)
+        writers.extend(Path(p.marker_dir) for p in planned if p.number not in training)
+
+    with tempfile.TemporaryDirectory(prefix="sweep_dry_run_") as tmp:
+        plan_dir = Path(tmp)
+        for options in sweep.prepare:
+            line = [*shlex.split(sweep.command), *shlex.split(sweep.common), *shlex.split(options)]
+            show(line, plan_invocation(line, plan_dir))
+        for run in runs:
+            train, *decodes = sweep.invocations(run)
+            show(train, plan_invocation(train, plan_dir))
+            applied = [d for d in sweep.decodes if d.applies_to(run)]
+            for decode, line in zip(applied, decodes, strict=True):
+                planned = plan_invocation(line, plan_dir)
+                show(line, planned)
+                retrained = [p for p in planned if p.number in training]
+                if retrained:
+                    stages = ", ".join(f"{p.number} ({p.title}, {p.marker_dir})" for p in retrained)
+                    problems.append(
+                        f"run {run}: '{shlex.join(line)}' would run the training stage(s) {stages} "
+                        "again: the stage fingerprint differs from the training invocation's"
+                    )
+                # planned by this invocation, or already by one before it (e.g. in the preparation)
+                unwritten = [
+                    str(sweep.result_path(run, decode.name, d))
+                    for d in sweep.sets
+                    if not written(run, decode.name, d)
+                ]
+                if unwritten:
+                    problems.append(
+                        f"run {run}: '{shlex.join(line)}' would not write {', '.join(unwritten)}: "
+                        "no stage it would run writes there"
+                    )
+    return problems
+
+
 def run_sweep(
     sweep: Sweep,
     spec_path: str,
@@ -453,10 +561,17 @@ def run_sweep(
     session or cluster did not finish)."""
     out = sweep_dir(sweep)
     runs = selected_runs(sweep, only)
+    if dry_run:
+        problems = dry_run_plan(sweep, runs)
+        if problems:
+            raise SystemExit(
+                f"sweep {sweep.name} ({sweep.source}), dry run:\n" + "\n".join(problems)
+            )
+        return
     for options in sweep.prepare:
         line = [*shlex.split(sweep.command), *shlex.split(sweep.common), *shlex.split(options)]
         print("+ " + shlex.join(line), flush=True)
-        if not dry_run and subprocess.call(line):
+        if subprocess.call(line):
             raise SystemExit(f"sweep {sweep.name}: preparation '{shlex.join(line)}' failed")
     with atomic_write(out / "runs.json") as f:
         json.dump(
@@ -484,8 +599,6 @@ def run_sweep(
         *(["--runs", ",".join(runs)] if only is not None else []),
     ]
     print("+ " + shlex.join(array), flush=True)
-    if dry_run:
-        return
     if subprocess.call(array):
         raise SystemExit(
             f"sweep {sweep.name}: some runs failed; their logs are {out}/log/run.<n>.log "
@@ -554,7 +667,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     run.add_argument(
         "--max_jobs_run", type=int, default=None, help="runs at once (local: default 1)"
     )
-    run.add_argument("--dry_run", action="store_true", help="print what would run")
+    run.add_argument(
+        "--dry_run",
+        action="store_true",
+        help="run nothing: each invocation's stages as the pipelines would decide them; "
+        "fails if a decoding would retrain",
+    )
     task = commands.add_parser("task", help="one run (what each array job executes)")
     task.add_argument("--index", type=int, required=True)
     for sub in (run, task):

@@ -60,7 +60,7 @@ def lines(path):
 
 def test_every_stage_ran_with_lm_fusion(finished):
     recipe, out = finished
-    for n in range(1, 15):
+    for n in range(1, 17):
         assert f"Stage {n}:" in out.stderr, n
     # Stage 2 decoded every video and counted its frames (25 fps mouth crops).
     frames = dict(line.split() for line in lines(recipe / "dump/video/test/utt2num_frames"))

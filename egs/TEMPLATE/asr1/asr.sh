@@ -13,7 +13,10 @@
 # Self-training (--unlabeled_set SET):
 #   13 pseudo-labels: SET decoded by the model of stage 9, confident 1-best kept (espnet_ext.data.pseudo_labels),
 #      combined with the training set
-#   14 a model trained on the union (stages 8-11 again, experiment <tag>_self_training) + RESULTS.md
+#   14 a model trained on the union (stages 8-9 again, experiment <tag>_self_training)
+#   15 its decoding + scoring (stages 10-11 again)   16 RESULTS.md
+# Training stages (9, 14) take no decoding option into their fingerprint: decoding a trained model with
+# other options (--inference_tag, --use_lm, --inference_args) never trains it again.
 # --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
 # soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
@@ -23,7 +26,7 @@ stage=1
 stop_stage=100
 skip_data_prep=false    # skip stages 1-4
 skip_train=false        # skip stages 5-9
-skip_eval=false         # skip stages 10-12
+skip_eval=false         # skip stages 10-12 and 15-16
 nj=2                    # parallel jobs for features / statistics
 inference_nj=2          # parallel decoding jobs
 ngpu=0                  # GPUs per node for training (0: CPU)
@@ -48,7 +51,7 @@ input=speech            # speech (fbank features, asr_train) or video (grey mout
 asr_config=""
 asr_args=""             # extra arguments for asr_train / vsr_train
 avhubert_checkpoint=""  # video: fairseq AV-HuBERT checkpoint initialising the front-end and encoder
-unlabeled_set=""        # self-training (stages 13-14): the data/<set> to pseudo-label
+unlabeled_set=""        # self-training (stages 13-16): the data/<set> to pseudo-label
 pseudo_label_exp=""     # the experiment whose model pseudo-labels it (default: this one's, stage 9)
 pseudo_min_confidence=""  # pseudo-labels kept when 1-best score / tokens >= this (empty: every non-empty 1-best)
 asr_tag=""
@@ -89,7 +92,7 @@ if [ "${use_lm}" = true ] && [ -n "${lm_inference_config}" ]; then inference_con
 skip_stages=""
 skip_when "${skip_data_prep}" 1 2 3 4
 skip_when "${skip_train}" 5 6 7 8 9
-skip_when "${skip_eval}" 10 11 12
+skip_when "${skip_eval}" 10 11 12 15 16
 
 case ${input} in
     speech) feats_dir="${dumpdir}/fbank" input_scp=feats.scp input_name=speech input_type=kaldi_ark
@@ -227,7 +230,7 @@ score() {
 write_results() {
     local notes="Configs: \`${asr_config}\`, \`${inference_config}\`$([ "${use_lm}" = true ] && echo ", LM \`${lm_config}\`")."
     local last=12
-    [ -z "${unlabeled_set}" ] || last=14
+    [ -z "${unlabeled_set}" ] || last=16
     notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < last ? stop_stage : last))):"
     notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
     [ -z "${results_notes}" ] || notes+=" ${results_notes}"
@@ -276,8 +279,19 @@ pseudo_label() {
 self_train() {  # the stage functions see the second model's directories (bash locals are dynamic)
     local train_dir=${self_train_dir} asr_stats_dir="${asr_stats_dir}_self_${asr_tag}"
     local asr_exp="${asr_exp}_self_training"
+    asr_stats && asr_train
+}
+
+self_decode() {
+    local asr_exp="${asr_exp}_self_training"
     # shellcheck disable=SC2086
-    asr_stats && asr_train && decode ${test_sets} && score && write_results
+    decode ${test_sets} && score
+}
+
+# decode_fp EXP : the fingerprint of decoding EXP's model with this invocation's decoding options
+decode_fp() {
+    fingerprint "$1/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" \
+        "${lm_exp}/${inference_lm}"
 }
 
 data_fp="$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${unlabeled_set}")"
@@ -300,12 +314,15 @@ fi
 run_stage 8 "ASR statistics" "${asr_stats_dir}" "$(fingerprint "${train_dir}/${input_scp}" "${valid_dir}/${input_scp}" "${token_list}" "${asr_config}")" asr_stats
 run_stage 9 "ASR training" "${asr_exp}" "$(fingerprint "${asr_stats_dir}/train/${input_name}_shape" "${asr_stats_dir}/train/feats_stats.npz" "${token_list}" "${asr_config}" "${asr_args}" "${avhubert_checkpoint}")" asr_train
 average_stage 10 "${asr_exp}"  # --inference_model last<N>.pth (utils/pipeline.sh)
-run_stage 10 "decoding" "${asr_exp}/${inference_tag}" "$(fingerprint "${asr_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" "${lm_exp}/${inference_lm}")" decode ${test_sets}
+run_stage 10 "decoding" "${asr_exp}/${inference_tag}" "$(decode_fp "${asr_exp}")" decode ${test_sets}
 run_stage 11 "scoring" "${asr_exp}/${inference_tag}" "$(fingerprint $(for t in ${test_sets}; do echo "${asr_exp}/${inference_tag}/${t}/text"; done))" score
 run_stage 12 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
 if [ -n "${unlabeled_set}" ]; then
     [ "${input}" = video ] || die "--unlabeled_set (self-training) needs --input video"
     run_stage 13 "pseudo-labels of ${unlabeled_set}" "${asr_exp}/${inference_tag}" "$(fingerprint "${pseudo_label_exp:-${asr_exp}}/${inference_model}" "${feats_dir}/${unlabeled_set}/video.scp" "${inference_config}" "${inference_args}" "${use_lm}" "${pseudo_min_confidence}")" pseudo_label
-    run_stage 14 "self-training" "${asr_exp}_self_training" "$(fingerprint "${self_train_dir}/text" "${token_list}" "${asr_config}" "${asr_args}" "${inference_config}" "${inference_args}" "${inference_tag}" "${use_lm}" "${lm_exp}/${inference_lm}")" self_train
+    run_stage 14 "self-training" "${asr_exp}_self_training" "$(fingerprint "${self_train_dir}/text" "${token_list}" "${asr_config}" "${asr_args}" "${avhubert_checkpoint}")" self_train
+    average_stage 15 "${asr_exp}_self_training"
+    run_stage 15 "self-trained model: decoding + scoring" "${asr_exp}_self_training/${inference_tag}" "$(decode_fp "${asr_exp}_self_training")" self_decode
+    run_stage 16 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
 fi
 log "Finished: ${asr_exp}"

@@ -6,7 +6,7 @@
 # Options of this script (all others go to asr.sh):
 #   --setup 30h|433h|433h_self   fine-tuning data: LRS3 trainval (base model), pretrain + trainval (large
 #                                model), or that plus self-training on pseudo-labelled VoxCeleb2-en
-#                                (asr.sh stages 13-14). Mini corpus: the same stages on mini sets.
+#                                (asr.sh stages 13-16). Mini corpus: the same stages on mini sets.
 #   --lm_text transcripts|extended   LM on the training transcripts, or + the additional text (real: the
 #                                LibriSpeech LM corpus ${LIBRISPEECH_LM}, as the paper)
 #   --lm_weights "0.05 0.1 0.15 0.2" with --use_lm true: decode dev with each LM weight, the best (WER)
