@@ -11,6 +11,11 @@
 # as done in DIR/markers/<absolute marker path>, which later invocations of the same dry run read before the
 # recipe's marker: a sequence of invocations is planned as if each had run.
 #
+# Smoke run (--smoke true, an option of every pipeline; README "Smoke runs"): the real configs and options on a
+# tiny corpus, changing only what it forces (espnet_ext/smoke.py: one update per epoch, few epochs, model widths
+# / 8, soft vocabulary sizes). ESPNET_EXT_SMOKE=true is exported, so the pipelines, jobs and helpers a run starts
+# are smoke runs too; every stage fingerprint says "smoke", so a real run never takes a smoke run's outputs.
+#
 # Stages side by side (${parallel_stages}: true runs them in the background, false in turn; default true):
 #   spawn GROUP CMD...                          CMD (e.g. run_stage ...) in the background, pid in array GROUP
 #   wait_all GROUP                              every command of GROUP has ended; 1 if one of them failed
@@ -37,6 +42,13 @@ die() {
     exit 1
 }
 
+if [ "${smoke:-false}" = true ] || [ "${ESPNET_EXT_SMOKE:-false}" = true ]; then
+    smoke=true
+    export ESPNET_EXT_SMOKE=true
+else
+    smoke=false
+fi
+
 # fingerprint WORD... : hash of the words, and of the contents of those that are existing files
 fingerprint() {
     local w
@@ -52,6 +64,7 @@ run_stage() {
     local n=$1 title=$2 marker_dir=$3 fp=$4
     shift 4
     [ "${n}" -ge "${stage}" ] && [ "${n}" -le "${stop_stage}" ] || return 0
+    [ "${smoke}" = false ] || fp+=" smoke"
     case " ${skip_stages:-} " in *" ${n} "*) log "Stage ${n}: ${title}: skipped"; return 0 ;; esac
     local marker="${marker_dir}/.stages/stage${n}.done" found planned=""
     found=${marker}
@@ -194,6 +207,20 @@ add_token_dim() {
     done
 }
 
+# smoke_overrides ARRAY OPTION... : ARRAY (a variable name) set to a smoke run's overrides of the training with
+# OPTION... (its --config among them; espnet_ext.smoke train_args), empty outside smoke runs. train_model adds
+# them; a stage that builds the model from the options itself (st.sh's --asr_init check) adds them too.
+smoke_overrides() {
+    # shellcheck disable=SC2178  # a nameref to the caller's array
+    local -n overrides=$1
+    shift
+    overrides=()
+    [ "${smoke}" = true ] || return 0
+    local out
+    out=$(python -m espnet_ext.smoke train_args --inference_model "${inference_model:-}" -- "$@") || return 1
+    mapfile -t overrides <<< "${out}"
+}
+
 # train_model LOG -- COMMAND... : launch an ESPnet2 training through the cluster backend
 # (${cuda_cmd} when ngpu > 0), on ${num_nodes} nodes x ${ngpu} GPUs with ${train_num_threads} CPU threads,
 # requeueable, resuming from its checkpoint. A checkpoint written with other options or inputs (another
@@ -218,12 +245,14 @@ train_model() {
     fi
     mkdir -p "${exp}/.stages"
     echo "${stage_fingerprint:-}" > "${started}"
-    local cmd="${cuda_cmd}" threads=${train_num_threads:-1}
+    local cmd="${cuda_cmd}" threads=${train_num_threads:-1} smoke_args=()
+    smoke_overrides smoke_args "$@" || return 1  # after the command's own options: ESPnet takes the last value
     [ "${ngpu}" -gt 0 ] || cmd="${train_cmd}"
     # One training job: on CPU it should use every core it was given (path.sh sets 1 thread for job arrays).
     python -m espnet_ext.jobs.launch --cmd "${cmd} --requeue --num_threads ${threads}" --log "${logfile}" \
         --ngpu "${ngpu}" --num_nodes "${num_nodes}" -- \
-        env OMP_NUM_THREADS="${threads}" MKL_NUM_THREADS="${threads}" "$@" "${keep_args[@]}" --resume true
+        env OMP_NUM_THREADS="${threads}" MKL_NUM_THREADS="${threads}" "$@" "${smoke_args[@]}" "${keep_args[@]}" \
+        --resume true
 }
 
 # average_stage N EXP : with --inference_model last<N>.pth, EXP's last N epochs averaged into EXP/last<N>.pth
