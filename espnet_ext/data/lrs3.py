@@ -32,6 +32,13 @@ every pause of more than ``--pretrain_min_pause`` (0.4 s) between words, each cu
 pause (the first piece starts at 0, the last runs to the end of the clip), into utterances
 ``<video-id>-<nnnnn>_<k>``; frames ``int(start x 25)`` to ``int(end x 25)``. Pieces can still exceed 15 s
 when a speaker does not pause, as in AV-HuBERT.
+
+The pretrain part's landmark files or ROI videos may be per whole clip (``<dir>/pretrain/<video-id>/
+<nnnnn>.pkl``) or per piece, where AV-HuBERT's own tools put them: ``lrs3_prepare.py`` trims the pieces
+into ``short-pretrain/<video-id>/<nnnnn>[_<k>].mp4``, and ``detect_landmark.py`` / ``align_mouth.py``
+write ``<dir>/short-pretrain/<video-id>/<nnnnn>[_<k>].{pkl,mp4}`` for them (``_<k>`` only on a cut clip).
+A piece's landmarks are those of its frames ``int(start x 25)`` to ``int(end x 25)`` of the clip, the
+frames AV-HuBERT's trimmed video holds. Every clip's files are checked before any video is decoded.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +66,9 @@ from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
 
 PARTS = ("pretrain", "trainval", "test")
+PIECES_DIR = (
+    "short-pretrain"  # AV-HuBERT's trimmed pretrain pieces (avhubert/preparation/lrs3_prepare.py)
+)
 ROI_SIZE = mouth_roi.ROI_SIZE
 
 
@@ -140,7 +150,8 @@ def centre_crop(frames: np.ndarray, size: int = ROI_SIZE) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Clip:
-    """One released clip and where its ROI frames come from."""
+    """One released clip and where its ROI frames come from: one landmark file or ROI video for the
+    whole clip, or (``pieces``) one per pretrain piece, in the order of ``pretrain_pieces``."""
 
     part: str
     video_id: str
@@ -149,6 +160,8 @@ class Clip:
     mp4: Path
     landmarks: Path | None
     roi: Path | None
+    pieces: tuple[Path, ...] = ()  # per-piece landmark files, or ROI videos (pieces_are_roi)
+    pieces_are_roi: bool = False
 
     @property
     def utt_id(self) -> str:
@@ -165,58 +178,123 @@ class Options:
     pretrain_min_pause: float
 
 
-def clip_rois(clip: Clip, options: Options) -> np.ndarray:
-    """uint8 (T, 88, 88) at 25 fps of one clip; InputError naming the file."""
-    if clip.roi is not None:
-        try:
-            return centre_crop(read_video(clip.roi, options.fps_policy))
-        except (OSError, ValueError) as e:
-            raise InputError(f"cannot use the ROI video: {e}", path=clip.roi) from None
+def _roi_video(path: Path, options: Options) -> np.ndarray:
+    try:
+        return centre_crop(read_video(path, options.fps_policy))
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot use the ROI video: {e}", path=path) from None
+
+
+def _cropped(mp4: Path, frames, times, rate, landmark_file: Path, options: Options) -> np.ndarray:
+    try:
+        landmarks = mouth_roi.load_landmarks(landmark_file)
+        rois = mouth_roi.mouth_rois(frames, landmarks, options.mean_face)
+    except (OSError, ValueError) as e:
+        raise InputError(f"no mouth ROIs for '{mp4}': {e}", path=landmark_file) from None
+    try:
+        return conform_fps(rois, times, rate, options.fps_policy)
+    except ValueError as e:
+        raise InputError(str(e), path=mp4) from None
+
+
+def _decoded(clip: Clip, options: Options):
     try:
         frames, times, rate = decode(clip.mp4)
         needs_resampling(rate, options.fps_policy)  # refused before any cropping work
     except (OSError, ValueError) as e:
         raise InputError(f"cannot use the video: {e}", path=clip.mp4) from None
-    try:
-        landmarks = mouth_roi.load_landmarks(clip.landmarks)
-        rois = mouth_roi.mouth_rois(frames, landmarks, options.mean_face)
-    except (OSError, ValueError) as e:
-        raise InputError(f"no mouth ROIs for '{clip.mp4}': {e}", path=clip.landmarks) from None
-    try:
-        return conform_fps(rois, times, rate, options.fps_policy)
-    except ValueError as e:
-        raise InputError(str(e), path=clip.mp4) from None
+    return frames, times, rate
+
+
+def clip_rois(clip: Clip, options: Options) -> np.ndarray:
+    """uint8 (T, 88, 88) at 25 fps of one clip; InputError naming the file."""
+    if clip.roi is not None:
+        return _roi_video(clip.roi, options)
+    return _cropped(clip.mp4, *_decoded(clip, options), clip.landmarks, options)
+
+
+def piece_rois(clip: Clip, pieces: list[Piece], options: Options) -> list[np.ndarray]:
+    """uint8 (T, 88, 88) at 25 fps of each piece of a clip whose files are per piece."""
+    if clip.pieces_are_roi:
+        return [_roi_video(path, options) for path in clip.pieces]
+    frames, times, rate = _decoded(clip, options)
+    out = []
+    for piece, landmark_file in zip(pieces, clip.pieces, strict=True):
+        # the frames of AV-HuBERT's trimmed piece (lrs3_prepare.py, trim_video_frame)
+        first = int(piece.start * FPS)
+        last = len(frames) if piece.end is None else min(int(piece.end * FPS), len(frames))
+        if last <= first:
+            raise InputError(
+                f"{piece.text!r} from {piece.start:.2f} s has no frames in the "
+                f"{len(frames)}-frame video",
+                path=clip.txt,
+            )
+        span = slice(first, last)
+        out.append(_cropped(clip.mp4, frames[span], times[span], rate, landmark_file, options))
+    return out
+
+
+def clip_pieces(clip: Clip, options: Options) -> list[Piece]:
+    transcript = read_transcript(clip.txt)
+    if clip.part != "pretrain":
+        return [Piece("", transcript.text, 0.0, None)]
+    return pretrain_pieces(transcript, options.pretrain_max_seconds, options.pretrain_min_pause)
 
 
 def prepare_clip(clip: Clip, options: Options) -> list[tuple[str, str, str]]:
     """Write the clip's (pieces') ROI ``.npy`` files; returns (utterance, npy path, text) of each."""
-    transcript = read_transcript(clip.txt)
-    pieces = (
-        pretrain_pieces(transcript, options.pretrain_max_seconds, options.pretrain_min_pause)
-        if clip.part == "pretrain"
-        else [Piece("", transcript.text, 0.0, None)]
-    )
-    rois = clip_rois(clip, options)
+    pieces = clip_pieces(clip, options)
+    if clip.pieces:
+        piece_frames = piece_rois(clip, pieces, options)
+    else:
+        rois = clip_rois(clip, options)
+        piece_frames = []
+        for piece in pieces:
+            first = int(piece.start * FPS)
+            last = len(rois) if piece.end is None else min(int(piece.end * FPS), len(rois))
+            if last <= first:
+                raise InputError(
+                    f"{piece.text!r} from {piece.start:.2f} s has no frames in the "
+                    f"{len(rois)}-frame video",
+                    path=clip.txt,
+                )
+            piece_frames.append(rois[first:last])
     out = []
-    for piece in pieces:
-        first = int(piece.start * FPS)
-        last = len(rois) if piece.end is None else min(int(piece.end * FPS), len(rois))
-        if last <= first:
-            raise InputError(
-                f"{piece.text!r} from {piece.start:.2f} s has no frames in the "
-                f"{len(rois)}-frame video",
-                path=clip.txt,
-            )
+    for piece, frames in zip(pieces, piece_frames, strict=True):
         utt = clip.utt_id + piece.suffix
         path = options.video_dir / clip.part / f"{utt}.npy"
-        np.save(path, np.ascontiguousarray(rois[first:last]), allow_pickle=False)
+        np.save(path, np.ascontiguousarray(frames), allow_pickle=False)
         out.append((utt, str(path), piece.text.lower() if options.lowercase else piece.text))
     return out
 
 
-def find_clips(root: Path, part: str, landmarks: Path | None, roi: Path | None) -> list[Clip]:
+def _source_file(source: Path, relative: Path, suffixes: Sequence[str]) -> Path | None:
+    return next(
+        (p for p in (source / relative.with_suffix(s) for s in suffixes) if p.is_file()), None
+    )
+
+
+def _piece_files(clip: Clip, source: Path, suffixes, options: Options) -> tuple[Path, ...]:
+    """The per-piece files of a pretrain clip in AV-HuBERT's layout (module doc); InputError naming the
+    first missing one."""
+    files = []
+    for piece in clip_pieces(clip, options):
+        relative = Path(PIECES_DIR) / clip.video_id / f"{clip.name}{piece.suffix}"
+        found = _source_file(source, relative, suffixes)
+        if found is None:
+            missing = source / relative.with_suffix(suffixes[0])
+            raise InputError(f"no file for piece {piece.suffix or '(whole)'} of clip '{clip.txt}'",
+                             path=missing)  # fmt: skip
+        files.append(found)
+    return tuple(files)
+
+
+def find_clips(
+    root: Path, part: str, landmarks: Path | None, roi: Path | None, options: Options | None = None
+) -> list[Clip]:
     """Every clip of ``<root>/<part>``, sorted; a ``.mp4`` without ``.txt`` (or the reverse) is an error,
-    and so is a clip without its landmark file or ROI video."""
+    and so is a clip without its landmark file or ROI video (pretrain: per clip, or with ``options``,
+    per piece as AV-HuBERT's tools write them)."""
     part_dir = root / part
     if not part_dir.is_dir():
         raise InputError(f"no '{part}' directory in the LRS3 root", path=part_dir)
@@ -230,26 +308,20 @@ def find_clips(root: Path, part: str, landmarks: Path | None, roi: Path | None) 
                 )
         video_id, name = stem.parent.name, stem.name
         relative = Path(part) / video_id / name
-        pkl = None if landmarks is None else landmarks / relative.with_suffix(".pkl")
-        roi_video = None
-        if roi is not None:
-            options = [roi / relative.with_suffix(s) for s in (".mp4", ".npy")]
-            roi_video = next((p for p in options if p.is_file()), None)
-            if roi_video is None:
-                raise InputError(f"no ROI video for clip '{relative}'", path=options[0])
-        elif not pkl.is_file():
-            raise InputError(f"no landmark file for clip '{relative}'", path=pkl)
-        clips.append(
-            Clip(
-                part,
-                video_id,
-                name,
-                stem.with_suffix(".txt"),
-                stem.with_suffix(".mp4"),
-                pkl,
-                roi_video,
-            )
-        )
+        source, suffixes = (roi, (".mp4", ".npy")) if roi is not None else (landmarks, (".pkl",))
+        found = _source_file(source, relative, suffixes)
+        clip = Clip(part, video_id, name, stem.with_suffix(".txt"), stem.with_suffix(".mp4"),
+                    None if roi is not None else found, found if roi is not None else None)  # fmt: skip
+        per_piece = options is not None and (source / PIECES_DIR / video_id).is_dir()
+        if found is None and part == "pretrain" and per_piece:
+            pieces = _piece_files(clip, source, suffixes, options)
+            clip = replace(clip, pieces=pieces, pieces_are_roi=roi is not None)
+        if found is None and not clip.pieces:
+            what = "ROI video" if roi is not None else "landmark file"
+            also = f" (nor per piece under {source / PIECES_DIR})" if part == "pretrain" else ""
+            missing = source / relative.with_suffix(suffixes[0])
+            raise InputError(f"no {what} for clip '{relative}'{also}", path=missing)
+        clips.append(clip)
     if not clips:
         raise InputError("no clips (<video-id>/<nnnnn>.mp4 + .txt)", path=part_dir)
     return clips
@@ -259,9 +331,12 @@ def _prepare_clip_job(job: tuple[Clip, Options]):
     return prepare_clip(*job)
 
 
-def prepare_part(root: Path, part: str, out: Path, options: Options, landmarks, roi, nj=1) -> int:
-    """Write the data dir ``<out>/<part>``; returns its number of utterances."""
-    clips = find_clips(root, part, landmarks, roi)
+def prepare_part(
+    root: Path, part: str, out: Path, options: Options, landmarks, roi, nj=1, clips=None
+) -> int:
+    """Write the data dir ``<out>/<part>`` (of ``clips``, default: all found); returns its number of
+    utterances."""
+    clips = find_clips(root, part, landmarks, roi, options) if clips is None else clips
     (options.video_dir / part).mkdir(parents=True, exist_ok=True)
     jobs = [(clip, options) for clip in clips]
     if nj > 1:
@@ -357,8 +432,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         pretrain_max_seconds=args.pretrain_max_seconds,
         pretrain_min_pause=args.pretrain_min_pause,
     )
+    # every part's files are checked before the first video is decoded
+    found = {part: find_clips(args.lrs3, part, args.landmarks, args.roi, options) for part in parts}
     for part in parts:
-        count = prepare_part(args.lrs3, part, args.out, options, args.landmarks, args.roi, args.nj)
+        count = prepare_part(args.lrs3, part, args.out, options, args.landmarks, args.roi, args.nj,
+                             clips=found[part])  # fmt: skip
         print(f"{args.out / part}: {count} utterances")
 
 

@@ -238,3 +238,55 @@ def test_pretrain_words_beyond_the_video_are_an_error(tmp_path):
         "1.0",
     )
     assert not (tmp_path / "data" / "pretrain").exists()
+
+
+def avhubert_layout(tmp_path, kind: str) -> Path:
+    """The fixture's landmark (kind "landmarks") or ROI (kind "roi", as .npy) dir in AV-HuBERT's layout:
+    the pretrain clip's files per piece under short-pretrain/ (the pieces of --pretrain_max_seconds 1.0:
+    frames 0-16 and 16-30), the other parts as released."""
+    from espnet_ext.data.video import read_video
+
+    source = tmp_path / f"{kind}_avhubert"
+    for part in ("trainval", "test"):
+        shutil.copytree(FIXTURE / kind / part, source / part)
+    pieces = source / "short-pretrain" / "5eQ_tL8vR2c"
+    pieces.mkdir(parents=True)
+    if kind == "landmarks":
+        with open(FIXTURE / "landmarks/pretrain/5eQ_tL8vR2c/00004.pkl", "rb") as f:
+            whole = pickle.load(f)
+        for k, span in enumerate((slice(0, 16), slice(16, 30))):
+            with open(pieces / f"00004_{k}.pkl", "wb") as f:
+                pickle.dump(whole[span], f)
+    else:
+        whole = read_video(FIXTURE / "roi/pretrain/5eQ_tL8vR2c/00004.mp4")
+        for k, span in enumerate((slice(0, 16), slice(16, 30))):
+            np.save(pieces / f"00004_{k}.npy", whole[span])
+    return source
+
+
+@pytest.mark.parametrize("kind", ["landmarks", "roi"])
+def test_pretrain_files_per_piece_as_avhubert_writes_them(tmp_path, kind):
+    cut = ("--pretrain_max_seconds", "1.0")
+    assert run(tmp_path / "whole", *cut, source=FIXTURE / kind) == 0
+    source = avhubert_layout(tmp_path, kind)
+    assert run(tmp_path / "pieces", *cut, source=source) == 0
+    whole = read_table(tmp_path / "whole" / "pretrain" / "video.scp")
+    pieces = read_table(tmp_path / "pieces" / "pretrain" / "video.scp")
+    assert sorted(pieces) == sorted(whole) == ["5eQ_tL8vR2c-00004_0", "5eQ_tL8vR2c-00004_1"]
+    for utt in whole:
+        a, b = np.load(whole[utt]).astype(int), np.load(pieces[utt]).astype(int)
+        assert a.shape == b.shape
+        if kind == "roi":  # the same frames, cut before or after
+            assert (a == b).all()
+        else:  # landmark smoothing (12 frames) sees only the piece's own frames near its end
+            assert np.abs(a - b).mean() < 4
+    # a missing piece file is named before any video is decoded
+    (
+        source
+        / "short-pretrain"
+        / "5eQ_tL8vR2c"
+        / ("00004_1.pkl" if kind == "landmarks" else "00004_1.npy")
+    ).unlink()
+    capture = fails(tmp_path, FIXTURE / "lrs3", "no file for piece _1 of clip", *cut, source=source)
+    assert "short-pretrain/5eQ_tL8vR2c/00004_1" in capture.text
+    assert not (tmp_path / "data").exists()  # no part written: checked up front

@@ -11,6 +11,8 @@
 #                                LibriSpeech LM corpus ${LIBRISPEECH_LM}, as the paper)
 #   --lm_weights "0.05 0.1 0.15 0.2" with --use_lm true: decode dev with each LM weight, the best (WER)
 #                                decodes test (espnet_ext.analysis.sweep tune, conf/sweeps/lm_weight.yaml)
+#   --local_data_opts "..."      local/data.sh's options; LRS3 set: the mouth crops' source (--landmarks DIR
+#                                --mean_face NPY, or --roi DIR) and, for 433h_self, --voxceleb2_dir DIR
 # The paper's variants are asr.sh options on one training config:
 #   --attention_variant baseline|smooth_focus|relaxed_cross|relaxed_self [--relax_gamma G]
 #   --matched_inference true        relaxed attention also when decoding
@@ -23,6 +25,7 @@ set -euo pipefail
 setup=433h_self         # 30h, 433h or 433h_self
 lm_text=extended        # transcripts or extended
 lm_weights=""           # the LM-weight grid; empty: decode with the inference config's lm_weight
+local_data_opts=""      # options of local/data.sh (asr.sh's --local_data_opts)
 __options_pass_to=./asr.sh
 . utils/parse_options.sh
 . utils/lm_weight_tuning.sh
@@ -48,9 +51,18 @@ else
         *) sets=(--train_set pretrain_trainval) config=conf/train_vsr_large.yaml ;;
     esac
     sets+=(--valid_set dev --test_sets "dev test")
-    [ "${setup}" = 433h_self ] && unlabeled=(--unlabeled_set voxceleb2_en)
+    if [ "${setup}" = 433h_self ]; then
+        # Refused now, not after stage 1's hours of mouth crops: VoxCeleb2-en comes from --voxceleb2_dir.
+        if [[ " ${local_data_opts} " != *" --voxceleb2_dir "* ]] && [ ! -s data/voxceleb2_en/video.scp ]; then
+            echo "$0: --setup 433h_self self-trains on VoxCeleb2-en: give local/data.sh its mouth crops," \
+                "--local_data_opts \"... --voxceleb2_dir DIR\" (a data dir with video.scp)" >&2
+            exit 1
+        fi
+        unlabeled=(--unlabeled_set voxceleb2_en)
+    fi
     opts=(--asr_config "${config}" --inference_config conf/decode_vsr.yaml --lm_config conf/train_lm_transformer.yaml
           --token_type bpe --nbpe 1000 --nj 32 --inference_nj 32 --min_frames 10 --max_frames 600)
     title="LRS3 (${setup})"
 fi
-run_with_lm ./asr.sh --input video "${sets[@]}" "${unlabeled[@]}" "${opts[@]}" --results_title "${title}" -- "$@"
+run_with_lm ./asr.sh --input video "${sets[@]}" "${unlabeled[@]}" "${opts[@]}" --results_title "${title}" \
+    --local_data_opts "${local_data_opts}" -- "$@"

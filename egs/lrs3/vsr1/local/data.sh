@@ -5,9 +5,11 @@
 #    from espeak-ng's timed phonemes) as data/{train,dev,test}, and data/unlabeled: more videos without
 #    their text, the self-training set. The extended LM text is number words not in dev/test.
 #  - LRS3 set: the LRS3 release under ${LRS3} ({pretrain,trainval,test}/<speaker>/<id>.{mp4,txt}) read by
-#    espnet_ext.data.lrs3, mouth crops cut with the landmarks of --landmarks (AV-HuBERT's preparation
-#    format) or taken from already cropped videos (--roi); data/dev = ${dev_size} trainval videos of
-#    whole speakers held out of training (data/trainval_nodev), data/pretrain_trainval = the 433 h set.
+#    espnet_ext.data.lrs3, mouth crops cut with the landmarks of --landmarks and the reference face of
+#    --mean_face (AV-HuBERT's preparation format; the pretrain part's files per clip or per trimmed piece,
+#    as its tools write them) or taken from already cropped videos (--roi): one of the two is required;
+#    data/dev = ${dev_size} trainval videos of whole speakers held out of training (data/trainval_nodev),
+#    data/pretrain_trainval = the 433 h set. --fps_policy: videos not at 25 fps (refuse or resample).
 #    The self-training set is VoxCeleb2-en, 1,326 h (AV-HuBERT's vox-en id list), given as a prepared
 #    data dir of mouth crops (--voxceleb2_dir: video.scp [+ utt2spk]), copied to data/voxceleb2_en.
 #    The extended LM text is the LibriSpeech LM corpus (${LIBRISPEECH_LM}/librispeech-lm-norm.txt.gz)
@@ -17,8 +19,10 @@ set -euo pipefail
 mini_splits="train=400,dev=60,test=60,unlabeled=400"
 mini_lm_sentences=3000
 mini_seed=0
-landmarks=""            # real: dir of AV-HuBERT-style landmark files (empty: --roi or full videos)
-roi=""                  # real: dir of already cropped mouth videos
+landmarks=""            # real: dir of AV-HuBERT-style landmark files (or --roi)
+mean_face=""            # real, with --landmarks: the reference face (AV-HuBERT: 20words_mean_face.npy)
+roi=""                  # real: dir of already cropped mouth videos (or --landmarks)
+fps_policy=refuse       # real: videos not at 25 fps: refuse, or resample by frame selection
 voxceleb2_dir=""        # real: data dir of VoxCeleb2-en mouth crops (the unlabeled set of self-training)
 dev_size=1200
 nj=2
@@ -53,10 +57,28 @@ if [ -z "${LRS3}" ]; then
     exit 0
 fi
 
+# The options, before any video is read (the mouth crops of 433 h take hours).
+die() { echo "$0: $*" >&2; exit 1; }
 lrs3_opts=()
-[ -n "${landmarks}" ] && lrs3_opts+=(--landmarks "${landmarks}")
-[ -n "${roi}" ] && lrs3_opts+=(--roi "${roi}")
-python -m espnet_ext.data.lrs3 --lrs3 "${LRS3}" --out data --parts pretrain,trainval,test --nj "${nj}" "${lrs3_opts[@]}"
+if [ -n "${landmarks}" ] && [ -n "${roi}" ]; then
+    die "--landmarks and --roi exclude each other: give the landmark dir or the cropped videos"
+elif [ -n "${landmarks}" ]; then
+    [ -n "${mean_face}" ] || die "--landmarks needs --mean_face (the reference face, e.g. AV-HuBERT's 20words_mean_face.npy)"
+    [ -f "${mean_face}" ] || die "--mean_face ${mean_face}: no such file"
+    lrs3_opts=(--landmarks "${landmarks}" --mean_face "${mean_face}")
+elif [ -n "${roi}" ]; then
+    lrs3_opts=(--roi "${roi}")
+else
+    die "LRS3 is set (db.sh): give the mouth crops' source, --landmarks DIR --mean_face NPY or --roi DIR (e.g. --local_data_opts \"--roi /data/lrs3_roi\")"
+fi
+[ -z "${voxceleb2_dir}" ] || [ -f "${voxceleb2_dir}/video.scp" ] ||
+    die "--voxceleb2_dir ${voxceleb2_dir}: no video.scp (a data dir of VoxCeleb2-en mouth crops)"
+[[ ${dev_size} =~ ^[1-9][0-9]*$ ]] || die "--dev_size must be a positive number of videos, not '${dev_size}'"
+trainval_videos=$(find "${LRS3}/trainval" -name '*.txt' 2> /dev/null | wc -l)
+[ "${dev_size}" -lt "${trainval_videos}" ] ||
+    die "--dev_size ${dev_size}: ${LRS3}/trainval has ${trainval_videos} videos, and training needs some of them"
+python -m espnet_ext.data.lrs3 --lrs3 "${LRS3}" --out data --parts pretrain,trainval,test --nj "${nj}" \
+    --fps_policy "${fps_policy}" "${lrs3_opts[@]}"
 # dev: the first speakers of trainval (C order) until ${dev_size} videos; whole speakers, none in training.
 mkdir -p data/dev data/trainval_nodev
 awk -v n="${dev_size}" '{ spk = $2 } count >= n && spk != last { done = 1 }
@@ -66,6 +88,8 @@ for table in video.scp text utt2spk; do
     awk 'NR == FNR { dev[$1]; next } !($1 in dev)' data/dev/ids "data/trainval/${table}" > "data/trainval_nodev/${table}"
 done
 rm data/dev/ids
+[ -s data/trainval_nodev/text ] ||
+    die "--dev_size ${dev_size}: its whole speakers take every trainval video, none is left for training"
 for dir in data/dev data/trainval_nodev; do python -m espnet_ext.data.datadir fix_spk2utt "${dir}"; done
 python -m espnet_ext.data.datadir combine data/pretrain_trainval data/pretrain data/trainval_nodev
 if [ -n "${voxceleb2_dir}" ]; then
