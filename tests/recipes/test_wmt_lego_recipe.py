@@ -49,6 +49,9 @@ def test_composed_model_decoded_before_and_after_fine_tuning(composed):
     assert (
         config["max_epoch"] == 3 and config["optim_conf"]["lr"] == 0.0002
     )  # finetune_lego_mini.yaml
+    # the loss settings the modules were trained with (conf/tiny_lego.yaml), not the model's defaults
+    assert config["model_conf"]["lsm_weight"] == 0.1
+    assert config["model_conf"]["on_short_ctc"] == "report"
     before = torch.load(exp / "mt_composed_tiny_lego/model.pth", map_location="cpu")
     after = torch.load(tuned / "valid.acc.ave.pth", map_location="cpu")
     assert any(not torch.equal(before[k], after[k]) for k in before)
