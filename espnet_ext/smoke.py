@@ -9,8 +9,8 @@ pipeline options, changing only what a tiny corpus forces:
 - training (every ESPnet training a pipeline starts, LMs and fine-tuning included): one update per epoch
   (``--num_iters_per_epoch 1 --accum_grad 1``) and ``min(max_epoch, max(2, N))`` epochs, N being the
   ``last<N>.pth`` average decoded (so that the averaging runs as in the real recipe and still fails where
-  the real training has fewer epochs than it averages); attention plots of one validation utterance
-  (``num_att_plot`` at most 1);
+  the real training has fewer epochs than it averages); no attention plots (``num_att_plot 0``: most of a
+  tiny epoch's time on a CPU);
 - model widths: every width of the config's ``*_conf`` sections (``WIDTH_KEYS``, nested ones included)
   divided by ``WIDTH_DIVISOR`` (at least ``MIN_WIDTH``; model dimensions stay multiples of the attention
   heads), passed as ESPnet's ``--<name>_conf key=value`` overrides. Depths, heads, head candidates, task
@@ -139,9 +139,9 @@ def train_args(command: Sequence[str], inference_model: str = "") -> list[str]:
     epochs = min(int(max_epoch), max(DEFAULT_EPOCHS, int(match.group(1)) if match else 0))
     args = ["--max_epoch", str(epochs), "--num_iters_per_epoch", "1", "--accum_grad", "1"]
     # ESPnet plots the attention of num_att_plot (default 3) validation utterances every epoch, one picture
-    # per attention module: minutes on a CPU. One utterance keeps the code path.
-    if config.get("num_att_plot", 3) > 1:
-        args += ["--num_att_plot", "1"]
+    # per attention module: most of a tiny epoch's minute on a CPU, even for one utterance.
+    if config.get("num_att_plot", 3) != 0:
+        args += ["--num_att_plot", "0"]
     for name, section in config.items():
         if name.endswith("_conf") and isinstance(section, dict):
             for key, value in width_overrides(section):

@@ -29,7 +29,7 @@ def test_widths_shrink_depths_heads_and_training_settings_stay(tmp_path):
     _, widths = overrides(tmp_path)
     assert sorted(widths) == sorted(
         [
-            ("--num_att_plot", "1"),
+            ("--num_att_plot", "0"),
             ("--encoder_conf", "output_size=32"),
             ("--encoder_conf", "linear_units=256"),
             ("--encoder_conf", "conv_channels=[8,16]"),
