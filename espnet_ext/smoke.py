@@ -13,10 +13,11 @@ pipeline options, changing only what a tiny corpus forces:
   tiny epoch's time on a CPU);
 - model widths: every width of the config's ``*_conf`` sections (``WIDTH_KEYS``, nested ones included)
   divided by ``WIDTH_DIVISOR`` (at least ``MIN_WIDTH``; model dimensions stay multiples of the attention
-  heads), passed as ESPnet's ``--<name>_conf key=value`` overrides. Depths, heads, head candidates, task
-  counts, kernel sizes, strides, dropout, optimiser, scheduler, batch and model-selection settings stay the
-  config's. Configs never change; one rule for all, so models that must fit together (an ST encoder from its
-  ASR model, LegoNN modules composed from two trainings) still fit.
+  heads), passed as ESPnet's ``--<name>_conf key=value`` overrides; not for a config written beside a model
+  of the run (a composed LegoNN model's, its fine-tuning config), whose widths are already small. Depths,
+  heads, head candidates, task counts, kernel sizes, strides, dropout, optimiser, scheduler, batch and
+  model-selection settings stay the config's. Configs never change; one rule for all, so models that must
+  fit together (an ST encoder from its ASR model, LegoNN modules composed from two trainings) still fit.
 
 The real sizes are trained by tests/configs (every real config, two updates at full size).
 
@@ -125,6 +126,18 @@ def _config_and_epochs(command: Sequence[str]) -> tuple[Path, int | None]:
     return config, max_epoch
 
 
+def describes_a_trained_model(config: Path) -> bool:
+    """A config beside model files (``*.pth``): written from a model of this run (a LegoNN composition, its
+    fine-tuning config), whose widths are already the smoke run's."""
+    return any(config.parent.glob("*.pth"))
+
+
+def _no_plots(config: dict) -> list[str]:
+    # ESPnet plots the attention of num_att_plot (default 3) validation utterances every epoch, one picture
+    # per attention module: most of a tiny epoch's minute on a CPU, even for one utterance.
+    return ["--num_att_plot", "0"] if config.get("num_att_plot", 3) != 0 else []
+
+
 def train_args(command: Sequence[str], inference_model: str = "") -> list[str]:
     """The smoke overrides for an ESPnet training ``command`` (see the module doc)."""
     config_path, cli_epochs = _config_and_epochs(command)
@@ -138,10 +151,9 @@ def train_args(command: Sequence[str], inference_model: str = "") -> list[str]:
     match = LAST_N.fullmatch(inference_model or "")
     epochs = min(int(max_epoch), max(DEFAULT_EPOCHS, int(match.group(1)) if match else 0))
     args = ["--max_epoch", str(epochs), "--num_iters_per_epoch", "1", "--accum_grad", "1"]
-    # ESPnet plots the attention of num_att_plot (default 3) validation utterances every epoch, one picture
-    # per attention module: most of a tiny epoch's minute on a CPU, even for one utterance.
-    if config.get("num_att_plot", 3) != 0:
-        args += ["--num_att_plot", "0"]
+    if describes_a_trained_model(config_path):
+        return args + _no_plots(config)
+    args += _no_plots(config)
     for name, section in config.items():
         if name.endswith("_conf") and isinstance(section, dict):
             for key, value in width_overrides(section):

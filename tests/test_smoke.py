@@ -99,3 +99,11 @@ def test_vocabulary_size_is_a_soft_limit_in_a_smoke_run(tmp_path, monkeypatch):
     monkeypatch.setenv(smoke.ENV, "true")
     assert token_list_main(args) == 0
     assert 4 < len((tmp_path / "t" / "tokens.txt").read_text().splitlines()) < 50
+
+
+def test_a_config_written_beside_a_model_of_the_run_keeps_its_widths(tmp_path):
+    composed = tmp_path / "mt_composed"
+    composed.mkdir()
+    (composed / "model.pth").write_bytes(b"")
+    steps, widths = overrides(composed)
+    assert steps["--max_epoch"] == "2" and widths == [("--num_att_plot", "0")]
