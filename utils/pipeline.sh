@@ -210,8 +210,8 @@ add_token_dim() {
 # smoke_overrides ARRAY OPTION... : ARRAY (a variable name) set to a smoke run's overrides of the training with
 # OPTION... (its --config among them; espnet_ext.smoke train_args), empty outside smoke runs. train_model adds
 # them; a stage that builds the model from the options itself (st.sh's --asr_init check) adds them too.
+# shellcheck disable=SC2178,SC2034  # a nameref to the caller's array (set here, read by the caller)
 smoke_overrides() {
-    # shellcheck disable=SC2178,SC2034  # a nameref to the caller's array (set here, read by the caller)
     local -n overrides=$1
     shift
     overrides=()
