@@ -118,3 +118,100 @@ def cifar100_release(dest: Path) -> Path:
         with open(out / name, "wb") as f:
             pickle.dump(value, f, protocol=2)
     return dest
+
+
+# mTEDx: one sentence per talk, one talk per split, for every language and direction of the real recipes
+# (egs/mtedx/asr1: 8 languages; egs/mtedx/st1: 10 trained directions and 3 zero-shot ones, test data only).
+_MTEDX_SENTENCES = {
+    "ar": "شكرا جزيلا", "de": "Vielen Dank", "el": "Ευχαριστώ πολύ", "es": "Muchas gracias",
+    "fr": "Merci beaucoup", "it": "Grazie mille", "pt": "Muito obrigado", "ru": "Большое спасибо",
+    "en": "Thank you very much",
+}  # fmt: skip
+_MTEDX_VOICES = {"fr": "fr-fr"}
+MTEDX_LANGS = ["ar", "de", "el", "es", "fr", "it", "pt", "ru"]
+MTEDX_ST_TRAINED = ["el-en", "es-en", "es-fr", "es-it", "es-pt", "fr-en", "fr-es", "fr-pt", "pt-en", "ru-en"]
+MTEDX_ST_ZERO_SHOT = ["it-en", "it-es", "pt-es"]
+
+
+def mtedx_release(dest: Path) -> Path:
+    """dest with <lang>-<lang> (ASR) and <src>-<tgt> (ST) releases in mTEDx's layout, written by the reader
+    fixture's own writer (espeak-ng readings, FLAC talks, yaml segment lists); the MTEDX root."""
+    make = _fixture_module("mtedx_make_fixture", "mtedx/make_fixture.py")
+
+    def talk(lang: str, split: str, number: int) -> tuple[str, str]:
+        return f"{lang}{split[:2]}{number:02d}Tk-0", f"{_MTEDX_VOICES.get(lang, lang)}+m{number % 4 + 1}"
+
+    make.TALKS = {
+        lang: {
+            split: [(*talk(lang, split, n), [_MTEDX_SENTENCES[lang]])]
+            for n, split in enumerate(("train", "valid", "test"))
+        }
+        for lang in MTEDX_LANGS
+    }
+    make.ST_TALKS = {}
+    for pair in MTEDX_ST_TRAINED + MTEDX_ST_ZERO_SHOT:
+        src, tgt = pair.split("-")
+        splits = ("train", "valid", "test") if pair in MTEDX_ST_TRAINED else ("valid", "test")
+        make.ST_TALKS[src, tgt] = {
+            split: [(*talk(src, split, n), [(_MTEDX_SENTENCES[src], _MTEDX_SENTENCES[tgt])])]
+            for n, split in enumerate(splits)
+        }
+    for lang, splits in make.TALKS.items():
+        for split in splits:
+            make.write_split(dest, lang, split)
+    for (src, tgt), splits in make.ST_TALKS.items():
+        for split in splits:
+            make.write_split(dest, src, split, tgt)
+    return dest
+
+
+# WMT (egs/wmt/mt1, layout of local/data.sh): the 14 languages of the multilingual setting and the three
+# LegoNN pairs, with dev and test sets under the names WMT ships (the pair in the name from 2014 on).
+WMT_LANGS = ["cs", "de", "es", "et", "fi", "fr", "gu", "kk", "lt", "lv", "ro", "ru", "tr", "zh"]
+_WMT_LEGO = {  # dir -> (src, tgt, dev set files, test set files): (set, src name, ref name)
+    "wmt14/de-en": ("en", "de", [("newstest2013", "newstest2013-src.en.sgm", "newstest2013-ref.de.sgm")], [
+        ("newstest2011", "newstest2011-src.en.sgm", "newstest2011-ref.de.sgm"),
+        ("newstest2012", "newstest2012-src.en.sgm", "newstest2012-ref.de.sgm"),
+        ("newstest2014", "newstest2014-deen-src.en.sgm", "newstest2014-deen-ref.de.sgm"),
+        ("newstest2015", "newstest2015-ende-src.en.sgm", "newstest2015-ende-ref.de.sgm"),
+        ("newstest2016", "newstest2016-ende-src.en.sgm", "newstest2016-ende-ref.de.sgm")]),
+    "wmt19/de-en": ("de", "en", [("newstest2018", "newstest2018-deen-src.de.sgm", "newstest2018-deen-ref.en.sgm")],
+                    [("newstest2019", "newstest2019-deen-src.de.sgm", "newstest2019-deen-ref.en.sgm")]),
+    "wmt16/ro-en": ("ro", "en", [("newsdev2016", "newsdev2016-roen-src.ro.sgm", "newsdev2016-roen-ref.en.sgm")],
+                    [("newstest2016", "newstest2016-roen-src.ro.sgm", "newstest2016-roen-ref.en.sgm")]),
+}  # fmt: skip
+
+
+def _sentences(lang: str, count: int, start: int = 0) -> list[str]:
+    return [f"{lang} words number {n} and {n + 1} ." for n in range(start, start + count)]
+
+
+def _write_sgm(path: Path, setid: str, lang: str, sentences: list[str], ref: bool) -> None:
+    tag = "refset" if ref else "srcset"
+    segs = "".join(f'<seg id="{i}">{s}</seg>\n' for i, s in enumerate(sentences, 1))
+    doc = '<doc sysid="ref" docid="1-news" genre="news">' if ref else '<doc docid="1-news" genre="news">'
+    trg = f' trglang="{lang}"' if ref else ""
+    path.write_text(f'<{tag} setid="{setid}" srclang="any"{trg}>\n{doc}\n{segs}</doc>\n</{tag}>\n', "utf-8")
+
+
+def wmt_release(dest: Path) -> Path:
+    """dest/multilingual/<x>-en/{train,dev,test} (plain text) and dest/wmt14|wmt19|wmt16/... (plain training
+    corpora, sgm dev and test sets): the WMT root."""
+    for x in WMT_LANGS:
+        for split, count in (("train", 4), ("dev", 1), ("test", 1)):
+            directory = dest / "multilingual" / f"{x}-en" / split
+            directory.mkdir(parents=True)
+            name = {"train": "corpus", "dev": "newsdev", "test": "newstest"}[split]
+            for lang in (x, "en"):
+                (directory / f"{name}.{lang}").write_text("\n".join(_sentences(lang, count)) + "\n", "utf-8")
+    for sub, (src, tgt, dev, test) in _WMT_LEGO.items():
+        root = dest / sub
+        (root / "train").mkdir(parents=True)
+        for lang in (src, tgt):
+            (root / "train" / f"corpus.{lang}").write_text("\n".join(_sentences(lang, 6)) + "\n", "utf-8")
+        for split, sets in (("dev", dev), ("test", test)):
+            (root / split).mkdir()
+            for number, (setid, src_name, ref_name) in enumerate(sets):
+                _write_sgm(root / split / src_name, setid, src, _sentences(src, 1, 10 + number), ref=False)
+                _write_sgm(root / split / ref_name, setid, tgt, _sentences(tgt, 1, 10 + number), ref=True)
+    return dest
