@@ -129,7 +129,18 @@ _MTEDX_SENTENCES = {
 }  # fmt: skip
 _MTEDX_VOICES = {"fr": "fr-fr"}
 MTEDX_LANGS = ["ar", "de", "el", "es", "fr", "it", "pt", "ru"]
-MTEDX_ST_TRAINED = ["el-en", "es-en", "es-fr", "es-it", "es-pt", "fr-en", "fr-es", "fr-pt", "pt-en", "ru-en"]
+MTEDX_ST_TRAINED = [
+    "el-en",
+    "es-en",
+    "es-fr",
+    "es-it",
+    "es-pt",
+    "fr-en",
+    "fr-es",
+    "fr-pt",
+    "pt-en",
+    "ru-en",
+]
 MTEDX_ST_ZERO_SHOT = ["it-en", "it-es", "pt-es"]
 
 
@@ -139,7 +150,10 @@ def mtedx_release(dest: Path) -> Path:
     make = _fixture_module("mtedx_make_fixture", "mtedx/make_fixture.py")
 
     def talk(lang: str, split: str, number: int) -> tuple[str, str]:
-        return f"{lang}{split[:2]}{number:02d}Tk-0", f"{_MTEDX_VOICES.get(lang, lang)}+m{number % 4 + 1}"
+        return (
+            f"{lang}{split[:2]}{number:02d}Tk-0",
+            f"{_MTEDX_VOICES.get(lang, lang)}+m{number % 4 + 1}",
+        )
 
     make.TALKS = {
         lang: {
@@ -189,9 +203,15 @@ def _sentences(lang: str, count: int, start: int = 0) -> list[str]:
 def _write_sgm(path: Path, setid: str, lang: str, sentences: list[str], ref: bool) -> None:
     tag = "refset" if ref else "srcset"
     segs = "".join(f'<seg id="{i}">{s}</seg>\n' for i, s in enumerate(sentences, 1))
-    doc = '<doc sysid="ref" docid="1-news" genre="news">' if ref else '<doc docid="1-news" genre="news">'
+    doc = (
+        '<doc sysid="ref" docid="1-news" genre="news">'
+        if ref
+        else '<doc docid="1-news" genre="news">'
+    )
     trg = f' trglang="{lang}"' if ref else ""
-    path.write_text(f'<{tag} setid="{setid}" srclang="any"{trg}>\n{doc}\n{segs}</doc>\n</{tag}>\n', "utf-8")
+    path.write_text(
+        f'<{tag} setid="{setid}" srclang="any"{trg}>\n{doc}\n{segs}</doc>\n</{tag}>\n', "utf-8"
+    )
 
 
 def wmt_release(dest: Path) -> Path:
@@ -203,15 +223,23 @@ def wmt_release(dest: Path) -> Path:
             directory.mkdir(parents=True)
             name = {"train": "corpus", "dev": "newsdev", "test": "newstest"}[split]
             for lang in (x, "en"):
-                (directory / f"{name}.{lang}").write_text("\n".join(_sentences(lang, count)) + "\n", "utf-8")
+                (directory / f"{name}.{lang}").write_text(
+                    "\n".join(_sentences(lang, count)) + "\n", "utf-8"
+                )
     for sub, (src, tgt, dev, test) in _WMT_LEGO.items():
         root = dest / sub
         (root / "train").mkdir(parents=True)
         for lang in (src, tgt):
-            (root / "train" / f"corpus.{lang}").write_text("\n".join(_sentences(lang, 6)) + "\n", "utf-8")
+            (root / "train" / f"corpus.{lang}").write_text(
+                "\n".join(_sentences(lang, 6)) + "\n", "utf-8"
+            )
         for split, sets in (("dev", dev), ("test", test)):
             (root / split).mkdir()
             for number, (setid, src_name, ref_name) in enumerate(sets):
-                _write_sgm(root / split / src_name, setid, src, _sentences(src, 1, 10 + number), ref=False)
-                _write_sgm(root / split / ref_name, setid, tgt, _sentences(tgt, 1, 10 + number), ref=True)
+                _write_sgm(
+                    root / split / src_name, setid, src, _sentences(src, 1, 10 + number), ref=False
+                )
+                _write_sgm(
+                    root / split / ref_name, setid, tgt, _sentences(tgt, 1, 10 + number), ref=True
+                )
     return dest

@@ -54,7 +54,9 @@ def test_every_stage_runs_on_the_release_layout(real_run):
 def test_each_test_set_is_decoded_scored_and_tabled(real_run, tag):
     recipe, _, plain = real_run
     exp = recipe / "exp" / "asr_train_asr_small"
-    assert not re.search(r"Stage \d+: [^\n]*training", plain.stderr)  # decoding alone trains nothing
+    assert not re.search(
+        r"Stage \d+: [^\n]*training", plain.stderr
+    )  # decoding alone trains nothing
     for dset in TEST_SETS:
         refs = read_table(recipe / "dump" / "fbank" / dset / "text")
         hyps = (exp / tag / dset / "text").read_text().splitlines()
