@@ -9,7 +9,8 @@ pipeline options, changing only what a tiny corpus forces:
 - training (every ESPnet training a pipeline starts, LMs and fine-tuning included): one update per epoch
   (``--num_iters_per_epoch 1 --accum_grad 1``) and ``min(max_epoch, max(2, N))`` epochs, N being the
   ``last<N>.pth`` average decoded (so that the averaging runs as in the real recipe and still fails where
-  the real training has fewer epochs than it averages); no attention plots (``num_att_plot 0``: most of a
+  the real training has fewer epochs than it averages); batches counted in samples of at most
+  ``BATCH_CAP``; no attention plots (``num_att_plot 0``: most of a
   tiny epoch's time on a CPU);
 - model widths: every width of the config's ``*_conf`` sections (``WIDTH_KEYS``, nested ones included)
   divided by ``WIDTH_DIVISOR`` (at least ``MIN_WIDTH``; model dimensions stay multiples of the attention
@@ -66,6 +67,11 @@ WIDTH_KEYS = frozenset(
 HEAD_SPLIT_KEYS = frozenset({"output_size", "attention_dim", "embed_dim", "unit", "att_unit"})
 HEAD_KEYS = ("attention_heads", "num_heads", "head")
 DEFAULT_EPOCHS = 2
+# Batches counted in samples (ESPnet's unsorted / sorted / folded batch types) of at most this many: one
+# update on a whole tiny corpus of 224 x 224 images is minutes on a CPU. Length/numel bins of a few
+# utterances or sentences stay the config's.
+BATCH_CAP = 8
+SAMPLE_BATCH_TYPES = frozenset({"unsorted", "sorted", "folded"})
 LAST_N = re.compile(r"last([1-9][0-9]*)\.pth")
 
 
@@ -114,6 +120,11 @@ def _format(value: object) -> str:
     return str(value)
 
 
+def _batch_size(command: Sequence[str], config: dict) -> int:
+    given = [value for option, value in zip(command, command[1:]) if option == "--batch_size"]
+    return int(given[-1] if given else config.get("batch_size", 20))  # ESPnet's default: 20
+
+
 def _config_and_epochs(command: Sequence[str]) -> tuple[Path, int | None]:
     config, max_epoch = None, None
     for option, value in zip(command, command[1:]):
@@ -151,6 +162,11 @@ def train_args(command: Sequence[str], inference_model: str = "") -> list[str]:
     match = LAST_N.fullmatch(inference_model or "")
     epochs = min(int(max_epoch), max(DEFAULT_EPOCHS, int(match.group(1)) if match else 0))
     args = ["--max_epoch", str(epochs), "--num_iters_per_epoch", "1", "--accum_grad", "1"]
+    if (
+        config.get("batch_type", "folded") in SAMPLE_BATCH_TYPES
+        and _batch_size(command, config) > BATCH_CAP
+    ):
+        args += ["--batch_size", str(BATCH_CAP)]
     if describes_a_trained_model(config_path):
         return args + _no_plots(config)
     args += _no_plots(config)

@@ -22,7 +22,7 @@ def overrides(tmp_path, config=CONFIG, extra=(), inference_model=""):
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     args = smoke.train_args(["python", "-m", "x", "--config", str(path), *extra], inference_model)
     pairs = list(zip(args[::2], args[1::2]))
-    return dict(pairs[:3]), [(k, v) for k, v in pairs[3:]]
+    return dict(pairs[:3]), [(k, v) for k, v in pairs[3:] if k != "--batch_size"]
 
 
 def test_widths_shrink_depths_heads_and_training_settings_stay(tmp_path):
@@ -107,3 +107,24 @@ def test_a_config_written_beside_a_model_of_the_run_keeps_its_widths(tmp_path):
     (composed / "model.pth").write_bytes(b"")
     steps, widths = overrides(composed)
     assert steps["--max_epoch"] == "2" and widths == [("--num_att_plot", "0")]
+
+
+@pytest.mark.parametrize(
+    "config, extra, batch",
+    [
+        ({"batch_type": "unsorted", "batch_size": 128}, (), ["--batch_size", "8"]),
+        (
+            {"batch_type": "sorted", "batch_size": 4},
+            ("--batch_size", "1024"),
+            ["--batch_size", "8"],
+        ),
+        ({"batch_type": "sorted", "batch_size": 4}, (), []),
+        ({}, (), ["--batch_size", "8"]),  # ESPnet's default: folded, 20
+        ({"batch_type": "numel", "batch_bins": 100000}, (), []),
+    ],
+)
+def test_sample_batches_are_capped(tmp_path, config, extra, batch):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    args = smoke.train_args(["--config", str(path), *extra])
+    assert args[6:8] == batch or (not batch and "--batch_size" not in args)
