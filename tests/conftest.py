@@ -27,6 +27,7 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slurm: needs a real local Slurm (started by tools/slurm_start.sh)"
     )
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
 
 
 TESTS = ROOT / "tests"

@@ -27,22 +27,20 @@ import math
 import torch
 
 from espnet_ext.attention.sliding_window import sliding_window_attention
-from espnet_ext.errors import ConfigError
 
 
 def masked_softmax(scores: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
     """ESPnet's masking: masked keys get weight 0; a query with no visible key gets all zeros.
 
     ``scores`` must be a fresh tensor (a product's output): it is masked in place, saving one copy of
-    the largest tensor of attention; the zeroing pass runs only when some query sees no key.
+    the largest tensor of attention. The zeroing pass runs always, as ESPnet's: asking first whether
+    some query sees no key would make the host wait for the device.
     """
     if keep is None:
         return torch.softmax(scores, dim=-1)
     masked = ~keep
     weights = torch.softmax(scores.masked_fill_(masked, torch.finfo(scores.dtype).min), dim=-1)
-    if bool(masked.all(dim=-1).any()):
-        weights = weights.masked_fill(masked, 0.0)
-    return weights
+    return weights.masked_fill(masked, 0.0)
 
 
 def full_attention(q, k, v, mask, dropout=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,24 +87,19 @@ def conv_output_lengths(lengths: torch.Tensor, kernel: int, stride: int) -> torc
     return torch.div(lengths + 2 * (kernel // 2) - kernel, stride, rounding_mode="floor") + 1
 
 
-def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None, where: str = "Conv head"):
+def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
     """ConvAttention: K, V compressed by ``k_conv``/``v_conv``, Conv1d(h·d_k, h·d_k, groups=h): one
     convolution per head.
 
     Padded frames are zeroed before the convolution so they never leak into a real compressed frame;
-    the compressed mask keeps the first ``conv_output_lengths(n)`` frames of an utterance of n frames.
-    Returns (context, compressed mask (B, 1, T')).
+    the compressed mask keeps the first ``conv_output_lengths(n)`` frames of an utterance of n frames
+    (at least one for n >= 1). An utterance of no frames (a padded row) gets a zero context, as a query
+    without visible keys gets from the other kinds. Returns (context, compressed mask (B, 1, T')).
     """
     batch, heads, length, d_k = k.shape
     lengths = torch.full((batch,), length, device=k.device) if mask is None else mask[:, -1].sum(-1)
     kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
     kept = conv_output_lengths(lengths, kernel, stride)
-    if bool((kept <= 0).any()):
-        bad = int(lengths[kept <= 0][0])
-        raise ConfigError(
-            f"Conv({kernel},{stride}) compresses an utterance of {bad} frames to zero frames",
-            key=where,
-        )
     if mask is not None:
         keep = mask[:, -1].to(k.dtype)[:, None, :, None]  # (B, 1, T, 1)
         k, v = k * keep, v * keep
@@ -118,13 +111,17 @@ def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None, where: str = "Co
     kc, vc = compress(k, k_conv), compress(v, v_conv)
     positions = torch.arange(kc.size(2), device=k.device)
     cmask = (positions[None, :] < kept[:, None]).unsqueeze(1)  # (B, 1, T')
-    # Every utterance keeps >= 1 compressed frame, so no query is left without keys and PyTorch's fused
-    # attention (flash / memory-efficient kernels where the device has them) gives Full's result.
+    # Each row sees >= 1 compressed frame (an empty utterance its first, then zeroed), so no query is
+    # left without keys and PyTorch's fused attention (flash / memory-efficient kernels where the
+    # device has them) gives Full's result, with no NaN for the backward to carry.
     drop = dropout.p if dropout is not None and dropout.training else 0.0
+    if mask is None:
+        return torch.nn.functional.scaled_dot_product_attention(q, kc, vc, dropout_p=drop), cmask
+    visible = (positions[None, :] < kept.clamp(min=1)[:, None])[:, None, None, :]
     context = torch.nn.functional.scaled_dot_product_attention(
-        q, kc, vc, attn_mask=None if mask is None else cmask.unsqueeze(1), dropout_p=drop
+        q, kc, vc, attn_mask=visible, dropout_p=drop
     )
-    return context, cmask
+    return context.masked_fill((kept <= 0)[:, None, None, None], 0.0), cmask
 
 
 # ----------------------------------------------------------------------------------------- Fast

@@ -18,8 +18,11 @@ g's head in output slot g (eq. 7). In training each selected head is scaled by t
 s + q - stop_grad(q) (= 1 forward, gradient into φ through q).
 
 Only the selected heads are computed: the q/k/v projections use the H selected heads' rows of the H'-head
-weight matrices. A batch that mixes tasks is split per task (``per_task``) and reassembled, so every
-utterance gets exactly what it would alone with its task, and each group still computes H heads.
+weight matrices. A batch that mixes tasks is not split: every task's selection is drawn at once (one Gumbel
+draw per task, shared by its utterances) and each utterance projects with its task's rows, gathered per row
+(one batched matmul), so every utterance gets exactly what it would alone with its task. No step reads a
+value back to the host (no ``nonzero``, ``unique`` or loop over the tasks present): on a GPU the layer
+never waits for the device.
 
 The task of each utterance is set on the module before the forward (``set_task_id``), because ESPnet's
 layers call self-attention as ``self_attn(q, k, v, mask)``; a task id of shape (1,) serves every row (beam
@@ -67,11 +70,18 @@ class TaskConditioned(nn.Module):
 def check_task_ids(task_id: torch.Tensor, num_tasks: int, what: str = "model") -> torch.Tensor:
     """Task ids (B,) or (B, 1) of integers in [0, num_tasks) -> LongTensor (B,); InputError otherwise."""
     task_id = torch.as_tensor(task_id).reshape(-1).long()
-    unknown = task_id[(task_id < 0) | (task_id >= num_tasks)]
-    if unknown.numel():
+    known = ((task_id >= 0) & (task_id < num_tasks)).all()
+    if task_id.device.type != "cpu":
+        # Reading the answer back would stall the device every step: an asserting kernel checks it
+        # instead (an unknown id stops the run at the next synchronisation, naming the key).
+        torch._assert_async(
+            known, f"task_id: a task id is unknown to this {what} (0..{num_tasks - 1})"
+        )
+        return task_id
+    if not known:
+        bad = int(task_id[(task_id < 0) | (task_id >= num_tasks)][0])
         raise InputError(
-            f"task id {int(unknown[0])} unknown to this {what} (it knows 0..{num_tasks - 1})",
-            key="task_id",
+            f"task id {bad} unknown to this {what} (it knows 0..{num_tasks - 1})", key="task_id"
         )
     return task_id
 
@@ -90,6 +100,7 @@ def per_task(task_id: torch.Tensor, fn: Callable, *tensors: torch.Tensor | None)
     """``fn(t, *rows_of_tensors)`` per task t of ``task_id`` (B,), reassembled in batch order.
 
     ``tensors`` have the batch first (None passes through); ``fn`` returns (b, ...) for its b rows.
+    For modules that hold one submodule per task (adapters); it reads the tasks present back to the host.
     """
     tasks = torch.unique(task_id)
     if tasks.numel() == 1:
@@ -139,6 +150,16 @@ def group_mask(posterior: torch.Tensor, n_select: int) -> torch.Tensor:
 
 
 SELECTION_MASKS = {"subset": subset_mask, "group": group_mask}  # strategy -> eq. (5) or (6)
+
+
+def selected_heads(hard: torch.Tensor, n_select: int) -> torch.Tensor:
+    """Indices of the ``n_select`` ones of each row of the 0/1 mask ``hard`` (..., H'), ascending.
+
+    A top-k of (H' - index) over the selected heads: the shape is known before the values are, so no
+    value is read back to the host (``nonzero`` would)."""
+    candidates = hard.size(-1)
+    descending = torch.arange(candidates, 0, -1, device=hard.device, dtype=hard.dtype)
+    return (hard * descending).topk(n_select, dim=-1).indices
 
 
 def check_selection_config(
@@ -204,30 +225,48 @@ class HeadSelectionAttention(TaskConditioned):
         self.prior = n_head / head_candidates
         self.selection_kl: torch.Tensor | None = None
 
-    def selection(self, task: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Selected heads of ``task``: ascending head indices (H,) and their scales (H,)."""
-        logits = self.selection_logits[task]
-        noise = sample_gumbel((2, *logits.shape), logits) if self.training else None
+    def selections(self, tasks: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Selected heads of ``tasks`` (n,) (every task when None): ascending head indices (n, H) and
+        their scales (n, H). In training one Gumbel draw per task, tasks in the given order."""
+        logits = self.selection_logits
+        logits = logits if tasks is None else logits.index_select(0, tasks)
+        noise = None
+        if self.training:  # (n, 2, H'): task by task, as drawing each task's (2, H') in turn
+            noise = sample_gumbel((logits.size(0), 2, logits.size(1)), logits).transpose(0, 1)
         posterior = gumbel_posterior(logits, self.temperature, noise)
         hard = SELECTION_MASKS[self.strategy](posterior, self.h)
-        heads = hard.nonzero().squeeze(1)
+        heads = selected_heads(hard, self.h)
         scale = (hard + posterior - posterior.detach()) if self.training else hard
-        return heads, scale.index_select(0, heads)
+        return heads, scale.gather(-1, heads)
+
+    def selection(self, task: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Selected heads of one ``task``: ascending head indices (H,) and their scales (H,)."""
+        heads, scale = self.selections(torch.tensor([task], device=self.selection_logits.device))
+        return heads[0], scale[0]
 
     def head_rows(self, heads: torch.Tensor) -> torch.Tensor:
-        """Rows of the H'-head projection weights that belong to ``heads`` (H,) -> (H * d_k,)."""
+        """Rows of the H'-head projection weights that belong to ``heads`` (..., H) -> (..., H * d_k)."""
         offsets = torch.arange(self.d_k, device=heads.device)
-        return (heads.unsqueeze(1) * self.d_k + offsets).reshape(-1)
+        return (heads.unsqueeze(-1) * self.d_k + offsets).flatten(-2)
 
     def project(self, linear: nn.Linear, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """The selected heads of ``x`` (b, T, d) -> (b, H, T, d_k), one matmul of H heads' width."""
-        y = F.linear(x, linear.weight.index_select(0, rows), linear.bias.index_select(0, rows))
+        """The selected heads of ``x`` (b, T, d) -> (b, H, T, d_k), projected at H heads' width.
+
+        ``rows`` (H * d_k,) serve every utterance (one matmul); (b, H * d_k) give each utterance its own
+        task's rows (one batched matmul of the gathered weights)."""
+        if rows.dim() == 1:
+            y = F.linear(x, linear.weight.index_select(0, rows), linear.bias.index_select(0, rows))
+        else:
+            weight = linear.weight.index_select(0, rows.flatten()).unflatten(0, rows.shape)
+            bias = linear.bias.index_select(0, rows.flatten()).unflatten(0, rows.shape)
+            y = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))  # (b, T, H * d_k)
         return y.unflatten(-1, (self.h, self.d_k)).transpose(1, 2)
 
-    def attend(self, task: int, query, key, value, mask) -> torch.Tensor:
-        """ESPnet's scaled dot-product attention over ``task``'s heads -> (b, T1, d)."""
-        heads, scale = self.selection(task)
-        rows = self.head_rows(heads)
+    def attend(self, heads, scale, query, key, value, mask) -> torch.Tensor:
+        """ESPnet's scaled dot-product attention over the selected heads -> (b, T1, d).
+
+        ``heads``/``scale`` (1, H) for every utterance or (b, H) per utterance."""
+        rows = self.head_rows(heads[0] if heads.size(0) == 1 else heads)
         q, k, v = (self.project(lin, x, rows) for lin, x in zip(self.qkv, (query, key, value)))
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.d_k)
         if mask is not None:
@@ -236,7 +275,7 @@ class HeadSelectionAttention(TaskConditioned):
             weights = torch.softmax(scores, dim=-1).masked_fill(blocked, 0.0)
         else:
             weights = torch.softmax(scores, dim=-1)
-        x = torch.matmul(self.dropout(weights), v) * scale.view(1, -1, 1, 1)
+        x = torch.matmul(self.dropout(weights), v) * scale[:, :, None, None]
         return self.linear_out(x.transpose(1, 2).flatten(2))
 
     @property
@@ -257,7 +296,9 @@ class HeadSelectionAttention(TaskConditioned):
         if expand_kv:
             raise ConfigError("head selection does not support expand_kv decoding", key="expand_kv")
         task_id = self.task_ids_for(query.size(0), query.device)
-        if mask is not None:
-            mask = mask.expand(query.size(0), *mask.shape[1:])  # a (1, T1, T2) mask serves all rows
         self.selection_kl = self.kl(task_id) if self.training else None
-        return per_task(task_id, self.attend, query, key, value, mask)
+        if self.task_id.numel() == 1:  # one task for every row (beam search): its selection alone
+            heads, scale = self.selections(task_id[:1])
+        else:  # every task's selection, gathered per row
+            heads, scale = (x.index_select(0, task_id) for x in self.selections())
+        return self.attend(heads, scale, query, key, value, mask)

@@ -171,6 +171,9 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
             self.dropout = torch.nn.Dropout(self.dropout_rate)
         self.conv_k, self.conv_v = torch.nn.ModuleDict(), torch.nn.ModuleDict()
         device = self.linear_q.weight.device
+        # run -> [seed, index] of ``fast_draw_<run>`` kept on the host: a redraw in a training forward
+        # reading the buffer would make the host wait for the device.
+        self._draws: dict[int, list[int]] = {}
         for run, (head, first, stop) in enumerate(self.runs):
             if head.kind == "conv":
                 kernel, stride = head.params
@@ -185,6 +188,7 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
                     head.params[0] if head.params else max(1, int(self.d_k * math.log(self.d_k)))
                 )
                 seed = int(torch.randint(2**31, ()))
+                self._draws[run] = [seed, 0]
                 self.register_buffer(f"fast_draw_{run}", torch.tensor([seed, 0], device=device))
                 self.register_buffer(
                     f"fast_features_{run}",
@@ -221,16 +225,19 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
         return [run for run, (head, _, _) in enumerate(self.runs) if head.kind == "fast"]
 
     def _draw_features(self, run: int) -> None:
-        """``fast_features_<run>`` := the features of its draw (seed, index), made on the CPU."""
-        seed, index = (int(x) for x in getattr(self, f"fast_draw_{run}"))
+        """``fast_features_<run>`` := the features of its draw (seed, index), made on the CPU (the same
+        draw on every device) and copied to the device without waiting for it (from pinned memory)."""
+        seed, index = self._draws[run]
         generator = torch.Generator().manual_seed((seed * 1_000_003 + index) % 2**63)
         features = getattr(self, f"fast_features_{run}")
-        features.copy_(head_kinds.orthogonal_gaussian(*features.shape, generator=generator))
+        drawn = head_kinds.orthogonal_gaussian(*features.shape, generator=generator)
+        features.copy_(drawn.pin_memory() if features.is_cuda else drawn, non_blocking=True)
 
     def redraw_features(self) -> None:
         """New random features for every Fast run (Performer's feature redraw)."""
         for run in self._fast_runs():
             getattr(self, f"fast_draw_{run}")[1] += 1
+            self._draws[run][1] += 1
             self._draw_features(run)
         self.calls_since_redraw = 0
 
@@ -238,6 +245,7 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         with torch.no_grad():
             for run in self._fast_runs():
+                self._draws[run] = [int(x) for x in getattr(self, f"fast_draw_{run}")]
                 self._draw_features(run)
 
     def forward(self, query, key, value, mask, expand_kv: bool = False):
@@ -271,9 +279,8 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
             return head_kinds.local_attention(q, k, v, mask, window, dilation, self.dropout)
         if head.kind == "conv":
             context, _ = head_kinds.conv_attention(
-                q, k, v, mask, self.conv_k[str(run)], self.conv_v[str(run)], self.dropout,
-                where=f"{self.key} ({head})",
-            )  # fmt: skip
+                q, k, v, mask, self.conv_k[str(run)], self.conv_v[str(run)], self.dropout
+            )
             return context
         return head_kinds.fast_attention(q, k, v, mask, getattr(self, f"fast_features_{run}"))
 

@@ -175,19 +175,27 @@ def test_training_samples_and_straight_through_gradient_reaches_the_logits():
 def test_only_selected_heads_are_projected(monkeypatch):
     attn = layer(candidates=8, tasks=2).train()
     widths = []
-    real_linear = torch.nn.functional.linear
+    real_linear, real_baddbmm = torch.nn.functional.linear, torch.baddbmm
 
     def recording_linear(x, weight, bias=None):
         widths.append(weight.shape[0])
         return real_linear(x, weight, bias)
 
+    def recording_baddbmm(bias, x, weight):  # per-utterance weights (b, d, H * d_k)
+        widths.append(weight.shape[-1])
+        return real_baddbmm(bias, x, weight)
+
     monkeypatch.setattr(head_selection.F, "linear", recording_linear)
+    monkeypatch.setattr(head_selection.torch, "baddbmm", recording_baddbmm)
     x = torch.randn(2, 3, DIM)
-    set_task_id(attn, torch.tensor([1, 1]))
-    heads, _ = attn.selection(1)
+    set_task_id(attn, torch.tensor([0, 1]))  # rows of two tasks: gathered per row
+    attn(x, x, x, None)
+    # q, k, v of H heads' width (not the 8 candidates' 32), then the output projection
+    assert widths == [H * attn.d_k] * 3 + [DIM]
+    widths.clear()
+    set_task_id(attn, torch.tensor([1]))  # one task for every row
     torch.manual_seed(5)
     out = attn(x, x, x, None)
-    # q, k, v of H heads' width (not the 8 candidates' 32), then the output projection
     assert widths == [H * attn.d_k] * 3 + [DIM]
     out.sum().backward()
     torch.manual_seed(5)
@@ -236,3 +244,68 @@ def test_spread_logit_init_gives_each_task_a_stable_preference():
     assert zero_share < 0.05 and spread_share > 0.1 and spread_share > 4 * zero_share
     with pytest.raises(ConfigError, match="selection_logit_init"):
         HeadSelectionAttention(H, DIM, 0.0, 3, 8, "subset", 1.0, logit_init="normal")
+
+
+def loop_over_tasks(attn, x, task_id, mask):
+    """The layer as it was computed before it became sync-free: each task present in the batch in
+    ascending order, its heads found by ``nonzero``, its rows split off and reassembled."""
+    task_id = torch.tensor(task_id)
+    outputs, order = [], []
+    for t in torch.unique(task_id).tolist():
+        logits = attn.selection_logits[t]
+        noise = head_selection.sample_gumbel((2, *logits.shape), logits) if attn.training else None
+        posterior = gumbel_posterior(logits, attn.temperature, noise)
+        hard = head_selection.SELECTION_MASKS[attn.strategy](posterior, attn.h)
+        heads = hard.nonzero().squeeze(1)
+        scale = (hard + posterior - posterior.detach()) if attn.training else hard
+        rows = (task_id == t).nonzero().squeeze(1)
+        order.append(rows)
+        proj = [
+            torch.nn.functional.linear(
+                x[rows], lin.weight[attn.head_rows(heads)], lin.bias[attn.head_rows(heads)]
+            )
+            .unflatten(-1, (attn.h, attn.d_k))
+            .transpose(1, 2)
+            for lin in attn.qkv
+        ]
+        scores = proj[0] @ proj[1].transpose(-2, -1) / math.sqrt(attn.d_k)
+        blocked = mask[rows].unsqueeze(1).eq(0)
+        weights = scores.masked_fill(blocked, torch.finfo(scores.dtype).min).softmax(-1)
+        context = weights.masked_fill(blocked, 0.0) @ proj[2] * scale[heads].view(1, -1, 1, 1)
+        outputs.append(attn.linear_out(context.transpose(1, 2).flatten(2)))
+    return torch.cat(outputs).index_select(0, torch.argsort(torch.cat(order)))
+
+
+@pytest.mark.parametrize("strategy", ["group", "subset"])
+@pytest.mark.parametrize("training", [False, True])
+def test_gathered_selection_equals_the_loop_over_tasks(strategy, training):
+    """Every task in the batch (the loop drew the tasks' noise in the same order): same outputs, same
+    gradients to the input, the projections and the selection logits."""
+    attn = layer(candidates=8, tasks=3, strategy=strategy).train(training)
+    x = torch.randn(5, 6, DIM)
+    mask = padding_mask([6, 4, 5, 2, 6])
+    task_id = torch.tensor([2, 0, 1, 2, 0])
+    results = []
+    for forward in (loop_over_tasks, run):
+        attn.zero_grad()
+        inputs = x.clone().requires_grad_()
+        torch.manual_seed(7)
+        out = forward(attn, inputs, task_id.tolist(), mask)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        grads = [inputs.grad] + [p.grad.clone() for p in attn.parameters() if p.grad is not None]
+        results.append((out.detach(), grads))
+    (expected, expected_grads), (got, got_grads) = results
+    torch.testing.assert_close(got, expected)
+    assert len(got_grads) == len(expected_grads) == 1 + 6 + 2 + (1 if training else 0)
+    for g, e in zip(got_grads, expected_grads):
+        torch.testing.assert_close(g, e)
+
+
+def test_selected_heads_are_the_ones_of_each_row_in_ascending_order():
+    hard = torch.tensor([[0.0, 1, 1, 0, 0, 1], [1, 0, 0, 1, 1, 0]])
+    assert head_selection.selected_heads(hard, 3).tolist() == [[1, 2, 5], [0, 3, 4]]
+    torch.manual_seed(0)
+    for strategy, select in head_selection.SELECTION_MASKS.items():
+        hard = select(torch.rand(50, 12), 4)
+        expected = [row.nonzero().squeeze(1).tolist() for row in hard]
+        assert head_selection.selected_heads(hard, 4).tolist() == expected, strategy

@@ -120,13 +120,21 @@ def test_conv_equals_full_attention_over_compressed_keys_and_values(kernel, stri
         torch.testing.assert_close(got[b, :, :n], expected[0], atol=1e-5, rtol=1e-5)
 
 
-def test_conv_refuses_an_utterance_compressed_to_zero_frames():
+def test_conv_gives_an_empty_utterance_a_zero_context_as_full_heads_do():
+    """A padded row with no frames: zeros like a Full head's query without keys, finite gradients, the
+    other rows as alone (no host-side check of the lengths, which would stall a GPU)."""
     q, k, v = qkv(lengths=torch.tensor([5, 0]))
+    mask = key_mask(torch.tensor([5, 0]))
     convs = [torch.nn.Conv1d(16, 16, 5, 2, 2, groups=2) for _ in range(2)]
-    with pytest.raises(ConfigError, match=r"encoder_conf.layers\[1\].*0 frames"):
-        head_kinds.conv_attention(
-            q, k, v, key_mask(torch.tensor([5, 0])), *convs, where="encoder_conf.layers[1]"
-        )
+    q, k, v = (x.requires_grad_() for x in (q, k, v))
+    got, cmask = head_kinds.conv_attention(q, k, v, mask, *convs)
+    assert cmask[1].sum() == 0 and got[1].eq(0).all()
+    assert head_kinds.full_attention(q, k, v, mask)[0][1].eq(0).all()
+    alone, _ = head_kinds.conv_attention(q[:1], k[:1], v[:1], mask[:1], *convs)
+    torch.testing.assert_close(got[:1], alone)
+    got.sum().backward()
+    assert all(x.grad.isfinite().all() for x in (q, k, v))
+    assert all(p.grad.isfinite().all() for conv in convs for p in conv.parameters())
 
 
 # -------------------------------------------------------------------------------------- Fast

@@ -28,6 +28,8 @@ error where the same encoder without an OLC reached 2.1 %; with both, 1.1 %; eit
 
 from __future__ import annotations
 
+import math
+
 import torch
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
 from espnet.nets.pytorch_backend.transformer.decoder_layer import DecoderLayer
@@ -44,6 +46,11 @@ def olc_lengths(input_lengths: torch.Tensor, ratio: float, max_length: int) -> t
     """(B,) K = min(max_length, max(1, ceil(ratio * T))); float noise (1.2 * 10 = 12.000...02) ignored."""
     scaled = torch.ceil(input_lengths.double() * ratio - 1e-6).long()
     return scaled.clamp(min=1, max=max_length)
+
+
+def olc_length(input_length: int, ratio: float, max_length: int) -> int:
+    """``olc_lengths`` of one length given as a Python integer (the same double arithmetic)."""
+    return min(max_length, max(1, math.ceil(input_length * ratio - 1e-6)))
 
 
 def smallest_safe_ratio(input_lengths: torch.Tensor, needed: torch.Tensor) -> float:
@@ -143,9 +150,13 @@ class OutputLengthController(torch.nn.Module):
     def forward(
         self, states: torch.Tensor, lengths: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``states`` (B, T, dim) with ``lengths`` (B,) -> (B, K_max, dim) and K (B,)."""
+        """``states`` (B, T, dim) with ``lengths`` (B,) -> (B, K_max, dim) and K (B,).
+
+        K_max is K of the padded length T, known on the host (K of the longest utterance would have to
+        be read back from the device); it is the longest K when, as in ESPnet's batches, the longest
+        utterance fills T, and otherwise adds padded queries only."""
         out_lengths = self.output_lengths(lengths)
-        k_max = int(out_lengths.max())
+        k_max = olc_length(states.size(1), self.ratio, self.max_length)
         h = self.queries(k_max, states.device).unsqueeze(0).expand(states.size(0), -1, -1)
         query_mask = length_mask(out_lengths, k_max)
         memory_mask = length_mask(lengths, states.size(1))

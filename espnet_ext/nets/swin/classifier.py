@@ -114,6 +114,13 @@ class SwinClassifier(AbsESPnetModel):
     def forward(
         self, image: torch.Tensor, label: torch.Tensor, **kwargs
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+        loss, stats = self.losses(image, label)
+        return force_gatherable((loss, stats, image.size(0)), loss.device)
+
+    def losses(
+        self, image: torch.Tensor, label: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """(loss, stats) of a batch, all on the device (``forward`` adds ESPnet's batch weight)."""
         label = label.view(-1)
         x = images_to_nchw(image, self.in_channels)
         if self.training and self.mixup is not None:
@@ -138,7 +145,7 @@ class SwinClassifier(AbsESPnetModel):
                 acc=topk_correct(logits, label, 1),
                 acc_top5=topk_correct(logits, label, 5),
             )
-        return force_gatherable((loss, stats, image.size(0)), loss.device)
+        return loss, stats
 
     def collect_feats(self, image: torch.Tensor, **kwargs) -> dict[str, torch.Tensor]:
         return {}  # nothing to normalise with corpus statistics (the image transform normalises)

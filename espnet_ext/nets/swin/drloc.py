@@ -31,9 +31,10 @@ class DenseRelativeLocalization(torch.nn.Module):
     def sample_positions(self, feature_map: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Two (B, num_pairs, 2) integer (row, column) tensors, uniform over the grid."""
         b, rows, cols, _ = feature_map.shape
-        size = torch.tensor([rows, cols], device=feature_map.device)
         draw = torch.rand(2, b, self.num_pairs, 2, device=feature_map.device)
-        first, second = (draw * size).long().unbind(0)
+        # scaled by Python numbers: a tensor of the grid size would be a blocking copy to the device
+        scaled = torch.stack([draw[..., 0] * rows, draw[..., 1] * cols], dim=-1)
+        first, second = scaled.long().unbind(0)
         return first, second
 
     def predict(self, feature_map, first, second) -> torch.Tensor:
@@ -46,10 +47,9 @@ class DenseRelativeLocalization(torch.nn.Module):
 
     @staticmethod
     def targets(feature_map, first, second) -> torch.Tensor:
-        size = torch.tensor(
-            feature_map.shape[1:3], device=feature_map.device, dtype=feature_map.dtype
-        )
-        return (first - second).to(feature_map.dtype) / size
+        offset = (first - second).to(feature_map.dtype)
+        rows, cols = feature_map.shape[1:3]
+        return torch.stack([offset[..., 0] / rows, offset[..., 1] / cols], dim=-1)
 
     def forward(self, feature_map: torch.Tensor) -> torch.Tensor:
         """L_drloc of a (B, k_rows, k_cols, C) feature map, fresh random pairs."""
