@@ -165,11 +165,18 @@ def favor_features(x, projection, is_query: bool, keep=None, eps: float = 1e-4) 
 
 
 def fast_attention(q, k, v, mask, projection: torch.Tensor) -> torch.Tensor:
-    """FAVOR+ bidirectional attention; masked keys contribute nothing (their features are zeroed)."""
-    q_feat = favor_features(q, projection, is_query=True)
-    k_feat = favor_features(
-        k, projection, is_query=False, keep=None if mask is None else mask[:, -1].bool()
-    )
-    kv = torch.matmul(k_feat.transpose(-2, -1), v)  # (B, h, m, d_k): never an L x T matrix
-    normaliser = torch.matmul(q_feat, k_feat.sum(dim=2).unsqueeze(-1))  # (B, h, L, 1)
-    return torch.matmul(q_feat, kv) / normaliser
+    """FAVOR+ bidirectional attention; masked keys contribute nothing (their features are zeroed).
+
+    Computed in float32 also under autocast (the context is returned in q's dtype): the features are
+    exponentials of ωᵀx, so a half-precision ωᵀx of size 10 would err by several percent after exp,
+    and the normaliser sums them over all keys. Linear in T, so float32 costs little."""
+    dtype = q.dtype
+    with torch.autocast(q.device.type, enabled=False):
+        q, k, v, projection = q.float(), k.float(), v.float(), projection.float()
+        q_feat = favor_features(q, projection, is_query=True)
+        k_feat = favor_features(
+            k, projection, is_query=False, keep=None if mask is None else mask[:, -1].bool()
+        )
+        kv = torch.matmul(k_feat.transpose(-2, -1), v)  # (B, h, m, d_k): never an L x T matrix
+        normaliser = torch.matmul(q_feat, k_feat.sum(dim=2).unsqueeze(-1))  # (B, h, L, 1)
+        return (torch.matmul(q_feat, kv) / normaliser).to(dtype)

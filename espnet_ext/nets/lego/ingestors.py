@@ -115,10 +115,15 @@ class WEmbIngestor(_Ingestor):
         torch.nn.init.normal_(self.weighted_embedding.weight, std=receptive_field**-0.5)
 
     def embed(self, log_probs: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        if self.weighted_embedding is None:  # RF = 1 with a shared table: P W_Emb
-            probs = log_probs.exp().masked_fill(~valid.transpose(1, 2), 0.0)
-            return probs @ self.shared_embedding.weight
-        return conv_over_positions(self.weighted_embedding, log_probs.exp(), valid)
+        # In float32 also under autocast: the gradient to the previous module's log-probabilities is
+        # P ∘ (W_Emb ∂h), of which the previous module's softmax keeps only the part that differs across
+        # the vocabulary; half-precision products of W_Emb would bury it in rounding.
+        with torch.autocast(log_probs.device.type, enabled=False):
+            probs = log_probs.float().exp()
+            if self.weighted_embedding is None:  # RF = 1 with a shared table: P W_Emb
+                probs = probs.masked_fill(~valid.transpose(1, 2), 0.0)
+                return probs @ self.shared_embedding.weight.float()
+            return conv_over_positions(self.weighted_embedding, probs, valid)
 
     def share_embedding(self, embedding: torch.nn.Embedding) -> None:
         """Use ``embedding`` (|V| x d, e.g. the decoder's token table) as W_Emb, as §V shares input

@@ -86,9 +86,16 @@ class AlignmentPriorAttention(MultiHeadedAttention):
         self.prior: torch.Tensor | None = None
 
     def forward_attention(self, value, scores, mask):
-        if self.prior is not None:
-            scores = scores + self.prior_weight.view(1, -1, 1, 1) * self.prior
-        return super().forward_attention(value, scores, mask)
+        if self.prior is None:
+            return super().forward_attention(value, scores, mask)
+        # The log-prior reaches -(T/K)^2-scale values next to content scores of order 1, and the softmax's
+        # gradient lives in their small differences: under autocast the scores arrive in half precision,
+        # so scores, prior, softmax and the weighted sum run in float32.
+        with torch.autocast(value.device.type, enabled=False):
+            scores = (
+                scores.float() + self.prior_weight.float().view(1, -1, 1, 1) * self.prior.float()
+            )
+            return super().forward_attention(value.float(), scores, mask)
 
 
 class OutputLengthController(torch.nn.Module):
