@@ -44,6 +44,9 @@ the LM weight λ on the development set (see ``Tuning``); the recipe hands it it
     python -m espnet_ext.analysis.sweep tune --spec conf/sweeps/lm_weight.yaml [--values "0 0.1"] \
         [--label decode_lm_extended] -- ./mt.sh <options>
 
+With ``PIPELINE_DRY_RUN`` set (``PIPELINE_DRY_RUN=$(mktemp -d) ./run.sh --use_lm true --lm_weights "0 0.1"``)
+a tuning is dry-run the same way (``dry_run_tune``).
+
 Each run is one job of an array submitted with ``--cmd`` (local processes or Slurm); inside it the recipe runs
 with ``--cmd_backend local`` on the resources the job was given, first the training stages, then every
 decoding. The recipe's fingerprinted stages make a rerun skip what is done, and runs with the same tag in two
@@ -392,6 +395,8 @@ def tune(tuning: Tuning, base: list[str], label: str) -> str:
     """Train if needed, decode ``tune_set`` with each value, the test sets with the best; its value."""
     from espnet_ext.scoring.select_best import select_best
 
+    if os.environ.get(DRY_RUN_ENV):
+        return dry_run_tune(tuning, base, label, Path(os.environ[DRY_RUN_ENV]))
     start = time.monotonic()
     what = f"{tuning.name} grid"
     for line in tuning.grid_invocations(base, label):
@@ -419,6 +424,49 @@ def tune(tuning: Tuning, base: list[str], label: str) -> str:
     )
     _call(tuning.tuned_invocation(base, label, best), what)
     _call(tuning.report_invocation(base, label, best, time.monotonic() - start), what)
+    return best
+
+
+def dry_run_tune(tuning: Tuning, base: list[str], label: str, plan_dir: Path) -> str:
+    """``tune`` under the pipelines' dry run (``PIPELINE_DRY_RUN`` set, e.g. ``PIPELINE_DRY_RUN=$(mktemp -d)
+    ./run.sh --use_lm true --lm_weights "0 0.1"``): every invocation planned in order, nothing run, the first
+    value standing in for the best (nothing is scored). SystemExit when a decoding would run a stage of the
+    experiment itself (training) or write no result."""
+    what = f"{tuning.name} grid (dry run)"
+    query = [*base, *shlex.split(tuning.exp_query)]
+    answer = subprocess.run(query, stdout=subprocess.PIPE, text=True)
+    if answer.returncode or not answer.stdout.strip():
+        raise SystemExit(f"{what}: '{shlex.join(query)}' did not print the experiment dir")
+    exp = Path(os.path.realpath(answer.stdout.strip().splitlines()[-1]))
+    train, *grid = tuning.grid_invocations(base, label)
+    best = tuning.values[0]
+    decodings = [(line, tag, tuning.tune_set) for line, (_, tag) in zip(grid, tuning.grid(label))]
+    tuned_tag = tuning.tuned_tag.format(label=label, value=best)
+    decodings.append((tuning.tuned_invocation(base, label, best), tuned_tag, tuning.test_sets))
+    problems = []
+    for line in [train] + [line for line, _, _ in decodings]:
+        print("+ " + shlex.join(line), file=sys.stderr, flush=True)
+        planned = plan_invocation(line, plan_dir)
+        stages = ", ".join(f"{p.number} ({p.title})" for p in planned) or "none"
+        print(f"    would run: {stages}", file=sys.stderr, flush=True)
+        match = next(((tag, sets) for other, tag, sets in decodings if other is line), None)
+        if match is None:
+            continue
+        tag, sets = match
+        if any(Path(p.marker_dir) == exp for p in planned):
+            problems.append(
+                f"'{shlex.join(line)}' would run a stage of {exp} itself (training) again"
+            )
+        for dset in sets.split():
+            result = Path(tuning.result.format(exp=exp, tag=tag, set=dset))
+            inside = [
+                Path(p.marker_dir) for p in planned if Path(p.marker_dir).is_relative_to(exp / tag)
+            ]
+            if not result.exists() and not any(result.is_relative_to(w) for w in inside):
+                problems.append(f"'{shlex.join(line)}' would not write {result}")
+    plan_invocation(tuning.report_invocation(base, label, best, 0.0), plan_dir)
+    if problems:
+        raise SystemExit(f"{what}:\n" + "\n".join(problems))
     return best
 
 
@@ -471,7 +519,7 @@ def plan_invocation(line: list[str], plan_dir: Path) -> list[PlannedStage]:
     if the invocations planned before it in ``plan_dir`` had run; SystemExit with the recipe's output when
     it refuses the invocation."""
     stages = plan_dir / "stages.tsv"
-    stages.unlink(missing_ok=True)
+    done = len(_planned_rows(stages))  # rows of earlier (or enclosing) invocations
     proc = subprocess.run(
         line,
         env={**os.environ, DRY_RUN_ENV: str(plan_dir.absolute())},
@@ -484,6 +532,10 @@ def plan_invocation(line: list[str], plan_dir: Path) -> list[PlannedStage]:
             f"dry run: '{shlex.join(line)}' failed with exit code {proc.returncode}:\n"
             + proc.stdout[-3000:]
         )
+    return _planned_rows(stages)[done:]
+
+
+def _planned_rows(stages: Path) -> list[PlannedStage]:
     if not stages.exists():
         return []
     planned = []

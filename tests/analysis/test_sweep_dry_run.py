@@ -16,11 +16,9 @@ from tests.recipes.recipe_fixture import make_recipe_copy
 REPO = Path(__file__).resolve().parents[2]
 
 # The sweeps of the real setups (a *mini* spec runs the embedded corpus, which the recipe tests run).
-REAL_SPECS = [
-    p
-    for p in sorted(REPO.glob("egs/*/*/conf/sweeps/*.yaml"))
-    if "mini" not in p.stem and yaml.safe_load(p.read_text()).get("kind") != "tune"
-]
+SPECS = [p for p in sorted(REPO.glob("egs/*/*/conf/sweeps/*.yaml")) if "mini" not in p.stem]
+REAL_SPECS = [p for p in SPECS if yaml.safe_load(p.read_text()).get("kind") != "tune"]
+TUNE_SPECS = [p for p in SPECS if p not in REAL_SPECS]
 # Every corpus root of db.sh set (to a path that does not exist: nothing is read in a dry run), so that
 # each run.sh takes its real-corpus branch, as on the cluster.
 CORPORA = re.findall(r"^([A-Z][A-Z0-9_]*)=", (REPO / "egs/TEMPLATE/asr1/db.sh").read_text(), re.M)
@@ -29,8 +27,21 @@ CORPORA = re.findall(r"^([A-Z][A-Z0-9_]*)=", (REPO / "egs/TEMPLATE/asr1/db.sh").
 SITE_DATA = {("lrs3", "vsr1"): ["data/voxceleb2_en/video.scp"]}
 
 
+def real_env(**extra: str) -> dict[str, str]:
+    return {**os.environ, **{name: f"/nonexistent/{name.lower()}" for name in CORPORA}, **extra}
+
+
+def real_recipe(spec: Path, tmp_path: Path) -> Path:
+    """A copy of the spec's recipe dir, with the site data its run.sh wants."""
+    corpus, task = spec.parts[-5], spec.parts[-4]
+    recipe = make_recipe_copy(corpus, task, tmp_path)
+    for path in SITE_DATA.get((corpus, task), []):
+        (recipe / path).parent.mkdir(parents=True)
+        (recipe / path).write_text("utt1 /site/utt1.npy\n")
+    return recipe
+
+
 def sweep(recipe: Path, spec: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **{name: f"/nonexistent/{name.lower()}" for name in CORPORA}}
     return subprocess.run(
         [
             sys.executable,
@@ -43,7 +54,7 @@ def sweep(recipe: Path, spec: str, *args: str) -> subprocess.CompletedProcess:
             *args,
         ],
         cwd=recipe,
-        env=env,
+        env=real_env(),
         capture_output=True,
         text=True,
         timeout=600,
@@ -66,16 +77,16 @@ def covering_runs(spec: Path) -> list[str]:
 
 @pytest.mark.parametrize("spec", REAL_SPECS, ids=lambda p: str(p.relative_to(REPO / "egs")))
 def test_every_real_sweep_decodes_without_retraining(spec, tmp_path):
-    corpus, task = spec.parts[-5], spec.parts[-4]
-    recipe = make_recipe_copy(corpus, task, tmp_path)
-    for path in SITE_DATA.get((corpus, task), []):
-        (recipe / path).parent.mkdir(parents=True)
-        (recipe / path).write_text("utt1 /site/utt1.npy\n")
+    recipe = real_recipe(spec, tmp_path)
     relative = str(spec.relative_to(spec.parents[2]))
     out = sweep(recipe, relative, "--runs", ",".join(covering_runs(spec)))
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     # the pipelines planned the stages (none ran): each decoding invocation would decode
     assert "would run:" in out.stdout and not (recipe / "exp").exists()  # nothing written
+    if (
+        spec.name == "paper_433h_self.yaml"
+    ):  # the baseline's pseudo-labels are made once, not per run
+        assert out.stdout.count("13 (pseudo-labels of voxceleb2_en)") == 1, out.stdout
 
 
 SPEC = """
@@ -113,3 +124,21 @@ def test_a_decoding_that_retrains_or_writes_nothing_fails(tmp_path):
     assert out.returncode == 1
     assert "would not write exp/asr_baseline/plain/test/score_wer/result.json" in out.stderr
     assert not (recipe / "exp").exists()  # a dry run writes no marker, nothing
+
+
+@pytest.mark.parametrize("spec", TUNE_SPECS, ids=lambda p: str(p.relative_to(REPO / "egs")))
+def test_every_real_tuning_decodes_without_retraining(spec, tmp_path):
+    """A tuning spec (kind: tune) is what run.sh --lm_weights runs: under PIPELINE_DRY_RUN its training,
+    each value's decoding, the tuned decoding and RESULTS.md are planned, not run."""
+    recipe = real_recipe(spec, tmp_path / "copy")
+    out = subprocess.run(
+        ["./run.sh", "--use_lm", "true", "--lm_weights", "0.05 0.1"],
+        cwd=recipe,
+        env=real_env(PIPELINE_DRY_RUN=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert out.stderr.count("    would run: ") == 4  # training, two values, the tuned decoding
+    assert "_tuned_lmw0.05 " in out.stderr and not (recipe / "exp").exists()

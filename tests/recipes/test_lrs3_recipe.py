@@ -75,7 +75,7 @@ def test_every_stage_ran_with_lm_fusion(finished):
 
 def test_self_training_uses_the_pseudo_labels_of_the_unlabeled_set(finished):
     recipe, _ = finished
-    pseudo = recipe / "dump/video/unlabeled_pseudo_tiny_vsr"
+    pseudo = recipe / "dump/video/unlabeled_pseudo_vsr_tiny_vsr"  # named after the labelling model
     kept = dict(line.split(" ", 1) for line in lines(pseudo / "text"))
     dropped = lines(pseudo / "dropped.txt") if (pseudo / "dropped.txt").stat().st_size else []
     assert len(kept) + len(dropped) == 10 and kept

@@ -11,9 +11,10 @@
 #    5 LM text + statistics    6 LM training    7 LM perplexity       (../lm1/lm.sh; --use_lm true)
 #    8 ASR statistics          9 ASR training   10 decoding   11 scoring (WER/CER)   12 RESULTS.md
 # Self-training (--unlabeled_set SET):
-#   13 pseudo-labels: SET decoded by the model of stage 9, confident 1-best kept (espnet_ext.data.pseudo_labels),
-#      combined with the training set
-#   14 a model trained on the union (stages 8-9 again, experiment <tag>_self_training)
+#   13 pseudo-labels: SET decoded by the model of stage 9 (or --pseudo_label_exp's), confident 1-best kept
+#      (espnet_ext.data.pseudo_labels) in <dumpdir>/<input>/<SET>_pseudo_<labelling exp>: the labels belong to
+#      the labelling model, so runs that share it (a sweep's variants) share them, made once
+#   14 a model trained on the training set + the pseudo-labels (stages 8-9 again, experiment <tag>_self_training)
 #   15 its decoding + scoring (stages 10-11 again)   16 RESULTS.md
 # Training stages (9, 14) take no decoding option into their fingerprint: decoding a trained model with
 # other options (--inference_tag, --use_lm, --inference_args) never trains it again.
@@ -262,21 +263,22 @@ check_videos() {
 }
 
 # Self-training. The pseudo-labelled set joins the (filtered) training set; a second model is trained on it.
-pseudo_dir="${feats_dir}/${unlabeled_set}_pseudo_${asr_tag}"
+label_exp=${pseudo_label_exp:-${asr_exp}}  # e.g. the baseline's model for every variant
+pseudo_dir="${feats_dir}/${unlabeled_set}_pseudo_$(basename "${label_exp}")"
 self_train_dir="${feats_dir}/${train_set}_filtered_self_${asr_tag}"
 
 pseudo_label() {
-    local asr_exp=${pseudo_label_exp:-${asr_exp}}  # e.g. the baseline's model for every variant
+    local asr_exp=${label_exp}
     decode "${unlabeled_set}" || return 1
     ${train_cmd} "${pseudo_dir}.log" python -m espnet_ext.data.pseudo_labels \
         --data_dir "${feats_dir}/${unlabeled_set}" --decode_dir "${asr_exp}/${inference_tag}/${unlabeled_set}" \
-        --out_dir "${pseudo_dir}" ${pseudo_min_confidence:+"--min_confidence=${pseudo_min_confidence}"} || return 1
-    rm -rf "${self_train_dir}"
-    ${train_cmd} "${self_train_dir}.log" python -m espnet_ext.data.datadir combine "${self_train_dir}" \
-        "${train_dir}" "${pseudo_dir}"
+        --out_dir "${pseudo_dir}" ${pseudo_min_confidence:+"--min_confidence=${pseudo_min_confidence}"}
 }
 
 self_train() {  # the stage functions see the second model's directories (bash locals are dynamic)
+    rm -rf "${self_train_dir}"
+    ${train_cmd} "${self_train_dir}.log" python -m espnet_ext.data.datadir combine "${self_train_dir}" \
+        "${train_dir}" "${pseudo_dir}" || return 1
     local train_dir=${self_train_dir} asr_stats_dir="${asr_stats_dir}_self_${asr_tag}"
     local asr_exp="${asr_exp}_self_training"
     asr_stats && asr_train
@@ -319,8 +321,10 @@ run_stage 11 "scoring" "${asr_exp}/${inference_tag}" "$(fingerprint $(for t in $
 run_stage 12 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
 if [ -n "${unlabeled_set}" ]; then
     [ "${input}" = video ] || die "--unlabeled_set (self-training) needs --input video"
-    run_stage 13 "pseudo-labels of ${unlabeled_set}" "${asr_exp}/${inference_tag}" "$(fingerprint "${pseudo_label_exp:-${asr_exp}}/${inference_model}" "${feats_dir}/${unlabeled_set}/video.scp" "${inference_config}" "${inference_args}" "${use_lm}" "${pseudo_min_confidence}")" pseudo_label
-    run_stage 14 "self-training" "${asr_exp}_self_training" "$(fingerprint "${self_train_dir}/text" "${token_list}" "${asr_config}" "${asr_args}" "${avhubert_checkpoint}")" self_train
+    # Stage 13's marker and fingerprint are the labelling model's, not this run's: another run with the same
+    # labelling model and decoding options finds the labels made.
+    run_stage 13 "pseudo-labels of ${unlabeled_set}" "${pseudo_dir}" "$(fingerprint "${label_exp}/${inference_model}" "${feats_dir}/${unlabeled_set}/video.scp" "${inference_config}" "${inference_args}" "${use_lm}" "${lm_exp}/${inference_lm}" "${pseudo_min_confidence}")" pseudo_label
+    run_stage 14 "self-training" "${asr_exp}_self_training" "$(fingerprint "${train_dir}/text" "${pseudo_dir}/text" "${token_list}" "${asr_config}" "${asr_args}" "${avhubert_checkpoint}")" self_train
     average_stage 15 "${asr_exp}_self_training"
     run_stage 15 "self-trained model: decoding + scoring" "${asr_exp}_self_training/${inference_tag}" "$(decode_fp "${asr_exp}_self_training")" self_decode
     run_stage 16 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
