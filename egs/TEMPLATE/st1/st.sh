@@ -116,13 +116,15 @@ st_train() {
     # checked here, where it is used: the data stages need no ASR model (it may not be trained yet)
     [ -z "${asr_init}" ] || [ -f "${asr_init}" ] || { log "--asr_init ${asr_init}: no such file"; return 1; }
     mkdir -p "${st_exp}"
-    local options extra init=""
+    local options extra init="" smoke_args
     read -ra extra <<< "$(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") ${st_args}"
     options=("${tokenizer_opts[@]}" --config "${st_config}" --input_size "$(cat "${train_dir}/feats_dim")"
              --normalize global_mvn --normalize_conf "stats_file=${st_stats_dir}/train/feats_stats.npz"
              "${extra[@]}")
-    if [ -n "${asr_init}" ]; then
-        init=$(python utils/asr_init.py --asr_model "${asr_init}" -- "${options[@]}" 2> "${st_exp}/asr_init.log") \
+    if [ -n "${asr_init}" ]; then  # the model train_model starts: a smoke run's widths included
+        smoke_overrides smoke_args "${options[@]}" || return 1
+        init=$(python utils/asr_init.py --asr_model "${asr_init}" -- "${options[@]}" "${smoke_args[@]}" \
+            2> "${st_exp}/asr_init.log") \
             || { log "$(tail -n 1 "${st_exp}/asr_init.log")"; return 1; }
         log "initialising from the ASR model: ${init}"
     fi
