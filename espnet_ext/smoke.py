@@ -100,12 +100,29 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _narrowed(section: dict) -> dict:
+    """``section`` with its widths narrowed (a copy)."""
+    out = dict(section)
+    for key, value in width_overrides(section):
+        *parents, last = key.split(".")
+        node = out
+        for parent in parents:
+            node[parent] = node = dict(node[parent])
+        node[last] = value
+    return out
+
+
 def width_overrides(section: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
-    """``(dotted key, new value)`` for the widths in one ``*_conf`` mapping (nested mappings included)."""
+    """``(dotted key, new value)`` for the widths in one ``*_conf`` mapping (nested mappings included; a list
+    of mappings, e.g. the modules of a LegoNN encoder, is given whole: ESPnet's dotted keys cannot index)."""
     heads = _heads(section)
     for key, value in section.items():
         if isinstance(value, dict):
             yield from width_overrides(value, f"{prefix}{key}.")
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            narrowed = [_narrowed(v) for v in value]
+            if narrowed != value:
+                yield prefix + key, narrowed
         elif key in WIDTH_KEYS:
             multiple = heads if key in HEAD_SPLIT_KEYS else 1
             if _is_int(value) and value > 0:
@@ -115,8 +132,14 @@ def width_overrides(section: dict, prefix: str = "") -> Iterator[tuple[str, obje
 
 
 def _format(value: object) -> str:
-    if isinstance(value, list):
+    if isinstance(value, list) and all(_is_int(v) for v in value):
         return "[" + ",".join(str(v) for v in value) + "]"
+    if isinstance(
+        value, list
+    ):  # one line of YAML flow style, as ESPnet's NestedDictAction reads it
+        return yaml.safe_dump(
+            value, default_flow_style=True, width=math.inf, sort_keys=False
+        ).strip()
     return str(value)
 
 

@@ -128,3 +128,18 @@ def test_sample_batches_are_capped(tmp_path, config, extra, batch):
     path.write_text(yaml.safe_dump(config))
     args = smoke.train_args(["--config", str(path), *extra])
     assert args[6:8] == batch or (not batch and "--batch_size" not in args)
+
+
+def test_a_list_of_module_mappings_is_given_whole(tmp_path):
+    modules = [
+        {
+            "token_list": "t.txt",
+            "output_size": 512,
+            "attention_heads": 16,
+            "olc": {"max_length": 512},
+        }
+    ]
+    _, widths = overrides(tmp_path, {"encoder_conf": {"modules": modules}})
+    ((option, value),) = widths[1:]
+    assert option == "--encoder_conf" and value.startswith("modules=")
+    assert yaml.safe_load(value[len("modules=") :]) == [{**modules[0], "output_size": 64}]
