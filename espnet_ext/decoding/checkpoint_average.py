@@ -10,12 +10,12 @@ ESPnet keeps only the ``keep_nbest_models`` best epoch files by each ``best_mode
 criterion ``[train, total_count, max]`` (iterations so far, growing with every epoch) makes its
 n best the last n epochs, so those files stay on disk. ``training_args`` gives the options that make a
 training keep them whatever its config says (utils/pipeline.sh's train_model adds them when the pipeline
-decodes ``last<N>.pth``), and refuses, before any training, a training of fewer than N epochs. ESPnet then
-also writes
-``train.total_count.ave_<n>best.pth``, but that file is not the mean when an earlier criterion's n best
-share epochs with it: ESPnet 202511's ``average_nbest_models`` accumulates into a cached state dict that a
-previous criterion has already modified (measured: 0.75 / 0.25 weights for 2 shared epochs). The first
-criterion's average is right; for the last epochs use ``last<N>.pth`` from here.
+decodes ``last<N>.pth``), and refuses, before any training, a training of fewer than N epochs.
+
+ESPnet then also writes ``train.total_count.ave_<n>best.pth``, but that file is not the mean when an
+earlier criterion's n best share epochs with it: ESPnet 202511's ``average_nbest_models`` accumulates into a
+cached state dict that a previous criterion has already modified (measured: 0.75 / 0.25 weights for 2 shared
+epochs). The first criterion's average is right; for the last epochs use ``last<N>.pth`` from here.
 """
 
 from __future__ import annotations
