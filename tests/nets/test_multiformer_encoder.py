@@ -206,15 +206,16 @@ def test_registered_in_espnets_asr_and_st_tasks():
         assert task.encoder_choices.get_class("s2t_transformer") is S2TTransformerEncoder
 
 
-def test_an_utterance_compressed_to_zero_frames_is_refused_naming_length_and_layer():
+def test_an_empty_utterance_gets_a_zero_context_in_conv_heads_as_in_full_heads():
     # ESPnet's masks never hold an empty utterance and padding ⌊κ/2⌋ keeps ⌈n/χ⌉ >= 1 frames of n >= 1,
-    # so only a hand-made mask reaches this: the layer still refuses it rather than attend to nothing.
+    # so only a hand-made mask reaches this. A Conv head treats it as Full heads treat a query without
+    # keys (ESPnet's convention: zero weights), with no host-side check that would stall a GPU.
     enc = MultiformerEncoder(
         20, layers=["1 x (4 x Full)", "1 x (4 x Conv(5, 2))"], input_layer="linear", **TINY
     )
     x = torch.randn(2, 9, 32)
     mask = torch.tensor([[True] * 9, [False] * 9]).unsqueeze(1)
-    with pytest.raises(
-        ConfigError, match=r"encoder layer 1\) \(Conv\(5, 2\)\).*utterance of 0 frames"
-    ):
-        enc.encoders[1].self_attn(x, x, x, mask)
+    for layer in enc.encoders:
+        out = layer.self_attn(x, x, x, mask)
+        torch.testing.assert_close(out[1], layer.self_attn.linear_out.bias.expand(9, -1))
+        torch.testing.assert_close(out[:1], layer.self_attn(x[:1], x[:1], x[:1], mask[:1]))

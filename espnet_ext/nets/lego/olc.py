@@ -88,9 +88,9 @@ class AlignmentPriorAttention(MultiHeadedAttention):
     def forward_attention(self, value, scores, mask):
         if self.prior is None:
             return super().forward_attention(value, scores, mask)
-        # The log-prior reaches -(T/K)^2-scale values next to content scores of order 1, and the softmax's
-        # gradient lives in their small differences: under autocast the scores arrive in half precision,
-        # so scores, prior, softmax and the weighted sum run in float32.
+        # Far from a query's span the log-prior is large and negative next to content scores of order 1,
+        # and the softmax's gradient lives in their small differences: under autocast the scores arrive
+        # in half precision, so scores, prior, softmax and the weighted sum run in float32.
         with torch.autocast(value.device.type, enabled=False):
             scores = (
                 scores.float() + self.prior_weight.float().view(1, -1, 1, 1) * self.prior.float()
