@@ -243,3 +243,18 @@ def wmt_release(dest: Path) -> Path:
                     root / split / ref_name, setid, tgt, _sentences(tgt, 1, 10 + number), ref=True
                 )
     return dest
+
+
+LRS3_FIXTURE = FIXTURES / "lrs3"
+
+
+def voxceleb2_mouth_crops(dest: Path) -> Path:
+    """A prepared VoxCeleb2-en data dir (video.scp + utt2spk, the form egs/lrs3/vsr1 takes with
+    --voxceleb2_dir) of mouth crops: the LRS3 fixture's cropped pretrain and trainval videos under VoxCeleb2
+    ids."""
+    dest.mkdir(parents=True)
+    videos = sorted((LRS3_FIXTURE / "roi").glob("[pt]*/*/*.mp4"))
+    ids = [f"id{n:05d}-vox-{n:05d}" for n in range(len(videos))]
+    (dest / "video.scp").write_text("".join(f"{i} {v}\n" for i, v in zip(ids, videos)), "utf-8")
+    (dest / "utt2spk").write_text("".join(f"{i} {i.split('-')[0]}\n" for i in ids), "utf-8")
+    return dest
