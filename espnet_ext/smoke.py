@@ -31,6 +31,7 @@ argument per line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import re
@@ -112,9 +113,23 @@ def _narrowed(section: dict) -> dict:
     return out
 
 
+def _preset(section: dict) -> dict:
+    """The architecture a ``size: <name>`` option fills in (AV-HuBERT's base / large encoder), under the
+    section's own options."""
+    if not isinstance(section.get("size"), str) or "output_size" in section:
+        return section
+    # torch and ESPnet: imported only for such a config, their import notices kept off the printed answer
+    with contextlib.redirect_stdout(sys.stderr):
+        from espnet_ext.nets.avhubert.encoder import SIZES
+
+    return {**SIZES.get(section["size"], {}), **section}
+
+
 def width_overrides(section: dict, prefix: str = "") -> Iterator[tuple[str, object]]:
     """``(dotted key, new value)`` for the widths in one ``*_conf`` mapping (nested mappings included; a list
-    of mappings, e.g. the modules of a LegoNN encoder, is given whole: ESPnet's dotted keys cannot index)."""
+    of mappings, e.g. the modules of a LegoNN encoder, is given whole: ESPnet's dotted keys cannot index; the
+    widths of a named ``size`` preset are given explicitly)."""
+    section = _preset(section)
     heads = _heads(section)
     for key, value in section.items():
         if isinstance(value, dict):

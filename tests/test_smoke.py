@@ -143,3 +143,11 @@ def test_a_list_of_module_mappings_is_given_whole(tmp_path):
     ((option, value),) = widths[1:]
     assert option == "--encoder_conf" and value.startswith("modules=")
     assert yaml.safe_load(value[len("modules=") :]) == [{**modules[0], "output_size": 64}]
+
+
+def test_the_widths_of_a_named_size_preset_are_narrowed(tmp_path):
+    _, widths = overrides(tmp_path, {"encoder_conf": {"size": "large", "dropout_rate": 0.1}})
+    assert sorted(widths[1:]) == [
+        ("--encoder_conf", "linear_units=512"),
+        ("--encoder_conf", "output_size=128"),
+    ]
