@@ -16,6 +16,7 @@ from espnet_ext.attention.multi_attention import MultiHeadMultiAttention
 from espnet_ext.attention.relaxed import RelaxedMultiHeadedAttention
 from espnet_ext.attention.window import WindowAttention
 from espnet_ext.nets.lego.ingestors import BeamConvIngestor, WEmbIngestor
+from espnet_ext.nets.lego.interface import ctc_loss, short_utterances
 from espnet_ext.nets.lego.olc import OutputLengthController
 from espnet_ext.nets.swin.backbone import shifted_window_mask
 from espnet_ext.nets.swin.classifier import SwinClassifier
@@ -94,6 +95,20 @@ def ingestor(kind):
     return case
 
 
+def interface_ctc(device):
+    """Eq. (7) over a batch with a too-short utterance, counted (``on_short_ctc: report``)."""
+    logits = torch.randn(B, 6, 5, device=device, requires_grad=True)
+    lengths = torch.tensor([6, 4, 2], device=device)
+    targets = torch.tensor([[1, 2, 3], [2, 2, -1], [1, 2, 3]], device=device)
+    target_lengths = torch.tensor([3, 2, 3], device=device)
+
+    def step():
+        short = short_utterances(lengths, targets, target_lengths, "olc", policy="report")
+        return ctc_loss(logits.log_softmax(-1), lengths, targets, target_lengths, skip=short)
+
+    return step
+
+
 def swin(device):
     model = SwinClassifier(num_classes=5, img_size=16, patch_size=2, embed_dim=8, depths=(2, 2),
                            num_heads=(1, 2), window_size=4, gamma=0.1, fuzzy_std=0.05,
@@ -123,6 +138,7 @@ CASES = {
     "OLC with alignment prior": olc,
     "WEmb ingestor": ingestor(WEmbIngestor),
     "BeamConv ingestor": ingestor(BeamConvIngestor),
+    "LegoNN interface CTC, short utterances counted": interface_ctc,
     "Swin classifier, relaxed + L_drloc": swin,
 }
 

@@ -81,7 +81,6 @@ def ctc_loss(
     """
     # ignore_id padding (-1) lies past the target lengths, so it is never read
     padded = targets.masked_fill(targets < 0, BLANK)
-    skipping = skip is not None and bool(skip.any())
     per_utt = F.ctc_loss(
         log_probs.transpose(0, 1),
         padded,
@@ -89,9 +88,11 @@ def ctc_loss(
         target_lengths,
         blank=BLANK,
         reduction="none",
-        zero_infinity=skipping,  # an infeasible utterance's gradient is NaN, not merely unused
+        # an infeasible utterance's gradient is NaN, not merely unused; only infeasible (skipped)
+        # utterances have an infinite loss, so asking whether any is skipped (a host sync) is not needed
+        zero_infinity=skip is not None,
     )
-    if skipping:
+    if skip is not None:
         per_utt = per_utt.masked_fill(skip, 0.0)
     return per_utt.sum() / log_probs.size(0)
 

@@ -150,8 +150,8 @@ class OutputLengthController(torch.nn.Module):
 
     def queries(self, k: int, device) -> torch.Tensor:
         """Eq. (15): (k, dim) positional queries (times ``query_scale``)."""
-        positions = torch.arange(k, device=device)
-        queries = sinusoidal_positions(k, self.dim, device) + self.learnable_pe(positions)
+        # the table's first k rows: a slice, whose backward is a copy (a lookup's is a scatter-add)
+        queries = sinusoidal_positions(k, self.dim, device) + self.learnable_pe.weight[:k]
         return queries if self.query_scale == 1.0 else self.query_scale * queries
 
     def forward(
