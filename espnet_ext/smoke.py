@@ -12,6 +12,7 @@ pipeline options, changing only what a tiny corpus forces:
   the real training has fewer epochs than it averages); batches counted in samples of at most
   ``BATCH_CAP``; no attention plots (``num_att_plot 0``: most of a
   tiny epoch's time on a CPU);
+- decoding: a beam no wider than the (soft-limited) output vocabulary;
 - model widths: every width of the config's ``*_conf`` sections (``WIDTH_KEYS``, nested ones included)
   divided by ``WIDTH_DIVISOR`` (at least ``MIN_WIDTH``; model dimensions stay multiples of the attention
   heads), passed as ESPnet's ``--<name>_conf key=value`` overrides; not for a config written beside a model
@@ -215,6 +216,36 @@ def train_args(command: Sequence[str], inference_model: str = "") -> list[str]:
     return args
 
 
+MODEL_CONFIG_OPTIONS = (
+    "--asr_train_config",
+    "--st_train_config",
+    "--mt_train_config",
+    "--train_config",
+)
+
+
+def decode_args(command: Sequence[str]) -> list[str]:
+    """The smoke overrides of a decoding ``command``: a beam no wider than the output vocabulary (a soft-limited
+    vocabulary of a tiny corpus can have fewer units than the config's beam, which ESPnet's beam search
+    cannot fill); nothing for a decoding without ``--config`` or beam."""
+    options = dict(zip(command, command[1:]))
+    if "--config" not in options:
+        return []
+    beam = (yaml.safe_load(Path(options["--config"]).read_text(encoding="utf-8")) or {}).get(
+        "beam_size"
+    )
+    model_config = next((options[o] for o in MODEL_CONFIG_OPTIONS if o in options), None)
+    if not isinstance(beam, int) or model_config is None:
+        return []
+    token_list = (yaml.safe_load(Path(model_config).read_text(encoding="utf-8")) or {}).get(
+        "token_list"
+    )
+    if isinstance(token_list, str):
+        token_list = Path(token_list).read_text(encoding="utf-8").split("\n")
+    vocabulary = len([t for t in token_list or [] if t])
+    return ["--beam_size", str(vocabulary)] if 0 < vocabulary < beam else []
+
+
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
@@ -228,7 +259,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--inference_model", default="", help="the model decoded (last<N>.pth: N epochs)"
     )
     train.add_argument("training", nargs=argparse.REMAINDER, help="-- then the training command")
+    decode = sub.add_parser("decode_args", help="overrides of one decoding command, one per line")
+    decode.add_argument("decoding", nargs=argparse.REMAINDER, help="-- then the decoding command")
     args = parser.parse_args(argv)
+    if args.command == "decode_args":
+        command = args.decoding[1:] if args.decoding[:1] == ["--"] else args.decoding
+        print("\n".join(decode_args(command)))
+        return
     command = args.training[1:] if args.training[:1] == ["--"] else args.training
     print("\n".join(train_args(command, args.inference_model)))
 

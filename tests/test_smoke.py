@@ -151,3 +151,20 @@ def test_the_widths_of_a_named_size_preset_are_narrowed(tmp_path):
         ("--encoder_conf", "linear_units=512"),
         ("--encoder_conf", "output_size=128"),
     ]
+
+
+@pytest.mark.parametrize(
+    "vocabulary, beam, expected", [(30, 50, ["--beam_size", "30"]), (60, 50, [])]
+)
+def test_the_beam_is_no_wider_than_the_vocabulary(tmp_path, vocabulary, beam, expected):
+    (tmp_path / "decode.yaml").write_text(f"beam_size: {beam}\n")
+    tokens = ["<blank>", *(f"t{n}" for n in range(vocabulary - 2)), "<sos/eos>"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"token_list": tokens}))
+    command = [
+        "--config",
+        str(tmp_path / "decode.yaml"),
+        "--asr_train_config",
+        str(tmp_path / "config.yaml"),
+    ]
+    assert smoke.decode_args(command) == expected
+    assert smoke.decode_args(["--output_dir", "x"]) == []  # no decoding config: nothing

@@ -298,8 +298,13 @@ decode_set() {
     require_files "${keys}"
     rm -f "${dir}/text"
     decode_jobs=$(split_keys "${keys}" "${dir}/logdir" "${inference_nj}")
+    local smoke_out smoke_args=()
+    if [ "${smoke}" = true ]; then  # a beam no wider than a tiny corpus' vocabulary (espnet_ext.smoke)
+        smoke_out=$(python -m espnet_ext.smoke decode_args -- "$@") || return 1
+        [ -z "${smoke_out}" ] || mapfile -t smoke_args <<< "${smoke_out}"
+    fi
     ${decode_cmd} JOB=1:"${decode_jobs}" "${dir}/logdir/${module##*.}.JOB.log" \
-        python -m "${module}" "$@" --key_file "${dir}/logdir/keys.JOB.scp" || return 1
+        python -m "${module}" "$@" "${smoke_args[@]}" --key_file "${dir}/logdir/keys.JOB.scp" || return 1
     merge_shards "${dir}" "${hyp}" "${dir}/text" || return 1
     local want got
     want=$(wc -l < "${keys}")
