@@ -1,0 +1,395 @@
+"""Preflight: a training config takes real optimizer updates before a cluster job is spent on it.
+
+    python -m espnet_ext.analysis.preflight --task asr --config conf/train_asr.yaml [--vocab 5000]
+        [--updates 2] [--ngpu 0] [--keep DIR]
+
+A synthetic corpus of the task's modality (fbank features, mouth-crop videos, images, token ids) is
+written in the layout the recipe's pipeline writes (data files, shape files with the token dimension
+``add_token_dim`` appends, global-MVN statistics for speech, task ids for task-conditioned models), and
+the task builds what its ``main_worker`` builds (model with the config's frontend, normalisation,
+SpecAugment; optimizers, schedulers, the batch sampler's iterator) and ESPnet's
+``Trainer.train_one_epoch`` runs ``updates x accum_grad`` iterations of it, with the config's grad clip,
+gradient accumulation and AMP setting. Only what a synthetic corpus forces is set from outside: the data
+options, the token lists and ``num_iters_per_epoch``. No validation, no checkpoint: the point is the
+update.
+
+A config passes when the training loss is finite and the trainable parameters moved: ``grad_clip: 0``
+(ESPnet scales every gradient by 0), a zero learning rate at the start of the schedule or frozen
+modules show up here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+from espnet_ext.errors import ConfigError
+
+# task -> (the ESPnet task class our training entry runs, the data it trains on)
+TASKS = {
+    "asr": ("espnet2.tasks.asr:ASRTask", ("speech", "text")),
+    "st": ("espnet2.tasks.st:STTask", ("speech", "text", "src_text")),
+    "mt": ("espnet2.tasks.mt:MTTask", ("src_text", "text")),
+    "lm": ("espnet2.tasks.lm:LMTask", ("text",)),
+    "vsr": ("espnet_ext.tasks.lip_reading:LipReadingTask", ("video", "text")),
+    "ocr": ("espnet_ext.tasks.image_to_sequence:ImageToSequenceTask", ("image", "text")),
+    "cls": ("espnet_ext.tasks.image_classification:ImageClassificationTask", ("image", "label")),
+}
+# Sizes of one synthetic utterance / image: short enough for a CPU, long enough for every front-end's
+# subsampling (conv stacks of stride 4-8, Swin's 224 x 224 input after the recipe's resize).
+FBANK_DIM = 80
+SPEECH_FRAMES = (112, 96)
+VIDEO_FRAMES, VIDEO_SIZE = (12, 9), 88
+OCR_IMAGE = (32, 100)  # grey strip, H x W
+CLS_IMAGE = (32, 32, 3)  # CIFAR-sized RGB; the config's transform resizes
+TOKENS = (6, 4)
+NUM_CLASSES = 100
+
+
+@dataclasses.dataclass
+class PreflightResult:
+    config: str
+    updates: int
+    iterations: int
+    train_loss: float
+    parameters: int  # trainable
+    changed: int  # trainable parameters (elements) that moved
+    unchanged_names: list[str]
+
+    @property
+    def changed_fraction(self) -> float:
+        return self.changed / max(self.parameters, 1)
+
+
+def _task_class(task: str):
+    if task not in TASKS:
+        raise ConfigError(f"unknown task {task!r}; one of {', '.join(TASKS)}", key="--task")
+    module_name, _, name = TASKS[task][0].partition(":")
+    import espnet_ext  # noqa: F401  (our classes registered, as in our training entry points)
+
+    return getattr(importlib.import_module(module_name), name)
+
+
+def _write_table(path: Path, rows: dict[str, str]) -> Path:
+    path.write_text("".join(f"{key} {value}\n" for key, value in rows.items()))
+    return path
+
+
+class SyntheticCorpus:
+    """Two utterances (or images) of one modality, written as the pipeline would write them."""
+
+    def __init__(self, root: Path, task: str, config: dict, vocab: int, seed: int = 0):
+        self.root, self.task, self.config, self.vocab = root, task, config, vocab
+        self.rng = np.random.default_rng(seed)
+        self.keys = ["utt_a", "utt_b"]
+        self.data: list[str] = []  # "path,name,type" of each data file, for train and valid alike
+        self.shapes: list[Path] = []  # shape files of the batched data, as the pipeline passes them
+        self.options: list[str] = []
+        root.mkdir(parents=True, exist_ok=True)
+
+    def token_list(self, path: Path) -> Path:
+        # ESPnet's layout: blank and unk first, <sos/eos> last.
+        tokens = ["<blank>", "<unk>", *(f"t{i}" for i in range(self.vocab - 3)), "<sos/eos>"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return _write_table_lines(path, tokens)
+
+    def _data(self, path: Path, name: str, kind: str, shapes: dict[str, str] | None) -> None:
+        self.data.append(f"{path},{name},{kind}")
+        if shapes is not None:
+            self.shapes.append(_write_table(self.root / f"{name}_shape", shapes))
+
+    def _token_ids(self, name: str, shape: bool = True) -> None:
+        rows, shapes = {}, {}
+        for key, length in zip(self.keys, TOKENS):
+            ids = self.rng.integers(2, self.vocab - 1, size=length)
+            rows[key] = " ".join(map(str, ids))
+            shapes[key] = f"{length},{self.vocab}"  # add_token_dim's `len,vocab`
+        self._data(
+            _write_table(self.root / name, rows), name, "text_int", shapes if shape else None
+        )
+
+    def _speech(self) -> None:
+        import kaldiio
+
+        feats = {
+            key: self.rng.standard_normal((frames, FBANK_DIM)).astype(np.float32)
+            for key, frames in zip(self.keys, SPEECH_FRAMES)
+        }
+        scp = self.root / "feats.scp"
+        kaldiio.save_ark(str(self.root / "feats.ark"), feats, scp=str(scp))
+        stacked = np.concatenate(list(feats.values()))
+        stats = self.root / "feats_stats.npz"  # what ESPnet's collect_stats writes
+        np.savez(stats, count=len(stacked), sum=stacked.sum(0), sum_square=(stacked**2).sum(0))
+        shapes = {key: f"{len(x)},{FBANK_DIM}" for key, x in feats.items()}
+        self._data(scp, "speech", "kaldi_ark", shapes)
+        # The speech pipelines' training options (asr.sh / st.sh asr_train, st_train).
+        self.options += ["--input_size", str(FBANK_DIM), "--normalize", "global_mvn"]
+        self.options += ["--normalize_conf", f"stats_file={stats}"]
+
+    def _media(self, name: str, kind: str, arrays: dict[str, np.ndarray]) -> None:
+        rows = {}
+        for key, array in arrays.items():
+            if kind == "video":
+                path = self.root / f"{key}.npy"
+                np.save(path, array)
+            else:
+                from PIL import Image
+
+                path = self.root / f"{key}.png"
+                Image.fromarray(array).save(path)
+            rows[key] = str(path)
+        shapes = {key: ",".join(map(str, a.shape)) for key, a in arrays.items()}
+        self._data(_write_table(self.root / f"{name}.scp", rows), name, kind, shapes)
+
+    def write(self) -> list[str]:
+        for name in TASKS[self.task][1]:
+            if name == "speech":
+                self._speech()
+            elif name == "video":
+                frames = {
+                    k: (self.rng.random((t, VIDEO_SIZE, VIDEO_SIZE)) * 255).astype(np.uint8)
+                    for k, t in zip(self.keys, VIDEO_FRAMES)
+                }
+                self._media("video", "video", frames)
+            elif name == "image":
+                shape = OCR_IMAGE if self.task == "ocr" else CLS_IMAGE
+                images = {k: (self.rng.random(shape) * 255).astype(np.uint8) for k in self.keys}
+                self._media("image", "image", images)
+            elif name == "label":
+                labels = {k: str(i) for i, k in enumerate(self.keys)}
+                self._data(_write_table(self.root / "label", labels), "label", "text_int", None)
+            else:
+                self._token_ids(name)
+        self._extra_keys()
+        self._token_options()
+        for split in ("train", "valid"):
+            self.options += [
+                x for d in self.data for x in (f"--{split}_data_path_and_name_and_type", d)
+            ]
+            self.options += [x for s in self.shapes for x in (f"--{split}_shape_file", str(s))]
+        for shape in self.shapes:  # the pipelines' --fold_length: 800 frames, 150 tokens
+            self.options += ["--fold_length", "800" if shape.name.startswith("speech") else "150"]
+        self._config_token_lists(self.config)
+        return self.options
+
+    def _config_token_lists(self, node) -> None:
+        """Token lists a config names itself (a LegoNN module's output vocabulary, relative to the recipe
+        directory): written under the corpus root, which is the working directory while training."""
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "token_list" and isinstance(value, str) and not Path(value).is_absolute():
+                    self.token_list(self.root / value)
+                else:
+                    self._config_token_lists(value)
+        elif isinstance(node, list):
+            for value in node:
+                self._config_token_lists(value)
+
+    def _extra_keys(self) -> None:
+        """Data keys beyond the task's: per-utterance ids of task-conditioned models (the recipes'
+        task-id data option) and the CTC targets of LegoNN encoder modules in their own vocabularies."""
+        model_conf = self.config.get("model_conf") or {}
+        model = self.config.get("model")
+        if model == "task_conditioned":
+            names = ["task_id"] + (
+                ["target_language_id"] if model_conf.get("target_languages") else []
+            )
+            for name in names:
+                ids = {key: str(i % 2) for i, key in enumerate(self.keys)}
+                self._data(_write_table(self.root / name, ids), name, "text_int", None)
+        elif model == "legonn":
+            for name in model_conf.get("interface_text_keys") or []:
+                if name != "text":
+                    self._token_ids(name, shape=False)
+        else:
+            return
+        self.options += ["--allow_variable_data_keys", "true"]
+
+    def _token_options(self) -> None:
+        if self.task == "cls":
+            self.options += ["--num_classes", str(NUM_CLASSES), "--use_preprocessor", "true"]
+            return
+        self.options += ["--token_list", str(self.token_list(self.root / "text_tokens.txt"))]
+        if self.task in ("st", "mt"):
+            self.options += ["--src_token_list", str(self.token_list(self.root / "src_tokens.txt"))]
+        if self.task in ("vsr", "ocr"):  # our preprocessors pass token ids through
+            self.options += ["--use_preprocessor", "true", "--token_type", "char"]
+        else:  # ESPnet's: the text is already token ids
+            self.options += ["--use_preprocessor", "false"]
+
+
+def _write_table_lines(path: Path, lines: Sequence[str]) -> Path:
+    path.write_text("".join(f"{line}\n" for line in lines))
+    return path
+
+
+def _build_schedulers(
+    args: argparse.Namespace, optimizers: Sequence[torch.optim.Optimizer]
+) -> list:
+    """One scheduler per optimizer from ``--scheduler[N]`` / ``--scheduler[N]_conf``, as ESPnet's
+    ``AbsTask.main_worker`` builds them."""
+    from espnet2.tasks.abs_task import scheduler_classes
+
+    schedulers = []
+    for i, optim in enumerate(optimizers, 1):
+        suffix = "" if i == 1 else str(i)
+        name = getattr(args, f"scheduler{suffix}")
+        if name is None:
+            schedulers.append(None)
+            continue
+        if name.lower() not in scheduler_classes:
+            raise ConfigError(f"unknown scheduler {name!r}", key=f"scheduler{suffix}")
+        schedulers.append(
+            scheduler_classes[name.lower()](optim, **getattr(args, f"scheduler{suffix}_conf"))
+        )
+    return schedulers
+
+
+# Per-task modules (adapters) of tasks the synthetic batch does not hold get no gradient by design.
+_ABSENT_TASK = re.compile(r"\.per_task\.(?!(?:0|1)\.)\d+\.")
+
+
+def _trainable(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Name -> a copy of each parameter the optimizer trains and the synthetic batch reaches."""
+    return {
+        name: p.detach().clone()
+        for name, p in model.named_parameters()
+        if p.requires_grad and not _ABSENT_TASK.search(name)
+    }
+
+
+def preflight(
+    task: str,
+    config: str | Path,
+    vocab: int = 100,
+    updates: int = 2,
+    ngpu: int = 0,
+    extra_args: Sequence[str] = (),
+    workdir: str | Path | None = None,
+) -> PreflightResult:
+    """Train ``config`` for ``updates`` optimizer updates on a synthetic corpus; see the module docstring."""
+    from espnet2.torch_utils.set_all_random_seed import set_all_random_seed
+    from espnet2.train.distributed_utils import DistributedOption, resolve_distributed_mode
+    from espnet2.train.reporter import Reporter
+    from espnet2.utils.build_dataclass import build_dataclass
+
+    task_cls = _task_class(task)
+    config = Path(config).resolve()
+    settings = yaml.safe_load(config.read_text()) or {}
+    owned = workdir is None
+    root = Path(tempfile.mkdtemp(prefix="preflight.")) if owned else Path(workdir)
+    previous = Path.cwd()
+    try:
+        os.chdir(root)  # relative paths in the config resolve as in the recipe directory
+        data = SyntheticCorpus(root, task, settings, vocab).write()
+        argv = [
+            "--config",
+            str(config),
+            *data,
+            "--ngpu",
+            str(ngpu),
+            "--num_workers",
+            "0",
+            *extra_args,
+        ]
+        args = task_cls.get_parser().parse_args(argv)
+        iterations = updates * int(args.accum_grad)
+        args.num_iters_per_epoch = iterations
+        device = "cuda" if ngpu > 0 else "cpu"
+        # AbsTask.main's and main_worker's steps up to training (one process), then one epoch.
+        resolve_distributed_mode(args)
+        distributed = build_dataclass(DistributedOption, args)
+        distributed.init_options()
+        set_all_random_seed(args.seed)
+        model = task_cls.build_model(args).to(dtype=getattr(torch, args.train_dtype), device=device)
+        for frozen in args.freeze_param:
+            for name, p in model.named_parameters():
+                if name == frozen or name.startswith(frozen + "."):
+                    p.requires_grad = False
+        optimizers = task_cls.build_optimizers(args, model=model)
+        schedulers = _build_schedulers(args, optimizers)
+        iterator = task_cls.build_iter_factory(args, distributed, mode="train").build_iter(1)
+        trainer = task_cls.trainer
+        options = trainer.build_options(args)
+        scaler = torch.amp.GradScaler(device) if args.use_amp else None
+        start = _trainable(model)
+        reporter = Reporter()
+        reporter.set_epoch(1)
+        with reporter.observe("train") as sub:
+            trainer.train_one_epoch(
+                model=model,
+                iterator=iterator,
+                optimizers=optimizers,
+                schedulers=schedulers,
+                scaler=scaler,
+                reporter=sub,
+                summary_writer=None,
+                options=options,
+                distributed_option=distributed,
+            )
+        changed, unchanged = 0, []
+        for name, p in model.named_parameters():
+            if name not in start:
+                continue
+            if torch.equal(p.detach(), start[name]):
+                unchanged.append(name)
+            else:
+                changed += p.numel()
+        return PreflightResult(
+            config=str(config),
+            updates=updates,
+            iterations=iterations,
+            train_loss=float(reporter.get_value("train", "loss")),
+            parameters=sum(p.numel() for p in start.values()),
+            changed=changed,
+            unchanged_names=unchanged,
+        )
+    finally:
+        os.chdir(previous)
+        if owned:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", required=True, choices=sorted(TASKS))
+    parser.add_argument("--config", required=True)
+    parser.add_argument(
+        "--vocab", type=int, default=100, help="token list size (the recipe's nbpe)"
+    )
+    parser.add_argument("--updates", type=int, default=2)
+    parser.add_argument("--ngpu", type=int, default=0)
+    parser.add_argument(
+        "--keep", help="keep the synthetic corpus and the experiment in this directory"
+    )
+    args, extra = parser.parse_known_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    result = preflight(
+        args.task, args.config, args.vocab, args.updates, args.ngpu, extra, args.keep
+    )
+    print(
+        f"{result.config}: {result.updates} updates ({result.iterations} iterations), "
+        f"train loss {result.train_loss:.4g}, {result.changed_fraction:.1%} of "
+        f"{result.parameters:,} trainable parameters changed"
+    )
+    for name in result.unchanged_names:
+        print(f"  unchanged: {name}")
+    ok = np.isfinite(result.train_loss) and result.changed > 0
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
