@@ -44,6 +44,7 @@ inference_config=""
 asr_opts=""             # options for every asr.sh call (nj, max_frames, ...)
 ted_train_args=""       # more training options for the TED model (e.g. --max_epoch N): only its encoder
                         # modules are used, and their CTC interfaces learn before its decoder does
+smoke=false             # a smoke run (README "Smoke runs"): every asr.sh and egs/wmt/mt1 run it starts is one
 parallel_stages=true    # side by side: stages 1 and 2, 4-6, the exports and compositions of 7, 8-10, the fine-tunings
                         # (each training takes --train_num_threads of asr_opts)
 
