@@ -7,6 +7,8 @@ ESPnet's key mask ``mask`` (B, 1, T), 1 = real frame, and returns the heads' con
 - **Local** (Longformer sliding window): query i sees keys j with |i - j| ≤ w/2 (or, dilated by δ, keys
   i + δ·t for |t| ≤ w/2). Computed in blocks of w/2 queries against their block and the two neighbours, so
   time and memory are O(n·w) instead of O(n²); ``sliding_window`` recomputes the weights in backward.
+  On CUDA without attention dropout the same band runs through PyTorch's FlexAttention (a compiled
+  kernel that visits only the band's blocks); the blocked path stays the reference and the CPU's path.
 - **Conv** (Speechformer ConvAttention): keys and values compressed along time by a 1-D convolution
   (kernel κ, stride χ, padding ⌊κ/2⌋), then Full attention of the uncompressed queries over the n/χ
   compressed frames; an utterance of length n keeps ⌈n/χ⌉ compressed frames (odd κ). Computed by
@@ -67,6 +69,8 @@ def local_attention(q, k, v, mask, window: int, dilation: int = 1, dropout=None)
     )
     half = window // 2
     drop = dropout.p if dropout is not None and dropout.training else 0.0
+    if FLEX_ON_CUDA and q.is_cuda and drop == 0.0:  # FlexAttention has no dropout on the weights
+        return flex_local_attention(q, k, v, keep, half, dilation)
     if dilation == 1:
         return sliding_window_attention(q, k, v, keep, half, drop)
     # Dilation δ: positions of one residue class r (mod δ) form an undilated window problem.
@@ -77,6 +81,40 @@ def local_attention(q, k, v, mask, window: int, dilation: int = 1, dropout=None)
             keep[:, r::dilation], half, drop,
         )  # fmt: skip
     return context
+
+
+# Local heads on CUDA through FlexAttention (torch.nn.attention.flex_attention); tests switch it off to
+# compare with the blocked path on the same device.
+FLEX_ON_CUDA = True
+_compiled_flex_attention = None
+
+
+def local_mask_mod(keep: torch.Tensor, half: int, dilation: int = 1):
+    """FlexAttention's ``mask_mod`` of a Local head: query i sees key j when |i - j| <= δ·w/2, i - j is a
+    multiple of δ, and j is a real frame of utterance b (``keep`` (B, T))."""
+
+    def visible(b, h, i, j):
+        offset = i - j
+        seen = keep[b, j] & (offset.abs() <= half * dilation)
+        return seen if dilation == 1 else seen & (offset % dilation == 0)
+
+    return visible
+
+
+def flex_local_attention(q, k, v, keep: torch.Tensor, half: int, dilation: int = 1):
+    """The Local head's context through a compiled FlexAttention over the band's block mask; a query
+    with no visible key gets zeros, as in the blocked path."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    global _compiled_flex_attention
+    if _compiled_flex_attention is None:  # compiled once per process, as PyTorch recommends
+        _compiled_flex_attention = torch.compile(flex_attention)
+    batch, _, length, _ = q.shape
+    block_mask = create_block_mask(
+        local_mask_mod(keep, half, dilation), batch, None, length, length, device=q.device,
+        _compile=True,
+    )  # fmt: skip
+    return _compiled_flex_attention(q, k, v, block_mask=block_mask)
 
 
 # ----------------------------------------------------------------------------------------- Conv

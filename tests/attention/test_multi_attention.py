@@ -85,6 +85,39 @@ def test_local_output_of_an_utterance_does_not_depend_on_the_batch_padding():
     torch.testing.assert_close(batched[2, :, :n], alone[0])
 
 
+@pytest.mark.parametrize("window,dilation", [(8, 1), (6, 3)])
+def test_flex_mask_of_a_local_head_is_its_band_and_its_padding(window, dilation):
+    """The FlexAttention mask (CUDA's path) evaluated densely, as attention's mask: the blocked path's
+    result, with an empty utterance's queries at zero."""
+    lengths = torch.tensor([23, 17, 0])
+    q, k, v = qkv(lengths=lengths)
+    keep = key_mask(lengths, total=23)[:, -1]
+    b, i, j = (torch.arange(n).view(*[-1 if d == a else 1 for d in range(3)])
+               for a, n in enumerate((3, 23, 23)))  # fmt: skip
+    visible = head_kinds.local_mask_mod(keep, window // 2, dilation)(b, 0, i, j)  # (B, L, T)
+    blocked = head_kinds.local_attention(q, k, v, keep[:, None], window, dilation)
+    torch.testing.assert_close(reference_attention(q, k, v, visible), blocked, atol=1e-5, rtol=1e-5)
+    assert blocked[2].eq(0).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dilation", [1, 2])
+def test_cuda_flex_local_heads_equal_the_blocked_path(dilation, monkeypatch):
+    lengths = torch.tensor([300, 211, 0, 129])
+    keep = key_mask(lengths, total=300)[:, -1].cuda()
+    inputs = [x.cuda() for x in qkv(heads=4, d_k=32, lengths=lengths)]
+    results = []
+    for flex in (True, False):
+        monkeypatch.setattr(head_kinds, "FLEX_ON_CUDA", flex)
+        q, k, v = (x.clone().requires_grad_() for x in inputs)
+        out = head_kinds.local_attention(q, k, v, keep[:, None], 64, dilation)
+        (out * torch.linspace(-1, 1, out.numel(), device="cuda").view_as(out)).sum().backward()
+        results.append([out.detach(), q.grad, k.grad, v.grad])
+    for got, expected in zip(*results):
+        torch.testing.assert_close(got, expected, atol=2e-4, rtol=2e-4)
+
+
 # -------------------------------------------------------------------------------------- Conv
 
 
