@@ -15,6 +15,7 @@ import pytest
 import torch
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
 
+from espnet_ext.attention.head_selection import HeadSelectionAttention, set_task_id
 from espnet_ext.attention.multi_attention import MultiHeadMultiAttention
 from espnet_ext.attention.relaxed import RelaxedMultiHeadedAttention
 from espnet_ext.attention.window import WindowAttention
@@ -67,7 +68,10 @@ def modules(device):
         return lambda x: module(x, window_mask)
 
     control = attention(MultiHeadedAttention(4, D, 0.0))
+    selecting = HeadSelectionAttention(4, D, 0.0, num_tasks=3, head_candidates=8)
+    set_task_id(selecting, torch.tensor([2, 0, 1, 2], device=device))  # per-row weights
     return {  # name: (fn, inputs, control fn, control inputs, tolerance factor)
+        "head selection, mixed tasks": (attention(selecting), x, control, x, 2.0),
         "MHMA Local(16)": (attention(MultiHeadMultiAttention(4, D, 0.0, ["4 x Local(16)"])),
                            x, control, x, 2.0),
         "MHMA Fast": (attention(MultiHeadMultiAttention(4, D, 0.0, ["4 x Fast"])), x, control, x,
