@@ -72,8 +72,9 @@ def check_task_ids(task_id: torch.Tensor, num_tasks: int, what: str = "model") -
     task_id = torch.as_tensor(task_id).reshape(-1).long()
     known = ((task_id >= 0) & (task_id < num_tasks)).all()
     if task_id.device.type != "cpu":
-        # Reading the answer back would stall the device every step: an asserting kernel checks it
-        # instead (an unknown id stops the run at the next synchronisation, naming the key).
+        # Reading the answer back would stall the device every step. Tag files are checked when read
+        # (``data.task_tags.task_ids`` names file and line); here an asserting kernel is the last guard
+        # (an unknown id stops the run with a device-side assertion at the next synchronisation).
         torch._assert_async(
             known, f"task_id: a task id is unknown to this {what} (0..{num_tasks - 1})"
         )
