@@ -124,6 +124,9 @@ CASES = {
     "head selection, mixed tasks (training)": head_selection([2, 0, 1], training=True),
     "MHMA Full + Local + Conv + Fast": mhma(["Full", "Local(8)", "Conv(5, 2)", "Fast(16)"]),
     "MHMA Local dilated": mhma(["2 x Local(4, 2)", "2 x Local(8)"]),
+    "MHMA Local, inference (FlexAttention on CUDA)": self_attention(
+        MultiHeadMultiAttention(4, D, 0.1, ["2 x Local(8)", "2 x Local(4, 2)"]), training=False
+    ),
     "MHMA relaxed Full": mhma(["2 x Full", "2 x Local(8)"], gamma=0.1),
     "MHMA smooth focus": mhma(["2 x Full", "2 x Conv(3, 2)"], smooth_focus=True),
     "relaxed attention, training": self_attention(
