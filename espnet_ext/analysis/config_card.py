@@ -303,7 +303,7 @@ def lr_curve(config: dict, total_updates: int) -> dict:
         raise ConfigError(f"unknown scheduler {name!r}", key="scheduler")
     if not issubclass(
         cls, AbsBatchStepScheduler
-    ):  # per epoch, on validation results: no fixed curve
+    ):  # per epoch on validation results: no fixed curve
         return {
             "scheduler": f"{name} (per epoch)",
             "schedule_updates": None,
@@ -313,16 +313,14 @@ def lr_curve(config: dict, total_updates: int) -> dict:
         }
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
     scheduler = cls(optimizer, **(config.get("scheduler_conf") or {}))
-    closed_form = {"warmuplr", "tristagelr", "noamlr", "warmupsteplr"}
     total = max(1, total_updates)
 
     def at(k: int) -> float:  # the LR of update k (k = 1 is the first)
         scheduler.last_epoch = k - 1
         return float(scheduler.get_lr()[0])
 
-    if name.lower() in closed_form:
-        values = None
-    else:  # stateful schedulers: step through every update once
+    # These compute the LR from the update count alone; the others keep state: step through every update.
+    if name.lower() not in ("warmuplr", "tristagelr", "noamlr"):
         values = [optimizer.param_groups[0]["lr"]]
         for _ in range(total - 1):
             scheduler.step()
@@ -451,6 +449,7 @@ def card(
                 k: decode.get(k)
                 for k in ("beam_size", "penalty", "lenpen", "maxlenratio", "ctc_weight")
             }
+            c.update({f"decode_{k}": v for k, v in c["decode"].items()})
     return c
 
 
