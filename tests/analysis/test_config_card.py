@@ -118,3 +118,18 @@ def test_unknown_config_names_the_table(tmp_path):
     paper = config_card.Paper.load(path.parent / "card" / "paper.yaml")
     with pytest.raises(config_card.ConfigError, match="paper.yaml.*no entry"):
         paper.entry("other.yaml")
+
+
+def test_bad_card_files_name_file_and_key(tmp_path):
+    lengths = tmp_path / "lengths.json"
+    lengths.write_text(json.dumps({"corpus": "c", "items": 1, "unit": "u", "source": "s"}))
+    with pytest.raises(config_card.InputError, match="lengths.json: key 'derivation'"):
+        config_card.Lengths.load(lengths)
+    lengths.write_text(json.dumps({"corpus": "c", "items": 1, "unit": "u", "source": "s", "derivation": "d",
+                                   "histogram": [[0, 10, 1]]}))  # fmt: skip
+    with pytest.raises(config_card.InputError, match="lengths.json.*lo, hi, weight"):
+        config_card.Lengths.load(lengths)
+    paper = tmp_path / "paper.yaml"
+    paper.write_text("pipeline: {task: speech}\n")
+    with pytest.raises(config_card.InputError, match="paper.yaml: key 'pipeline.task'"):
+        config_card.Paper.load(paper)
