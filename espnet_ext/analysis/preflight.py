@@ -291,6 +291,7 @@ def preflight(
     settings = yaml.safe_load(config.read_text()) or {}
     owned = workdir is None
     root = Path(tempfile.mkdtemp(prefix="preflight.")) if owned else Path(workdir)
+    root.mkdir(parents=True, exist_ok=True)
     previous = Path.cwd()
     try:
         os.chdir(root)  # relative paths in the config resolve as in the recipe directory

@@ -1,0 +1,26 @@
+"""The preflight harness catches a config that cannot learn (the defect it exists for)."""
+
+from pathlib import Path
+
+from espnet_ext.analysis.preflight import main, preflight
+
+MINI_MT = (
+    Path(__file__).resolve().parents[2] / "egs" / "iwslt14" / "mt1" / "conf" / "train_mt_mini.yaml"
+)
+
+
+def test_grad_clip_zero_moves_no_parameter_and_fails(tmp_path, capsys):
+    # ESPnet clips the norm to grad_clip: 0 scales every gradient by 0 (fairseq's 0 means "no clipping").
+    frozen = preflight(
+        "mt", MINI_MT, vocab=50, extra_args=["--grad_clip", "0"], workdir=tmp_path / "a"
+    )
+    assert frozen.changed == 0 and len(frozen.unchanged_names) > 0
+    assert (
+        main(["--task", "mt", "--config", str(MINI_MT), "--vocab", "50", "--grad_clip", "0"]) == 1
+    )
+    assert "0.0% of" in capsys.readouterr().out
+
+
+def test_the_same_config_with_clipping_learns(tmp_path):
+    result = preflight("mt", MINI_MT, vocab=50, workdir=tmp_path)
+    assert result.changed_fraction > 0.9 and result.updates == 2
