@@ -170,10 +170,19 @@ def test_the_recorder_sees_what_would_synchronise():
         assert op in found
 
 
+# Cases whose CUDA run synchronises inside PyTorch itself, not in our code (pinned on the CPU above).
+PYTORCH_SYNCS_ON_CUDA = {
+    # aten's ctc_loss copies the length tensors to the host (it takes them as integer lists)
+    "LegoNN interface CTC, short utterances counted": "PyTorch's CTC loss reads the lengths on the host",
+}
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("name", CASES)
 def test_cuda_forward_and_backward_never_synchronise(name):
+    if name in PYTORCH_SYNCS_ON_CUDA:
+        pytest.skip(PYTORCH_SYNCS_ON_CUDA[name])
     torch.manual_seed(0)
     step = CASES[name]("cuda")
     step().backward()  # first call: lazy initialisation (cuBLAS handles, kernels) is not the steady state
