@@ -55,19 +55,21 @@ EXPECTED_HEADS = {0: [0, 2], 1: [1, 3], 2: [0, 3]}
 def spy(monkeypatch):
     """Records, in order, each utterance's task ids and the heads every layer computes."""
     events = []
-    set_task_id, selection = TaskConditionedModel.set_task_id, HeadSelectionAttention.selection
+    set_task_id, selections = TaskConditionedModel.set_task_id, HeadSelectionAttention.selections
 
     def recording_set_task_id(self, task_id=None, encoder_task_id=None, decoder_task_id=None):
         events.append(("utt", task_id, encoder_task_id, decoder_task_id))
         return set_task_id(self, task_id, encoder_task_id, decoder_task_id)
 
-    def recording_selection(self, task):
-        heads, scale = selection(self, task)
-        events.append(("heads", task, heads.tolist()))
+    def recording_selections(self, tasks=None):
+        heads, scale = selections(self, tasks)
+        ids = range(heads.size(0)) if tasks is None else tasks.tolist()  # None: every task's
+        for task, chosen in zip(ids, heads.tolist()):
+            events.append(("heads", task, chosen))
         return heads, scale
 
     monkeypatch.setattr(TaskConditionedModel, "set_task_id", recording_set_task_id)
-    monkeypatch.setattr(HeadSelectionAttention, "selection", recording_selection)
+    monkeypatch.setattr(HeadSelectionAttention, "selections", recording_selections)
     return events
 
 
