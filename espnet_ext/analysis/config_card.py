@@ -624,8 +624,9 @@ def results_section(recipe: Path, cards: list | None = None) -> str:
         "",
         "Each real training config against the paper's (or the adopted upstream recipe's) values, from "
         "`conf/card/paper.yaml`. Batch and update sizes are ESPnet's own batch sampler on shape files written as "
-        f"the pipeline writes them, over the length statistics of `conf/card/{paper.lengths}` (an estimate of the "
-        "real corpus: see its `source` and `derivation`); per update = batch x accum_grad on any number of GPUs. "
+        "the pipeline writes them, over the length statistics in `conf/card/` (the file a config's entry names, "
+        f"else `{paper.lengths}`; estimates of the real corpus: see their `source` and `derivation`); per update = "
+        "batch x accum_grad on any number of GPUs. "
         "Regenerate with `python -m espnet_ext.analysis.config_card --results .`",
         "",
         "| config | value | config gives | paper | tolerance | source / deviation |",
