@@ -1,0 +1,10 @@
+"""mTEDx ASR and ST, LRS3 lip reading: real configs take two updates (real_configs.py)."""
+
+import pytest
+
+from tests.configs.real_configs import check_two_updates, configs_of
+
+
+@pytest.mark.parametrize("name", configs_of("mtedx_lrs3"))
+def test_real_config_takes_two_updates(name, tmp_path):
+    check_two_updates(name, tmp_path)
