@@ -56,6 +56,14 @@ def shared_run_units() -> dict[str, str]:
 LONGEST_FIRST = [
     "test_europarl_asr_recipe.py",  # with test_wmt_lego_recipe.py: WMT De-En, Ro-En, compose, Europarl
     "test_librispeech_recipe.py",  # with test_librispeech_slurm.py
+    "test_real_wmt_europarl.py",  # real modes (--smoke true): WMT's seven, then Europarl's De-En path
+    "test_real_mtedx.py",
+    "test_real_lrs3.py",
+    "test_real_librispeech.py",
+    "test_real_mustc.py",
+    "test_real_iwslt14.py",
+    "test_real_cifar100.py",
+    "test_real_mnist_seq.py",
     "test_mtedx_asr_recipe.py",  # with test_mtedx_st_recipe.py
     "test_mtedx_domains.py",
     "test_mustc_asr_recipe.py",  # with test_mustc_st_recipe.py

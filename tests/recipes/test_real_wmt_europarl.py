@@ -1,0 +1,126 @@
+"""egs/wmt/mt1's seven real modes (WMT set) and egs/europarl/asr1's default De-En path (EUROPARL_ST, TEDLIUM
+and WMT set) end to end as smoke runs (--smoke true, README "Smoke runs") on corpora in the release layouts:
+the multilingual head-selection models, the three LegoNN pairs with their newstest sets as WMT names them,
+the compose -> decode -> fine-tune -> decode path, the swap matrix of two De-En seeds, and the Europarl
+LegoNN ASR that reuses the De-En decoder trained here."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from real_fixtures import WMT_LANGS, wmt_release
+from recipe_fixture import make_recipe_copy, read_table, run
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SMOKE = ["--smoke", "true", "--nj", "1", "--inference_nj", "1"]
+DEEN = "train_lego_wemb_deroen"
+# mode -> (extra options, experiment under exp/<mode>, test sets)
+MODES = {
+    "multilingual_m2o": ([], "mt_train_mt_group_m2o", [f"m2o_test_{x}" for x in WMT_LANGS]),
+    "multilingual_o2m": ([], "mt_train_mt_group_o2m", [f"o2m_test_{x}" for x in WMT_LANGS]),
+    "lego_ende": (
+        [],
+        "mt_train_lego_wemb_ende",
+        [f"ende_test_newstest{y}" for y in (2011, 2012, 2014, 2015, 2016)],
+    ),
+    "lego_deen": ([], f"mt_{DEEN}", ["deen_test_newstest2019"]),
+    "lego_roen": ([], f"mt_{DEEN}", ["roen_test_newstest2016"]),
+}
+
+
+@pytest.fixture(scope="module")
+def wmt_runs(tmp_path_factory):
+    """The WMT recipe after every mode, with egs/europarl/asr1 beside it: (dest, env, {mode: run})."""
+    dest = tmp_path_factory.mktemp("wmt_real")
+    env = {
+        "WMT": str(wmt_release(dest / "wmt")),
+        "EUROPARL_ST": str(FIXTURES / "europarl_st" / "v1.1"),
+        "TEDLIUM": str(FIXTURES / "tedlium" / "TEDLIUM_release-3"),
+    }
+    recipe = make_recipe_copy("wmt", "mt1", dest)
+    make_recipe_copy("europarl", "asr1", dest)
+    runs = {}
+    for mode, (args, _, _) in MODES.items():
+        runs[mode] = run(recipe, ["--mode", mode, *SMOKE, *args], env=env)
+    # a second De-En seed (the family of the swap matrix), on lego_deen's data
+    runs["seed1"] = run(
+        recipe,
+        [
+            "--mode",
+            "lego_deen",
+            *SMOKE,
+            "--stage",
+            "7",
+            "--mt_tag",
+            "seed1",
+            "--mt_args",
+            "--seed 1",
+        ],
+        env=env,
+    )
+    runs["lego_swap"] = run(
+        recipe, ["--mode", "lego_swap", *SMOKE, "--swap_tags", f"{DEEN} seed1"], env=env
+    )
+    runs["lego_compose"] = run(recipe, ["--mode", "lego_compose", *SMOKE], env=env)
+    return dest, env, runs
+
+
+def _decoded(recipe: Path, exp: Path, test_sets: list[str], data_mode: str) -> None:
+    decodes = [p for p in exp.glob("decode_*") if p.is_dir()]
+    assert len(decodes) == 1, decodes
+    for dset in test_sets:
+        refs = read_table(recipe / "dump" / data_mode / "raw" / dset / "text")
+        hyps = (decodes[0] / dset / "text").read_text().splitlines()
+        assert [line.split(" ", 1)[0] for line in hyps] == sorted(refs), dset
+        assert (
+            json.loads((decodes[0] / dset / "score_bleu" / "result.json").read_text())["bleu"] >= 0
+        )
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_mode_trains_decodes_and_scores_every_test_set(wmt_runs, mode):
+    dest, _, runs = wmt_runs
+    assert runs[mode].returncode == 0, runs[mode].stderr[-4000:]
+    recipe = dest / "egs" / "wmt" / "mt1"
+    _, exp, test_sets = MODES[mode]
+    _decoded(recipe, recipe / "exp" / mode / exp, test_sets, mode)
+    config = yaml.safe_load((recipe / "exp" / mode / exp / "config.yaml").read_text())
+    assert config["num_iters_per_epoch"] == 1
+    if mode.startswith("lego_"):
+        assert (recipe / "exp" / mode / exp / "last10.pth").exists()  # the paper's window of 10
+        assert (recipe / "exp" / mode / exp / "modules" / "decoder.pt").exists()
+
+
+def test_compose_decodes_then_fine_tunes_and_decodes_again(wmt_runs):
+    dest, _, runs = wmt_runs
+    assert runs["lego_compose"].returncode == 0, runs["lego_compose"].stderr[-4000:]
+    recipe = dest / "egs" / "wmt" / "mt1"
+    for tag in (f"composed_{DEEN}", f"composed_{DEEN}_finetuned"):
+        _decoded(
+            recipe,
+            recipe / "exp" / "lego_compose" / f"mt_{tag}",
+            ["roen_test_newstest2016"],
+            "lego_roen",
+        )
+
+
+def test_swap_matrix_of_two_seeds(wmt_runs):
+    dest, _, runs = wmt_runs
+    assert runs["seed1"].returncode == 0, runs["seed1"].stderr[-4000:]
+    assert runs["lego_swap"].returncode == 0, runs["lego_swap"].stderr[-4000:]
+    out = dest / "egs" / "wmt" / "mt1" / "exp" / "lego_swap" / f"{DEEN}__seed1"
+    assert any(out.iterdir())
+
+
+def test_europarl_default_de_en_path(wmt_runs):
+    """egs/europarl/asr1's real mode with the De-En decoder of ../../wmt/mt1 (trained above)."""
+    dest, env, _ = wmt_runs
+    recipe = dest / "egs" / "europarl" / "asr1"
+    # one job per stage (the real --asr_opts with nj 1)
+    asr_opts = "--nj 1 --inference_nj 1 --max_frames 3000 --inference_model valid.acc.ave.pth"
+    out = run(
+        recipe, [*SMOKE[:2], "--asr_opts", asr_opts, "--mt_opts", " ".join(SMOKE[2:])], env=env
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert (recipe / "exp" / "RESULTS_legonn.md").exists()
