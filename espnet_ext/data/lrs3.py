@@ -220,18 +220,21 @@ def piece_rois(clip: Clip, pieces: list[Piece], options: Options) -> list[np.nda
     frames, times, rate = _decoded(clip, options)
     out = []
     for piece, landmark_file in zip(pieces, clip.pieces, strict=True):
-        # the frames of AV-HuBERT's trimmed piece (lrs3_prepare.py, trim_video_frame)
-        first = int(piece.start * FPS)
-        last = len(frames) if piece.end is None else min(int(piece.end * FPS), len(frames))
-        if last <= first:
-            raise InputError(
-                f"{piece.text!r} from {piece.start:.2f} s has no frames in the "
-                f"{len(frames)}-frame video",
-                path=clip.txt,
-            )
-        span = slice(first, last)
+        span = piece_span(clip, piece, len(frames))
         out.append(_cropped(clip.mp4, frames[span], times[span], rate, landmark_file, options))
     return out
+
+
+def piece_span(clip: Clip, piece: Piece, num_frames: int) -> slice:
+    """The frames of one piece of a clip (AV-HuBERT's lrs3_prepare.py, trim_video_frame)."""
+    first = int(piece.start * FPS)
+    last = num_frames if piece.end is None else min(int(piece.end * FPS), num_frames)
+    if last <= first:
+        raise InputError(
+            f"{piece.text!r} from {piece.start:.2f} s has no frames in the {num_frames}-frame video",
+            path=clip.txt,
+        )
+    return slice(first, last)
 
 
 def clip_pieces(clip: Clip, options: Options) -> list[Piece]:
@@ -248,17 +251,7 @@ def prepare_clip(clip: Clip, options: Options) -> list[tuple[str, str, str]]:
         piece_frames = piece_rois(clip, pieces, options)
     else:
         rois = clip_rois(clip, options)
-        piece_frames = []
-        for piece in pieces:
-            first = int(piece.start * FPS)
-            last = len(rois) if piece.end is None else min(int(piece.end * FPS), len(rois))
-            if last <= first:
-                raise InputError(
-                    f"{piece.text!r} from {piece.start:.2f} s has no frames in the "
-                    f"{len(rois)}-frame video",
-                    path=clip.txt,
-                )
-            piece_frames.append(rois[first:last])
+        piece_frames = [rois[piece_span(clip, piece, len(rois))] for piece in pieces]
     out = []
     for piece, frames in zip(pieces, piece_frames, strict=True):
         utt = clip.utt_id + piece.suffix
