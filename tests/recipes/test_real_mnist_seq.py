@@ -34,7 +34,10 @@ def test_each_model_trains_decodes_and_scores(real_run, attention):
     recipe, runs = real_run
     exp = recipe / "exp" / f"ocr_{attention}_l5"
     config = yaml.safe_load((exp / "config.yaml").read_text())
-    assert config["batch_size"] == 192 and config["optim"] == "adadelta"  # the paper's, unchanged
+    assert (
+        config["optim"] == "adadelta" and config["optim_conf"]["weight_decay"] == 4e-5
+    )  # the paper's
+    assert config["batch_size"] == 8  # the smoke cap of the paper's 192
     assert config["max_epoch"] == 2 and config["num_iters_per_epoch"] == 1
     refs = read_table(recipe / "data" / "test_l5" / "text")
     hyps = (exp / "decode" / "test_l5" / "text").read_text().splitlines()
