@@ -73,6 +73,22 @@ def test_training_keeps_the_last_epochs_and_skip_eval_still_averages(tmp_path):
     assert "Stage 9: decoding: skipped" in done.stderr and not (tmp_path / "decoded").exists()
 
 
+def test_average_is_redone_only_when_the_training_wrote_new_epochs(tmp_path):
+    run = make(tmp_path, "max_epoch: 3\n")
+    assert run("--stop_stage", "8").returncode == 0
+    fake_epochs(tmp_path / "exp", 2)
+    assert run("--stage", "9").returncode == 0
+    again = run("--stage", "9")
+    assert "averaging into last2.pth: already done" in again.stderr, again.stderr
+    torch.save({"w": torch.tensor([5.0])}, tmp_path / "exp" / "3epoch.pth")
+    (tmp_path / "exp" / "latest.pth").unlink()
+    (tmp_path / "exp" / "latest.pth").symlink_to("3epoch.pth")
+    assert run("--stage", "9").returncode == 0
+    assert (
+        torch.load(tmp_path / "exp" / "last2.pth")["w"].item() == 3.5
+    )  # epochs 2 and 3 (the new 3rd: 5.0)
+
+
 def test_averaging_more_epochs_than_trained_is_refused_before_training(tmp_path):
     run = make(tmp_path, "max_epoch: 4\n")
     refused = run("--inference_model", "last10.pth")
