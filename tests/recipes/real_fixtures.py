@@ -7,11 +7,12 @@ import gzip
 import importlib.util
 import pickle
 import shutil
-import struct
 from pathlib import Path
 
 import numpy as np
 import soundfile
+
+from tests.data.idx_files import write_idx
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -70,18 +71,6 @@ def librispeech_release(dest: Path) -> Path:
     return dest
 
 
-def _write_idx(path: Path, array, compress: bool) -> None:
-    header = struct.pack(">I", {3: 2051, 1: 2049}[array.ndim]) + struct.pack(
-        f">{array.ndim}I", *array.shape
-    )
-    data = header + array.astype(np.uint8).tobytes()
-    if compress:
-        with gzip.open(path, "wb") as f:
-            f.write(data)
-    else:
-        path.write_bytes(data)
-
-
 def mnist_release(dest: Path) -> Path:
     """dest with the MNIST idx files (training set gzipped, test set raw, as both circulate): 20 training
     and 10 test digits, two of each class, stroke-like blobs on a black ground."""
@@ -94,8 +83,8 @@ def mnist_release(dest: Path) -> Path:
         digits = np.zeros((count, 28, 28))
         digits[:, 6:22, 9:19] = rng.integers(0, 256, (count, 16, 10))
         suffix = ".gz" if compress else ""
-        _write_idx(dest / f"{images}{suffix}", digits, compress)
-        _write_idx(dest / f"{labels}{suffix}", np.arange(count) % 10, compress)
+        write_idx(dest / f"{images}{suffix}", digits, compress=compress)
+        write_idx(dest / f"{labels}{suffix}", np.arange(count) % 10, compress=compress)
     return dest
 
 
