@@ -11,8 +11,6 @@
 #    7 RESULTS.md
 # --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
 # soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
-# --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
-# soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
@@ -39,7 +37,6 @@ inference_tag=decode
 inference_model=valid.acc.best.pth
 results_title="Image classification results"
 results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
-smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
 smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
 
 . ./path.sh
