@@ -263,7 +263,7 @@ average_stage() {
     [[ ${inference_model} =~ ^last[0-9]+\.pth$ ]] || return 0
     local skip_stages="" epochs  # skip_stages: read by run_stage
     # The epoch files' names, sizes and times: a rerun skips the average until the training wrote new epochs.
-    epochs=$(find "$2" -maxdepth 1 -name '*epoch.pth' -printf '%f %s %T@\n' 2>/dev/null | sort)
+    epochs=$({ find "$2" -maxdepth 1 -name '*epoch.pth' -printf '%f %s %T@\n' 2>/dev/null || true; } | sort)
     run_stage "$1" "averaging into ${inference_model}" "$2/.${inference_model%.pth}" "$(fingerprint "${epochs}")" \
         python -m espnet_ext.bin.average_checkpoints --exp_dir "$2" --model "${inference_model}"
 }

@@ -89,6 +89,12 @@ def test_average_is_redone_only_when_the_training_wrote_new_epochs(tmp_path):
     )  # epochs 2 and 3 (the new 3rd: 5.0)
 
 
+def test_a_run_that_stops_before_training_passes_the_averaging_stage(tmp_path):
+    # no experiment directory yet: the averaging stage's fingerprint must not fail the pipeline (set -e)
+    out = make(tmp_path, "max_epoch: 3\n")("--stop_stage", "7")
+    assert out.returncode == 0, out.stderr
+
+
 def test_averaging_more_epochs_than_trained_is_refused_before_training(tmp_path):
     run = make(tmp_path, "max_epoch: 4\n")
     refused = run("--inference_model", "last10.pth")
