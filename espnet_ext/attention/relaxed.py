@@ -112,6 +112,10 @@ class RelaxedMultiHeadedAttention(MultiHeadedAttention):
         self.fused = bool(fused)
         if self.use_flash_attn and (self.gamma > 0 or self.smooth_focus):
             self.use_flash_attn = False  # flash-attn has no hook for changed weights
+            # ESPnet builds a flash module with nn.Identity dropout (the kernel drops internally): the
+            # weights path needs the real dropout back, or attention dropout silently disappears.
+            if isinstance(self.dropout, torch.nn.Identity):
+                self.dropout = torch.nn.Dropout(p=self.dropout_rate)
 
     def extra_repr(self) -> str:
         return (

@@ -111,22 +111,38 @@ def test_relaxed_code_path_at_gamma_zero_matches_espnet(fused):
     torch.testing.assert_close(out, plain(x, x, x, mask), rtol=1e-5, atol=1e-6)
 
 
-def test_relaxed_training_keeps_attention_dropout_where_plain_module_has_it():
-    """Flash off in a relaxed module must not lose dropout: the same seed drops the same weights."""
-    plain = espnet_attention(dropout=0.5)
-    plain.use_flash_attn = False
-    relaxed = relaxed_copy(plain, gamma=0.5)
-    relaxed.use_flash_attn = True
-    relaxed.configure(gamma=0.5)  # switches flash off
-    assert not relaxed.use_flash_attn
-    plain.train(), relaxed.train()
+@pytest.mark.parametrize("build", ["constructor", "from_attention"])
+def test_module_built_with_flash_gets_attention_dropout_back(build):
+    """ESPnet gives a module built with use_flash_attn=True an nn.Identity dropout (the flash kernel drops
+    internally). Relaxation switches flash off, so the weights path must drop with attention_dropout_rate:
+    the same seed must give exactly the output of the same module built without flash."""
+    torch.manual_seed(0)
+    if build == "constructor":
+        flash = RelaxedMultiHeadedAttention(HEADS, DIM, 0.5, gamma=0.5, use_flash_attn=True)
+    else:
+        flash = RelaxedMultiHeadedAttention.from_attention(
+            MultiHeadedAttention(HEADS, DIM, 0.5, use_flash_attn=True), gamma=0.5
+        )
+    assert not flash.use_flash_attn
+    assert isinstance(flash.dropout, torch.nn.Dropout) and flash.dropout.p == 0.5
+    torch.manual_seed(0)
+    plain = RelaxedMultiHeadedAttention(HEADS, DIM, 0.5, gamma=0.5)
+    flash.train(), plain.train()
     x, mask = torch.randn(2, 6, DIM), padding_mask([6, 4])
     torch.manual_seed(3)
-    first = relaxed(x, x, x, mask)
+    expected = plain(x, x, x, mask)
+    torch.manual_seed(3)
+    assert torch.equal(flash(x, x, x, mask), expected)
     torch.manual_seed(4)
-    second = relaxed(x, x, x, mask)
-    assert not torch.allclose(first, second)  # dropout is active in training
-    assert relaxed.dropout.p == 0.5
+    assert not torch.allclose(flash(x, x, x, mask), expected)  # dropout really drops in training
+    flash.eval(), plain.eval()
+    assert torch.allclose(flash(x, x, x, mask), plain(x, x, x, mask), atol=1e-6)
+
+
+def test_flash_module_left_plain_keeps_espnet_state():
+    """gamma = 0 without smooth focus is ESPnet's module: flash and its Identity dropout stay as built."""
+    flash = RelaxedMultiHeadedAttention(HEADS, DIM, 0.5, gamma=0.0, use_flash_attn=True)
+    assert flash.use_flash_attn and isinstance(flash.dropout, torch.nn.Identity)
 
 
 def test_from_attention_shares_parameters_and_consumes_no_randomness():
