@@ -162,7 +162,14 @@ class LipReadingTask(AbsExtTask):
         )
         ctc = CTC(odim=vocab_size, encoder_output_size=encoder_output_size, **args.ctc_conf)
 
-        model = model_choices.get_class(args.model)(
+        model_class = model_choices.get_class(args.model)
+        # The model counts its updates for freeze_finetune_updates: a mini-batch is 1/accum_grad of one.
+        accum = (
+            {"accum_grad": getattr(args, "accum_grad", 1)}
+            if issubclass(model_class, ESPnetVSRModel)
+            else {}
+        )
+        model = model_class(
             vocab_size=vocab_size,
             token_list=args.token_list,
             frontend=frontend,
@@ -175,6 +182,7 @@ class LipReadingTask(AbsExtTask):
             ctc=ctc,
             joint_network=None,
             **args.model_conf,
+            **accum,
         )
         if args.init is not None:
             initialize(model, args.init)

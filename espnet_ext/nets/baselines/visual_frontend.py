@@ -7,10 +7,16 @@ budgets it can be made lighter: ``resnet_stages`` keeps only the first ResNet st
 512 channels), ``frame_pool`` average-pools the frames spatially first, ``output_size`` projects.
 
 ``ESPnetVSRModel`` is ESPnet's ``ESPnetASRModel`` (encoder, decoder, CTC, losses, the interface
-ESPnet's beam search scores) whose input is named ``video``.
+ESPnet's beam search scores) whose input is named ``video``. ``freeze_finetune_updates: N`` (model_conf)
+is AV-HuBERT's fine-tuning freeze (facebookresearch/av_hubert avhubert/hubert_asr.py,
+``AVHubertSeq2Seq.forward``): for the first N optimizer updates the pre-trained part (front-end and
+encoder) runs under ``torch.no_grad()``, still in training mode (dropout, LayerDrop, batch-norm
+statistics as in fairseq), so only the decoder learns; from update N on everything does.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 import torch.nn.functional as F
@@ -76,7 +82,42 @@ class Conv3dResNetFrontend(AbsFrontend):
 
 
 class ESPnetVSRModel(ESPnetASRModel):
-    """ESPnet's ASR model trained on ``video`` (the frontend turns frames into features)."""
+    """ESPnet's ASR model trained on ``video`` (the frontend turns frames into features).
+
+    ``freeze_finetune_updates``: see the module docstring. ESPnet's trainer tells a model nothing
+    about its updates, so the model counts its training-mode forward passes (one per mini-batch;
+    ``accum_grad`` of them make an update, the task passes the trainer's ``--accum_grad``) in a buffer
+    that is saved with the model: a resumed run goes on counting. The buffer exists only when
+    freezing is on, so other models' state dicts stay as they were. Parameters without a gradient are
+    left alone by the optimizer (torch's Adam skips them, as fairseq's did); under DDP set
+    ``unused_parameters: true`` (fairseq's ``find_unused_parameters``).
+    """
+
+    def __init__(self, *args, freeze_finetune_updates: int = 0, accum_grad: int = 1, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not isinstance(freeze_finetune_updates, int) or freeze_finetune_updates < 0:
+            raise ConfigError(
+                f"must be a number of updates >= 0, got {freeze_finetune_updates!r}",
+                key="model_conf.freeze_finetune_updates",
+            )
+        if not isinstance(accum_grad, int) or accum_grad < 1:
+            raise ConfigError(f"must be >= 1, got {accum_grad!r}", key="accum_grad")
+        self.freeze_finetune_updates = freeze_finetune_updates
+        self.accum_grad = accum_grad
+        self._freeze_now = False
+        if freeze_finetune_updates:
+            self.register_buffer("finetune_batches", torch.zeros((), dtype=torch.long))
+
+    def finetune_updates(self) -> int:
+        """Optimizer updates completed so far (counted since training began)."""
+        if not self.freeze_finetune_updates:
+            return 0
+        return int(self.finetune_batches) // self.accum_grad
+
+    def encoder_frozen(self) -> bool:
+        """Whether the next training batch leaves the front-end and encoder unchanged (fairseq:
+        ``freeze_finetune_updates > num_updates``)."""
+        return self.finetune_updates() < self.freeze_finetune_updates
 
     def forward(
         self,
@@ -86,7 +127,17 @@ class ESPnetVSRModel(ESPnetASRModel):
         text_lengths: torch.Tensor,
         **kwargs,
     ):
-        return super().forward(video, video_lengths, text, text_lengths, **kwargs)
+        self._freeze_now = self.training and self.encoder_frozen()
+        if self.training and self.freeze_finetune_updates:
+            self.finetune_batches += 1
+        try:
+            return super().forward(video, video_lengths, text, text_lengths, **kwargs)
+        finally:
+            self._freeze_now = False
+
+    def encode(self, speech: torch.Tensor, speech_lengths: torch.Tensor):
+        with torch.no_grad() if self._freeze_now else contextlib.nullcontext():
+            return super().encode(speech, speech_lengths)
 
     def collect_feats(
         self, video: torch.Tensor, video_lengths: torch.Tensor, **kwargs
