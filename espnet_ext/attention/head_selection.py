@@ -8,11 +8,21 @@ parameters of eq. 4 with φ_t^(h)(0) fixed at 0, so the layer adds exactly T x H
     q_φ(z_t^(h)) = exp((φ(1) + ε(1))/τ) / Σ_j exp((φ(j) + ε(j))/τ) = σ((φ + ε(1) - ε(0))/τ),  ε ~ G(0, 1)  (4)
 
 The training loss gains  w · KL(q_φ(z) || p(z)),  p(z=1) = H/H'  (eq. 3), the KL between Bernoulli
-posteriors σ(φ) and the prior, summed over a layer's heads, averaged over the utterances of the batch.
+posteriors σ(φ) and the prior. The layer keeps each utterance's KL as the mean over its H' heads; the model
+(``espnet_ext.nets.task_models``) averages it over the layers of each side and weights utterances by their
+target tokens, the normalisation of the authors' ``HeadSelectionLoss`` (fairseq
+examples/attention_head_selection/src/loss/attention_head_selection.py), so that w means what their
+``--kl-weight`` means.
+
+τ (``temperature``): the authors' ``AttnHeadSelector`` uses ``head_select_temp=5.0``
+(src/modules/attn_head_selector.py); the paper does not state it. The default here stays 1.0 (the module's
+long-standing value); the real configs set 5.0.
 
 Selection s_t^(h) from the sampled posterior (noise-free at inference, so inference is deterministic):
   subset (5): the H heads of highest posterior;
   group (6): heads form H contiguous groups of r = H'/H; the best head of each group.
+(The authors' selector draws Gumbel noise at inference too, so their decoding of a task varies from run to
+run; ours decodes with the noise-free posterior, its most probable selection. A deliberate deviation.)
 Selected heads are concatenated in ascending head order (eq. 1), which for the group strategy puts group
 g's head in output slot g (eq. 7). In training each selected head is scaled by the straight-through value
 s + q - stop_grad(q) (= 1 forward, gradient into φ through q).
@@ -192,7 +202,8 @@ class HeadSelectionAttention(TaskConditioned):
 
     Drop-in for ESPnet's ``MultiHeadedAttention`` (same ``forward(query, key, value, mask)``, same mask
     convention, same parameter names); with H' = H it computes ESPnet's attention exactly.
-    ``selection_kl`` holds the eq. (3) KL of the last training forward (None otherwise).
+    ``selection_kl`` holds the eq. (3) KL per utterance (B,), the mean over the H' heads of its task, of the
+    last training forward (None otherwise).
     """
 
     task_kind = "head-selection layer"
@@ -284,14 +295,16 @@ class HeadSelectionAttention(TaskConditioned):
         return self.linear_q, self.linear_k, self.linear_v
 
     def kl(self, task_id: torch.Tensor) -> torch.Tensor:
-        """Eq. (3) KL summed over heads, averaged over the utterances with tasks ``task_id`` (B,).
+        """Eq. (3) KL per utterance of tasks ``task_id`` (B,), averaged over the H' heads -> (B,).
 
-        With H' = H every head is used whatever φ says (prior 1): there is no selection to regularise.
+        The mean over heads (not the sum) is the authors' normalisation (``HeadSelectionLoss`` divides by
+        layers x heads). With H' = H every head is used whatever φ says (prior 1): there is no selection
+        to regularise.
         """
         if self.head_candidates == self.h:
-            return self.selection_logits.new_zeros(())
+            return self.selection_logits.new_zeros(task_id.shape)
         posterior = torch.sigmoid(self.selection_logits.index_select(0, task_id))
-        return bernoulli_kl(posterior, self.prior).sum(-1).mean()
+        return bernoulli_kl(posterior, self.prior).mean(-1)
 
     def forward(self, query, key, value, mask, expand_kv: bool = False) -> torch.Tensor:
         if expand_kv:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
-from torch import nn
 
 from espnet_ext.attention.head_selection import HeadSelectionAttention, check_selection_config
 from espnet_ext.nets.cnn_transformer_encoder import CNNTransformerEncoder
@@ -85,13 +84,3 @@ class HeadSelectionS2TTransformerEncoder(_SelectsHeads, S2TTransformerEncoder):
 
 class HeadSelectionTransformerDecoder(_SelectsHeads, TransformerDecoder):
     _selecting = "decoders"
-
-
-def selection_kl(model: nn.Module):
-    """Sum of the eq. (3) KL terms of the last training forward over all layers of ``model`` (or None)."""
-    terms = [
-        m.selection_kl
-        for m in model.modules()
-        if isinstance(m, HeadSelectionAttention) and m.selection_kl is not None
-    ]
-    return sum(terms) if terms else None

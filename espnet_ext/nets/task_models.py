@@ -16,7 +16,11 @@ A recipe passes them as ESPnet2 data files (``--train_data_path_and_name_and_typ
   ``target_language_id``  the target language of a multilingual decoder (``target_languages`` below).
 
 Options (``model_conf``): ``selection_kl_weight`` w of the eq. (3) KL added to the loss (reported as
-``selection_kl`` in the stats); ``train_adapters_only`` freezes everything but the adapters;
+``selection_kl`` in the stats), normalised as the authors' ``HeadSelectionLoss`` (fairseq
+examples/attention_head_selection): per side (encoder, decoder) the KL of an utterance's task averaged over
+layers and candidate heads, the sides added, utterances weighted by their target tokens (with <eos>) and
+divided as ESPnet divides the cross-entropy (tokens with ``length_normalized_loss``, else utterances), so
+w means what their ``--kl-weight`` (default 0) means; ``train_adapters_only`` freezes everything but the adapters;
 ``task_tags`` the tags of the tasks in id order (``[ar, de, es]``: ar is task 0), which decoding uses to
 map a data dir's tag file to ids (``espnet_ext.tasks.task_conditioned``); every task-conditioned module
 must have exactly that many tasks. ``encoder_task_tags`` / ``decoder_task_tags`` give one side its own
@@ -27,14 +31,19 @@ target language instead of <sos> (``espnet_ext.nets.target_language``), ids from
 
 from __future__ import annotations
 
+import torch
 from espnet2.asr.espnet_model import ESPnetASRModel
 from espnet2.mt.espnet_model import ESPnetMTModel
 from espnet2.st.espnet_model import ESPnetSTModel
+from torch import nn
 
-from espnet_ext.attention.head_selection import TaskConditioned, set_task_id
+from espnet_ext.attention.head_selection import (
+    HeadSelectionAttention,
+    TaskConditioned,
+    set_task_id,
+)
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.adapters import freeze_all_but_adapters
-from espnet_ext.nets.head_selection_transformer import selection_kl
 from espnet_ext.nets.target_language import attach_target_language_start
 
 TASK_KEYS = ("task_id", "encoder_task_id", "decoder_task_id", "target_language_id")
@@ -53,6 +62,47 @@ def check_task_tags(
                 f"{len(tags)} task tags, but {prefix}{name} has num_tasks {module.num_tasks}",
                 key=key,
             )
+
+
+def side_selection_kl(module: nn.Module | None) -> torch.Tensor | None:
+    """Per-utterance KL (B,) of one side of the last training forward: the layers' head means averaged
+    over its head-selection layers (the authors' one selector per side divides by layers x heads)."""
+    if module is None:
+        return None
+    terms = [
+        m.selection_kl
+        for m in module.modules()
+        if isinstance(m, HeadSelectionAttention) and m.selection_kl is not None
+    ]
+    return torch.stack(terms).mean(0) if terms else None
+
+
+def selection_kl_loss(
+    model: nn.Module, target_tokens: torch.Tensor, per_token: bool
+) -> torch.Tensor | None:
+    """The eq. (3) KL term of a batch as the authors weight it: Σ_sides Σ_b n_b KL_b / (Σ_b n_b if
+    ``per_token`` else B), n_b = ``target_tokens`` (B,) of utterance b. None without head selection.
+
+    Their ``HeadSelectionLoss`` weights each task's mean KL by its target tokens in the batch and fairseq
+    divides the summed loss by the batch's tokens; the same division as the cross-entropy keeps that ratio.
+    """
+    sides = [side_selection_kl(getattr(model, side, None)) for side in ("encoder", "decoder")]
+    sides = [kl for kl in sides if kl is not None]
+    if not sides:
+        return None
+    per_utt = torch.stack(sides).sum(0)
+    tokens = target_tokens.to(per_utt.dtype)
+    total = (per_utt * tokens).sum()
+    return total / (tokens.sum() if per_token else tokens.numel())
+
+
+def _ce_divides_by_tokens(model: nn.Module) -> bool:
+    """Whether ESPnet's attention cross-entropy of ``model`` is per token (``length_normalized_loss``)."""
+    for name in ("criterion_att", "criterion_st", "criterion_mt"):
+        criterion = getattr(model, name, None)
+        if criterion is not None:
+            return bool(criterion.normalize_length)
+    return False
 
 
 class TaskConditionedModel:
@@ -120,8 +170,11 @@ class TaskConditionedModel:
         for key in TASK_KEYS:
             kwargs.pop(f"{key}_lengths", None)
         self.set_task_id(**ids)
+        text_lengths = kwargs.get("text_lengths")
         loss, stats, weight = super().forward(*args, **kwargs)
-        kl = selection_kl(self)
+        kl = None
+        if text_lengths is not None:  # ESPnet's target: the tokens and <eos>
+            kl = selection_kl_loss(self, text_lengths + 1, _ce_divides_by_tokens(self))
         if kl is not None:
             loss = loss + self.selection_kl_weight * kl
             stats["selection_kl"] = kl.detach()

@@ -53,7 +53,7 @@ def head_selection(task_ids, training):
             if tasks.is_cuda:  # ids on the device: checked there, as the model's forward gives them
                 set_task_id(module, tasks)
             out = module(x, x, x, mask).sum()
-            return out + module.selection_kl if training else out
+            return out + module.selection_kl.sum() if training else out
 
         return step
 

@@ -58,6 +58,31 @@ def test_extra_parameters_are_tasks_x_candidates_x_layers():
     plain = TransformerEncoder(FEATS, **ENC)
     extra = sum(p.numel() for p in same.parameters()) - sum(p.numel() for p in plain.parameters())
     assert extra == 3 * 2 * 3
+    # H' > H: the H' - H extra heads' q/k/v rows (weights and biases) add 3 (H' - H) d_k (d + 1) per layer
+    wide = encoder(num_tasks=3, head_candidates=6)
+    extra = sum(p.numel() for p in wide.parameters()) - sum(p.numel() for p in plain.parameters())
+    d, d_k = ENC["output_size"], ENC["output_size"] // ENC["attention_heads"]
+    assert extra == 3 * (3 * (6 - 2) * d_k * (d + 1)) + 3 * 6 * 3
+
+
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+def test_straight_through_path_alone_trains_the_logits(side):
+    """The task loss alone (no KL) reaches φ of every layer through s + q - stop_grad(q)."""
+    x, lengths = torch.randn(2, 6, FEATS), torch.tensor([6, 4])
+    if side == "encoder":
+        module = encoder(num_tasks=3, head_candidates=4).train()
+        set_task_id(module, torch.tensor([2, 0]))
+        out = module(x, lengths)[0]
+    else:
+        module = decoder(num_tasks=3, head_candidates=4).train()
+        set_task_id(module, torch.tensor([2, 0]))
+        memory = torch.randn(2, 6, 8)
+        ys, ylens = torch.randint(0, VOCAB, (2, 4)), torch.tensor([4, 3])
+        out = module(memory, lengths, ys, ylens)[0]
+    out.sum().backward()
+    for logits in logits_of(module):
+        assert logits.grad[[0, 2]].abs().sum(-1).gt(0).all()  # every layer, both tasks
+        assert logits.grad[1].eq(0).all()  # a task not in the batch
 
 
 def test_all_heads_equal_espnet_encoder_and_decoder():
@@ -152,12 +177,13 @@ def test_asr_model_routes_task_ids_and_adds_the_kl():
     ids = dict(encoder_task_id=torch.tensor([[1], [0]]), decoder_task_id=torch.tensor([2, 2]))
     torch.manual_seed(1)
     loss, stats, _ = model(**batch, **ids)
-    # 3 layers x 4 heads for the task-1 utterance, 0 for the task-0 one and the decoder: mean 6 heads
-    assert float(stats["selection_kl"]) == pytest.approx(6 * per_head, rel=1e-5)
+    # the task-1 utterance: per_head in every encoder layer (mean over layers and heads), 4 target
+    # tokens with <eos>; 0 for the task-0 one and the decoder; per utterance (length_normalized_loss false)
+    assert float(stats["selection_kl"]) == pytest.approx(4 * per_head / 2, rel=1e-5)
     model.selection_kl_weight = 0.0
     torch.manual_seed(1)  # the same Gumbel draws
     without_kl = model(**batch, **ids)[0]
-    assert float((loss - without_kl).detach()) == pytest.approx(0.5 * 6 * per_head, rel=1e-4)
+    assert float((loss - without_kl).detach()) == pytest.approx(0.5 * 2 * per_head, rel=1e-4)
     loss.backward()
     enc_grads = [p.grad for p in logits_of(model.encoder)]
     dec_grads = [p.grad for p in logits_of(model.decoder)]
@@ -167,6 +193,49 @@ def test_asr_model_routes_task_ids_and_adds_the_kl():
         model(**batch)
     with pytest.raises(InputError, match="task id 2 unknown"):
         model(**batch, task_id=torch.tensor([0, 2]))  # the encoder knows tasks 0 and 1 only
+
+
+def authors_kl(model, enc_tasks, dec_tasks, tokens, per_token):
+    """fairseq's HeadSelectionLoss by hand (examples/attention_head_selection/src/loss/
+    attention_head_selection.py): per side a (tasks, layers, heads) table, each task's KL averaged over
+    layers x heads, weighted by the task's target tokens in the batch (get_sample_sizes), the sides
+    added; fairseq divides the summed loss by the batch's tokens, ESPnet by them or by the utterances."""
+    total = 0.0
+    for side, tasks in (("encoder", enc_tasks), ("decoder", dec_tasks)):
+        layers = [
+            m for m in getattr(model, side).modules() if isinstance(m, HeadSelectionAttention)
+        ]
+        table = torch.stack([m.selection_logits.detach() for m in layers], 1)  # (T, L, H')
+        q = torch.sigmoid(table).double()
+        p = layers[0].prior
+        kl = q * torch.log(q / p) + (1 - q) * torch.log((1 - q) / (1 - p))
+        per_task = kl.sum(-1).sum(-1) / (table.numel() / table.size(0))
+        sizes = torch.zeros(table.size(0), dtype=torch.double)
+        for t, n in zip(tasks, tokens):
+            sizes[t] += n
+        total += float(per_task @ sizes)
+    return total / (sum(tokens) if per_token else len(tokens))
+
+
+@pytest.mark.parametrize("per_token", [False, True])
+def test_selection_kl_is_normalised_as_the_authors(per_token):
+    model = asr_model(selection_kl_weight=1.0, length_normalized_loss=per_token)
+    with torch.no_grad():
+        for p in logits_of(model):
+            p.normal_(0.0, 1.5)
+    text = torch.tensor([[2, 3, 4, 5], [5, 2, -1, -1], [3, -1, -1, -1]])
+    lengths = torch.tensor([4, 2, 1])
+    enc, dec = [1, 0, 1], [2, 0, 1]
+    _, stats, _ = model(
+        speech=torch.randn(3, 6, FEATS),
+        speech_lengths=torch.tensor([6, 5, 6]),
+        text=text,
+        text_lengths=lengths,
+        encoder_task_id=torch.tensor(enc),
+        decoder_task_id=torch.tensor(dec),
+    )
+    want = authors_kl(model, enc, dec, (lengths + 1).tolist(), per_token)  # targets end with <eos>
+    assert float(stats["selection_kl"]) == pytest.approx(want, rel=1e-5)
 
 
 def test_asr_and_mt_tasks_build_task_conditioned_models(tmp_path):
