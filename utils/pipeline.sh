@@ -28,7 +28,9 @@
 #   decode_set DIR KEYS MODULE HYP -- ARGS...   sharded decoding of one test set into DIR/text
 #   merge_shards DIR PATTERN OUT                 per-job outputs of the last decode_set -> OUT, atomically
 #   score_set SCORER REF DIR LINES [ARGS...]    utils/SCORER.py on DIR/text -> DIR/SCORER/result.txt
-# They need ${decode_cmd}, ${train_cmd} (cmd.sh) and ${inference_nj}.
+# They need ${decode_cmd}, ${train_cmd} (cmd.sh) and ${inference_nj}. --gpu_inference true (ESPnet's option):
+# each decoding job is a ${cuda_cmd} job given one GPU (--gpu 1, which Slurm requests), and the pipelines pass
+# ${inference_ngpu} (ESPnet's --ngpu) or ${inference_device} (our image/video decoders' --device) to it.
 # The pipeline that sources this file sets the options read here (see above).
 # shellcheck disable=SC2154
 
@@ -48,6 +50,12 @@ if [ "${smoke:-false}" = true ] || [ "${ESPNET_EXT_SMOKE:-false}" = true ]; then
 else
     smoke=false
 fi
+
+case ${gpu_inference:-false} in
+    true) inference_ngpu=1 inference_device=cuda ;;
+    false) inference_ngpu=0 inference_device=cpu ;;
+    *) die "--gpu_inference must be true or false, not '${gpu_inference}'" ;;
+esac
 
 # fingerprint WORD... : hash of the words, and of the contents of those that are existing files
 fingerprint() {
@@ -305,7 +313,9 @@ decode_set() {
         smoke_out=$(python -m espnet_ext.smoke decode_args -- "$@") || return 1
         [ -z "${smoke_out}" ] || mapfile -t smoke_args <<< "${smoke_out}"
     fi
-    ${decode_cmd} JOB=1:"${decode_jobs}" "${dir}/logdir/${module##*.}.JOB.log" \
+    local cmd=${decode_cmd}
+    [ "${inference_ngpu}" = 0 ] || cmd="${cuda_cmd} --gpu ${inference_ngpu}"
+    ${cmd} JOB=1:"${decode_jobs}" "${dir}/logdir/${module##*.}.JOB.log" \
         python -m "${module}" "$@" "${smoke_args[@]}" --key_file "${dir}/logdir/keys.JOB.scp" || return 1
     merge_shards "${dir}" "${hyp}" "${dir}/text" || return 1
     local want got

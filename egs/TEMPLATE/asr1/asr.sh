@@ -30,6 +30,7 @@ skip_train=false        # skip stages 5-9
 skip_eval=false         # skip stages 10-12 and 15-16
 nj=2                    # parallel jobs for features / statistics
 inference_nj=2          # parallel decoding jobs
+gpu_inference=false     # true: each decoding job on one GPU (ESPnet's option; Slurm requests it)
 ngpu=0                  # GPUs per node for training (0: CPU)
 train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
 num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
@@ -206,13 +207,13 @@ decode() {
         if [ "${input}" = speech ]; then
             # shellcheck disable=SC2086
             decode_set "${dir}" "${feats_dir}/${dset}/${input_scp}" espnet_ext.bin.asr_inference \
-                output.JOB/1best_recog/text -- --batch_size 1 --ngpu 0 --config "${inference_config}" "${data[@]}" \
+                output.JOB/1best_recog/text -- --batch_size 1 --ngpu "${inference_ngpu}" --config "${inference_config}" "${data[@]}" \
                 --asr_train_config "${asr_exp}/config.yaml" --asr_model_file "${asr_exp}/${inference_model}" \
                 "${lm_opts[@]}" --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
         else
             # shellcheck disable=SC2086
             decode_set "${dir}" "${feats_dir}/${dset}/${input_scp}" espnet_ext.bin.vsr_inference \
-                output.JOB/text -- --config "${inference_config}" "${data[@]}" \
+                output.JOB/text -- --device "${inference_device}" --config "${inference_config}" "${data[@]}" \
                 --train_config "${asr_exp}/config.yaml" --model_file "${asr_exp}/${inference_model}" \
                 "${lm_opts[@]}" --output_file "${dir}/logdir/output.JOB/text" \
                 --score_file "${dir}/logdir/output.JOB/score" ${inference_args} || return 1

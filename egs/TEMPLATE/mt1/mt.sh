@@ -21,6 +21,7 @@ skip_train=false        # skip stages 4-8
 skip_eval=false         # skip stages 9-11
 nj=2                    # parallel jobs for statistics
 inference_nj=2          # parallel decoding jobs
+gpu_inference=false     # true: each decoding job on one GPU (ESPnet's option; Slurm requests it)
 ngpu=0                  # GPUs per node for training (0: CPU)
 train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
 num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
@@ -174,7 +175,7 @@ decode() {
         local dir="${mt_exp}/${inference_tag}/${dset}"
         # shellcheck disable=SC2086
         decode_set "${dir}" "${raw_dir}/${dset}/${src_text}" espnet_ext.bin.mt_inference \
-            output.JOB/1best_recog/text -- --batch_size 1 --ngpu 0 --config "${inference_config}" \
+            output.JOB/1best_recog/text -- --batch_size 1 --ngpu "${inference_ngpu}" --config "${inference_config}" \
             --data_path_and_name_and_type "${raw_dir}/${dset}/${src_text},src_text,text" \
             --mt_train_config "${mt_exp}/config.yaml" --mt_model_file "${mt_exp}/${inference_model}" \
             "${lm_opts[@]}" --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1

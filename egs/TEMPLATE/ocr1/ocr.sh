@@ -17,6 +17,8 @@ stage=1
 stop_stage=100
 nj=2                    # parallel jobs for statistics
 inference_nj=2          # parallel decoding jobs
+gpu_inference=false     # true: each decoding job on one GPU (ESPnet's option; Slurm requests it)
+inference_batch_size=1  # images per decoding batch (batched on CPU and GPU; e.g. 64 with --gpu_inference true)
 ngpu=0                  # GPUs per node for training (0: CPU)
 train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
 num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
@@ -94,6 +96,7 @@ decode() {
         rm -f "${dir}/entropy"
         # shellcheck disable=SC2086
         decode_set "${dir}" "data/${dset}/image.scp" espnet_ext.bin.ocr_inference text.JOB -- \
+            --device "${inference_device}" --batch_size "${inference_batch_size}" \
             --train_config "${ocr_exp}/config.yaml" --model_file "${ocr_exp}/${inference_model}" \
             --data_path_and_name_and_type "data/${dset}/image.scp,image,image" \
             --output_file "${dir}/logdir/text.JOB" ${extra} ${inference_args} || return 1

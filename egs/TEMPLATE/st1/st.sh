@@ -15,7 +15,7 @@
 # Options a recipe sets (run.sh, through utils/parse_options.sh): --src_lang --tgt_lang, --train_set
 # --valid_set --test_sets, --st_config --inference_config (required), --asr_init, --token_joint
 # --src_token_type --tgt_token_type --src_nbpe --tgt_nbpe --bpemode, --min_frames --max_frames --max_text_chars,
-# --nj --inference_nj --ngpu --num_nodes --train_num_threads --cmd_backend, --st_args --inference_args
+# --nj --inference_nj --gpu_inference --ngpu --num_nodes --train_num_threads --cmd_backend, --st_args --inference_args
 # --st_tag --st_stats_dir --inference_tag --inference_model --bleu_opts, --results_title --results_md; the list below is complete.
 # --asr_init FILE starts the ST encoder (and frontend/normalisation, when present) from the ASR model FILE
 # (e.g. ../asr1/exp/asr_x/valid.acc.ave.pth, trained on the same features); utils/asr_init.py refuses a
@@ -32,6 +32,7 @@ skip_train=false        # skip stages 5-6
 skip_eval=false         # skip stages 7-9
 nj=2                    # parallel jobs for features / statistics
 inference_nj=2          # parallel decoding jobs
+gpu_inference=false     # true: each decoding job on one GPU (ESPnet's option; Slurm requests it)
 ngpu=0                  # GPUs per node for training (0: CPU)
 train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
 num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
@@ -147,7 +148,7 @@ decode() {
         local dir="${st_exp}/${inference_tag}/${dset}"
         # shellcheck disable=SC2086
         decode_set "${dir}" "${feats_dir}/${dset}/feats.scp" espnet_ext.bin.st_inference \
-            output.JOB/1best_recog/text -- --batch_size 1 --ngpu 0 --config "${inference_config}" \
+            output.JOB/1best_recog/text -- --batch_size 1 --ngpu "${inference_ngpu}" --config "${inference_config}" \
             --data_path_and_name_and_type "${feats_dir}/${dset}/feats.scp,speech,kaldi_ark" \
             --st_train_config "${st_exp}/config.yaml" --st_model_file "${st_exp}/${inference_model}" \
             --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
