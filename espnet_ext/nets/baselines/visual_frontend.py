@@ -12,6 +12,13 @@ is AV-HuBERT's fine-tuning freeze (facebookresearch/av_hubert avhubert/hubert_as
 ``AVHubertSeq2Seq.forward``): for the first N optimizer updates the pre-trained part (front-end and
 encoder) runs under ``torch.no_grad()``, still in training mode (dropout, LayerDrop, batch-norm
 statistics as in fairseq), so only the decoder learns; from update N on everything does.
+
+AV-HuBERT's fine-tuning decoder (``AVHubertSeq2SeqConfig``; its conf/finetune/*.yaml) shares the input
+embedding with the output projection (``share_decoder_input_output_embed: true``), initialises that
+table N(0, d^-1/2) with a zero padding row, and adds the positional encoding to the unscaled embedding
+(``no_scale_embedding: true``); model_conf ``share_decoder_input_output_embed`` and
+``scale_decoder_embedding: false`` do the same with ESPnet's Transformer decoder (its output bias stays,
+zero-initialised).
 """
 
 from __future__ import annotations
@@ -93,8 +100,20 @@ class ESPnetVSRModel(ESPnetASRModel):
     ``unused_parameters: true`` (fairseq's ``find_unused_parameters``).
     """
 
-    def __init__(self, *args, freeze_finetune_updates: int = 0, accum_grad: int = 1, **kwargs):
+    def __init__(
+        self,
+        *args,
+        freeze_finetune_updates: int = 0,
+        accum_grad: int = 1,
+        share_decoder_input_output_embed: bool = False,
+        scale_decoder_embedding: bool = True,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
+        if share_decoder_input_output_embed or not scale_decoder_embedding:
+            self._fairseq_decoder_embedding(
+                share_decoder_input_output_embed, scale_decoder_embedding
+            )
         if not isinstance(freeze_finetune_updates, int) or freeze_finetune_updates < 0:
             raise ConfigError(
                 f"must be a number of updates >= 0, got {freeze_finetune_updates!r}",
@@ -107,6 +126,33 @@ class ESPnetVSRModel(ESPnetASRModel):
         self._freeze_now = False
         if freeze_finetune_updates:
             self.register_buffer("finetune_batches", torch.zeros((), dtype=torch.long))
+
+    def _fairseq_decoder_embedding(self, share: bool, scale: bool) -> None:
+        embed = getattr(self.decoder, "embed", None)
+        table = embed[0] if isinstance(embed, torch.nn.Sequential) else None
+        positions = embed[-1] if isinstance(embed, torch.nn.Sequential) else None
+        output = getattr(self.decoder, "output_layer", None)
+        if not isinstance(table, torch.nn.Embedding) or not hasattr(positions, "xscale"):
+            raise ConfigError(
+                "needs a decoder with an embedding table and positional encoding "
+                f"(ESPnet's Transformer decoder), not {type(self.decoder).__name__}",
+                key="model_conf.share_decoder_input_output_embed",
+            )
+        if not scale:
+            positions.xscale = 1.0  # PositionalEncoding: x * xscale + PE
+        if share:
+            if not isinstance(output, torch.nn.Linear) or output.weight.shape != table.weight.shape:
+                raise ConfigError(
+                    "the decoder's output layer must be (vocabulary x attention dim) like its "
+                    "embedding table",
+                    key="model_conf.share_decoder_input_output_embed",
+                )
+            dim = table.embedding_dim
+            torch.nn.init.normal_(table.weight, mean=0.0, std=dim**-0.5)  # fairseq's Embedding()
+            if table.padding_idx is not None:
+                torch.nn.init.zeros_(table.weight[table.padding_idx])
+            torch.nn.init.zeros_(output.bias)
+            output.weight = table.weight
 
     def finetune_updates(self) -> int:
         """Optimizer updates completed so far (counted since training began)."""
