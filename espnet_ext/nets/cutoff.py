@@ -1,16 +1,19 @@
 """Cutoff augmentation for machine translation (Shen et al., 2020), as used by the relaxed-attention paper (§4.3).
 
-The paper's A.3.3 takes everything but the model from Shen et al.'s released fairseq recipe. Its token cutoff
-replaces each token independently, with probability ``token_cutoff_rate`` (0.05), by ``<unk>``, in the
-source *and* in the decoder input (positions keep their positional encoding); ``feature_cutoff_rate`` erases
-random embedding dimensions of an embedded input (``feature_cutoff``, the paper's other cutoff). Each batch is
-run once as is and ``num_augmented`` times masked; the loss, normalised like the reference, is
+The paper's A.3.3 takes everything but the model from Shen et al.'s released fairseq recipe
+(dinghanshen/Cutoff commit 4978563 -> stevezheng23/fairseq_extension, examples/translation/augmentation and
+fairseq/criterions/label_smoothed_cross_entropy_with_regularization.py). Its token cutoff replaces each token
+independently, with probability ``token_cutoff_rate`` (0.05), by ``<unk>``, in the source *and* in the
+decoder input (positions keep their positional encoding); ``feature_cutoff_rate`` erases random embedding
+dimensions of an embedded input (``feature_cutoff``, the paper's other cutoff). Each batch is run once as is
+and ``num_augmented`` times masked; the loss is the reference criterion's
 
-    L = ( sum_i CE_i + consistency_weight * sum_t KL(m_t || p_0,t) ) / ((N+1) * ntokens),
+    L = ( sum_i CE_i + consistency_weight * 1/(N+1) sum_i sum_t KL(m_t || p_i,t) ) / ((N+1) * ntokens),
     m = softmax(mean_i logits_i),
 
-with CE_i the summed (label-smoothed) cross entropy of copy i, p_0 the unmasked copy's distribution and
-``consistency_weight`` 5 as in the reference: about 2.5 per target token for the divergence with N = 1.
+with CE_i the summed (label-smoothed) cross entropy of copy i and p_i its distribution, padded positions left
+out. With the reference's one augmented copy (N = 1) the divergence term is (KL(m||p) + KL(m||q)) / 2 and
+the denominator its ``sample_size``, 2 ntokens; ``consistency_weight`` 5 is its ``--regularization_weight``.
 
 At inference (``eval()``) the model is ESPnet's ``ESPnetMTModel`` unchanged.
 """
@@ -53,10 +56,14 @@ def feature_cutoff(feats: torch.Tensor, rate: float) -> torch.Tensor:
 
 
 def consistency_kl(logits: list[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
-    """Summed over ``mask`` (B, L): KL(m || p_0), m = softmax of the mean logits, p_0 = softmax(logits[0])."""
+    """Summed over ``mask`` (B, L), averaged over copies: mean_i KL(m || p_i), m = softmax(mean logits).
+
+    Every copy gets the divergence, and its gradient, as in the reference's
+    ``compute_regularization_loss`` ((KL(m||p) + KL(m||q)) / 2 for two copies); m is not detached there.
+    """
     log_m = torch.stack(logits).mean(0).log_softmax(dim=-1)
-    log_p0 = logits[0].log_softmax(dim=-1)
-    kl = (log_m.exp() * (log_m - log_p0)).sum(-1)  # (B, L)
+    m = log_m.exp()
+    kl = torch.stack([(m * (log_m - x.log_softmax(dim=-1))).sum(-1) for x in logits]).mean(0)
     return kl.masked_select(mask).sum()
 
 

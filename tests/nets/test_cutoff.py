@@ -23,24 +23,55 @@ def test_bernoulli_unk_masks_each_token_independently_even_in_short_sentences():
     assert per_sentence.max() >= 2 and (per_sentence == 0).any()  # counts vary, not a fixed floor
 
 
-def test_consistency_kl_is_kl_of_mean_logit_softmax_to_the_unmasked_copy():
-    # Two copies, vocabulary 2, one target token; worked by hand:
-    # p = softmax(0, 0) = (1/2, 1/2); q-logits (ln 3, 0); mean logits (ln 3 / 2, 0) -> m = (√3, 1)/(√3 + 1)
+def test_consistency_kl_is_the_reference_mean_of_both_copies_divergences():
+    # The reference criterion (fairseq_extension label_smoothed_cross_entropy_with_regularization.py):
+    # (KL(m||p) + KL(m||q)) / 2, m = softmax of the mean logits. Two copies, vocabulary 2, one token, by hand:
+    # p = softmax(0, 0) = (1/2, 1/2); q = softmax(ln 3, 0) = (3/4, 1/4); m = (√3, 1) / (√3 + 1).
     p_logits = torch.tensor([[[0.0, 0.0]]])
     q_logits = torch.tensor([[[math.log(3.0), 0.0]]])
     m1 = math.sqrt(3) / (math.sqrt(3) + 1)
     m2 = 1 / (math.sqrt(3) + 1)
-    # = 0.634 ln 1.268 + 0.366 ln 0.732 = 0.0363
-    expected = m1 * math.log(m1 / 0.5) + m2 * math.log(m2 / 0.5)
-    mask = torch.tensor([[True]])
-    got = consistency_kl([p_logits, q_logits], mask)
+    kl_p = m1 * math.log(m1 / 0.5) + m2 * math.log(m2 / 0.5)  # 0.634 ln 1.268 + 0.366 ln 0.732
+    kl_q = m1 * math.log(m1 / 0.75) + m2 * math.log(m2 / 0.25)  # 0.634 ln 0.845 + 0.366 ln 1.464
+    assert (kl_p, kl_q) == (pytest.approx(0.036341, abs=1e-5), pytest.approx(0.032996, abs=1e-5))
+    expected = (kl_p + kl_q) / 2
+    got = consistency_kl([p_logits, q_logits], torch.tensor([[True]]))
     assert got.item() == pytest.approx(expected, rel=1e-5)
-    assert expected == pytest.approx(0.036341, abs=1e-5)
+    # Not KL(m||p) of the clean copy alone (this module's earlier form): the two differ here by 4.6 %.
+    assert abs(got.item() - kl_p) > 0.04 * kl_p
     # Summed (not averaged) over unmasked tokens; padding ignored.
     two = consistency_kl(
         [p_logits.repeat(1, 3, 1), q_logits.repeat(1, 3, 1)], torch.tensor([[True, True, False]])
     )
     assert two.item() == pytest.approx(2 * expected, rel=1e-5)
+
+
+def reference_criterion(ce_p, ce_q, p_logits, q_logits, pad, ntokens, weight=5.0):
+    """The reference's loss / sample_size written out with torch's kl_div, pads zeroed as there."""
+    m = torch.softmax((p_logits + q_logits) / 2, dim=-1)
+    kl_p = torch.nn.functional.kl_div(p_logits.log_softmax(-1), m, reduction="none")
+    kl_q = torch.nn.functional.kl_div(q_logits.log_softmax(-1), m, reduction="none")
+    kl_p = kl_p.masked_fill(pad.unsqueeze(-1), 0.0).sum()
+    kl_q = kl_q.masked_fill(pad.unsqueeze(-1), 0.0).sum()
+    return (ce_p + ce_q + weight * (kl_p + kl_q) / 2) / (2 * ntokens)
+
+
+def test_loss_and_gradients_of_both_copies_match_the_reference_criterion():
+    torch.manual_seed(0)
+    p_logits = torch.randn(2, 4, 7, requires_grad=True)
+    q_logits = torch.randn(2, 4, 7, requires_grad=True)
+    valid = torch.tensor([[True, True, True, True], [True, True, False, False]])
+    ce_p, ce_q = torch.tensor(3.0), torch.tensor(4.0)
+    ntokens = valid.sum()
+    ours = (ce_p + ce_q + 5.0 * consistency_kl([p_logits, q_logits], valid)) / (2 * ntokens)
+    ours_grads = torch.autograd.grad(ours, (p_logits, q_logits))
+    reference = reference_criterion(ce_p, ce_q, p_logits, q_logits, ~valid, ntokens)
+    ref_grads = torch.autograd.grad(reference, (p_logits, q_logits))
+    torch.testing.assert_close(ours, reference)
+    for got, want in zip(ours_grads, ref_grads):
+        torch.testing.assert_close(got, want)
+        assert (got[1, 2:] == 0).all()  # padded positions get no gradient
+        assert got.abs().sum() > 0
 
 
 def test_feature_cutoff_erases_the_same_dimensions_at_every_position():
@@ -107,8 +138,8 @@ def test_cutoff_model_builds_through_the_mt_task_and_trains(mt_args):
     model.train()
     loss, stats, weight = model(**batch)
     assert torch.isfinite(loss) and int(weight) == 2
-    # Reference normalisation: (sum_i CE_i + 5 * sum_t KL) / (copies * ntokens), ntokens = 5 target tokens
-    # (3 + 2) plus 2 <eos>; the stats are per token.
+    # Reference normalisation: (sum_i CE_i + 5 * mean_i sum_t KL(m||p_i)) / (copies * ntokens), ntokens = 5
+    # target tokens (3 + 2) plus 2 <eos>; the stats are per token.
     expected = (stats["loss_ce"] + 2 * stats["loss_ce_augmented"] + 5.0 * stats["loss_kl"]) / 3
     torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-5)
     assert stats["loss_kl"] > 0  # differently masked copies disagree
