@@ -64,6 +64,12 @@ _LEGONN_MODULES = [
     ("encoder_choices", "legonn", _LEGO + "encoder:LegoNNEncoder"),
     ("decoder_choices", "legonn", _LEGO + "decoder:LegoNNDecoder"),
 ]
+# fairseq's utterance CMVN (ESPnet's utterance_mvn counts padded frames in the variance)
+_UTTERANCE_CMVN = (
+    "normalize_choices",
+    "utterance_cmvn",
+    "espnet_ext.features.utterance_cmvn:UtteranceCMVN",
+)
 
 REGISTRY: dict[str, list[tuple[str, str, str]]] = {
     "espnet2.tasks.asr": [
@@ -81,6 +87,7 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
         ("model_choices", "legonn", _LEGO + "model:LegoNNASRModel"),
         *_LEGONN_MODULES,
         ("encoder_choices", "relaxed_avhubert", "espnet_ext.nets.avhubert.encoder:AVHubertEncoder"),
+        _UTTERANCE_CMVN,
     ],
     "espnet2.tasks.st": [
         (
@@ -93,6 +100,7 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
         _RELAXED_DECODER,
         *_TASK_MODULES,
         *_TASK_SPEECH_ENCODERS,
+        _UTTERANCE_CMVN,
     ],
     "espnet2.tasks.mt": [
         ("model_choices", "cutoff", "espnet_ext.nets.cutoff:CutoffMTModel"),

@@ -178,8 +178,13 @@ asr_train() {
     local init_opts=()
     mkdir -p "${asr_exp}"
     model_data_opts
-    [ "${input}" = speech ] && model_data+=(--normalize global_mvn
-        --normalize_conf "stats_file=${asr_stats_dir}/train/feats_stats.npz")
+    if [ "${input}" = speech ]; then  # the config's normalize, else global_mvn over the statistics
+        local normalize normalize_opts
+        normalize=$(python -m espnet_ext.bin.normalize_opts --config "${asr_config}" \
+            --stats_file "${asr_stats_dir}/train/feats_stats.npz") || return 1
+        read -ra normalize_opts <<< "${normalize}"
+        model_data+=("${normalize_opts[@]}")
+    fi
     if [ -n "${avhubert_checkpoint}" ]; then  # fairseq names -> ours, strictly checked, for --init_param
         ${train_cmd} "${asr_exp}/avhubert_init.log" python -m espnet_ext.nets.avhubert.checkpoint \
             --checkpoint "${avhubert_checkpoint}" --config "${asr_config}" --token_list "${token_list}" \

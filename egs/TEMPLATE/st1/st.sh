@@ -119,9 +119,12 @@ st_train() {
     mkdir -p "${st_exp}"
     local options extra init="" smoke_args
     read -ra extra <<< "$(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") ${st_args}"
+    local normalize normalize_opts  # the config's normalize, else global_mvn over the statistics
+    normalize=$(python -m espnet_ext.bin.normalize_opts --config "${st_config}" \
+        --stats_file "${st_stats_dir}/train/feats_stats.npz") || return 1
+    read -ra normalize_opts <<< "${normalize}"
     options=("${tokenizer_opts[@]}" --config "${st_config}" --input_size "$(cat "${train_dir}/feats_dim")"
-             --normalize global_mvn --normalize_conf "stats_file=${st_stats_dir}/train/feats_stats.npz"
-             "${extra[@]}")
+             "${normalize_opts[@]}" "${extra[@]}")
     if [ -n "${asr_init}" ]; then  # the model train_model starts: a smoke run's widths included
         smoke_overrides smoke_args "${options[@]}" || return 1
         init=$(python utils/asr_init.py --asr_model "${asr_init}" -- "${options[@]}" "${smoke_args[@]}" \
