@@ -1,13 +1,13 @@
 #!/usr/bin/env python
 """Cost of the LegoNN machinery: a training step of a LegoNN MT model against a plain encoder-decoder.
 
-    python tests/bench/bench_legonn.py [--quick] [--device cpu|cuda] [--rounds N]
+    python tests/bench/bench_legonn.py [--quick] [--device cpu|cuda] [--batch_size B] [--rounds N]
 
 Both models are ESPnet2 MT models built by the MT task from configs: the LegoNN one (``model: legonn``;
 modality encoder + OLC upsampling by 2 as the second half of the encoder, CTC interface over the target
 vocabulary, WEmb ingestor + pre-LN Transformer decoder) and ESPnet's plain Transformer encoder-decoder with
 as many encoder blocks as brings its parameter count closest (the paper's "same size" baseline, §V-B).
-A step = forward (CE, plus CTC for LegoNN) + backward + Adam.
+A step = forward (CE, plus CTC for LegoNN) + backward + Adam, on B = 16 sentences of 30 tokens (--batch_size B).
 
 Decoding: a composed three-module LegoNN ASR model (speech -> phonemes with OLC 1/1.2 -> words with a WEmb
 RF 5 ingestor and OLC 1/3.5 -> WEmb decoder, §V-C2) against a one-module ESPnet ASR Transformer of matched
@@ -15,7 +15,7 @@ size, both decoded by ESPnet's ``BatchBeamSearch`` (beam 5) for exactly ``--step
 <eos> before that is not accepted, so random weights give both the same amount of work), one utterance.
 The models alternate round-robin so machine load hits both alike; the fastest round of each is reported
 (tests/bench/timing.py).
-Targets: LegoNN / plain <= 1.5x for both.
+Targets: LegoNN / plain <= 1.5x for both (on CUDA too, at the same default batch: no GPU goal of its own).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import argparse
 from argparse import Namespace
 
 import torch
-from timing import fastest
+from timing import device_options, fastest, pick_batch_size
 
 TARGET = 1.5
 
@@ -192,13 +192,14 @@ def train_step(model, optimizer, batch) -> None:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--quick", action="store_true", help="small model and batch (smoke run)")
-    parser.add_argument("--device", default="cpu")
+    device_options(parser, 16, 16)
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None, help="decoded tokens (default 20)")
     args = parser.parse_args()
     dim, heads, units, blocks, n_vocab, batch_size, length = (
         (32, 2, 64, 4, 50, 4, 8) if args.quick else (256, 4, 1024, 12, 1000, 16, 30)
     )
+    batch_size = pick_batch_size(args, batch_size, batch_size)
     rounds = args.rounds or (2 if args.quick else 10)
     torch.set_num_threads(1)
     vocab = ["<blank>", "<unk>", *[f"t{i}" for i in range(n_vocab - 3)], "<sos/eos>"]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Cost of relaxed and fuzzy relaxed window attention in Swin-T, side by side in one process.
 
-    python tests/bench/bench_swin_relaxed.py [--quick] [--device cpu|cuda] [--rounds N]
+    python tests/bench/bench_swin_relaxed.py [--quick] [--device cpu|cuda] [--batch_size B] [--rounds N]
 
 Swin-T (224 x 224, 100 classes) is built in four variants with the same weights and batch: plain window
 attention, relaxed self-attention (γ = 0.1, eq. 3), fuzzy relaxation (γ ~ N(0.1, 0.03²) drawn per forward
@@ -10,7 +10,8 @@ ratio shows how far the machine's noise alone moves a ratio. The variants run in
 rotated every round so none is always first (a shared, loaded machine favours no position); the fastest
 round of each counts (tests/bench/timing.py). Training = forward + backward + Adam step;
 inference = eval mode with matched inference (relaxation at test time, the fused path).
-Target: relaxed and fuzzy training step <= 1.03x the plain model.
+Target: relaxed and fuzzy training step <= 1.03x the plain model; on CUDA the same goal at batch 32 (the
+default batch there).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 from pathlib import Path
 
 import torch
-from timing import fastest, model_steps, print_ratios
+from timing import device_options, fastest, model_steps, pick_batch_size, print_ratios
 
 from espnet_ext.nets.swin.classifier import SwinClassifier
 
@@ -39,6 +40,7 @@ TARGETS = {  # (training step, inference) ratio to the plain model; inference ha
     "relaxed self-attention γ=0.1": (1.03, None),
     "fuzzy relaxation γ0=0.1 σ=0.03": (1.03, None),
 }
+CUDA_BATCH = 32
 
 
 class Logits(torch.nn.Module):
@@ -58,13 +60,12 @@ def build(options: dict, config: dict) -> Logits:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small Swin on 32x32 (smoke run)")
-    parser.add_argument("--device", default="cpu")
+    device_options(parser, CUDA_BATCH, 4)
     parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--batch_size", type=int, default=None)
     args = parser.parse_args()
-    config, size, batch_size, rounds = (SMALL_SWIN, 32, 4, 2) if args.quick else ({}, 224, 4, 10)
+    config, size, cpu_batch, rounds = (SMALL_SWIN, 32, 4, 2) if args.quick else ({}, 224, 4, 10)
     rounds = args.rounds or rounds
-    batch_size = args.batch_size or batch_size
+    batch_size = pick_batch_size(args, CUDA_BATCH, cpu_batch)
     torch.manual_seed(1)
     batch = (torch.rand(batch_size, size, size, 3, device=args.device),)
     models = {name: build(opts, config).to(args.device) for name, opts in VARIANTS.items()}

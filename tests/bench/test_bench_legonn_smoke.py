@@ -2,7 +2,8 @@
 
 
 def test_legonn_benchmark_smoke_run(run_benchmark):
-    stdout = run_benchmark("bench_legonn.py")
+    stdout = run_benchmark("bench_legonn.py", "--batch_size", "2")
+    assert "batch=2x8" in stdout
     rows = [
         line
         for line in stdout.splitlines()

@@ -10,7 +10,8 @@ from bench_multiformer import PeakMemory  # noqa: E402
 
 
 def test_multiformer_benchmark_smoke_run(run_benchmark, tmp_path):
-    stdout = run_benchmark("bench_multiformer.py", "--out_dir", str(tmp_path))
+    stdout = run_benchmark("bench_multiformer.py", "--out_dir", str(tmp_path), "--batch_size", "2")
+    assert "4 heads, batch 2, training mode" in stdout
     rows = [line for line in stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert [r.split("|")[1].strip() for r in rows] == ["64", "128", "256"]
     assert all(len(r.strip().strip("|").split("|")) == 9 for r in rows)  # T + (ms, MiB) x 4 kinds

@@ -1,8 +1,10 @@
 """The benchmarks' timing rule: a warm-up round, rotated interleaved rounds, the fastest round counts."""
 
+import argparse
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -47,3 +49,40 @@ def test_ratio_rows_and_missed_targets(capsys):
     assert rows[2].endswith("train <= 1.03x, inference <= 1.01x: MISSED")
     assert timing.print_ratios(train, infer, "plain", {"relaxed": (1.03, None)}) == []
     assert capsys.readouterr().out.splitlines()[2].endswith("train <= 1.03x: met")
+
+
+def test_batch_size_defaults_to_the_gpu_goals_batch_on_cuda_only():
+    parser = argparse.ArgumentParser()
+    timing.device_options(parser, cuda_batch=16, cpu_batch=1)
+    pick = timing.pick_batch_size
+    assert pick(parser.parse_args([]), 16, 1) == 1
+    assert pick(parser.parse_args(["--device", "cuda"]), 16, 1) == 16
+    assert pick(parser.parse_args(["--device", "cuda:1"]), 16, 1) == 16
+    assert pick(parser.parse_args(["--device", "cuda", "--batch_size", "4"]), 16, 1) == 4
+    with pytest.raises(SystemExit, match="--batch_size must be >= 1, not 0"):
+        pick(parser.parse_args(["--batch_size", "0"]), 16, 1)
+
+
+def test_multiformer_goals_on_cuda_are_the_gpu_goals():
+    import bench_multiformer
+
+    lengths = [1024, 2048, 4096]
+    times = {
+        t: {"Full": 1.0 * t, "Local(64)": 0.2 * t, "Conv(5,2)": 0.4 * t, "Fast": 0.3 * t}
+        for t in lengths
+    }
+    peaks = {
+        t: {"Full": 10.0 * t, "Local(64)": 1.0 * t, "Conv(5,2)": 5.0 * t, "Fast": 1.0 * t}
+        for t in lengths
+    }
+    cpu = {name: ok for name, _, ok in bench_multiformer.goals(lengths, times, peaks, 1.0)}
+    gpu = {
+        name: ok for name, _, ok in bench_multiformer.goals(lengths, times, peaks, 1.0, gpu=True)
+    }
+    # Conv is 2.5x faster: the GPU goal (>= 2x) is met, the CPU one (>= 3x) is not; Fast (3.33x) only on GPU
+    assert cpu["Conv(5,2) speed-up at T=2048 (>= 3x)"] is False
+    assert gpu["Conv(5,2) speed-up at T=2048 (>= 2x)"] is True
+    assert gpu["Fast speed-up at T=4096 (>= 3x)"] is True and not any(
+        "Fast speed-up" in n for n in cpu
+    )
+    assert gpu["Local speed-up at T=4096 (>= 4x)"] and gpu["Local memory saving at T=4096 (>= 8x)"]

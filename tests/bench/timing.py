@@ -7,10 +7,15 @@ the least disturbed one. On CUDA the clock stops only after the device has finis
 
 ``model_steps(models, inputs, train)`` gives those steps for models that map ``inputs`` to logits:
 a training step (forward, backward, Adam) or an inference step (eval mode, no autograd).
+
+``device_options(parser, cuda_batch, cpu_batch)`` adds every benchmark's ``--device`` and ``--batch_size``;
+``pick_batch_size(args, ...)`` picks the batch: the option's, else on CUDA the batch of the GPU goals (the sizes a
+real run trains at: at batch 1 a GPU only measures kernel launches) and elsewhere the CPU default.
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import time
 from collections.abc import Callable, Hashable, Mapping
@@ -18,11 +23,34 @@ from collections.abc import Callable, Hashable, Mapping
 import torch
 
 
+def device_options(parser: argparse.ArgumentParser, cuda_batch: int, cpu_batch: int) -> None:
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--batch_size",
+        type=int,
+        default=None,
+        help=f"default: {cuda_batch} on CUDA (the GPU goals' batch), {cpu_batch} on CPU",
+    )
+
+
+def is_cuda(device: torch.device | str) -> bool:
+    return torch.device(device).type == "cuda"
+
+
+def pick_batch_size(args: argparse.Namespace, cuda_batch: int, cpu_batch: int) -> int:
+    """``--batch_size`` if given (>= 1), else ``cuda_batch`` on CUDA and ``cpu_batch`` elsewhere."""
+    if args.batch_size is not None:
+        if args.batch_size < 1:
+            raise SystemExit(f"error: --batch_size must be >= 1, not {args.batch_size}")
+        return args.batch_size
+    return cuda_batch if is_cuda(args.device) else cpu_batch
+
+
 def timed(step: Callable[[], object], device: torch.device | str) -> float:
     """Seconds that ``step()`` takes, including the device's queued work."""
     start = time.perf_counter()
     step()
-    if torch.device(device).type == "cuda":
+    if is_cuda(device):
         torch.cuda.synchronize()
     return time.perf_counter() - start
 
