@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from espnet_ext.logs import command_logging
+
 
 class InputError(ValueError):
     """Bad input data or configuration, located as precisely as we can."""
@@ -47,12 +49,14 @@ def reports_input_errors(
     main: Callable[[Sequence[str] | None], int | None],
 ) -> Callable[[Sequence[str] | None], int]:
     """Wrap a command's ``main(argv)``: an InputError becomes ``error: <where>: <what>`` on stderr and exit
-    status 1 instead of a traceback (the message already names the file, line or key); success is 0."""
+    status 1 instead of a traceback (the message already names the file, line or key); success is 0. The
+    library's ``logging`` reports show on stderr while it runs (``logs.command_logging``)."""
 
     @functools.wraps(main)
     def run(argv: Sequence[str] | None = None) -> int:
         try:
-            return main(argv) or 0
+            with command_logging():
+                return main(argv) or 0
         except InputError as e:
             print(f"error: {e}", file=sys.stderr)
             return 1

@@ -30,6 +30,7 @@ every asked split has been read.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -40,6 +41,8 @@ from espnet_ext.data.compressed_audio import pipe_command
 from espnet_ext.data.datadir import command_parser, write_data_dir
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
+
+logger = logging.getLogger(__name__)
 
 PathLike = str | Path
 SPLITS = ("train", "dev", "test")
@@ -131,7 +134,7 @@ def read_splits(cv_root: PathLike, covost_tsv: PathLike, splits: Sequence[str]) 
             raise InputError(f"clip {row['path']} is listed twice", path=covost_tsv, line=number)
         clips[split][clip.utt_id] = clip
     for split, count in sorted(other.items()):
-        print(f"{covost_tsv}: {count} rows of split {split!r} not read", file=sys.stderr)
+        logger.warning(f"{covost_tsv}: {count} rows of split {split!r} not read")
     return {split: [by_id[u] for u in sorted(by_id)] for split, by_id in clips.items()}
 
 
@@ -182,7 +185,7 @@ def prepare(
             **texts,
         }
         write_data_dir(dst, tables)
-        print(f"{dst}: {len(clips)} clips, {len(set(utt2spk.values()))} speakers", file=sys.stderr)
+        logger.info(f"{dst}: {len(clips)} clips, {len(set(utt2spk.values()))} speakers")
         written.append(dst)
     return written
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import re
 import shlex
@@ -33,6 +34,8 @@ from typing import Any, NamedTuple
 
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write, read_utf8_lines
+
+logger = logging.getLogger(__name__)
 
 PathLike = str | Path
 
@@ -446,7 +449,7 @@ def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> list[st
     common = set.intersection(*names)
     has_segments = "segments" in common
     for name in sorted(set.union(*names) - common):
-        print(f"combine: leaving out {name}: not in every source", file=sys.stderr)
+        logger.warning(f"combine: leaving out {name}: not in every source")
     with atomic_dir(out_dir) as tmp:
         for name in sorted(common):
             merged: dict[str, str] = {}

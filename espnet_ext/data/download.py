@@ -14,9 +14,9 @@ naming it and leaves nothing in ``dest`` that a later run would take for the cor
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
-import sys
 import tarfile
 import urllib.error
 import urllib.request
@@ -24,6 +24,8 @@ import zlib
 from pathlib import Path
 
 from espnet_ext.errors import ConfigError, InputError
+
+logger = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
 
@@ -89,9 +91,8 @@ def _fetch(url: str, partial: Path) -> None:
     """Append to ``partial`` from where it stops, or start over if the server ignores ranges."""
     offset = partial.stat().st_size if partial.is_file() else 0
     request = urllib.request.Request(url, headers={"Range": f"bytes={offset}-"} if offset else {})
-    print(
-        f"downloading {url} -> {partial}" + (f" (resuming at byte {offset})" if offset else ""),
-        file=sys.stderr,
+    logger.info(
+        f"downloading {url} -> {partial}" + (f" (resuming at byte {offset})" if offset else "")
     )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
@@ -120,7 +121,7 @@ def extract(archive: str | Path, dest: str | Path, advice: str = "download it ag
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    print(f"extracting {archive}", file=sys.stderr)
+    logger.info(f"extracting {archive}")
     try:
         with tarfile.open(archive) as tar:
             tar.extractall(staging, filter="data")

@@ -27,6 +27,7 @@ fields, speeches listed and their audio present, no empty text) before anything 
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 import unicodedata
@@ -38,6 +39,8 @@ from espnet_ext.data.compressed_audio import pipe_command
 from espnet_ext.data.datadir import command_parser, segment_times, write_data_dir
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
+
+logger = logging.getLogger(__name__)
 
 PathLike = str | Path
 SPLITS = ("train", "dev", "test", "train-noisy")
@@ -207,9 +210,8 @@ def prepare(
         dst = Path(out_dir) / split.replace("-", "_")
         lang = {s.utt_id: src for s in segments}  # a task tag (espnet_ext.data.task_tags)
         write_data_dir(dst, {**kaldi_tables(segments), **texts[split], "lang": lang})
-        print(
-            f"{dst}: {len(segments)} segments of {len({s.speech for s in segments})} speeches",
-            file=sys.stderr,
+        logger.info(
+            f"{dst}: {len(segments)} segments of {len({s.speech for s in segments})} speeches"
         )
         written.append(dst)
     return written

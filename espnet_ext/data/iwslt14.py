@@ -40,6 +40,7 @@ train.tags (valid ids are the multiples of 23), ``<set>-<docid>-<segid>`` for te
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 from collections.abc import Sequence
@@ -51,6 +52,8 @@ from espnet_ext.data.download import DownloadError, extract, file_digest
 from espnet_ext.data.download import download as fetch
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
+
+logger = logging.getLogger(__name__)
 
 PathLike = str | Path
 
@@ -279,15 +282,14 @@ def download(dest: PathLike, url: str = URL, sha256: str | None = None) -> Path:
     dest = Path(dest)
     target = dest / PAIR
     if (target / ".complete").is_file():
-        print(f"{target}: already complete", file=sys.stderr)
+        logger.info(f"{target}: already complete")
         return target
     archive = fetch(url, dest / ARCHIVE, ("sha256", sha256) if sha256 else None)
     digest = file_digest(archive, "sha256")
     (dest / (ARCHIVE + ".sha256")).write_text(f"{digest}  {ARCHIVE}\n")
-    print(
+    logger.info(
         f"{archive}: sha256 {digest}"
-        + ("" if sha256 else " (not verified: pass --sha256 to check)"),
-        file=sys.stderr,
+        + ("" if sha256 else " (not verified: pass --sha256 to check)")
     )
     extract(archive, dest, "delete it and rerun to download again")
     corpus_dir(dest)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import logging
 import os
 import re
 import sys
@@ -33,6 +34,8 @@ from espnet_ext.data.download import DownloadError, extract
 from espnet_ext.data.download import download as fetch
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write, read_utf8_lines
+
+logger = logging.getLogger(__name__)
 
 PathLike = str | Path
 
@@ -274,9 +277,8 @@ def prepare(
             "spk2gender": {u.speaker: genders[u.reader] for u in utterances},
         }
         write_data_dir(dst, tables)
-        print(
-            f"{dst}: {len(utterances)} utterances, {len(set(utt2spk.values()))} speakers (chapters)",
-            file=sys.stderr,
+        logger.info(
+            f"{dst}: {len(utterances)} utterances, {len(set(utt2spk.values()))} speakers (chapters)"
         )
         written.append(dst)
     return written
@@ -346,7 +348,7 @@ def download(
     for part in parts:
         part_dir = dest / "LibriSpeech" / part
         if (part_dir / COMPLETE).is_file():
-            print(f"{part_dir}: already complete", file=sys.stderr)
+            logger.info(f"{part_dir}: already complete")
             continue
         name = f"{part}.tar.gz"
         archive = fetch(f"{base_url}/{name}", dest / name, checksums[name])

@@ -43,6 +43,7 @@ and ids ``<src>-<tgt>_<talk>_<start ms>_<end ms>`` (the same talk is released in
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -50,6 +51,8 @@ from pathlib import Path
 from espnet_ext.data.datadir import command_parser, write_data_dir
 from espnet_ext.data.mustc import Segment, kaldi_tables, read_segments
 from espnet_ext.errors import InputError, reports_input_errors
+
+logger = logging.getLogger(__name__)
 
 PathLike = str | Path
 LANGUAGES = ("ar", "de", "el", "es", "fr", "it", "pt", "ru")  # mTEDx's 8 source languages
@@ -152,7 +155,7 @@ def prepare(
                 write_tasks_dir(Path(out_dir) / f"{split}_{lang}", {lang: segments})
                 written.append(Path(out_dir) / f"{split}_{lang}")
         counts = ", ".join(f"{lang} {len(segs)}" for lang, segs in by_lang.items())
-        print(f"{dst}: segments per language: {counts}", file=sys.stderr)
+        logger.info(f"{dst}: segments per language: {counts}")
     return written
 
 
@@ -200,7 +203,7 @@ def prepare_st(
                 written.append(Path(out_dir) / f"test_{direction}")
                 write_tasks_dir(written[-1], {direction: segments}, st_tables)
         counts = ", ".join(f"{d} {len(segs)}" for d, segs in by_direction.items())
-        print(f"{dst}: segments per direction: {counts}", file=sys.stderr)
+        logger.info(f"{dst}: segments per direction: {counts}")
     return written
 
 

@@ -35,6 +35,7 @@ what to fetch.
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -50,6 +51,8 @@ from espnet_ext.data.download import extract
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.features.fbank import MAX_SEGMENT_OVERSHOOT_S
 from espnet_ext.fileio import read_utf8_lines
+
+logger = logging.getLogger(__name__)
 
 PathLike = str | Path
 
@@ -144,7 +147,7 @@ def _talk(wav: Path, yaml_path: Path, number: int) -> tuple[float, str]:
 
 
 def _warn_dropped(path: Path, line: int, why: str) -> None:
-    print(f"warning: {path}:{line}: {why}; dropped", file=sys.stderr)
+    logger.warning(f"warning: {path}:{line}: {why}; dropped")
 
 
 def read_split(release: Path, split: str, tgt_lang: str) -> list[Segment]:
@@ -245,9 +248,8 @@ def read_segments(
             continue
         segments[utt_id] = segment
     if dropped:
-        print(
-            f"warning: {yaml_path}: {dropped} of {len(yaml_lines)} segments dropped (named above)",
-            file=sys.stderr,
+        logger.warning(
+            f"warning: {yaml_path}: {dropped} of {len(yaml_lines)} segments dropped (named above)"
         )
     if not segments:
         raise InputError(
@@ -284,9 +286,8 @@ def prepare(root: PathLike, tgt_lang: str, splits: Sequence[str], out_dir: PathL
         tables["text.en"] = tables["text"]
         tables[f"text.{tgt_lang}"] = {s.utt_id: s.target for s in segments}
         write_data_dir(dst, tables)
-        print(
-            f"{dst}: {len(segments)} segments of {len(set(tables['utt2spk'].values()))} talks",
-            file=sys.stderr,
+        logger.info(
+            f"{dst}: {len(segments)} segments of {len(set(tables['utt2spk'].values()))} talks"
         )
         written.append(dst)
     return written

@@ -27,6 +27,7 @@ TED-LIUM does not use, is refused by the data-dir check naming the file). Ids ar
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,8 @@ from espnet_ext.data.datadir import command_parser, segment_times, write_data_di
 from espnet_ext.data.europarl_st import normalise_english
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
+
+logger = logging.getLogger(__name__)
 
 PathLike = str | Path
 SPLITS = ("train", "dev", "test")
@@ -147,9 +150,8 @@ def prepare(
             "text": {s.utt_id: s.text for s in segments},
         }
         write_data_dir(dst, tables, files={REMOVED: "".join(f"{r}\n" for r in removed)})
-        print(
-            f"{dst}: {len(segments)} segments; {len(removed)} skipped (listed in {dst / REMOVED})",
-            file=sys.stderr,
+        logger.info(
+            f"{dst}: {len(segments)} segments; {len(removed)} skipped (listed in {dst / REMOVED})"
         )
         written.append(dst)
     return written

@@ -38,6 +38,7 @@ named without it (``newstest2014``), so ``--each`` writes ``data/test_newstest20
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -49,6 +50,8 @@ from espnet_ext.data.datadir import write_kaldi_map
 from espnet_ext.data.iwslt14 import Pair, read_test_set, write_mt_dir
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
+
+logger = logging.getLogger(__name__)
 
 PathLike = str | Path
 _PAIR_IN_NAME = re.compile(r"(?:^|[.\-_])([a-z]{2,3})-([a-z]{2,3})(?:[.\-_]|$)")
@@ -337,14 +340,13 @@ def release_corpora(
             )
         for name, paths, _ in plans:
             if name not in sets:
-                print(
+                logger.warning(
                     f"{directory}: {name} ({' + '.join(p.name for p in paths)}) not read: not among "
-                    f"the sets asked for ({' '.join(sets)})",
-                    file=sys.stderr,
+                    f"the sets asked for ({' '.join(sets)})"
                 )
         plans = [plan for plan in plans if plan[0] in sets]
     for path, name in copies:
-        print(f"{path}: another copy of {name} (read from other files), not read", file=sys.stderr)
+        logger.warning(f"{path}: another copy of {name} (read from other files), not read")
     return [read() for _, _, read in plans], [p for p in files if p.name not in used]
 
 
