@@ -13,7 +13,7 @@ self-attention):
   side (Fig. 3); the diagonal is the number of heads a task uses (H x layers);
 - ``load_<side>.png`` / ``.md``: per layer and candidate head, the number of tasks that select it (Fig. 4).
 
-Task names come from ``model_conf.task_tags``; the side's H, strategy and τ from its ``*_conf``.
+Task names come from ``model_conf.<side>_task_tags`` (ST models), else ``model_conf.task_tags``; the side's H, strategy and τ from its ``*_conf``.
 """
 
 from __future__ import annotations
@@ -86,15 +86,19 @@ def selections(state: dict, config: dict, config_path: Path) -> list[SideSelecti
     return result
 
 
-def task_names(config: dict, num_tasks: int, path: Path) -> list[str]:
-    tags = (config.get("model_conf") or {}).get("task_tags")
+def task_names(config: dict, num_tasks: int, path: Path, side: str = "encoder") -> list[str]:
+    """The tags of ``side``'s tasks: ``model_conf.<side>_task_tags`` (ST models: source languages for
+    the encoder, target languages for the decoder), else ``model_conf.task_tags``, else the ids."""
+    model_conf = config.get("model_conf") or {}
+    key = f"{side}_task_tags" if model_conf.get(f"{side}_task_tags") is not None else "task_tags"
+    tags = model_conf.get(key)
     if tags is None:
         return [str(t) for t in range(num_tasks)]
     if len(tags) != num_tasks:
         raise InputError(
-            f"{len(tags)} task tags for {num_tasks} tasks in the checkpoint",
+            f"{len(tags)} task tags for {num_tasks} {side} tasks in the checkpoint",
             path=path,
-            key="model_conf.task_tags",
+            key=f"model_conf.{key}",
         )
     return [str(t) for t in tags]
 
@@ -129,7 +133,7 @@ def analyse(checkpoint: Path, config_path: Path, out_dir: Path) -> list[SideSele
     sides = selections(load_state(checkpoint), config, Path(config_path))
     out_dir.mkdir(parents=True, exist_ok=True)
     for sel in sides:
-        names = task_names(config, sel.mask.shape[1], Path(config_path))
+        names = task_names(config, sel.mask.shape[1], Path(config_path), sel.side)
         layers = [f"L{i + 1}" for i in range(sel.mask.shape[0])]
         heads = [f"h{i + 1}" for i in range(sel.mask.shape[2])]
         sharing, load = sel.sharing(), sel.load()

@@ -79,6 +79,26 @@ def test_a_model_without_head_selection_and_mismatched_tags_are_refused(saved, t
     config = yaml.safe_load((path / "config.yaml").read_text())
     config["model_conf"]["task_tags"] = ["es", "fr"]
     (path / "two.yaml").write_text(yaml.safe_dump(config))
-    with pytest.raises(InputError, match="2 task tags for 3 tasks") as error:
+    with pytest.raises(InputError, match="2 task tags for 3 encoder tasks") as error:
         analyse(path / "model.pth", path / "two.yaml", tmp_path / "o")
     assert error.value.key == "model_conf.task_tags"
+
+
+def test_st_models_name_each_side_by_its_own_tags(saved, tmp_path):
+    """encoder_task_tags / decoder_task_tags (ST: source and target languages) win over task_tags."""
+    path, _ = saved
+    config = yaml.safe_load((path / "config.yaml").read_text())
+    config["model_conf"] = {
+        "encoder_task_tags": ["es", "fr", "ar"],
+        "decoder_task_tags": ["en", "de", "pt"],
+    }
+    (path / "st.yaml").write_text(yaml.safe_dump(config))
+    analyse(path / "model.pth", path / "st.yaml", tmp_path / "st")
+    assert "| es |" in (tmp_path / "st" / "sharing_encoder.md").read_text()
+    decoder = (tmp_path / "st" / "sharing_decoder.md").read_text()
+    assert "| pt |" in decoder and "| es |" not in decoder
+    config["model_conf"]["decoder_task_tags"] = ["en"]
+    (path / "bad.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(InputError, match="1 task tags for 3 decoder tasks") as error:
+        analyse(path / "model.pth", path / "bad.yaml", tmp_path / "bad")
+    assert error.value.key == "model_conf.decoder_task_tags"
