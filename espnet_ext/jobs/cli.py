@@ -14,6 +14,7 @@ from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.jobs.local import LocalRunner, Terminated
 from espnet_ext.jobs.slurm import SlurmRunner
 from espnet_ext.jobs.spec import OPTIONS, JobOutcome, log_tail, parse_command_line
+from espnet_ext.logs import command_logging
 
 RUNNERS = {"local": LocalRunner, "slurm": SlurmRunner}
 
@@ -84,7 +85,8 @@ def main(argv: Sequence[str] | None = None, backend: str = "local", prog: str | 
         print(usage(prog, backend), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     try:
-        outcomes = make_runner(backend).run(parse_command_line(argv))
+        with command_logging():  # the backends' reports (submitted, held, ...) on stderr
+            outcomes = make_runner(backend).run(parse_command_line(argv))
     except InputError as e:  # a bad option or configuration file: nothing ran
         print(f"{prog}: {e}", file=sys.stderr)
         return 2

@@ -20,11 +20,11 @@ forever. Ctrl-C / SIGTERM while waiting cancels the job.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -43,6 +43,8 @@ from espnet_ext.jobs.spec import (
     now,
     refuse_unknown_options,
 )
+
+logger = logging.getLogger(__name__)
 
 # A requeueable job gets USR1 this long before its time limit and requeues itself (ESPnet
 # checkpoints every epoch, so the rerun resumes from the last finished epoch).
@@ -151,12 +153,10 @@ class SlurmRunner:
                     log.write(message + "\n" + footer(submitted.returncode, 0))
             return [JobOutcome(job, None, f"refused at submission: {message}") for job in jobs]
         if submitted.stderr.strip():  # accepted, with warnings worth seeing
-            print(submitted.stderr.strip(), file=sys.stderr)
+            logger.warning(submitted.stderr.strip())
         job_id = submitted.stdout.strip().split(";")[0]
         tasks = f"{len(jobs)} tasks" if request.job_range else "1 job"
-        print(
-            f"slurm: submitted job {job_id} ({tasks}), log: {request.log_template}", file=sys.stderr
-        )
+        logger.info(f"slurm: submitted job {job_id} ({tasks}), log: {request.log_template}")
         with interrupts_raise():
             try:
                 states, cancelled_because = self._wait(
@@ -164,7 +164,7 @@ class SlurmRunner:
                 )
             except (KeyboardInterrupt, Terminated):
                 subprocess.run(["scancel", job_id], capture_output=True)
-                print(f"slurm: interrupted; cancelled job {job_id}", file=sys.stderr)
+                logger.warning(f"slurm: interrupted; cancelled job {job_id}")
                 raise
         return [self._outcome(job, states.get(job.id), cancelled_because) for job in jobs]
 
@@ -216,7 +216,7 @@ class SlurmRunner:
                     return last_seen, cancelled_because
                 if listing.stderr.strip() != reported:  # slurmctld busy or restarting: keep waiting
                     reported = listing.stderr.strip()
-                    print(f"slurm: squeue failed (will retry): {reported}", file=sys.stderr)
+                    logger.warning(f"slurm: squeue failed (will retry): {reported}")
                 time.sleep(POLL_MAX_SECONDS)
                 continue
             states = _parse_squeue(listing.stdout)
@@ -231,10 +231,9 @@ class SlurmRunner:
                     cancelled_because = f"Slurm could not launch it ({reason}); cancelled"
                 elif state not in FINAL_STATES and "held" in reason.lower() and reason != reported:
                     reported = reason
-                    print(
+                    logger.warning(
                         f"slurm: job {job_id} is held ({reason}): waiting; "
-                        f"'scontrol release {job_id}' or 'scancel {job_id}'",
-                        file=sys.stderr,
+                        f"'scontrol release {job_id}' or 'scancel {job_id}'"
                     )
             if cancelled_because and any(state not in FINAL_STATES for state, _ in states.values()):
                 subprocess.run(["scancel", job_id], capture_output=True)
