@@ -25,8 +25,8 @@ __options_pass_to=./mt.sh
 
 sets=(--train_set train --valid_set valid --test_sets "valid test" --src_lang de --tgt_lang en)
 if [ -z "${IWSLT14}" ]; then
-    # One training thread: with other jobs on 2 cores, 2 threads are far slower (mini-mt-calibration notes).
-    # Separate vocabularies as the notes measured; max_sentencepiece_length 7 splits German compounds into
+    # One training thread: with other jobs on 2 cores, 2 threads are far slower.
+    # Separate vocabularies; max_sentencepiece_length 7 splits German compounds into
     # number morphemes (drei hundert vierund ...) instead of whole chunks.
     opts=(--mt_config conf/train_mt_mini.yaml --inference_config conf/decode_mt_mini.yaml
           --lm_config conf/train_lm_mini.yaml --token_joint false --src_nbpe 100 --tgt_nbpe 100
