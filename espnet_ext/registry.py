@@ -85,6 +85,7 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
         *_TASK_SPEECH_ENCODERS,
         ("model_choices", "task_conditioned", _TASK_MODELS + "TaskConditionedASRModel"),
         ("model_choices", "legonn", _LEGO + "model:LegoNNASRModel"),
+        ("model_choices", "legonn_ctc", _LEGO + "ctc_only:LegoNNCTCASRModel"),
         *_LEGONN_MODULES,
         ("encoder_choices", "relaxed_avhubert", "espnet_ext.nets.avhubert.encoder:AVHubertEncoder"),
         _UTTERANCE_CMVN,
@@ -109,6 +110,9 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
         *_TASK_MODULES,
         ("model_choices", "task_conditioned", _TASK_MODELS + "TaskConditionedMTModel"),
         ("model_choices", "legonn", _LEGO + "model:LegoNNMTModel"),
+        ("model_choices", "legonn_ctc", _LEGO + "ctc_only:LegoNNCTCMTModel"),
+        # ESPnet2's MT task always builds a decoder: the encoder-only model's placeholder
+        ("decoder_choices", "legonn_none", _LEGO + "ctc_only:AbsentDecoder"),
         *_LEGONN_MODULES,
     ],
     "espnet2.tasks.lm": [

@@ -32,6 +32,7 @@ import yaml
 from espnet_ext.decoding import options as rules
 from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
+from espnet_ext.nets.lego.ctc_only import LEGONN_MODELS
 from espnet_ext.nets.lego.inventory import compose, export_modules
 from espnet_ext.nets.lego.source import source_encoder
 from espnet_ext.scoring.bleu import score_bleu
@@ -42,13 +43,16 @@ ENCODER_SIDE = ("frontend.", "preencoder.", "encoder.", "postencoder.")
 
 def family(config_path: str) -> str:
     config = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
-    return "legonn" if config.get("model") == "legonn" else "encdec"
+    return "legonn" if config.get("model") in LEGONN_MODELS else "encdec"
 
 
 def swapped_legonn(enc: tuple, dec: tuple, work: Path) -> tuple[Path, Path]:
     """Encoder modules of ``enc`` + decoder of ``dec`` through the inventory (vocabularies checked)."""
     enc_parts, dec_parts = exported(enc, work), exported(dec, work)
-    return compose([*enc_parts[:-1], dec_parts[-1]], work / f"{enc[0]}__{dec[0]}")
+    if dec_parts[-1].name != "decoder.pt":
+        raise ConfigError(f"{dec[0]} is an encoder-only model (CTC alone): it has no decoder")
+    encoders = [p for p in enc_parts if p.name != "decoder.pt"]
+    return compose([*encoders, dec_parts[-1]], work / f"{enc[0]}__{dec[0]}")
 
 
 def exported(experiment: tuple, work: Path) -> list[Path]:

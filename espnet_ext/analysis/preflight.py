@@ -210,7 +210,7 @@ class SyntheticCorpus:
             for name in names:
                 ids = {key: str(i % 2) for i, key in enumerate(self.keys)}
                 self._data(_write_table(self.root / name, ids), name, "text_int", None)
-        elif model == "legonn":
+        elif model in ("legonn", "legonn_ctc"):  # espnet_ext.nets.lego.ctc_only.LEGONN_MODELS
             for name in model_conf.get("interface_text_keys") or []:
                 if name != "text":
                     self._token_ids(name, shape=False)

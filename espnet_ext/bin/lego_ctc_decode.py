@@ -25,6 +25,7 @@ import torch
 
 from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write, read_utf8_lines
+from espnet_ext.nets.lego.ctc_only import LEGONN_MODELS
 from espnet_ext.nets.lego.interface import greedy_decode
 from espnet_ext.nets.lego.source import source_encoder
 
@@ -105,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     config = args.asr_train_config if speech else args.mt_train_config
     model_file = args.asr_model_file if speech else args.mt_model_file
     model, train_args = task.build_model_from_file(config, model_file, args.device)
-    if getattr(train_args, "model", None) != "legonn":
+    if getattr(train_args, "model", None) not in LEGONN_MODELS:
         raise ConfigError(f"{config} is not a LegoNN model", key="model")
     n_modules = len(model.encoder.encoder_modules)
     if not -n_modules <= args.module < n_modules:

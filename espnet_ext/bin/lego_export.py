@@ -1,4 +1,5 @@
-"""Save every module of a trained LegoNN model (``model: legonn``) as its own inventory artefact.
+"""Save every module of a trained LegoNN model (``model: legonn`` or the encoder-only ``legonn_ctc``) as its
+own inventory artefact.
 
     python -m espnet_ext.bin.lego_export --config exp/x/config.yaml \
         --model_file exp/x/valid.acc.ave.pth --output_dir exp/x/modules

@@ -32,6 +32,7 @@ import yaml
 
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.fileio import atomic_write
+from espnet_ext.nets.lego.ctc_only import LEGONN_MODELS
 from espnet_ext.nets.lego.encoder import load_token_list
 
 FORMAT = "espnet_ext.legonn.module"
@@ -77,10 +78,14 @@ def _length_of(module_conf: dict) -> dict:
 
 
 def export_modules(config_file: str | Path, model_file: str | Path, output_dir: str | Path) -> list:
-    """Split a trained ``model: legonn`` experiment into one artefact per module; returns their paths."""
+    """Split a trained ``model: legonn`` experiment into one artefact per module (``legonn_ctc``: its
+    encoder modules only); returns their paths."""
     config = yaml.safe_load(Path(config_file).read_text(encoding="utf-8"))
-    if config.get("model") != "legonn":
-        raise ConfigError(f"{config_file} is not a LegoNN model (model: legonn)", key="model")
+    if config.get("model") not in LEGONN_MODELS:
+        raise ConfigError(
+            f"{config_file} is not a LegoNN model (model: {' or '.join(LEGONN_MODELS)})",
+            key="model",
+        )
     state = torch.load(model_file, map_location="cpu", weights_only=True)
     modules = copy.deepcopy(config["encoder_conf"]["modules"])
     keys = (config.get("model_conf") or {}).get("interface_text_keys") or ["text"] * len(modules)
@@ -110,21 +115,22 @@ def export_modules(config_file: str | Path, model_file: str | Path, output_dir: 
             artefact["source_state_dict"] = source_state
         artefacts.append(artefact)
         vocab_in = conf["token_list"]
-    decoder_conf = copy.deepcopy(config["decoder_conf"])
-    decoder_conf["interface_token_list"] = vocab_in
-    target = {k: config.get(k) for k in TARGET_KEYS}
-    target["token_list"] = _token_list(target["token_list"])
-    artefacts.append(
-        dict(
-            kind="decoder",
-            conf=decoder_conf,
-            input_vocab=vocab_in,
-            output_vocab=target["token_list"],
-            target=target,
-            length=_length_of(modules[-1]),
-            state_dict=_sub_state(state, "decoder."),
+    if config["model"] == "legonn":  # an encoder-only model (legonn_ctc) has no decoder to export
+        decoder_conf = copy.deepcopy(config["decoder_conf"])
+        decoder_conf["interface_token_list"] = vocab_in
+        target = {k: config.get(k) for k in TARGET_KEYS}
+        target["token_list"] = _token_list(target["token_list"])
+        artefacts.append(
+            dict(
+                kind="decoder",
+                conf=decoder_conf,
+                input_vocab=vocab_in,
+                output_vocab=target["token_list"],
+                target=target,
+                length=_length_of(modules[-1]),
+                state_dict=_sub_state(state, "decoder."),
+            )
         )
-    )
     placed = sum(len(a["state_dict"]) + len(a.get("source_state_dict", {})) for a in artefacts)
     if placed != len(state):
         raise InputError(

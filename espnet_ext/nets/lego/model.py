@@ -31,10 +31,13 @@ from espnet_ext.nets.lego.interface import (
 class LegoNNLoss:
     """What both tasks share: interface checks, per-module CTC targets and losses (eq. 11)."""
 
-    def setup_interfaces(self, interface_text_keys: list[str] | None, on_short_ctc: str) -> None:
-        if not isinstance(self.encoder, LegoNNEncoder) or not isinstance(
-            self.decoder, LegoNNDecoder
-        ):
+    def setup_interfaces(
+        self, interface_text_keys: list[str] | None, on_short_ctc: str, with_decoder: bool = True
+    ) -> None:
+        """``with_decoder`` False: an encoder-only model (``espnet_ext.nets.lego.ctc_only``)."""
+        if not isinstance(self.encoder, LegoNNEncoder):
+            raise ConfigError("a LegoNN model needs encoder: legonn", key="encoder")
+        if with_decoder and not isinstance(self.decoder, LegoNNDecoder):
             raise ConfigError("model legonn needs encoder: legonn and decoder: legonn", key="model")
         token_lists = self.encoder.token_lists
         keys = list(interface_text_keys or ["text"] * len(token_lists))
@@ -50,7 +53,7 @@ class LegoNNLoss:
                     "CTC target cannot be 'text': name a text_int data key tokenized with it",
                     key=f"model_conf.interface_text_keys[{i}]",
                 )
-        expected = self.decoder.interface_token_list
+        expected = self.decoder.interface_token_list if with_decoder else None
         if expected is not None and expected != token_lists[-1]:
             raise ConfigError(
                 "the decoder's interface vocabulary differs from the last encoder module's",
