@@ -13,7 +13,8 @@ self-attention):
   side (Fig. 3); the diagonal is the number of heads a task uses (H x layers);
 - ``load_<side>.png`` / ``.md``: per layer and candidate head, the number of tasks that select it (Fig. 4).
 
-Task names come from ``model_conf.<side>_task_tags`` (ST models), else ``model_conf.task_tags``; the side's H, strategy and τ from its ``*_conf``.
+Task names come from ``model_conf.<side>_task_tags`` (ST models), else ``model_conf.task_tags``; the side's
+H, strategy and τ from its ``*_conf``.
 """
 
 from __future__ import annotations
