@@ -376,6 +376,19 @@ def dropouts(node, prefix: str = "") -> dict:
     return out
 
 
+def conf_options(node, prefix: str = "") -> dict:
+    """{"<section>_conf.<key>": value} of every scalar option in the config's model sections (card keys
+    for settings the summary rows do not cover, e.g. ``model_conf.freeze_finetune_updates``)."""
+    out = {}
+    for k, v in node.items():
+        path = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict):
+            out.update(conf_options(v, path))
+        elif not isinstance(v, list):
+            out[path] = v
+    return out
+
+
 def card(
     config_path: Path, lengths: Lengths, task: str, vocab: dict, paper: Paper | None = None
 ) -> dict:
@@ -441,6 +454,11 @@ def card(
     if task == "lm":
         c["tokens_per_update"] = c["real_inputs_per_update"]
     c.update(lr_curve(config, total))
+    c.update(
+        conf_options(
+            {k: v for k, v in config.items() if k.endswith("_conf") and isinstance(v, dict)}
+        )
+    )
     if paper is not None:
         c["inference_model"] = paper.inference_model
         if paper.decode_config:
