@@ -5,7 +5,11 @@
     python -m espnet_ext.bin.average_checkpoints --exp_dir exp/mt_x --model last5.pth
 
 ``--model NAME`` is the pipelines' ``--inference_model``: ``last<N>.pth`` is (re)made from the last N
-epochs in ``--exp_dir``; any other name is left alone (ESPnet's own files, e.g. valid.acc.ave.pth).
+epochs in ``--exp_dir``, ``window<N>.<phase>.<key>.<max|min>.pth`` (e.g. ``window10.valid.bleu.max.pth``)
+from the N consecutive epochs with the best mean ``phase.key`` in ESPnet's reporter; any other name is left
+alone (ESPnet's own files, e.g. valid.acc.ave.pth).
+
+    python -m espnet_ext.bin.average_checkpoints --exp_dir exp/mt_x --model window10.valid.bleu.max.pth
 
 The last epoch is the target of ``latest.pth`` (``--upto_epoch`` overrides). See
 espnet_ext.decoding.checkpoint_average.
@@ -27,6 +31,8 @@ from espnet_ext.decoding.checkpoint_average import (
     last_epoch_files,
     last_n,
     training_args,
+    window_files,
+    window_spec,
     write_average,
 )
 from espnet_ext.errors import reports_input_errors
@@ -64,6 +70,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.model is not None:
         if args.exp_dir is None or args.files or args.out or args.last:
             parser.error("--model goes with --exp_dir only")
+        spec = window_spec(args.model)
+        if spec is not None:
+            files = window_files(args.exp_dir, *spec)
+            write_average(files, args.exp_dir / args.model)
+            print(
+                f"averaged the window of {len(files)} epochs with the best mean {'.'.join(spec[1:3])} "
+                f"({', '.join(p.name for p in files)}) -> {args.exp_dir / args.model}"
+            )
+            return
         if last_n(args.model) is None:
             return
         args.last, args.out = last_n(args.model), args.exp_dir / args.model

@@ -16,10 +16,19 @@ ESPnet then also writes ``train.total_count.ave_<n>best.pth``, but that file is 
 earlier criterion's n best share epochs with it: ESPnet 202511's ``average_nbest_models`` accumulates into a
 cached state dict that a previous criterion has already modified (measured: 0.75 / 0.25 weights for 2 shared
 epochs). The first criterion's average is right; for the last epochs use ``last<N>.pth`` from here.
+
+``window<N>.<phase>.<key>.<max|min>.pth`` is the LegoNN paper's selection (§V-B: "we average a moving
+window of 10 checkpoints and pick the one with the best validation BLEU score"): of every run of N
+consecutive epochs, the one whose mean per-epoch value of ``<phase>.<key>`` (ESPnet's reporter in
+``checkpoint.pth``: e.g. ``valid.bleu``, which MT models report with ``report_bleu``) is best, averaged.
+The window is ranked by its epochs' own scores, not by re-decoding each average (N-1 of every N decodings
+saved); ties go to the later window. Every epoch file must survive training: ``training_args`` keeps all
+of them (``keep_nbest_models`` >= ``max_epoch`` under the total-count criterion).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -30,6 +39,7 @@ from espnet_ext.fileio import atomic_write
 
 KEEP_LAST_CRITERION = ["train", "total_count", "max"]
 LAST_N = re.compile(r"last([1-9][0-9]*)\.pth")
+WINDOW = re.compile(r"window([1-9][0-9]*)\.(train|valid)\.([A-Za-z0-9_]+)\.(max|min)\.pth")
 # ESPnet 202511's defaults (espnet2/tasks/abs_task.py) for what a config and the command line leave unset
 ESPNET_DEFAULTS = {
     "max_epoch": 40,
@@ -90,6 +100,68 @@ def last_n(model: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def window_spec(model: str) -> tuple[int, str, str, str] | None:
+    """(N, phase, key, max|min) of an inference model named ``window<N>.<phase>.<key>.<mode>.pth``."""
+    match = WINDOW.fullmatch(model or "")
+    return (int(match.group(1)), *match.group(2, 3, 4)) if match else None
+
+
+def epochs_needed(model: str) -> int | None:
+    """Epoch files a model name averages (``last<N>`` / ``window<N>...``), else None."""
+    spec = window_spec(model)
+    return spec[0] if spec else last_n(model)
+
+
+def reported_values(exp_dir: Path, phase: str, key: str) -> dict[int, float]:
+    """{epoch: ``phase.key``} from the reporter ESPnet's trainer saves in ``exp_dir/checkpoint.pth``."""
+    import torch
+
+    path = Path(exp_dir) / "checkpoint.pth"
+    if not path.is_file():
+        raise InputError("no checkpoint.pth (ESPnet writes it after every epoch)", path)
+    try:  # ESPnet's own file: the reporter holds numpy scalars, so not weights_only
+        stats = torch.load(path, map_location="cpu", weights_only=False)["reporter"]["stats"]
+    except Exception as e:
+        raise InputError(f"cannot read ESPnet's reporter from it: {e}", path) from e
+    values = {int(e): float(v[phase][key]) for e, v in stats.items() if key in v.get(phase, {})}
+    if not values:
+        keys = sorted({f"{ph}.{k}" for v in stats.values() for ph in v for k in v[ph]})
+        raise ConfigError(
+            f"the training reported no {phase}.{key} (it has {keys}; MT models report valid.bleu "
+            "only with model_conf.report_bleu)",
+            key="--inference_model",
+        )
+    return values
+
+
+def best_window(values: dict[int, float], n: int, mode: str) -> list[int]:
+    """The N consecutive epochs, all reported (not NaN), with the best mean value; ties: the later."""
+    if mode not in ("max", "min"):
+        raise ConfigError(f"must be max or min, got {mode!r}", key="mode")
+    sign = 1.0 if mode == "max" else -1.0
+    best, best_score = None, None
+    for start in sorted(values):
+        epochs = list(range(start, start + n))
+        window = [values.get(e, math.nan) for e in epochs]
+        if any(math.isnan(v) for v in window):
+            continue
+        score = sign * sum(window) / n
+        if best_score is None or score >= best_score:
+            best, best_score = epochs, score
+    if best is None:
+        raise ConfigError(
+            f"no {n} consecutive epochs with reported values (epochs {sorted(values)})",
+            key="--inference_model",
+        )
+    return best
+
+
+def window_files(exp_dir: Path, n: int, phase: str, key: str, mode: str) -> list[Path]:
+    """The epoch files of ``best_window`` of ``phase.key`` (each must exist)."""
+    epochs = best_window(reported_values(exp_dir, phase, key), n, mode)
+    return last_epoch_files(exp_dir, n, upto=epochs[-1])
+
+
 def _command_options(command: Sequence[str]) -> dict[str, list[str]]:
     """``--name value...`` of an ESPnet training command (the last occurrence of a name wins)."""
     options, name = {}, None
@@ -137,15 +209,16 @@ def training_settings(command: Sequence[str]) -> tuple[str, dict]:
 def training_args(command: Sequence[str], model: str) -> list[str]:
     """Options to append to an ESPnet training ``command`` whose ``model`` (``last<N>.pth``) is decoded:
     the ``[train, total_count, max]`` criterion and ``keep_nbest_models`` >= N, so that ESPnet keeps the
-    last N epoch files (nothing when the command's settings already do). A training of fewer than N epochs
+    last N epoch files (``window<N>...``: >= max_epoch, all of them; nothing when the command's settings
+    already do). A training of fewer than N epochs
     is refused here, before it starts."""
-    n = last_n(model)
+    n = epochs_needed(model)
     if n is None:
         return []
     where, settings = training_settings(command)
     if settings["max_epoch"] < n:
         raise ConfigError(
-            f"--inference_model {model} averages the last {n} epochs, but this training runs "
+            f"--inference_model {model} averages {n} epochs, but this training runs "
             f"{settings['max_epoch']} (max_epoch of {where} or its command line): decode another "
             f"model (e.g. last{settings['max_epoch']}.pth, valid.loss.best.pth) or train {n} epochs",
             key="--inference_model",
@@ -155,8 +228,10 @@ def training_args(command: Sequence[str], model: str) -> list[str]:
     if KEEP_LAST_CRITERION not in criteria:
         args += ["--best_model_criterion", *(",".join(c) for c in criteria + [KEEP_LAST_CRITERION])]
     keep = settings["keep_nbest_models"]
-    if max(keep) < n:
-        args += ["--keep_nbest_models", *(str(k) for k in keep + [n])]
+    # a window may lie anywhere in the training: every epoch file is kept
+    wanted = settings["max_epoch"] if window_spec(model) else n
+    if max(keep) < wanted:
+        args += ["--keep_nbest_models", *(str(k) for k in keep + [wanted])]
     return args
 
 

@@ -130,3 +130,59 @@ def test_training_args_keep_the_last_epochs_as_espnet_parses_them(tmp_path):
         *("train,loss,min", "valid,loss,min", "train,acc,max", "valid,acc,max"),
         "train,total_count,max",
     ]
+
+
+def _training_with_bleu(directory, bleus):
+    """Epoch files (w = epoch) and checkpoint.pth with ESPnet's reporter of valid.bleu per epoch."""
+    reporter = Reporter()
+    for epoch, bleu in enumerate(bleus, start=1):
+        torch.save({"w": torch.tensor([float(epoch)])}, directory / f"{epoch}epoch.pth")
+        reporter.set_epoch(epoch)
+        with reporter.observe("valid") as sub:
+            sub.register({"loss": 1.0 / epoch, "bleu": bleu})
+            sub.next()
+    torch.save({"reporter": reporter.state_dict(), "model": {}}, directory / "checkpoint.pth")
+    (directory / "latest.pth").symlink_to(f"{len(bleus)}epoch.pth")
+
+
+def test_window_of_consecutive_epochs_with_the_best_mean_valid_bleu(tmp_path):
+    """LegoNN §V-B: a moving window of checkpoints chosen by validation BLEU, not the last epochs."""
+    from espnet_ext.decoding.checkpoint_average import best_window, reported_values
+
+    _training_with_bleu(tmp_path, [10.0, 20.0, 31.0, 30.0, 29.0, 25.0])
+    values = reported_values(tmp_path, "valid", "bleu")
+    assert values == pytest.approx({1: 10, 2: 20, 3: 31, 4: 30, 5: 29, 6: 25})
+    # windows of 3: means 20.33, 27, 30, 28 -> epochs 3-5 (the last 3 would be 4-6)
+    assert best_window(values, 3, "max") == [3, 4, 5]
+    assert best_window(values, 2, "min") == [1, 2]
+    assert best_window({1: 5.0, 2: 5.0, 3: 5.0}, 2, "max") == [2, 3]  # a tie: the later window
+    assert best_window({1: 9.0, 2: float("nan"), 3: 1.0, 4: 1.0}, 2, "max") == [3, 4]
+    with pytest.raises(ConfigError, match="no 4 consecutive epochs"):
+        best_window({1: 1.0, 2: float("nan"), 3: 1.0, 4: 1.0}, 4, "max")
+    average_checkpoints.main(["--exp_dir", str(tmp_path), "--model", "window3.valid.bleu.max.pth"])
+    assert torch.load(tmp_path / "window3.valid.bleu.max.pth")["w"].item() == pytest.approx(4.0)
+
+
+def test_window_needs_a_reported_metric_and_keeps_every_epoch(tmp_path):
+    from espnet_ext.decoding.checkpoint_average import training_args, window_files, window_spec
+
+    _training_with_bleu(tmp_path, [1.0, 2.0, 3.0])
+    with pytest.raises(ConfigError, match=r"no valid\.acc .*valid\.bleu"):
+        window_files(tmp_path, 2, "valid", "acc", "max")
+    assert window_spec("window10.valid.bleu.max.pth") == (10, "valid", "bleu", "max")
+    assert window_spec("window10.valid.bleu.pth") is None
+    config = tmp_path / "conf.yaml"
+    config.write_text(
+        "max_epoch: 15\nbest_model_criterion:\n- [valid, acc, max]\nkeep_nbest_models: 10\n"
+    )
+    # the window may lie anywhere: all 15 epoch files are kept
+    assert training_args(["--config", str(config)], "window10.valid.bleu.max.pth") == [
+        "--best_model_criterion",
+        "valid,acc,max",
+        "train,total_count,max",
+        "--keep_nbest_models",
+        "10",
+        "15",
+    ]
+    with pytest.raises(ConfigError, match="averages 20 epochs"):
+        training_args(["--config", str(config)], "window20.valid.bleu.max.pth")
