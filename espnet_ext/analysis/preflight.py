@@ -59,6 +59,16 @@ TOKENS = (6, 4)
 NUM_CLASSES = 100
 
 
+@dataclasses.dataclass(frozen=True)
+class CorpusSize:
+    """A larger synthetic corpus (``utterances`` alike ones of ``frames`` speech/video frames and ``tokens``
+    tokens) so that the config's own batch sampler fills batches of the paper's size (timing runs)."""
+
+    utterances: int
+    frames: int
+    tokens: int
+
+
 @dataclasses.dataclass
 class PreflightResult:
     config: str
@@ -91,10 +101,24 @@ def _write_table(path: Path, rows: dict[str, str]) -> Path:
 class SyntheticCorpus:
     """Two utterances (or images) of one modality, written as the pipeline would write them."""
 
-    def __init__(self, root: Path, task: str, config: dict, vocab: int, seed: int = 0):
+    def __init__(
+        self,
+        root: Path,
+        task: str,
+        config: dict,
+        vocab: int,
+        seed: int = 0,
+        size: CorpusSize | None = None,
+    ):
         self.root, self.task, self.config, self.vocab = root, task, config, vocab
         self.rng = np.random.default_rng(seed)
         self.keys = ["utt_a", "utt_b"]
+        self.speech_frames, self.video_frames, self.tokens = SPEECH_FRAMES, VIDEO_FRAMES, TOKENS
+        if size is not None:
+            n = size.utterances
+            self.keys = [f"utt{i:06d}" for i in range(n)]
+            self.speech_frames = self.video_frames = (size.frames,) * n
+            self.tokens = (size.tokens,) * n
         self.data: list[str] = []  # "path,name,type" of each data file, for train and valid alike
         self.shapes: list[Path] = []  # shape files of the batched data, as the pipeline passes them
         self.options: list[str] = []
@@ -113,7 +137,7 @@ class SyntheticCorpus:
 
     def _token_ids(self, name: str, shape: bool = True) -> None:
         rows, shapes = {}, {}
-        for key, length in zip(self.keys, TOKENS):
+        for key, length in zip(self.keys, self.tokens):
             ids = self.rng.integers(2, self.vocab - 1, size=length)
             rows[key] = " ".join(map(str, ids))
             shapes[key] = f"{length},{self.vocab}"  # add_token_dim's `len,vocab`
@@ -126,7 +150,7 @@ class SyntheticCorpus:
 
         feats = {
             key: self.rng.standard_normal((frames, FBANK_DIM)).astype(np.float32)
-            for key, frames in zip(self.keys, SPEECH_FRAMES)
+            for key, frames in zip(self.keys, self.speech_frames)
         }
         scp = self.root / "feats.scp"
         kaldiio.save_ark(str(self.root / "feats.ark"), feats, scp=str(scp))
@@ -161,7 +185,7 @@ class SyntheticCorpus:
             elif name == "video":
                 frames = {
                     k: (self.rng.random((t, VIDEO_SIZE, VIDEO_SIZE)) * 255).astype(np.uint8)
-                    for k, t in zip(self.keys, VIDEO_FRAMES)
+                    for k, t in zip(self.keys, self.video_frames)
                 }
                 self._media("video", "video", frames)
             elif name == "image":
@@ -279,8 +303,14 @@ def preflight(
     ngpu: int = 0,
     extra_args: Sequence[str] = (),
     workdir: str | Path | None = None,
+    size: CorpusSize | None = None,
+    timer=None,
 ) -> PreflightResult:
-    """Train ``config`` for ``updates`` optimizer updates on a synthetic corpus; see the module docstring."""
+    """Train ``config`` for ``updates`` optimizer updates on a synthetic corpus; see the module docstring.
+
+    ``size``: a larger corpus than the default two utterances; ``timer``: an object whose ``wrap(iterator,
+    accum_grad, device)`` sees every batch the trainer takes and ``stop()`` runs when training ended
+    (espnet_ext.analysis.train_timing)."""
     from espnet2.torch_utils.set_all_random_seed import set_all_random_seed
     from espnet2.train.distributed_utils import DistributedOption, resolve_distributed_mode
     from espnet2.train.reporter import Reporter
@@ -295,7 +325,7 @@ def preflight(
     previous = Path.cwd()
     try:
         os.chdir(root)  # relative paths in the config resolve as in the recipe directory
-        data = SyntheticCorpus(root, task, settings, vocab).write()
+        data = SyntheticCorpus(root, task, settings, vocab, size=size).write()
         argv = [
             "--config",
             str(config),
@@ -316,6 +346,10 @@ def preflight(
         distributed.init_options()
         set_all_random_seed(args.seed)
         model = task_cls.build_model(args).to(dtype=getattr(torch, args.train_dtype), device=device)
+        # freeze_finetune_updates (AV-HuBERT's, ESPnetVSRModel) would keep the encoder still for longer
+        # than a preflight runs: the updates but the last run frozen, the last one trains everything.
+        if getattr(model, "freeze_finetune_updates", 0):
+            model.freeze_finetune_updates = updates - 1
         for frozen in args.freeze_param:
             for name, p in model.named_parameters():
                 if name == frozen or name.startswith(frozen + "."):
@@ -323,6 +357,8 @@ def preflight(
         optimizers = task_cls.build_optimizers(args, model=model)
         schedulers = _build_schedulers(args, optimizers)
         iterator = task_cls.build_iter_factory(args, distributed, mode="train").build_iter(1)
+        if timer is not None:
+            iterator = timer.wrap(iterator, int(args.accum_grad), device)
         trainer = task_cls.trainer
         options = trainer.build_options(args)
         scaler = torch.amp.GradScaler(device) if args.use_amp else None
@@ -341,6 +377,8 @@ def preflight(
                 options=options,
                 distributed_option=distributed,
             )
+        if timer is not None:
+            timer.stop()
         changed, unchanged = 0, []
         for name, p in model.named_parameters():
             if name not in start:
