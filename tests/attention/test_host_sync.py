@@ -112,7 +112,8 @@ def interface_ctc(device):
 def swin(device):
     model = SwinClassifier(num_classes=5, img_size=16, patch_size=2, embed_dim=8, depths=(2, 2),
                            num_heads=(1, 2), window_size=4, gamma=0.1, fuzzy_std=0.05,
-                           drloc_weight=0.5, drloc_pairs=8, drloc_hidden=16).to(device).train()  # fmt: skip
+                           drloc_weight=0.5, drloc_pairs=8, drloc_hidden=16, drloc_warmup_epochs=1,
+                           drloc_decay_epochs=3, drloc_batches_per_epoch=1).to(device).train()  # fmt: skip
     images = torch.rand(4, 16, 16, 3, device=device)
     labels = torch.tensor([1, 4, 0, 2], device=device)
     return lambda: model.losses(images, labels)[0]

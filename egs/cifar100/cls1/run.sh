@@ -42,7 +42,8 @@ case "${batch}" in
     # YAML 1.1 (ESPnet reads these values with PyYAML) takes "1e-3" for a string: write the mantissa's dot.
     # 43 steps per epoch: ESPnet's unsorted sampler makes floor(45,000 / 1024) batches of the held-out train
     1024) batch_args="--batch_size 1024 --optim_conf lr=1.0e-3 --scheduler_conf max_lr=1.0e-3 \
---scheduler_conf min_lr=1.0e-5 --scheduler_conf first_cycle_steps=4300 --scheduler_conf warmup_steps=860" ;;
+--scheduler_conf min_lr=1.0e-5 --scheduler_conf first_cycle_steps=4300 --scheduler_conf warmup_steps=860 \
+--model_conf drloc_batches_per_epoch=43" ;;
     *) echo "$0: --batch is 128 or 1024 (the paper's two settings)" >&2; exit 1 ;;
 esac
 

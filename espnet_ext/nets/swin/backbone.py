@@ -214,14 +214,18 @@ class SwinTransformer(torch.nn.Module):
         self.norm = torch.nn.LayerNorm(self.num_features)
         self.apply(_init_weights)
 
-    def feature_map(self, images: torch.Tensor) -> torch.Tensor:
-        """(B, 3, H, W) -> normalised final feature map (B, H', W', 8C)."""
+    def stage_output(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) -> the last stage's feature map (B, H', W', 8C), before the final LayerNorm."""
         if images.shape[-2:] != (self.img_size, self.img_size):
             raise ValueError(
                 f"expected {self.img_size}x{self.img_size} images, got {tuple(images.shape[-2:])} "
                 "(resize them in the data pipeline: --image_transform_conf input_size=...)"
             )
-        return self.norm(self.layers(self.patch_embed(images)))
+        return self.layers(self.patch_embed(images))
+
+    def feature_map(self, images: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) -> normalised final feature map (B, H', W', 8C)."""
+        return self.norm(self.stage_output(images))
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """(B, 3, H, W) -> pooled features (B, 8C)."""

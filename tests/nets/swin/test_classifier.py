@@ -1,7 +1,11 @@
-"""The Swin classifier's losses and reported accuracies."""
+"""The Swin classifier's losses, reported accuracies and weight-decay groups."""
+
+import argparse
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+import yaml
 
 from espnet_ext.nets.swin.classifier import SwinClassifier, topk_correct
 
@@ -43,3 +47,43 @@ def test_mixup_on_an_odd_batch_keeps_the_last_image_unmixed():
     assert not torch.equal(mixed[:2], images[:2].permute(0, 3, 1, 2))  # the pair was mixed
     loss, _, _ = model(images, labels[:, None])
     assert torch.isfinite(loss)
+
+
+REAL_CONFIG = Path(__file__).resolve().parents[3] / "egs/cifar100/cls1/conf/train_swin_t.yaml"
+
+
+def swin_recipe_no_decay(model):
+    """microsoft/Swin-Transformer (and VTs-Drloc) optimizer.py ``set_weight_decay`` restated: no decay for
+    1-D parameters, biases and ``no_weight_decay_keywords`` (relative_position_bias_table)."""
+    return {
+        name
+        for name, p in model.named_parameters()
+        if len(p.shape) == 1 or name.endswith(".bias") or "relative_position_bias_table" in name
+    }
+
+
+def test_real_config_weight_decay_groups_are_the_swin_recipes():
+    from espnet_ext.tasks.image_classification import ImageClassificationTask
+
+    config = yaml.safe_load(REAL_CONFIG.read_text())
+    assert config["exclude_weight_decay"] is True
+    model = SwinClassifier(num_classes=5, drloc_weight=0.5, drloc_hidden=8, **TINY)
+    args = argparse.Namespace(
+        optim=config["optim"],
+        optim_conf=config["optim_conf"],
+        sharded_ddp=False,
+        exclude_weight_decay=config["exclude_weight_decay"],
+        exclude_weight_decay_conf=config.get("exclude_weight_decay_conf", {}),
+    )
+    (optim,) = ImageClassificationTask.build_optimizers(args, model=model)
+    names = {id(p): n for n, p in model.named_parameters()}
+    decay = {}
+    for group in optim.param_groups:
+        for p in group["params"]:
+            decay[names[id(p)]] = group["weight_decay"]
+    assert set(decay) == set(names.values())  # every parameter in exactly one group
+    zero = {n for n, wd in decay.items() if wd == 0.0}
+    assert zero == swin_recipe_no_decay(model)
+    assert {decay[n] for n in set(decay) - zero} == {config["optim_conf"]["weight_decay"]}
+    tables = [n for n in zero if n.endswith("relative_position_bias_table")]
+    assert tables and all(model.get_parameter(n).ndim == 2 for n in tables)  # not caught as 1-D
