@@ -4,22 +4,48 @@
 
 Writes ``result.json`` (rates in percent, error counts) and ``result.txt`` (summary in Kaldi's
 ``%WER`` style, then the aligned REF/HYP of every utterance with an error), and prints one summary
-line. Texts are compared as given (whitespace collapsed); normalise case and punctuation in data
-preparation. CER counts spaces as characters, like ESPnet's char-level scoring.
+line. By default texts are compared as given (whitespace collapsed). CER counts spaces as characters,
+like ESPnet's char-level scoring.
+
+``--tokenizer 13a --lowercase --remove_punct`` scores as fairseq's ``--scoring wer --wer-tokenizer 13a
+--wer-lowercase --wer-remove-punct`` (the head-selection authors' mTEDx evaluation, fairseq
+examples/attention_head_selection/README.md; ``EvaluationTokenizer`` of fairseq/scoring/tokenizer.py):
+sacrebleu's tokenizer on both sides, then tokens made only of Unicode punctuation (category P*) removed,
+then lowercasing. The rates of the texts as given are kept beside them (``raw`` in result.json, ``%RAW``
+in result.txt).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import unicodedata
 from collections.abc import Sequence
 
 import jiwer
+from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+from sacrebleu.tokenizers.tokenizer_intl import TokenizerV14International
+from sacrebleu.tokenizers.tokenizer_none import NoneTokenizer
 
 from espnet_ext.errors import reports_input_errors
 from espnet_ext.scoring.ref_hyp import Pair, read_ref_hyp, ref_hyp_parser, write_scores
 
 GAP = "***"
+# sacrebleu tokenizers fairseq's --wer-tokenizer offers (sacrebleu's own names)
+EVAL_TOKENIZERS = {"none": NoneTokenizer, "13a": Tokenizer13a, "intl": TokenizerV14International}
+
+
+def evaluation_tokenize(
+    text: str, tokenizer: str = "none", lowercase: bool = False, remove_punct: bool = False
+) -> str:
+    """fairseq's ``EvaluationTokenizer.tokenize``: sacrebleu ``tokenizer``, punctuation-only tokens
+    removed, lowercased, in that order."""
+    text = EVAL_TOKENIZERS[tokenizer]()(text)
+    if remove_punct:
+        text = " ".join(
+            t for t in text.split(" ") if not all(unicodedata.category(c)[0] == "P" for c in t)
+        )
+    return text.lower() if lowercase else text
 
 
 def _counts(output) -> dict:
@@ -113,26 +139,69 @@ def format_report(scores: dict, pairs: Sequence[Pair], ref_path, hyp_path) -> st
     return "\n".join(lines) + "\n\n" + "\n".join(blocks)
 
 
-def score_files(ref_path, hyp_path, out_dir) -> dict:
-    """Score, write ``out_dir/result.{txt,json}``; returns the json content."""
+def score_files(
+    ref_path,
+    hyp_path,
+    out_dir,
+    tokenizer: str = "none",
+    lowercase: bool = False,
+    remove_punct: bool = False,
+) -> dict:
+    """Score (after ``evaluation_tokenize`` when any option is set, the texts as given beside it under
+    ``raw``), write ``out_dir/result.{txt,json}``; returns the json content."""
     pairs = read_ref_hyp(ref_path, hyp_path)
+    normalising = tokenizer != "none" or lowercase or remove_punct
+    raw = score_wer(pairs) if normalising else None
+    if normalising:
+        options = (tokenizer, lowercase, remove_punct)
+        pairs = [
+            Pair(
+                p.utt_id, evaluation_tokenize(p.ref, *options), evaluation_tokenize(p.hyp, *options)
+            )
+            for p in pairs
+        ]
     scores = score_wer(pairs)
     report = format_report(scores, pairs, ref_path, hyp_path)
     result = {key: value for key, value in scores.items() if key != "alignments"}
+    if raw is not None:
+        result["scoring"] = {
+            "tokenizer": tokenizer,
+            "lowercase": lowercase,
+            "remove_punct": remove_punct,
+        }
+        result["raw"] = {key: raw[key] for key in ("wer", "cer", "ser", "words", "chars")}
+        head, rest = report.split("\n\n", 1)
+        note = f"(after sacrebleu {tokenizer}, lowercase {lowercase}, punctuation removed {remove_punct})"
+        raw_line = f"{summary_line('RAW', raw['wer'], raw['words'])} (WER of the texts as given)"
+        report = f"{head}\n{raw_line}\n{note}\n\n{rest}"
     write_scores(out_dir, result, report, "wer", ref_path, hyp_path)
     return result
 
 
 def get_parser() -> argparse.ArgumentParser:
-    return ref_hyp_parser("score_wer.py", __doc__)
+    parser = ref_hyp_parser("score_wer.py", __doc__)
+    parser.add_argument(
+        "--tokenizer",
+        choices=sorted(EVAL_TOKENIZERS),
+        default="none",
+        help="sacrebleu tokenizer first",
+    )
+    parser.add_argument("--lowercase", action="store_true", help="lowercase both sides")
+    parser.add_argument(
+        "--remove_punct", action="store_true", help="drop tokens made only of punctuation"
+    )
+    return parser
 
 
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
-    result = score_files(args.ref, args.hyp, args.out_dir)
+    result = score_files(
+        args.ref, args.hyp, args.out_dir, args.tokenizer, args.lowercase, args.remove_punct
+    )
+    raw = f" (raw WER {result['raw']['wer']:.2f})" if "raw" in result else ""
     print(
-        f"{summary_line('WER', result['wer'], result['words'])} %CER {result['cer']:.2f} "
+        f"{summary_line('WER', result['wer'], result['words'])}{raw} %CER {result['cer']:.2f} "
         f"%SER {result['ser']:.2f} ({result['num_utts']} utts) -> {args.out_dir / 'result.txt'}"
     )
 

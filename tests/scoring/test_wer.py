@@ -12,7 +12,7 @@ import pytest
 
 from espnet_ext.errors import InputError
 from espnet_ext.scoring.ref_hyp import read_ref_hyp
-from espnet_ext.scoring.wer import score_files
+from espnet_ext.scoring.wer import evaluation_tokenize, score_files
 
 SCRIPT = Path(__file__).resolve().parents[2] / "utils" / "score_wer.py"
 
@@ -167,3 +167,38 @@ def test_command_line(tmp_path, hand_case):
     assert run.returncode == 1
     assert f"error: {hand_case[0]}:2: key 'u2': id not in" in run.stderr
     assert not (tmp_path / "bad").exists()
+
+
+def test_fairseq_evaluation_tokenizer_by_hand():
+    """fairseq's EvaluationTokenizer (13a, punctuation removal, lowercase): worked by hand."""
+    # 13a splits "," "!" "%" and a final "." off words, keeps "5.5" (digits around) and "It's";
+    # then tokens of punctuation only (Unicode P*: , ! % .) go; then lowercase.
+    text = "Hello, World! It's 5.5%."
+    assert evaluation_tokenize(text, "13a") == "Hello , World ! It's 5.5 % ."
+    assert evaluation_tokenize(text, "13a", remove_punct=True) == "Hello World It's 5.5"
+    assert evaluation_tokenize(text, "13a", True, True) == "hello world it's 5.5"
+    # 13a splits "?" but not "«": a word keeps a guillemet glued to it, as in fairseq
+    assert evaluation_tokenize("«Ça va?» -- oui", "13a", True, True) == "«ça va oui"
+    assert evaluation_tokenize(text) == text  # no option: the text as given
+
+
+def test_authors_wer_with_the_raw_wer_beside_it(tmp_path):
+    ref = write(tmp_path / "ref", ["u1 Hello, World! It's 5.5%.", "u2 Yes, indeed."])
+    hyp = write(tmp_path / "hyp", ["u1 hello world it's 5.5", "u2 yes in deed"])
+    result = score_files(ref, hyp, tmp_path / "out", "13a", True, True)
+    # u1 equal after normalisation; u2: indeed -> in (S), deed inserted (I): 2 errors in 6 words
+    assert result["words"] == {"ref": 6, "hits": 5, "sub": 1, "del": 0, "ins": 1, "errors": 2}
+    assert result["wer"] == pytest.approx(100 * 2 / 6)
+    # as given: u1 4 ref words, 4 subs + 1 ins (Hello, World! 5.5%. vs hello world 5.5 -> 3 S; It's ok)
+    raw = jiwer.process_words(["Hello, World! It's 5.5%.", "Yes, indeed."],
+                              ["hello world it's 5.5", "yes in deed"])  # fmt: skip
+    assert result["raw"]["wer"] == pytest.approx(100 * raw.wer)
+    assert result["scoring"] == {"tokenizer": "13a", "lowercase": True, "remove_punct": True}
+    report = (tmp_path / "out" / "result.txt").read_text().splitlines()
+    assert report[2].startswith("%WER 33.33") and report[5].startswith("%RAW ")
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--ref", str(ref), "--hyp", str(hyp), "--out_dir",
+         str(tmp_path / "cli"), "--tokenizer", "13a", "--lowercase", "--remove_punct"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "%WER 33.33" in out.stdout and "raw WER" in out.stdout

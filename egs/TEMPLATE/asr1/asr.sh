@@ -68,6 +68,7 @@ lm_inference_config=""  # inference config with --use_lm true (default: --infere
 inference_args=""
 inference_tag=""
 inference_model=valid.acc.ave.pth  # or last<N>.pth: average of the last N epochs
+wer_opts=""             # scoring options of utils/score_wer.py, e.g. "--tokenizer 13a --lowercase --remove_punct"
 use_lm=false
 lm_config=""
 lm_args=""
@@ -228,9 +229,11 @@ decode() {
 }
 
 score() {
-    local dset
+    local dset wer_args
+    read -ra wer_args <<< "${wer_opts}"
     for dset in ${test_sets}; do
-        score_set score_wer "${feats_dir}/${dset}/text" "${asr_exp}/${inference_tag}/${dset}" 3,4 || return 1
+        score_set score_wer "${feats_dir}/${dset}/text" "${asr_exp}/${inference_tag}/${dset}" 3,4 \
+            "${wer_args[@]}" || return 1
     done
 }
 
@@ -323,7 +326,7 @@ run_stage 8 "ASR statistics" "${asr_stats_dir}" "$(fingerprint "${train_dir}/${i
 run_stage 9 "ASR training" "${asr_exp}" "$(fingerprint "${asr_stats_dir}/train/${input_name}_shape" "${asr_stats_dir}/train/feats_stats.npz" "${token_list}" "${asr_config}" "${asr_args}" "${avhubert_checkpoint}")" asr_train
 average_stage 10 "${asr_exp}"  # --inference_model last<N>.pth (utils/pipeline.sh)
 run_stage 10 "decoding" "${asr_exp}/${inference_tag}" "$(decode_fp "${asr_exp}")" decode ${test_sets}
-run_stage 11 "scoring" "${asr_exp}/${inference_tag}" "$(fingerprint $(for t in ${test_sets}; do echo "${asr_exp}/${inference_tag}/${t}/text"; done))" score
+run_stage 11 "scoring" "${asr_exp}/${inference_tag}" "$(fingerprint ${wer_opts:+"wer_opts=${wer_opts}"} $(for t in ${test_sets}; do echo "${asr_exp}/${inference_tag}/${t}/text"; done))" score
 run_stage 12 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
 if [ -n "${unlabeled_set}" ]; then
     [ "${input}" = video ] || die "--unlabeled_set (self-training) needs --input video"

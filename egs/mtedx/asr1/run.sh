@@ -80,4 +80,5 @@ test_sets+=${other_tests:+ ${other_tests}}
     --dumpdir "${dumpdir}" \
     "${opts[@]}" --token_type bpe \
     --bpemode unigram --fbank_conf "--n_mels 80" --asr_args "${task_ids} ${asr_args}" \
-    --inference_args "--task_tag_file ${tag_file}" --results_title "${title}" "$@"
+    --inference_args "--task_tag_file ${tag_file}" --results_title "${title}" \
+    --wer_opts "--tokenizer 13a --lowercase --remove_punct" "$@"  # the authors' fairseq WER (raw WER beside it)
