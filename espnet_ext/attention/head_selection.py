@@ -21,8 +21,9 @@ long-standing value); the real configs set 5.0.
 Selection s_t^(h) from the sampled posterior (noise-free at inference, so inference is deterministic):
   subset (5): the H heads of highest posterior;
   group (6): heads form H contiguous groups of r = H'/H; the best head of each group.
-(The authors' selector draws Gumbel noise at inference too, so their decoding of a task varies from run to
-run; ours decodes with the noise-free posterior, its most probable selection. A deliberate deviation.)
+(The authors' selector draws Gumbel noise at inference too, at every decoder call, so their decoding of a
+task varies from run to run; ours decodes with the noise-free posterior, its most probable selection, a
+deliberate deviation. ``inference_noise=True`` draws as theirs does.)
 Selected heads are concatenated in ascending head order (eq. 1), which for the group strategy puts group
 g's head in output slot g (eq. 7). In training each selected head is scaled by the straight-through value
 s + q - stop_grad(q) (= 1 forward, gradient into φ through q).
@@ -218,9 +219,11 @@ class HeadSelectionAttention(TaskConditioned):
         strategy: str = "group",
         temperature: float = 1.0,
         logit_init: str = "spread",
+        inference_noise: bool = False,
     ):
         super().__init__()
         check_selection_config(n_head, head_candidates, strategy, temperature, logit_init)
+        self.inference_noise = inference_noise
         if num_tasks < 1:
             raise ConfigError(f"needs at least one task, got {num_tasks}", key="num_tasks")
         self.h, self.d_k = n_head, n_feat // n_head
@@ -239,11 +242,14 @@ class HeadSelectionAttention(TaskConditioned):
 
     def selections(self, tasks: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Selected heads of ``tasks`` (n,) (every task when None): ascending head indices (n, H) and
-        their scales (n, H). In training one Gumbel draw per task, tasks in the given order."""
+        their scales (n, H). In training (and at inference with ``inference_noise``) one Gumbel draw per
+        task, tasks in the given order."""
         logits = self.selection_logits
         logits = logits if tasks is None else logits.index_select(0, tasks)
         noise = None
-        if self.training:  # (n, 2, H'): task by task, as drawing each task's (2, H') in turn
+        if (
+            self.training or self.inference_noise
+        ):  # (n, 2, H'): task by task, each task's (2, H') in turn
             noise = sample_gumbel((logits.size(0), 2, logits.size(1)), logits).transpose(0, 1)
         posterior = gumbel_posterior(logits, self.temperature, noise)
         hard = SELECTION_MASKS[self.strategy](posterior, self.h)

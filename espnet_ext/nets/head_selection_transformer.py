@@ -1,8 +1,10 @@
 """ESPnet Transformer encoders/decoders whose self-attention selects H of H' heads per task.
 
-Each class is the ESPnet (or our CNN-preprocessed, or S2T conv1d) module plus ``num_tasks``, ``head_candidates`` (H'),
-``selection_strategy`` ("group" or "subset"), ``gumbel_temperature`` (τ) and ``selection_logit_init``
-("spread", the default, or "zero"; see ``LOGIT_INITS``); H is ``attention_heads``.
+Each class is the ESPnet (or our CNN-preprocessed, or S2T conv1d) module plus ``num_tasks``,
+``head_candidates`` (H'), ``selection_strategy`` ("group" or "subset"), ``gumbel_temperature`` (τ; the
+authors' 5.0 in the real configs), ``selection_logit_init`` ("spread", the default, or "zero"; see
+``LOGIT_INITS``) and ``selection_inference_noise`` (false: the noise-free selection at inference; true:
+Gumbel draws as the authors' selector); H is ``attention_heads``.
 After ``super().__init__`` every layer's ``self_attn`` becomes a ``HeadSelectionAttention`` of the same
 width and dropout. Source attention of the decoder stays shared (the paper selects in self-attention
 only). Selection in the encoder, the decoder or both (Table 6) is the choice of encoder/decoder class.
@@ -22,7 +24,13 @@ from espnet_ext.nets.multiformer_encoder import S2TTransformerEncoder
 
 
 def select_self_attention_heads(
-    layers, num_tasks: int, head_candidates: int, strategy: str, temperature: float, logit_init: str
+    layers,
+    num_tasks: int,
+    head_candidates: int,
+    strategy: str,
+    temperature: float,
+    logit_init: str,
+    inference_noise: bool = False,
 ) -> None:
     """Replace ``self_attn`` of every layer by head selection over ``head_candidates`` heads."""
     for layer in layers:
@@ -36,6 +44,7 @@ def select_self_attention_heads(
             strategy,
             temperature,
             logit_init,
+            inference_noise,
         )
 
 
@@ -62,12 +71,14 @@ class _SelectsHeads:
         selection_strategy: str = "group",
         gumbel_temperature: float = 1.0,
         selection_logit_init: str = "spread",
+        selection_inference_noise: bool = False,
         **kwargs,
     ):
         options = (num_tasks, head_candidates, selection_strategy, gumbel_temperature)
         options = _selection_options(kwargs, *options, selection_logit_init)
         super().__init__(*args, **kwargs)
-        select_self_attention_heads(getattr(self, self._selecting), *options)
+        layers = getattr(self, self._selecting)
+        select_self_attention_heads(layers, *options, bool(selection_inference_noise))
 
 
 class HeadSelectionTransformerEncoder(_SelectsHeads, TransformerEncoder):

@@ -160,6 +160,21 @@ def test_inference_is_deterministic_and_follows_the_logits():
     assert attn.selection_kl is None
 
 
+def test_inference_noise_draws_as_the_authors_selector():
+    """The authors' AttnHeadSelector samples Gumbel noise in eval mode too: selections vary per call."""
+    attn = HeadSelectionAttention(H, DIM, 0.0, 3, 4, "subset", inference_noise=True).eval()
+    with torch.no_grad():
+        attn.selection_logits.zero_()
+    torch.manual_seed(2)
+    picks = {tuple(attn.selection(0)[0].tolist()) for _ in range(50)}
+    assert len(picks) > 1
+    heads, scale = attn.selection(0)
+    assert scale.tolist() == [1.0, 1.0]  # no straight-through outside training
+    x = torch.randn(2, 3, DIM)
+    run(attn, x, [0, 0])
+    assert attn.selection_kl is None
+
+
 def test_training_samples_and_straight_through_gradient_reaches_the_logits():
     attn = layer(candidates=4, tasks=3).train()
     x = torch.randn(2, 3, DIM)

@@ -65,6 +65,15 @@ def test_extra_parameters_are_tasks_x_candidates_x_layers():
     assert extra == 3 * (3 * (6 - 2) * d_k * (d + 1)) + 3 * 6 * 3
 
 
+def test_inference_noise_option_reaches_every_layer():
+    noisy = decoder(num_tasks=2, head_candidates=4, selection_inference_noise=True)
+    assert all(m.inference_noise for m in noisy.modules() if isinstance(m, HeadSelectionAttention))
+    plain = encoder(num_tasks=2, head_candidates=4)
+    assert not any(
+        m.inference_noise for m in plain.modules() if isinstance(m, HeadSelectionAttention)
+    )
+
+
 @pytest.mark.parametrize("side", ["encoder", "decoder"])
 def test_straight_through_path_alone_trains_the_logits(side):
     """The task loss alone (no KL) reaches φ of every layer through s + q - stop_grad(q)."""
