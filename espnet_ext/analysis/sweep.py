@@ -32,11 +32,18 @@ decodings of every run and the analyses to write::
     decodes:                                        # name -> options (or {options, runs: [only these]})
         no_lm: ""
         lm_extended: --use_lm true
+        lm: {options: --use_lm true, tune: {option: '--inference_args "--lm_weight {value}"',
+                                            values: [0.1, 0.2], tune_set: dev, tag: "{decode}_lmw{value}"}}
     result: exp/asr_{tag}/{decode}/{set}/score_wer/result.json
     metric: {key: wer, label: "WER [%]", sets: [dev, test], higher_is_better: false}
     tag_format: "{run}"                             # experiment tag of a run (shared across sweeps)
     analyses: [...]                                 # see espnet_ext.analysis.tables
     extends: table1.yaml                            # start from that spec; keys here replace its keys
+
+A decoding with ``tune`` is tuned per run, as the relaxed-attention paper tunes the LM weight λ "for each
+approach" on the development set: it expands into one decoding per value (named by ``tag``, default
+``{decode}_{value}``), and its own name stands, in the collected values and so in every analysis, for each
+run's value with the best metric on ``tune_set`` (the first listed on a tie); the tables' notes say which.
 
 A spec with ``kind: tune`` instead tunes one decoding option of one model over a grid, as the papers tune
 the LM weight λ on the development set (see ``Tuning``); the recipe hands it its own command line::
@@ -91,6 +98,14 @@ class Decode:
 
 
 @dataclass
+class Tuned:
+    """A decoding tuned per run over a grid: the grid's (value, decoding name) pairs and the set chosen on."""
+
+    choices: list[tuple[str, str]]
+    on: str
+
+
+@dataclass
 class Sweep:
     name: str
     command: str
@@ -106,6 +121,7 @@ class Sweep:
     tag_format: str = "{run}"
     analyses: list[dict] = field(default_factory=list)
     source: Path = Path(".")
+    tuned: dict[str, Tuned] = field(default_factory=dict)
 
     @property
     def sets(self) -> list[str]:
@@ -208,9 +224,11 @@ def _read_spec(path: Path, kind: str, required: Sequence[str], seen: tuple[Path,
 def load_sweep(path) -> Sweep:
     path = Path(path)
     spec = _read_spec(path, "table", REQUIRED)
-    decodes = []
+    decodes, tuned = [], {}
     for name, entry in (spec.get("decodes") or {"decode": ""}).items():
-        if isinstance(entry, dict):
+        if isinstance(entry, dict) and entry.get("tune") is not None:
+            tuned[str(name)] = _tuned_decodes(str(name), entry, decodes, spec, path)
+        elif isinstance(entry, dict):
             decodes.append(Decode(str(name), str(entry.get("options", "")), entry.get("runs")))
         else:
             decodes.append(Decode(str(name), str(entry or "")))
@@ -246,7 +264,65 @@ def load_sweep(path) -> Sweep:
         tag_format=str(spec.get("tag_format", "{run}")),
         analyses=list(spec.get("analyses") or []),
         source=path,
+        tuned=tuned,
     )
+
+
+def _tuned_decodes(name: str, entry: dict, decodes: list[Decode], spec: dict, path: Path) -> Tuned:
+    """Append the grid's decodings of ``decodes: {name: {options, runs, tune}}``; its ``Tuned``."""
+    tune = entry["tune"]
+    key = f"decodes.{name}.tune"
+    if not isinstance(tune, dict) or any(k not in tune for k in ("option", "values", "tune_set")):
+        raise InputError("needs option (with {value}), values and tune_set", path=path, key=key)
+    if "{value}" not in str(tune["option"]) or not tune["values"]:
+        raise InputError("option must contain {value}, values a list", path=path, key=key)
+    if tune["tune_set"] not in (spec["metric"].get("sets") or []):
+        raise InputError(
+            f"tune_set: '{tune['tune_set']}' is not one of the metric's sets", path=path, key=key
+        )
+    choices = []
+    for value in tune["values"]:
+        grid_name = str(tune.get("tag", "{decode}_{value}")).format(decode=name, value=value)
+        options = f"{entry.get('options', '')} {str(tune['option']).format(value=value)}"
+        decodes.append(Decode(grid_name, options.strip(), entry.get("runs")))
+        choices.append((str(value), grid_name))
+    return Tuned(choices, str(tune["tune_set"]))
+
+
+def select_tuned(
+    sweep: Sweep, values: dict[str, dict[str, dict[str, float | None]]]
+) -> dict[str, dict[str, str]]:
+    """Add each tuned decoding to ``values``: per run, its grid decoding with the best metric on the tuning
+    set (none until all are in); returns {run: {tuned decoding: chosen value}}."""
+    higher = bool(sweep.metric.get("higher_is_better", False))
+    chosen: dict[str, dict[str, str]] = {}
+    for run, decodes in values.items():
+        for name, tuned in sweep.tuned.items():
+            grid = [(value, d) for value, d in tuned.choices if d in decodes]
+            if not grid:
+                continue
+            scores = [decodes[d][tuned.on] for _, d in grid]
+            if any(score is None for score in scores):
+                decodes[name] = dict.fromkeys(sweep.sets)
+                continue
+            best = (max if higher else min)(range(len(grid)), key=lambda i: scores[i])
+            decodes[name] = dict(decodes[grid[best][1]])
+            chosen.setdefault(run, {})[name] = grid[best][0]
+    return chosen
+
+
+def tuned_notes(sweep: Sweep, chosen: dict[str, dict[str, str]]) -> str:
+    """A sentence per tuned decoding: the value each run's row uses."""
+    notes = []
+    for name, tuned in sweep.tuned.items():
+        picks = [f"{run} {c[name]}" for run, c in chosen.items() if name in c]
+        values = ", ".join(v for v, _ in tuned.choices)
+        notes.append(
+            f"`{name}`: tuned per run on {tuned.on} among {{{values}}}; chosen: "
+            + (", ".join(picks) or "none yet")
+            + "."
+        )
+    return " ".join(notes)
 
 
 TUNING_REQUIRED = ("name", "what", "grid", "train", "decode", "report", "exp_query", "result")
@@ -681,18 +757,25 @@ def write_collection(sweep: Sweep, results_md: str | None, command: str) -> list
 
     out = sweep_dir(sweep)
     values = collect(sweep)
+    chosen = select_tuned(sweep, values)
     with atomic_write(out / "results.json") as f:
         json.dump(values, f, indent=1)
+    notes = " ".join(filter(None, [f"Spec: `{sweep.source}`.", tuned_notes(sweep, chosen)]))
 
     def values_of(key):
-        return values if key is None else collect(sweep, key)
+        if key is None:
+            return values
+        other = collect(sweep, key)
+        for run, picks in chosen.items():  # the values of the decodings the metric chose
+            for name, value in picks.items():
+                grid = dict(sweep.tuned[name].choices)
+                other[run][name] = dict(other[run][grid[value]])
+        return other
 
     tables, figures = render_analyses(sweep, values_of, out)
     written = [out / "results.json", *figures]
     title = f"Sweep {sweep.name}"
-    written.append(
-        write_results(out / "tables.md", title, tables, command, notes=f"Spec: `{sweep.source}`.")
-    )
+    written.append(write_results(out / "tables.md", title, tables, command, notes=notes))
     if results_md:
         # RESULTS.md is committed with the recipe: its figures go beside it, not into exp/.
         md_dir = Path(results_md).parent
@@ -700,9 +783,7 @@ def write_collection(sweep: Sweep, results_md: str | None, command: str) -> list
             sweep, values_of, md_dir / "figures", link_dir=md_dir
         )
         written += md_figures
-        written.append(
-            write_results(results_md, title, md_tables, command, notes=f"Spec: `{sweep.source}`.")
-        )
+        written.append(write_results(results_md, title, md_tables, command, notes=notes))
     return written
 
 

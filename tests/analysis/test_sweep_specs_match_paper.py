@@ -162,3 +162,42 @@ def test_paper_yaml_variants_run_its_tables_on_other_data(recipe, variant, optio
         assert option in other.common
     assert other.result == paper.result.replace("exp/", f"exp_{variant}/", 1)
     assert other.metric["sets"] == paper.metric["sets"] + extra_sets
+
+
+@pytest.mark.parametrize(
+    "setup,gammas",
+    [
+        ("30h", {"relaxed_self": "0.001", "relaxed_cross": "0.25"}),
+        ("433h", {"relaxed_self": "0.005", "relaxed_cross": "0.25"}),
+        ("433h_self", {"relaxed_self": "0.005", "relaxed_cross": "0.2"}),
+    ],
+)
+def test_lrs3_table2_tunes_the_lm_weight_per_approach_on_dev(setup, gammas):
+    """A.3.2: γ per fine-tuning setup; λ "optimized for each approach" on dev among {0.05, 0.1, 0.15, 0.2},
+    for every LM decoding (with and without matched inference, both LMs of Table 6)."""
+    sweep = load_sweep(EGS / f"lrs3/vsr1/conf/sweeps/paper_{setup}.yaml")
+    for run, gamma in gammas.items():
+        assert f"--attention_variant {run} --relax_gamma {gamma}" in sweep.runs[run]
+    lm_decodes = {"lm", "lm_matched"} | ({"lm_transcripts"} if setup == "433h_self" else set())
+    assert set(sweep.tuned) == lm_decodes
+    for name, tuned in sweep.tuned.items():
+        assert tuned.on == "dev"
+        assert [value for value, _ in tuned.choices] == ["0.05", "0.1", "0.15", "0.2"]
+        for value, grid_name in tuned.choices:
+            (decode,) = [d for d in sweep.decodes if d.name == grid_name]
+            assert "--use_lm true" in decode.options
+            assert f'--inference_args "--lm_weight {value}"' in decode.options
+            assert ("--matched_inference true" in decode.options) == name.endswith("_matched")
+    # Every analysis reads the tuned decodings, never one grid point.
+    for analysis in sweep.analyses:
+        named = set((analysis.get("groups") or {}).values()) | set(
+            (analysis.get("lms") or {}).values()
+        )
+        assert named <= {"no_lm"} | lm_decodes
+    # Self-training trains every variant with AV-HuBERT's self-training schedule; the pseudo-labelling
+    # baseline is paper_433h's model (train_vsr_large.yaml, shared through its tag).
+    self_config = "--asr_config conf/train_vsr_large_self.yaml"
+    assert all(
+        (self_config in options) == (setup == "433h_self") for options in sweep.runs.values()
+    )
+    assert not any(self_config in step for step in sweep.prepare)
