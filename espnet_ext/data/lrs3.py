@@ -3,7 +3,8 @@
 Command line::
 
     python -m espnet_ext.data.lrs3 --lrs3 <root> --out <data> --parts pretrain,trainval,test \\
-        (--landmarks <dir> --mean_face <npy> | --roi <dir>) [--video_dir <dir>] [--nj N]
+        (--landmarks <dir> --mean_face <npy> | --roi <dir>) [--video_dir <dir>] [--nj N] \\
+        [--valid_ids lrs3-valid.id]
 
 Expected inputs (the release layout): ``<root>/<part>/<video-id>/<nnnnn>.mp4`` and ``.txt``; a ``.txt``
 starts ``Text:  <WORDS>``, then ``Conf:  <n>``, and (after a blank line) the word table ``WORD START
@@ -22,6 +23,11 @@ Writes ``<out>/<part>/{video.scp,text,utt2spk,spk2utt,utt2num_frames}`` (utteran
 ``<video_dir>/<part>/`` (default ``<out>/video``); ``video.scp`` lists their absolute paths. A part's
 data dir appears only once all of its clips are done (``datadir.atomic_dir``). Frame rates other than
 25 fps are refused unless ``--fps_policy resample`` (``espnet_ext.data.video``).
+
+``--valid_ids FILE``: AV-HuBERT's held-out dev list (``avhubert/preparation/data/lrs3-valid.id``, which its
+``lrs3_manifest.py --valid-ids`` reads: 1,200 ``trainval/<video-id>/<nnnnn>`` lines) checked against the
+trainval clips before any video is decoded, and written as utterance ids to ``<out>/trainval_valid_ids``
+(the recipe's ``local/data.sh --valid_ids`` makes them data/dev, the rest of trainval the training part).
 
 Text: the upper-case words of the ``Text:`` line, as released; ``--lowercase`` writes them as AV-HuBERT's
 labels (``lrs3_manifest.py`` lower-cases them, nothing else).
@@ -320,6 +326,39 @@ def find_clips(
     return clips
 
 
+def read_valid_ids(path: Path, clips: Sequence[Clip]) -> list[str]:
+    """AV-HuBERT's dev list (module doc) as utterance ids, in its order; an ``InputError`` names the file and
+    line of a malformed or repeated id and of one that is no clip of ``clips`` (the trainval part)."""
+    known = {f"{c.part}/{c.video_id}/{c.name}": c.utt_id for c in clips}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read the dev id list: {e}", path=path) from None
+    ids: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        fid = line.strip()
+        if not fid:
+            continue
+        parts = fid.split("/")
+        if len(parts) != 3 or not all(parts):
+            raise InputError(f"'{fid}' is not <part>/<video-id>/<nnnnn>", path=path, line=number)
+        if parts[0] != "trainval":
+            raise InputError(f"'{fid}': dev ids are trainval clips", path=path, line=number)
+        if fid not in known:
+            raise InputError(
+                f"'{fid}' is no clip of the LRS3 trainval part", path=path, line=number
+            )
+        if known[fid] in ids:
+            raise InputError(f"'{fid}' is listed twice", path=path, line=number)
+        ids.append(known[fid])
+    if not ids:
+        raise InputError("no ids in the dev id list", path=path)
+    if len(ids) == len(clips):
+        raise InputError("the dev id list takes every trainval clip, none is left for training",
+                         path=path)  # fmt: skip
+    return ids
+
+
 def _prepare_clip_job(job: tuple[Clip, Options]):
     return prepare_clip(*job)
 
@@ -395,6 +434,12 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--nj", type=int, default=1, help="clips processed in parallel (default: %(default)s)"
     )
+    parser.add_argument(
+        "--valid_ids",
+        type=Path,
+        help="AV-HuBERT's lrs3-valid.id: trainval clips held out as dev, written to "
+        "<out>/trainval_valid_ids as utterance ids",
+    )
     return parser
 
 
@@ -427,6 +472,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     # every part's files are checked before the first video is decoded
     found = {part: find_clips(args.lrs3, part, args.landmarks, args.roi, options) for part in parts}
+    if args.valid_ids is not None:
+        if "trainval" not in parts:
+            raise ConfigError("--valid_ids lists trainval clips: add trainval to --parts")
+        valid = read_valid_ids(args.valid_ids, found["trainval"])
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "trainval_valid_ids").write_text("\n".join(valid) + "\n", encoding="utf-8")
     for part in parts:
         count = prepare_part(args.lrs3, part, args.out, options, args.landmarks, args.roi, args.nj,
                              clips=found[part])  # fmt: skip

@@ -290,3 +290,52 @@ def test_pretrain_files_per_piece_as_avhubert_writes_them(tmp_path, kind):
     capture = fails(tmp_path, FIXTURE / "lrs3", "no file for piece _1 of clip", *cut, source=source)
     assert "short-pretrain/5eQ_tL8vR2c/00004_1" in capture.text
     assert not (tmp_path / "data").exists()  # no part written: checked up front
+
+
+def test_avhubert_dev_id_list_selects_trainval_clips(tmp_path):
+    """--valid_ids: AV-HuBERT's lrs3-valid.id lines (trainval/<video-id>/<nnnnn>) -> our utterance ids."""
+    ids = tmp_path / "lrs3-valid.id"
+    ids.write_text("trainval/Zq0kLm4Pw1E/00001\ntrainval/aB3-x_Yz09Q/00002\n")
+    out = tmp_path / "data"
+    assert run(out, "--valid_ids", str(ids)) == 0
+    assert (out / "trainval_valid_ids").read_text().split() == [
+        "Zq0kLm4Pw1E-00001",
+        "aB3-x_Yz09Q-00002",
+    ]
+    assert "Zq0kLm4Pw1E-00001" in read_table(out / "trainval" / "text")
+
+
+@pytest.mark.parametrize(
+    "lines,message,line",
+    [
+        ("trainval/aB3-x_Yz09Q/00001\ntrainval/aB3-x_Yz09Q/00009\n", "no clip of the LRS3", 2),
+        ("trainval/aB3-x_Yz09Q\n", "is not <part>/<video-id>/<nnnnn>", 1),
+        ("test/0Fi83BHQsMA/00003\n", "dev ids are trainval clips", 1),
+        ("trainval/Zq0kLm4Pw1E/00001\n\ntrainval/Zq0kLm4Pw1E/00001\n", "listed twice", 3),
+        ("\n", "no ids", None),
+        (
+            "trainval/aB3-x_Yz09Q/00001\ntrainval/aB3-x_Yz09Q/00002\ntrainval/Zq0kLm4Pw1E/00001\n",
+            "none is left for training",
+            None,
+        ),
+    ],
+)
+def test_bad_dev_id_lists_name_file_and_line_before_any_video(
+    tmp_path, capsys, lines, message, line
+):
+    ids = tmp_path / "lrs3-valid.id"
+    ids.write_text(lines)
+    out = tmp_path / "data"
+    assert run(out, "--valid_ids", str(ids)) != 0
+    err = capsys.readouterr().err
+    assert message in err and (f"{ids}:{line}" in err if line else str(ids) in err)
+    assert not (out / "trainval").exists()  # refused before decoding
+
+
+def test_dev_id_list_needs_the_trainval_part(tmp_path, capsys):
+    ids = tmp_path / "lrs3-valid.id"
+    ids.write_text("trainval/Zq0kLm4Pw1E/00001\n")
+    argv = ["--lrs3", str(FIXTURE / "lrs3"), "--out", str(tmp_path / "d"), "--parts", "test",
+            "--roi", str(FIXTURE / "roi"), "--valid_ids", str(ids)]  # fmt: skip
+    assert lrs3.main(argv) != 0
+    assert "add trainval to --parts" in capsys.readouterr().err

@@ -45,6 +45,20 @@ def test_landmarks_with_their_mean_face_and_the_fps_policy_reach_the_reader(reci
     assert len(read_table(recipe / "data/pretrain_trainval/text")) == 3
 
 
+def test_avhubert_dev_list_is_the_dev_set_and_the_rest_trains(recipe, tmp_path):
+    """--valid_ids: AV-HuBERT's lrs3-valid.id picks dev videos, not whole speakers (its lrs3_manifest.py)."""
+    ids = tmp_path / "lrs3-valid.id"
+    ids.write_text("trainval/aB3-x_Yz09Q/00002\n")
+    out = data_sh(recipe, "--roi", str(FIXTURE / "roi"), "--valid_ids", str(ids))
+    assert out.returncode == 0, out.stderr
+    assert sorted(read_table(recipe / "data/dev/text")) == ["aB3-x_Yz09Q-00002"]
+    assert sorted(read_table(recipe / "data/trainval_nodev/text")) == [
+        "Zq0kLm4Pw1E-00001",
+        "aB3-x_Yz09Q-00001",
+    ]
+    assert not (recipe / "data/trainval_valid_ids").exists()
+
+
 @pytest.mark.parametrize(
     "options,message",
     [
@@ -54,6 +68,8 @@ def test_landmarks_with_their_mean_face_and_the_fps_policy_reach_the_reader(reci
          "--dev_size 3: .*/trainval has 3 videos, and training needs some of them"),
         (["--roi", str(FIXTURE / "roi"), "--voxceleb2_dir", "/nonexistent/vox"],
          "--voxceleb2_dir /nonexistent/vox: no video.scp"),
+        (["--roi", str(FIXTURE / "roi"), "--valid_ids", "/nonexistent/lrs3-valid.id"],
+         "--valid_ids /nonexistent/lrs3-valid.id: no such file"),
     ],
 )  # fmt: skip
 def test_options_refused_before_any_video_is_read(recipe, options, message):

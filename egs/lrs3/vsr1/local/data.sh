@@ -9,6 +9,8 @@
 #    --mean_face (AV-HuBERT's preparation format; the pretrain part's files per clip or per trimmed piece,
 #    as its tools write them) or taken from already cropped videos (--roi): one of the two is required;
 #    data/dev = ${dev_size} trainval videos of whole speakers held out of training (data/trainval_nodev),
+#    or with --valid_ids FILE AV-HuBERT's dev list (avhubert/preparation/data/lrs3-valid.id, 1,200 trainval
+#    videos of 913 speakers, whose other videos stay in training, as its lrs3_manifest.py splits),
 #    data/pretrain_trainval = the 433 h set. --fps_policy: videos not at 25 fps (refuse or resample).
 #    The self-training set is VoxCeleb2-en, 1,326 h (AV-HuBERT's vox-en id list), given as a prepared
 #    data dir of mouth crops (--voxceleb2_dir: video.scp [+ utt2spk]), copied to data/voxceleb2_en.
@@ -25,6 +27,7 @@ roi=""                  # real: dir of already cropped mouth videos (or --landma
 fps_policy=refuse       # real: videos not at 25 fps: refuse, or resample by frame selection
 voxceleb2_dir=""        # real: data dir of VoxCeleb2-en mouth crops (the unlabeled set of self-training)
 dev_size=1200
+valid_ids=""            # real: AV-HuBERT's lrs3-valid.id (trainval/<video-id>/<nnnnn> a line) as the dev set
 nj=2
 
 . ./path.sh
@@ -73,23 +76,32 @@ else
 fi
 [ -z "${voxceleb2_dir}" ] || [ -f "${voxceleb2_dir}/video.scp" ] ||
     die "--voxceleb2_dir ${voxceleb2_dir}: no video.scp (a data dir of VoxCeleb2-en mouth crops)"
-[[ ${dev_size} =~ ^[1-9][0-9]*$ ]] || die "--dev_size must be a positive number of videos, not '${dev_size}'"
-trainval_videos=$(find "${LRS3}/trainval" -name '*.txt' 2> /dev/null | wc -l)
-[ "${dev_size}" -lt "${trainval_videos}" ] ||
-    die "--dev_size ${dev_size}: ${LRS3}/trainval has ${trainval_videos} videos, and training needs some of them"
+if [ -n "${valid_ids}" ]; then
+    [ -f "${valid_ids}" ] || die "--valid_ids ${valid_ids}: no such file (AV-HuBERT's lrs3-valid.id)"
+    lrs3_opts+=(--valid_ids "${valid_ids}")  # checked against trainval before any video is decoded
+else
+    [[ ${dev_size} =~ ^[1-9][0-9]*$ ]] || die "--dev_size must be a positive number of videos, not '${dev_size}'"
+    trainval_videos=$(find "${LRS3}/trainval" -name '*.txt' 2> /dev/null | wc -l)
+    [ "${dev_size}" -lt "${trainval_videos}" ] ||
+        die "--dev_size ${dev_size}: ${LRS3}/trainval has ${trainval_videos} videos, and training needs some of them"
+fi
 python -m espnet_ext.data.lrs3 --lrs3 "${LRS3}" --out data --parts pretrain,trainval,test --nj "${nj}" \
     --fps_policy "${fps_policy}" "${lrs3_opts[@]}"
-# dev: the first speakers of trainval (C order) until ${dev_size} videos; whole speakers, none in training.
 mkdir -p data/dev data/trainval_nodev
-awk -v n="${dev_size}" '{ spk = $2 } count >= n && spk != last { done = 1 }
-     { last = spk; if (!done) { print $1; count++ } }' data/trainval/utt2spk > data/dev/ids
+if [ -n "${valid_ids}" ]; then
+    mv data/trainval_valid_ids data/dev/ids
+else
+    # dev: the first speakers of trainval (C order) until ${dev_size} videos; whole speakers, none in training.
+    awk -v n="${dev_size}" '{ spk = $2 } count >= n && spk != last { done = 1 }
+         { last = spk; if (!done) { print $1; count++ } }' data/trainval/utt2spk > data/dev/ids
+fi
 for table in video.scp text utt2spk; do
     awk 'NR == FNR { dev[$1]; next } $1 in dev' data/dev/ids "data/trainval/${table}" > "data/dev/${table}"
     awk 'NR == FNR { dev[$1]; next } !($1 in dev)' data/dev/ids "data/trainval/${table}" > "data/trainval_nodev/${table}"
 done
 rm data/dev/ids
 [ -s data/trainval_nodev/text ] ||
-    die "--dev_size ${dev_size}: its whole speakers take every trainval video, none is left for training"
+    die "the dev set (--dev_size ${dev_size} or --valid_ids) takes every trainval video, none is left for training"
 for dir in data/dev data/trainval_nodev; do python -m espnet_ext.data.datadir fix_spk2utt "${dir}"; done
 python -m espnet_ext.data.datadir combine data/pretrain_trainval data/pretrain data/trainval_nodev
 if [ -n "${voxceleb2_dir}" ]; then
