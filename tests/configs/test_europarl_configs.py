@@ -33,6 +33,7 @@ def token_lists(tmp_path, monkeypatch):
     [
         "train_legonn_mini.yaml",
         "train_legonn.yaml",
+        "train_legonn_ctc.yaml",
         "train_baseline_mini.yaml",
         "train_baseline.yaml",
     ],
