@@ -116,3 +116,31 @@ def test_the_europarl_encoder_only_model_is_the_legonn_models_encoder():
 def test_europarl_specaugment_without_time_warping(name):
     """§V-A: 'the SS policy of SpecAugment without time-warping'."""
     assert load(EUROPARL / name)["specaug_conf"]["apply_time_warp"] is False
+
+
+def test_ro_de_en_training_filter_is_moses_clean_corpus_80_and_ratio_1_5(tmp_path):
+    """§V-C1: 'a length ratio of 1.5 and 80 as the max token length' (after [37], Moses'
+    clean-corpus-n.perl on the tokenized text): pairs of up to 80 tokens a side are kept, 81 dropped,
+    and a side over 1.5 times the other dropped; the pipeline's filter stage with max_text_words 80."""
+    from espnet_ext.data.filter import filter_data_dir
+
+    pairs = {  # utt: (de tokens, en tokens)
+        "u1": (80, 80),
+        "u2": (81, 80),
+        "u3": (40, 60),
+        "u4": (40, 61),
+    }
+    src = tmp_path / "train"
+    src.mkdir()
+    for side, i in (("de", 0), ("en", 1)):
+        lines = [f"{utt} {' '.join(['w'] * n[i])}\n" for utt, n in sorted(pairs.items())]
+        (src / f"text.{side}").write_text("".join(lines))
+    (src / "text").write_text((src / "text.en").read_text())
+    report = filter_data_dir(
+        src,
+        tmp_path / "filtered",
+        max_text_words=80,
+        text_names=["text.de", "text.en"],
+        max_length_ratio=1.5,
+    )
+    assert sorted(report.removed) == ["u2", "u4"]
