@@ -447,6 +447,7 @@ def card(
         "best_model_criterion": [list(x) for x in config.get("best_model_criterion") or []],
         "peak_lr_config": (config.get("optim_conf") or {}).get("lr"),
         "optim": config.get("optim", "adadelta"),
+        "normalize": config.get("normalize"),  # the feature normalisation the pipeline keeps
     }
     if task in ("cls", "ocr") or lengths.fixed:
         c["inputs_per_update"] = c["real_inputs_per_update"] = c["utts_per_update"]
