@@ -11,7 +11,9 @@ Rules:
 - ``model_conf`` is merged key by key: the config the modules were trained with (``--trained``: its loss
   settings, e.g. ``lsm_weight``, ``on_short_ctc``), then the composed config's (its interface keys), then the
   settings'. lego_compose writes only the interface keys, so without the training config's a fine-tuning
-  whose settings do not repeat them would train without label smoothing and with ``on_short_ctc: error``;
+  whose settings do not repeat them would train without label smoothing and with ``on_short_ctc: error``.
+  The training config's weight tying (``TYING_KEYS``, e.g. one embedding table for source and decoder,
+  §V-B) is not taken: the composed modules come from different trainings and keep their own tables;
 - every other key of the settings replaces the composed config's.
 
 ``--out`` is written atomically and only when its content changes.
@@ -30,6 +32,8 @@ from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
 MODEL_KEYS = ("model", "encoder", "decoder", "encoder_conf", "decoder_conf", "token_list")
+# ESPnet's model_conf options that tie weights across modules: architecture, not loss settings
+TYING_KEYS = ("share_encoder_decoder_input_embed", "share_decoder_input_output_embed")
 
 
 def _mapping(path: str | Path) -> dict:
@@ -55,8 +59,9 @@ def merge(composed: dict, settings: dict, trained: dict | None = None, where: st
     for key, value in settings.items():
         if key != "model_conf":
             config[key] = value
+    trained_conf = (trained or {}).get("model_conf") or {}
     config["model_conf"] = {
-        **((trained or {}).get("model_conf") or {}),
+        **{k: v for k, v in trained_conf.items() if k not in TYING_KEYS},
         **(composed.get("model_conf") or {}),
         **(settings.get("model_conf") or {}),
     }

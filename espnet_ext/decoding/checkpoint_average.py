@@ -217,8 +217,9 @@ def training_args(command: Sequence[str], model: str) -> list[str]:
         return []
     where, settings = training_settings(command)
     if settings["max_epoch"] < n:
+        what = f"a window of {n}" if window_spec(model) else f"the last {n}"
         raise ConfigError(
-            f"--inference_model {model} averages {n} epochs, but this training runs "
+            f"--inference_model {model} averages {what} epochs, but this training runs "
             f"{settings['max_epoch']} (max_epoch of {where} or its command line): decode another "
             f"model (e.g. last{settings['max_epoch']}.pth, valid.loss.best.pth) or train {n} epochs",
             key="--inference_model",

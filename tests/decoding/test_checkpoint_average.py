@@ -184,5 +184,5 @@ def test_window_needs_a_reported_metric_and_keeps_every_epoch(tmp_path):
         "10",
         "15",
     ]
-    with pytest.raises(ConfigError, match="averages 20 epochs"):
+    with pytest.raises(ConfigError, match="averages a window of 20 epochs"):
         training_args(["--config", str(config)], "window20.valid.bleu.max.pth")

@@ -41,6 +41,9 @@ def test_wmt_fine_tuning_keeps_label_smoothing_and_the_short_ctc_policy(trained)
         config["model_conf"]["on_short_ctc"] == "report"
     )  # was "error": one short sentence stopped a job
     assert config["model_conf"]["interface_text_keys"] == ["text"]
+    # the De-En training ties its source and decoder tables (§V-B); the composed Ro-En encoder's
+    # table (d 512) is its own
+    assert "share_encoder_decoder_input_embed" not in config["model_conf"]
     assert config["encoder_conf"] == COMPOSED["encoder_conf"]
     assert config["max_epoch"] == load("wmt/mt1", settings)["max_epoch"]
 
