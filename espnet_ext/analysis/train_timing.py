@@ -1,0 +1,206 @@
+"""Training speed of a real config: ESPnet's trainer on synthetic batches of the paper's size (a preflight run).
+
+    python -m espnet_ext.analysis.train_timing --task st --config conf/train_st.yaml --ngpu 1 \
+        --utterances 64 --frames 700 --tokens 30 [--updates 20] [--vocab 8000] [--header] [ESPnet options]
+
+The corpus holds ``--utterances`` alike utterances of ``--frames`` speech / video frames and ``--tokens``
+tokens (images: the preflight's); the config's own batch sampler (batch_type, batch_bins or batch_size,
+accum_grad) makes the batches, so an update holds what the config's updates hold on utterances that long.
+Everything else is espnet_ext.analysis.preflight: the model, optimizer, scheduler, AMP setting and
+``Trainer.train_one_epoch``. The first update warms up (kernel selection, allocator) and is not counted.
+
+Printed as one markdown row (``--header`` first prints the table's head):
+
+    | config | task | AMP | inputs / update | update ms | inputs / s | peak GiB | schedule updates | hours |
+
+update ms: the median update (every batch of it, data loading included; on CUDA the clock waits for the
+device); inputs: speech / video frames, images, or tokens (mt: source tokens, lm: text tokens); peak GiB:
+``torch.cuda.max_memory_allocated`` over the run (CUDA only); hours: update time x the config's schedule
+(max_epoch x num_iters_per_epoch / accum_grad), when the config fixes its epoch length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import statistics
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+import torch
+import yaml
+
+from espnet_ext.analysis.preflight import TASKS, CorpusSize, preflight
+from espnet_ext.errors import ConfigError, reports_input_errors
+
+# task -> (the batch's key whose size is counted, unit); "len" counts rows (images)
+INPUTS = {
+    "asr": ("speech_lengths", "frames"),
+    "st": ("speech_lengths", "frames"),
+    "vsr": ("video_lengths", "frames"),
+    "mt": ("src_text_lengths", "tokens"),
+    "lm": ("text_lengths", "tokens"),
+    "ocr": ("image", "images"),
+    "cls": ("image", "images"),
+}
+HEADER = (
+    "| config | task | AMP | inputs / update | update ms | inputs / s | peak GiB | schedule updates | hours |\n"
+    "|---|---|---|---:|---:|---:|---:|---:|---:|"
+)
+
+
+class StepTimer:
+    """Wraps the trainer's iterator: a timestamp at every batch handed out and at the end, and the batch's
+    input count (preflight's ``timer``)."""
+
+    def __init__(self, task: str):
+        self.key, self.unit = INPUTS[task]
+        self.marks: list[float] = []
+        self.inputs: list[int] = []
+        self.accum_grad = 1
+        self.device = torch.device("cpu")
+        self.clock = time.perf_counter
+
+    def wrap(self, iterator: Iterable, accum_grad: int, device: str) -> Iterator:
+        self.accum_grad, self.device = accum_grad, torch.device(device)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        for ids, batch in iterator:
+            self._mark()
+            value = batch[self.key]
+            self.inputs.append(len(value) if self.key == "image" else int(value.sum()))
+            yield ids, batch
+
+    def stop(self) -> None:
+        self._mark()
+
+    def _mark(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # the step's kernels are done, not just queued
+        self.marks.append(self.clock())
+
+    def updates(self) -> list[tuple[float, int]]:
+        """(seconds, inputs) of each update: ``accum_grad`` iterations each."""
+        seconds = [b - a for a, b in zip(self.marks, self.marks[1:])]
+        n = self.accum_grad
+        return [
+            (sum(seconds[i : i + n]), sum(self.inputs[i : i + n]))
+            for i in range(0, len(seconds) - n + 1, n)
+        ]
+
+
+@dataclasses.dataclass
+class Timing:
+    config: str
+    task: str
+    amp: bool
+    unit: str
+    updates: int  # counted (the first one is the warm-up)
+    update_seconds: float  # median
+    inputs_per_update: float
+    peak_bytes: int | None  # CUDA only
+    schedule_updates: int | None
+
+    @property
+    def inputs_per_second(self) -> float:
+        return self.inputs_per_update / self.update_seconds
+
+    @property
+    def schedule_hours(self) -> float | None:
+        if self.schedule_updates is None:
+            return None
+        return self.update_seconds * self.schedule_updates / 3600
+
+    def row(self) -> str:
+        peak = "-" if self.peak_bytes is None else f"{self.peak_bytes / 2**30:.1f}"
+        hours = "-" if self.schedule_hours is None else f"{self.schedule_hours:.1f}"
+        schedule = "-" if self.schedule_updates is None else f"{self.schedule_updates:,}"
+        return (
+            f"| {self.config} | {self.task} | {'yes' if self.amp else 'no'} | "
+            f"{self.inputs_per_update:,.0f} {self.unit} | {self.update_seconds * 1e3:.0f} | "
+            f"{self.inputs_per_second:,.0f} | {peak} | {schedule} | {hours} |"
+        )
+
+
+def schedule_updates(settings: dict) -> int | None:
+    """Updates of the config's whole schedule, when its epochs have a fixed number of batches."""
+    iters = settings.get("num_iters_per_epoch")
+    if not iters or not settings.get("max_epoch"):
+        return None
+    return int(settings["max_epoch"]) * int(iters) // int(settings.get("accum_grad", 1))
+
+
+def _option(extra: Sequence[str], name: str) -> str | None:
+    """The last value of ``--name`` (or ``--name=value``) among ESPnet options, as ESPnet takes it."""
+    value = None
+    for i, word in enumerate(extra):
+        if word == f"--{name}" and i + 1 < len(extra):
+            value = extra[i + 1]
+        elif word.startswith(f"--{name}="):
+            value = word.split("=", 1)[1]
+    return value
+
+
+def measure(
+    task: str,
+    config: str | Path,
+    size: CorpusSize,
+    updates: int = 20,
+    ngpu: int = 1,
+    vocab: int = 100,
+    extra_args: Sequence[str] = (),
+) -> Timing:
+    """``updates`` updates of ``config`` on the synthetic corpus ``size`` (see the module docstring)."""
+    if updates < 2:
+        raise ConfigError("needs >= 2 updates: the first one warms up", key="--updates")
+    settings = yaml.safe_load(Path(config).read_text()) or {}
+    amp_option = _option(extra_args, "use_amp")
+    amp = settings.get("use_amp", False) if amp_option is None else amp_option.lower() == "true"
+    timer = StepTimer(task)
+    preflight(task, config, vocab, updates, ngpu, extra_args, size=size, timer=timer)
+    measured = timer.updates()[1:]
+    if not measured:
+        raise ConfigError("no update after the warm-up was measured", path=config)
+    return Timing(
+        config=str(config),
+        task=task,
+        amp=bool(amp),
+        unit=timer.unit,
+        updates=len(measured),
+        update_seconds=statistics.median(s for s, _ in measured),
+        inputs_per_update=statistics.mean(n for _, n in measured),
+        peak_bytes=(
+            torch.cuda.max_memory_allocated(timer.device) if timer.device.type == "cuda" else None
+        ),
+        schedule_updates=schedule_updates(settings),
+    )
+
+
+@reports_input_errors
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", required=True, choices=sorted(TASKS))
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--utterances", type=int, default=64, help="synthetic utterances")
+    parser.add_argument("--frames", type=int, default=700, help="speech / video frames of each")
+    parser.add_argument("--tokens", type=int, default=30, help="tokens of each (text, translation)")
+    parser.add_argument("--updates", type=int, default=20)
+    parser.add_argument("--ngpu", type=int, default=1)
+    parser.add_argument(
+        "--vocab", type=int, default=100, help="token list size (the recipe's nbpe)"
+    )
+    parser.add_argument("--header", action="store_true", help="print the table's head first")
+    args, extra = parser.parse_known_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    size = CorpusSize(args.utterances, args.frames, args.tokens)
+    timing = measure(args.task, args.config, size, args.updates, args.ngpu, args.vocab, extra)
+    if args.header:
+        print(HEADER)
+    print(timing.row(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

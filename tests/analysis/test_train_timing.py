@@ -1,0 +1,87 @@
+"""espnet_ext.analysis.train_timing: a real config's update time through ESPnet's trainer (the preflight)."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from espnet_ext.analysis import train_timing
+from espnet_ext.analysis.preflight import CorpusSize
+from espnet_ext.errors import ConfigError
+
+EGS = Path(__file__).resolve().parents[2] / "egs"
+MINI_ST = EGS / "mustc/st1/conf/tuning/train_st_s2t_transformer_s_mini.yaml"
+
+
+def test_iterations_are_grouped_into_updates_and_inputs_counted():
+    clock = iter([0.0, 1.0, 3.0, 4.0, 4.5, 7.0])  # a mark at each batch handed out, one at the end
+    timer = train_timing.StepTimer("asr")
+    timer.clock = lambda: next(clock)
+    batches = [("ids", {"speech_lengths": torch.tensor([n, n])}) for n in (10, 20, 30, 40, 50)]
+    assert [b for _, b in timer.wrap(batches, accum_grad=2, device="cpu")] == [
+        b for _, b in batches
+    ]
+    timer.stop()
+    # iterations take 1, 2, 1, 0.5, 2.5 s; two updates of 2 (the fifth iteration completes none)
+    assert timer.updates() == [(3.0, 60), (1.5, 140)]
+    images = train_timing.StepTimer("cls")
+    list(images.wrap([("ids", {"image": torch.zeros(7, 3, 8, 8)})], 1, "cpu"))
+    assert images.inputs == [7] and images.unit == "images"
+
+
+def test_a_small_config_is_timed_on_cpu_through_the_trainer():
+    size = CorpusSize(utterances=6, frames=120, tokens=8)
+    timing = train_timing.measure("st", MINI_ST, size, updates=2, ngpu=0)
+    # batch_type folded, batch_size 16, accum_grad 1: each update is one batch of the 6 utterances
+    assert timing.updates == 1  # the first of the two is the warm-up
+    assert timing.inputs_per_update == 6 * 120 and timing.unit == "frames"
+    assert timing.update_seconds > 0 and timing.peak_bytes is None  # peak memory: CUDA only
+    assert (
+        timing.schedule_updates is None and timing.schedule_hours is None
+    )  # epochs over the corpus
+    cells = [c.strip() for c in timing.row().strip("|").split("|")]
+    assert cells[:4] == [str(MINI_ST), "st", "no", "720 frames"]
+    assert cells[6:] == ["-", "-", "-"]
+    assert len(cells) == len(train_timing.HEADER.splitlines()[0].strip("|").split("|"))
+
+
+def test_the_cli_overrides_reach_espnet_and_amp_is_reported(capsys):
+    assert (
+        train_timing.main(
+            ["--task", "st", "--config", str(MINI_ST), "--ngpu", "0", "--updates", "2"]
+            + ["--utterances", "4", "--frames", "100", "--tokens", "6", "--header"]
+            + ["--batch_size", "2", "--use_amp", "true"]
+        )
+        == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == train_timing.HEADER.splitlines()
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[2:4] == ["yes", "200 frames"]  # ESPnet's --batch_size 2 made the batches
+
+
+@pytest.mark.parametrize(
+    ("config", "updates"),
+    [
+        ("mustc/st1/conf/train_st.yaml", 50_000),  # thesis §5.2: 50,000 updates
+        (
+            "lrs3/vsr1/conf/train_vsr_large.yaml",
+            30_000,
+        ),  # av_hubert conf/finetune: max_update 30000
+        ("wmt/mt1/conf/train_lego_wemb_ende.yaml", 150_000),  # LegoNN §V-B: 150k steps
+        (
+            "cifar100/cls1/conf/train_swin_t.yaml",
+            None,
+        ),  # epochs over the corpus: depends on its size
+    ],
+)
+def test_schedule_updates_of_the_real_configs(config, updates):
+    import yaml
+
+    settings = yaml.safe_load((EGS / config).read_text())
+    assert train_timing.schedule_updates(settings) == updates
+
+
+def test_fewer_than_two_updates_are_refused():
+    with pytest.raises(ConfigError, match="--updates.*warms up|warms up"):
+        train_timing.measure("st", MINI_ST, CorpusSize(2, 50, 4), updates=1, ngpu=0)

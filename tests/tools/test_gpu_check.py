@@ -1,0 +1,93 @@
+"""tools/gpu_check.sh in dry-run mode (no GPU here): what it would install, test, benchmark and time."""
+
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from espnet_ext.analysis.preflight import TASKS
+
+ROOT = Path(__file__).resolve().parents[2]
+FAMILIES = {"relaxed attention", "Multiformer", "sharp attention", "head selection", "LegoNN"}
+RECIPE_TASK = {"asr1": "asr", "st1": "st", "mt1": "mt", "vsr1": "vsr", "cls1": "cls", "ocr1": "ocr"}
+
+
+def dry_run(tmp_path):
+    work = tmp_path / "work"
+    done = subprocess.run(
+        [str(ROOT / "tools" / "gpu_check.sh"), "--dry_run", "--work_dir", str(work)]
+        + ["--python", str(tmp_path / "no-such-python"), "--wheelhouse", str(tmp_path / "wheels")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        not work.exists()
+    )  # a dry run writes nothing and runs nothing (the python named does not exist)
+    lines = done.stdout.splitlines()
+    commands = [shlex.split(line[2:]) for line in lines if line.startswith("+ ")]
+    families = [line[2:] for line in lines if line.startswith("# ")]
+    return commands, families, work
+
+
+def test_install_is_offline_from_the_wheelhouse_into_a_venv_over_the_nodes_torch(tmp_path):
+    commands, _, work = dry_run(tmp_path)
+    venv, install = commands[:2]
+    assert venv == [
+        str(tmp_path / "no-such-python"),
+        "-m",
+        "venv",
+        "--system-site-packages",
+        str(work / "venv"),
+    ]
+    assert install[:4] == [str(work / "venv/bin/python"), "-m", "pip", "install"]
+    assert {"--no-index", "--no-deps"} <= set(install)
+    assert install[install.index("--find-links") + 1] == str(tmp_path / "wheels")
+    assert install[-2:] == ["-r", str(tmp_path / "wheels" / "requirements.txt")]
+
+
+def test_gpu_tests_and_every_benchmark_run_on_cuda(tmp_path):
+    commands, _, _ = dry_run(tmp_path)
+    (pytest,) = [c for c in commands if c[1:3] == ["-m", "pytest"]]
+    marked = sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").rglob("test_*.py")
+        if re.search(r"pytest\.mark\.gpu|mark\.gpu", p.read_text())
+    )
+    assert pytest[pytest.index("-m", 3) + 1] == "gpu" and pytest[-len(marked) :] == marked
+    benches = [c for c in commands if c[1].startswith("tests/bench/")]
+    assert sorted(Path(c[1]).name for c in benches) == sorted(
+        p.name for p in (ROOT / "tests" / "bench").glob("bench_*.py")
+    )
+    # on CUDA each bench takes its GPU goals' batch by default (tests/bench/timing.py)
+    assert all(c[2:] == ["--device", "cuda"] for c in benches)
+
+
+def test_one_real_config_per_paper_family_is_timed_for_20_updates(tmp_path):
+    commands, families, _ = dry_run(tmp_path)
+    timings = [c for c in commands if c[1:3] == ["-m", "espnet_ext.analysis.train_timing"]]
+    assert len(timings) == len(families) and set(families) == FAMILIES
+    for command in timings:
+        option = {command[i]: command[i + 1] for i in range(3, len(command) - 1, 2)}
+        assert option["--ngpu"] == "1" and option["--updates"] == "20"
+        config = ROOT / option["--config"]
+        assert config.is_file() and "mini" not in config.name, config
+        # the task is the recipe's (egs/<corpus>/<task>1/conf/...)
+        assert option["--task"] == RECIPE_TASK[config.relative_to(ROOT / "egs").parts[1]]
+        assert option["--task"] in TASKS
+        assert int(option["--utterances"]) >= 64
+    # the AMP goals' configs are timed in fp32 and with AMP (whatever the config itself says)
+    for name in ("train_vsr_large.yaml", "train_swin_t.yaml", "train_lego_wemb_ende.yaml"):
+        rows = [c for c in timings if c[c.index("--config") + 1].endswith(name)]
+        amp = set()
+        for row in rows:
+            setting = yaml.safe_load((ROOT / row[row.index("--config") + 1]).read_text()).get(
+                "use_amp", False
+            )
+            if "--use_amp" in row:
+                setting = row[row.index("--use_amp") + 1] == "true"
+            amp.add(setting)
+        assert amp == {True, False}, name
