@@ -117,3 +117,19 @@ def test_encoder_trained_alone_plugs_into_another_experiments_decoder(tmp_path):
     assert swapped_legonn(enc, dec, tmp_path / "swap")[0].is_file()
     with pytest.raises(ConfigError, match="encoder-only"):
         swapped_legonn(dec, enc, tmp_path / "swap")
+
+
+def test_encoder_only_model_decodes_greedily_with_lego_ctc_decode(tmp_path):
+    """Table VII's encoder-only rows: each module's CTC best path, no decoder."""
+    from espnet_ext.bin import lego_ctc_decode
+
+    config, model_file, model = save_experiment(tmp_path / "x", two_module_mt(), seed=5)
+    (tmp_path / "src").write_text("u1 w1 w2 w3\n", encoding="utf-8")
+    out = tmp_path / "ctc.txt"
+    args = ["--mt_train_config", str(config), "--mt_model_file", str(model_file)]
+    args += ["--src_text", str(tmp_path / "src"), "--output", str(out), "--module", "0"]
+    assert lego_ctc_decode.main(args) == 0
+    src = torch.tensor([[TEXT_VOCAB.index(w) for w in ("w1", "w2", "w3")]])
+    log_probs, _ = model.interfaces(src, torch.tensor([3]))[0]
+    path = [i for i in torch.unique_consecutive(log_probs[0].argmax(-1)).tolist() if i != 0]
+    assert out.read_text().split() == ["u1", *(PHONE_VOCAB[i] for i in path)]
