@@ -18,6 +18,10 @@ either
   e.g. the output of AV-HuBERT's ``align_mouth.py`` (96x96): square crops larger than 88x88 are
   centre-cropped to 88x88, as AV-HuBERT's loader does at test time.
 
+``--roi_size 96`` keeps AV-HuBERT's whole 96x96 crops instead, for its training augmentation (a random
+88x88 crop and a horizontal flip, which the lip-reading front-end does with ``crop_size: 88`` and
+``augment: true``; centre 88x88 at test time).
+
 Writes ``<out>/<part>/{video.scp,text,utt2spk,spk2utt,utt2num_frames}`` (utterance ``<video-id>-
 <nnnnn>``, speaker = the video id) and the ROI frames as uint8 ``(T, 88, 88)`` ``.npy`` files under
 ``<video_dir>/<part>/`` (default ``<out>/video``); ``video.scp`` lists their absolute paths. A part's
@@ -182,11 +186,12 @@ class Options:
     lowercase: bool
     pretrain_max_seconds: float
     pretrain_min_pause: float
+    roi_size: int = ROI_SIZE
 
 
 def _roi_video(path: Path, options: Options) -> np.ndarray:
     try:
-        return centre_crop(read_video(path, options.fps_policy))
+        return centre_crop(read_video(path, options.fps_policy), options.roi_size)
     except (OSError, ValueError) as e:
         raise InputError(f"cannot use the ROI video: {e}", path=path) from None
 
@@ -194,7 +199,7 @@ def _roi_video(path: Path, options: Options) -> np.ndarray:
 def _cropped(mp4: Path, frames, times, rate, landmark_file: Path, options: Options) -> np.ndarray:
     try:
         landmarks = mouth_roi.load_landmarks(landmark_file)
-        rois = mouth_roi.mouth_rois(frames, landmarks, options.mean_face)
+        rois = mouth_roi.mouth_rois(frames, landmarks, options.mean_face, options.roi_size)
     except (OSError, ValueError) as e:
         raise InputError(f"no mouth ROIs for '{mp4}': {e}", path=landmark_file) from None
     try:
@@ -213,14 +218,14 @@ def _decoded(clip: Clip, options: Options):
 
 
 def clip_rois(clip: Clip, options: Options) -> np.ndarray:
-    """uint8 (T, 88, 88) at 25 fps of one clip; InputError naming the file."""
+    """uint8 (T, S, S) (S = --roi_size) at 25 fps of one clip; InputError naming the file."""
     if clip.roi is not None:
         return _roi_video(clip.roi, options)
     return _cropped(clip.mp4, *_decoded(clip, options), clip.landmarks, options)
 
 
 def piece_rois(clip: Clip, pieces: list[Piece], options: Options) -> list[np.ndarray]:
-    """uint8 (T, 88, 88) at 25 fps of each piece of a clip whose files are per piece."""
+    """uint8 (T, S, S) at 25 fps of each piece of a clip whose files are per piece."""
     if clip.pieces_are_roi:
         return [_roi_video(path, options) for path in clip.pieces]
     frames, times, rate = _decoded(clip, options)
@@ -435,6 +440,14 @@ def get_parser() -> argparse.ArgumentParser:
         "--nj", type=int, default=1, help="clips processed in parallel (default: %(default)s)"
     )
     parser.add_argument(
+        "--roi_size",
+        type=int,
+        choices=(ROI_SIZE, mouth_roi.CROP_SIZE),
+        default=ROI_SIZE,
+        help="side of the stored mouth crops: the centre 88 or AV-HuBERT's whole 96, for training-time "
+        "random crops (default: %(default)s)",
+    )
+    parser.add_argument(
         "--valid_ids",
         type=Path,
         help="AV-HuBERT's lrs3-valid.id: trainval clips held out as dev, written to "
@@ -469,6 +482,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         lowercase=args.lowercase,
         pretrain_max_seconds=args.pretrain_max_seconds,
         pretrain_min_pause=args.pretrain_min_pause,
+        roi_size=args.roi_size,
     )
     # every part's files are checked before the first video is decoded
     found = {part: find_clips(args.lrs3, part, args.landmarks, args.roi, options) for part in parts}

@@ -174,9 +174,13 @@ def alignments(landmarks: np.ndarray, mean_face: np.ndarray, window: int = SMOOT
 
 
 def mouth_rois(
-    frames: np.ndarray, landmarks: Sequence[np.ndarray | None], mean_face: np.ndarray
+    frames: np.ndarray,
+    landmarks: Sequence[np.ndarray | None],
+    mean_face: np.ndarray,
+    roi_size: int = ROI_SIZE,
 ) -> np.ndarray:
-    """uint8 (T, 88, 88) mouth crops of grey frames (T, H, W) with their per-frame landmarks.
+    """uint8 (T, roi_size, roi_size) mouth crops of grey frames (T, H, W) with their per-frame landmarks:
+    the centre of the 96x96 crop (``roi_size`` 96: all of it, as AV-HuBERT's ``align_mouth.py`` stores).
 
     ``ValueError`` naming the frame when the counts differ, no frame has landmarks, or a crop falls
     outside the aligned frame.
@@ -187,10 +191,12 @@ def mouth_rois(
         raise ValueError(
             f"{len(landmarks)} frames of landmarks for a video of {len(frames)} frames"
         )
+    if not 1 <= roi_size <= CROP_SIZE:
+        raise ValueError(f"roi_size must be 1..{CROP_SIZE}, got {roi_size}")
     points = interpolate_landmarks(landmarks)
     matrices = alignments(points, mean_face)
-    margin = (CROP_SIZE - ROI_SIZE) // 2
-    rois = np.empty((len(frames), ROI_SIZE, ROI_SIZE), dtype=np.uint8)
+    margin = (CROP_SIZE - roi_size) // 2
+    rois = np.empty((len(frames), roi_size, roi_size), dtype=np.uint8)
     size = (REFERENCE_SIZE, REFERENCE_SIZE)
     for k, (frame, matrix) in enumerate(zip(frames, matrices)):
         aligned = cv2.warpAffine(frame, matrix, size, flags=cv2.INTER_LINEAR, borderValue=0)
@@ -199,5 +205,5 @@ def mouth_rois(
             x, y = crop_box(center, CROP_SIZE, REFERENCE_SIZE)
         except ValueError as e:
             raise ValueError(f"frame {k}: {e}") from None
-        rois[k] = aligned[y + margin : y + margin + ROI_SIZE, x + margin : x + margin + ROI_SIZE]
+        rois[k] = aligned[y + margin : y + margin + roi_size, x + margin : x + margin + roi_size]
     return rois

@@ -339,3 +339,18 @@ def test_dev_id_list_needs_the_trainval_part(tmp_path, capsys):
             "--roi", str(FIXTURE / "roi"), "--valid_ids", str(ids)]  # fmt: skip
     assert lrs3.main(argv) != 0
     assert "add trainval to --parts" in capsys.readouterr().err
+
+
+def test_roi_size_96_keeps_avhubert_whole_crops_around_the_88_ones(from_landmarks, tmp_path):
+    """--roi_size 96: align_mouth.py's whole 96x96 crop (for training-time random crops); its centre is the
+    default 88x88 ROI."""
+    assert run(tmp_path / "data", "--roi_size", "96") == 0
+    for part in UTTERANCES:
+        wide = read_table(tmp_path / "data" / part / "video.scp")
+        narrow = read_table(from_landmarks / part / "video.scp")
+        for utt, path in wide.items():
+            rois = np.load(path)
+            assert rois.shape[1:] == (96, 96)
+            np.testing.assert_array_equal(rois[:, 4:92, 4:92], np.load(narrow[utt]))
+    # ROI videos of 88x88 cannot give 96x96 crops
+    assert run(tmp_path / "roi88", "--roi_size", "96", source=FIXTURE / "roi") != 0

@@ -43,6 +43,8 @@ def test_paper_models(
     assert decoder.decoders[0].self_attn.h == decoder.decoders[0].src_attn.h == decoder_heads
     assert decoder.output_layer.weight is decoder.embed[0].weight and decoder.embed[1].xscale == 1.0
     assert model.freeze_finetune_updates == freeze
+    # image_aug: a random 88x88 crop + horizontal flip in training, the centre 88x88 otherwise
+    assert (model.frontend.crop_size, model.frontend.augment) == (88, True)
     layer = encoder.layers[0]
     # av_hubert conf/finetune: dropout 0.0 (encoder residual), activation_dropout 0.1, attention_dropout 0.0
     assert (layer.dropout.p, layer.activation_dropout.p, layer.self_attn.dropout_rate) == (

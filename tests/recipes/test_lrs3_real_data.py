@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from recipe_fixture import make_recipe_copy, read_table
 
@@ -57,6 +58,14 @@ def test_avhubert_dev_list_is_the_dev_set_and_the_rest_trains(recipe, tmp_path):
         "aB3-x_Yz09Q-00001",
     ]
     assert not (recipe / "data/trainval_valid_ids").exists()
+
+
+def test_roi_size_96_reaches_the_reader(recipe):
+    out = data_sh(recipe, "--landmarks", str(FIXTURE / "landmarks"), "--mean_face", MEAN_FACE,
+                  "--roi_size", "96", "--dev_size", "1")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    for path in read_table(recipe / "data/dev/video.scp").values():
+        assert np.load(path).shape[1:] == (96, 96)
 
 
 @pytest.mark.parametrize(

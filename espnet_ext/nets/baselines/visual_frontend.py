@@ -5,6 +5,11 @@ convolution over time and space, then a 2D ResNet-18 applied to every frame): gr
 T, H, W)`` in [0, 1] (88x88 in LRS3) become one feature vector per frame, ``(B, T, D)``. For CPU
 budgets it can be made lighter: ``resnet_stages`` keeps only the first ResNet stages (64, 128, 256,
 512 channels), ``frame_pool`` average-pools the frames spatially first, ``output_size`` projects.
+``crop_size`` crops the frames to that square first: the centre one, and with ``augment`` in training
+AV-HuBERT's ``image_aug`` (avhubert/hubert_dataset.py and utils.py: ``RandomCrop`` then
+``HorizontalFlip(0.5)``, applied to the training split only): one random offset per utterance and a
+mirror image of the whole utterance with probability 1/2 (e.g. 88x88 out of the 96x96 ROIs its
+``align_mouth.py`` stores).
 
 ``ESPnetVSRModel`` is ESPnet's ``ESPnetASRModel`` (encoder, decoder, CTC, losses, the interface
 ESPnet's beam search scores) whose input is named ``video``. ``freeze_finetune_updates: N`` (model_conf)
@@ -49,10 +54,17 @@ class Conv3dResNetFrontend(AbsFrontend):
         pixel_mean: float = LRS3_PIXEL_MEAN,
         pixel_std: float = LRS3_PIXEL_STD,
         weights: str | None = None,
+        crop_size: int | None = None,
+        augment: bool = False,
     ):
         super().__init__()
         if not 1 <= resnet_stages <= 4:
             raise ConfigError(f"must be 1..4, got {resnet_stages}", key="resnet_stages")
+        if crop_size is not None and crop_size < 1:
+            raise ConfigError(f"must be a positive size, got {crop_size}", key="crop_size")
+        if augment and crop_size is None:
+            raise ConfigError("augment crops at random: set crop_size too", key="augment")
+        self.crop_size, self.augment = crop_size, augment
         self.res_encoder = ResEncoder(relu_type=relu_type, weights=weights)
         for stage in range(
             resnet_stages + 1, 5
@@ -68,12 +80,32 @@ class Conv3dResNetFrontend(AbsFrontend):
     def output_size(self) -> int:
         return self._output_size
 
+    def crop(self, video: torch.Tensor) -> torch.Tensor:
+        """(B, T, H, W) -> (B, T, crop_size, crop_size): centre crop, or (training with ``augment``) a
+        random crop and horizontal flip per utterance."""
+        size = self.crop_size
+        height, width = video.shape[-2:]
+        if height < size or width < size:
+            raise ValueError(f"frames of {height}x{width} are smaller than crop_size {size}")
+        if not (self.training and self.augment):
+            top, left = (height - size) // 2, (width - size) // 2  # AV-HuBERT's CenterCrop
+            return video[..., top : top + size, left : left + size]
+        out = []
+        for utterance in video:
+            top = int(torch.randint(0, height - size + 1, ()))
+            left = int(torch.randint(0, width - size + 1, ()))
+            patch = utterance[..., top : top + size, left : left + size]
+            out.append(patch.flip(-1) if torch.rand(()) < 0.5 else patch)
+        return torch.stack(out)
+
     def forward(
         self, input: torch.Tensor, input_lengths: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if input.dim() != 4:
             raise ValueError(f"expected grey video (B, T, H, W), got shape {tuple(input.shape)}")
         padding = make_pad_mask(input_lengths, maxlen=input.size(1)).to(input.device)  # (B, T)
+        if self.crop_size is not None:
+            input = self.crop(input)
         x = (input - self.pixel_mean) / self.pixel_std
         # Padded frames must be zeros after normalisation, like the 3D conv's own zero padding in
         # time: then an utterance gives the same features alone or in a padded batch.

@@ -11,7 +11,9 @@
 #    data/dev = ${dev_size} trainval videos of whole speakers held out of training (data/trainval_nodev),
 #    or with --valid_ids FILE AV-HuBERT's dev list (avhubert/preparation/data/lrs3-valid.id, 1,200 trainval
 #    videos of 913 speakers, whose other videos stay in training, as its lrs3_manifest.py splits),
-#    data/pretrain_trainval = the 433 h set. --fps_policy: videos not at 25 fps (refuse or resample).
+#    data/pretrain_trainval = the 433 h set. --roi_size 96 stores AV-HuBERT's whole 96x96 mouth crops (its
+#    align_mouth.py's) instead of their centre 88x88, for the front-end's training-time random 88x88 crop
+#    (conf/train_vsr_*.yaml frontend_conf crop_size 88, augment true; needs landmarks or 96x96 ROIs). --fps_policy: videos not at 25 fps (refuse or resample).
 #    The self-training set is VoxCeleb2-en, 1,326 h (AV-HuBERT's vox-en id list), given as a prepared
 #    data dir of mouth crops (--voxceleb2_dir: video.scp [+ utt2spk]), copied to data/voxceleb2_en.
 #    The extended LM text is the LibriSpeech LM corpus (${LIBRISPEECH_LM}/librispeech-lm-norm.txt.gz)
@@ -27,6 +29,7 @@ roi=""                  # real: dir of already cropped mouth videos (or --landma
 fps_policy=refuse       # real: videos not at 25 fps: refuse, or resample by frame selection
 voxceleb2_dir=""        # real: data dir of VoxCeleb2-en mouth crops (the unlabeled set of self-training)
 dev_size=1200
+roi_size=88             # real: 88 (centre crops) or 96 (AV-HuBERT's whole crops, for random crops in training)
 valid_ids=""            # real: AV-HuBERT's lrs3-valid.id (trainval/<video-id>/<nnnnn> a line) as the dev set
 nj=2
 
@@ -68,9 +71,9 @@ if [ -n "${landmarks}" ] && [ -n "${roi}" ]; then
 elif [ -n "${landmarks}" ]; then
     [ -n "${mean_face}" ] || die "--landmarks needs --mean_face (the reference face, e.g. AV-HuBERT's 20words_mean_face.npy)"
     [ -f "${mean_face}" ] || die "--mean_face ${mean_face}: no such file"
-    lrs3_opts=(--landmarks "${landmarks}" --mean_face "${mean_face}")
+    lrs3_opts=(--landmarks "${landmarks}" --mean_face "${mean_face}" --roi_size "${roi_size}")
 elif [ -n "${roi}" ]; then
-    lrs3_opts=(--roi "${roi}")
+    lrs3_opts=(--roi "${roi}" --roi_size "${roi_size}")
 else
     die "LRS3 is set (db.sh): give the mouth crops' source, --landmarks DIR --mean_face NPY or --roi DIR (e.g. --local_data_opts \"--roi /data/lrs3_roi\")"
 fi

@@ -1,0 +1,56 @@
+"""The visual front-end's crop (crop_size, augment): AV-HuBERT's image_aug (avhubert/hubert_dataset.py,
+utils.py RandomCrop + HorizontalFlip(0.5) on the training split, CenterCrop otherwise)."""
+
+import pytest
+import torch
+
+from espnet_ext.errors import ConfigError
+from espnet_ext.nets.baselines.visual_frontend import Conv3dResNetFrontend
+
+
+def frontend(**options):
+    return Conv3dResNetFrontend(relu_type="relu", resnet_stages=1, **options)
+
+
+def test_centre_crop_outside_training_and_without_augment():
+    video = torch.rand(2, 3, 96, 96)
+    for model in (frontend(crop_size=88, augment=True).eval(), frontend(crop_size=88).train()):
+        torch.testing.assert_close(model.crop(video), video[..., 4:92, 4:92])
+
+
+def test_training_crops_are_random_per_utterance_and_half_are_mirrored():
+    torch.manual_seed(0)
+    model = frontend(crop_size=88, augment=True).train()
+    # Each pixel holds its own (row, column) code, so a crop shows where it came from and whether it
+    # was flipped.
+    rows, cols = torch.meshgrid(torch.arange(96.0), torch.arange(96.0), indexing="ij")
+    code = rows * 100 + cols
+    video = code.expand(400, 2, 96, 96)
+    crops = model.crop(video)
+    assert crops.shape == (400, 2, 88, 88)
+    torch.testing.assert_close(crops[:, 0], crops[:, 1])  # the same crop for every frame
+    tops = crops[:, 0, 0, :].min(dim=1).values // 100
+    flipped = crops[:, 0, 0, 0] > crops[:, 0, 0, -1]
+    lefts = torch.where(flipped, crops[:, 0, 0, -1], crops[:, 0, 0, 0]) % 100
+    for b in range(400):
+        top, left = int(tops[b]), int(lefts[b])
+        window = code[top : top + 88, left : left + 88]
+        torch.testing.assert_close(crops[b, 0], window.flip(-1) if flipped[b] else window)
+    assert set(tops.tolist()) == set(range(9)) and set(lefts.tolist()) == set(range(9))
+    assert 0.4 < flipped.float().mean() < 0.6
+
+
+def test_crop_runs_before_the_resnet_and_padding_stays_zero():
+    torch.manual_seed(0)
+    model = frontend(crop_size=88, augment=True).train()
+    features, lengths = model(torch.rand(2, 5, 96, 96), torch.tensor([5, 3]))
+    assert features.shape == (2, 5, 64) and torch.all(features[1, 3:] == 0)
+    with pytest.raises(ValueError, match="smaller than crop_size 88"):
+        model(torch.rand(1, 2, 80, 80), torch.tensor([2]))
+
+
+def test_bad_options():
+    with pytest.raises(ConfigError, match="augment"):
+        frontend(augment=True)
+    with pytest.raises(ConfigError, match="crop_size"):
+        frontend(crop_size=0)
