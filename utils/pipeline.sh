@@ -51,6 +51,7 @@ else
     smoke=false
 fi
 
+# shellcheck disable=SC2034  # inference_device: read by the pipelines' image and video decoding commands
 case ${gpu_inference:-false} in
     true) inference_ngpu=1 inference_device=cuda ;;
     false) inference_ngpu=0 inference_device=cpu ;;
