@@ -15,8 +15,9 @@
 # train_asr_adapter_domains*.yaml with --asr_args "--init_param <the joint shared model>"), and
 # --other_domains "D ..." decodes the other domains' test sets test_<domain>_<lang> too, in the languages
 # espnet_ext/data/domains.py lists (the paper's Table 8; the mini "other" domain's); default with --tasks domains:
-# all of them (mini: other; real: covost europarl), otherwise none. The joint shared model is train_asr_shared_domains.yaml
-# config with --tasks languages --other_domains "..." on the same data; a "separate" model the shared config
+# all of them (mini: other; real: covost europarl), otherwise none. The joint shared model: real,
+# train_asr_shared_domains.yaml (400 epochs) with --tasks domains; mini, the shared config with --tasks
+# languages --other_domains "..." on the same data (conf/sweeps/table3_mini.yaml); a "separate" model the shared config
 # on one domain: --train_set train_<domain> --valid_set valid_<domain> --asr_stats_dir <its own> (the joint
 # token list kept; its stages 2-3 and 8 run first with those options, skipping stage 4).
 # Sweeps (python -m espnet_ext.analysis.sweep run --spec conf/sweeps/<name>.yaml): table2 (shared, subset,
