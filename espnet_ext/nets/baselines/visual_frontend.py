@@ -205,6 +205,13 @@ class ESPnetVSRModel(ESPnetASRModel):
         text_lengths: torch.Tensor,
         **kwargs,
     ):
+        if self.training and self.freeze_finetune_updates and getattr(self, "_is_replica", False):
+            # DataParallel replicas drop in-place buffer updates: the count would never move.
+            raise ConfigError(
+                "counts updates in the model: train with DDP (--multiprocessing_distributed true, "
+                "as the recipes' launcher does for several GPUs), not DataParallel",
+                key="model_conf.freeze_finetune_updates",
+            )
         self._freeze_now = self.training and self.encoder_frozen()
         if self.training and self.freeze_finetune_updates:
             self.finetune_batches += 1

@@ -118,3 +118,11 @@ def test_no_freezing_by_default_and_state_dict_unchanged(tmp_path):
 def test_bad_value_names_the_key(tmp_path):
     with pytest.raises(ConfigError, match="freeze_finetune_updates"):
         tiny_model(tmp_path, freeze_finetune_updates=-1)
+
+
+def test_dataparallel_replicas_are_refused(tmp_path):
+    """A DataParallel replica's buffer updates are lost: the encoder would stay frozen for good."""
+    model = tiny_model(tmp_path, freeze_finetune_updates=2).train()
+    model._is_replica = True  # what torch.nn.parallel.replicate marks its copies with
+    with pytest.raises(ConfigError, match="DDP"):
+        model(**BATCH)
