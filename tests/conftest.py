@@ -22,7 +22,45 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ["LC_ALL"] = "C"
 
 
+def _start_forkserver(config) -> None:
+    """One fork server per test process (tests/forkserver.py): the ``python -m espnet_ext.*`` processes that
+    recipes start skip the torch / ESPnet imports. ESPNET_EXT_FORKSERVER=0 turns it off."""
+    if os.environ.get("ESPNET_EXT_FORKSERVER", "1") == "0":
+        return
+    if (
+        not hasattr(config, "workerinput")
+        and (getattr(config.option, "numprocesses", None) or 0) > 0
+    ):
+        return  # the pytest-xdist controller runs no test
+    import subprocess
+    import tempfile
+
+    from tests import forkserver
+
+    directory = Path(tempfile.mkdtemp(prefix="forkserver-"))
+    socket_path = directory / "socket"
+    server = subprocess.Popen(
+        [sys.executable, str(TESTS / "forkserver.py"), str(socket_path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
+    config.forkserver = (server, directory)
+    shim = forkserver.shim(directory / "bin", socket_path)
+    os.environ["PATH"] = os.pathsep.join([str(shim), os.environ["PATH"]])
+
+
+def pytest_unconfigure(config):
+    server, directory = getattr(config, "forkserver", (None, None))
+    if server is not None:
+        server.terminate()
+        server.wait()
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def pytest_configure(config):
+    _start_forkserver(config)
     config.addinivalue_line("markers", "slow: long-running; deselect with -m 'not slow'")
     config.addinivalue_line(
         "markers", "slurm: needs a real local Slurm (started by tools/slurm_start.sh)"
