@@ -12,7 +12,9 @@ pipeline options, changing only what a tiny corpus forces:
   the real training has fewer epochs than it averages); batches counted in samples of at most
   ``BATCH_CAP``; no attention plots (``num_att_plot 0``: most of a
   tiny epoch's time on a CPU);
-- decoding: a beam no wider than the (soft-limited) output vocabulary;
+- decoding: a beam no wider than the (soft-limited) output vocabulary, and hypotheses of at most
+  ``MAX_HYPOTHESIS_TOKENS`` (a config that sets ``maxlenratio``): a model of a few updates rarely ends a
+  hypothesis, so each utterance would run to the real limit (200 tokens x beam 10: seconds per utterance);
 - model widths: every width of the config's ``*_conf`` sections (``WIDTH_KEYS``, nested ones included)
   divided by ``WIDTH_DIVISOR`` (at least ``MIN_WIDTH``; model dimensions stay multiples of the attention
   heads), passed as ESPnet's ``--<name>_conf key=value`` overrides; not for a config written beside a model
@@ -74,6 +76,7 @@ DEFAULT_EPOCHS = 2
 # utterances or sentences stay the config's.
 BATCH_CAP = 8
 SAMPLE_BATCH_TYPES = frozenset({"unsorted", "sorted", "folded"})
+MAX_HYPOTHESIS_TOKENS = 10
 LAST_N = re.compile(r"last([1-9][0-9]*)\.pth")
 
 
@@ -224,26 +227,37 @@ MODEL_CONFIG_OPTIONS = (
 )
 
 
+def _length_cap(config: dict) -> list[str]:
+    # ESPnet's beam search: a negative maxlenratio is a constant maximum length
+    if "maxlenratio" not in config:
+        return []
+    args = ["--maxlenratio", str(-float(MAX_HYPOTHESIS_TOKENS))]
+    return args + (["--minlenratio", "0.0"] if config.get("minlenratio") else [])
+
+
 def decode_args(command: Sequence[str]) -> list[str]:
     """The smoke overrides of a decoding ``command``: a beam no wider than the output vocabulary (a soft-limited
     vocabulary of a tiny corpus can have fewer units than the config's beam, which ESPnet's beam search
-    cannot fill); nothing for a decoding without ``--config`` or beam."""
+    cannot fill) and hypotheses of at most MAX_HYPOTHESIS_TOKENS; nothing for a decoding without
+    ``--config`` or beam."""
     options = dict(zip(command, command[1:]))
     if "--config" not in options:
         return []
-    beam = (yaml.safe_load(Path(options["--config"]).read_text(encoding="utf-8")) or {}).get(
-        "beam_size"
-    )
+    config = yaml.safe_load(Path(options["--config"]).read_text(encoding="utf-8")) or {}
+    beam = config.get("beam_size")
     model_config = next((options[o] for o in MODEL_CONFIG_OPTIONS if o in options), None)
-    if not isinstance(beam, int) or model_config is None:
+    if not isinstance(beam, int):
         return []
+    if model_config is None:
+        return _length_cap(config)
     token_list = (yaml.safe_load(Path(model_config).read_text(encoding="utf-8")) or {}).get(
         "token_list"
     )
     if isinstance(token_list, str):
         token_list = Path(token_list).read_text(encoding="utf-8").split("\n")
     vocabulary = len([t for t in token_list or [] if t])
-    return ["--beam_size", str(vocabulary)] if 0 < vocabulary < beam else []
+    narrow = ["--beam_size", str(vocabulary)] if 0 < vocabulary < beam else []
+    return narrow + _length_cap(config)
 
 
 @reports_input_errors

@@ -168,3 +168,19 @@ def test_the_beam_is_no_wider_than_the_vocabulary(tmp_path, vocabulary, beam, ex
     ]
     assert smoke.decode_args(command) == expected
     assert smoke.decode_args(["--output_dir", "x"]) == []  # no decoding config: nothing
+
+
+@pytest.mark.parametrize(
+    "decoding, expected",
+    [
+        ("maxlenratio: -200.0\n", ["--maxlenratio", "-10.0"]),
+        (
+            "maxlenratio: 0.3\nminlenratio: 0.1\n",
+            ["--maxlenratio", "-10.0", "--minlenratio", "0.0"],
+        ),
+        ("", []),  # a decoder without ESPnet's length options (e.g. a classifier's)
+    ],
+)
+def test_hypotheses_are_capped_where_the_config_sets_a_length(tmp_path, decoding, expected):
+    (tmp_path / "decode.yaml").write_text(f"beam_size: 4\n{decoding}")
+    assert smoke.decode_args(["--config", str(tmp_path / "decode.yaml")]) == expected
