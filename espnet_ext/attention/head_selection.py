@@ -12,7 +12,8 @@ posteriors σ(φ) and the prior. The layer keeps each utterance's KL as the mean
 (``espnet_ext.nets.task_models``) averages it over the layers of each side and weights utterances by their
 target tokens, the normalisation of the authors' ``HeadSelectionLoss`` (fairseq
 examples/attention_head_selection/src/loss/attention_head_selection.py), so that w means what their
-``--kl-weight`` means.
+``--kl-weight`` means. Their term itself differs: y (log y - log p) of the Gumbel sample y that selected the
+heads (the z = 1 half of the KL, noisy and tempered); ``kl_form="authors"`` computes it instead.
 
 τ (``temperature``): the authors' ``AttnHeadSelector`` uses ``head_select_temp=5.0``
 (src/modules/attn_head_selector.py); the paper does not state it. The default here stays 1.0 (the module's
@@ -148,6 +149,16 @@ def bernoulli_kl(posterior: torch.Tensor, prior: float) -> torch.Tensor:
     return q * torch.log(q / prior) + (1.0 - q) * torch.log((1.0 - q) / (1.0 - prior))
 
 
+def authors_kl(sample: torch.Tensor, prior: float, eps: float = 1e-7) -> torch.Tensor:
+    """The authors' KL term elementwise, y (log(y + eps) - log p) with y the Gumbel-sampled posterior
+    (fairseq examples/attention_head_selection/src/loss/attention_head_selection.py): the z = 1 half of
+    the Bernoulli KL, of the noisy, tempered sample that selected the heads."""
+    return sample * (torch.log(sample + eps) - math.log(prior))
+
+
+KL_FORMS = ("bernoulli", "authors")
+
+
 def subset_mask(posterior: torch.Tensor, n_select: int) -> torch.Tensor:
     """Eq. (5): 1 for the ``n_select`` highest posteriors of each row of ``posterior`` (..., H')."""
     top = posterior.topk(n_select, dim=-1).indices
@@ -198,13 +209,18 @@ def check_selection_config(
         )
 
 
+def check_kl_form(kl_form: str) -> None:
+    if kl_form not in KL_FORMS:
+        raise ConfigError(f"'{kl_form}' is not one of {KL_FORMS}", key="selection_kl_form")
+
+
 class HeadSelectionAttention(TaskConditioned):
     """Self-attention with ``head_candidates`` (H') heads of width ``n_feat``/``n_head``, H per task.
 
     Drop-in for ESPnet's ``MultiHeadedAttention`` (same ``forward(query, key, value, mask)``, same mask
     convention, same parameter names); with H' = H it computes ESPnet's attention exactly.
-    ``selection_kl`` holds the eq. (3) KL per utterance (B,), the mean over the H' heads of its task, of the
-    last training forward (None otherwise).
+    ``selection_kl`` holds the KL term per utterance (B,), the mean over the H' heads of its task, of the
+    last training forward (None otherwise); ``kl_form`` picks eq. (3)'s or the authors' term (``kl``).
     """
 
     task_kind = "head-selection layer"
@@ -220,10 +236,12 @@ class HeadSelectionAttention(TaskConditioned):
         temperature: float = 1.0,
         logit_init: str = "spread",
         inference_noise: bool = False,
+        kl_form: str = "bernoulli",
     ):
         super().__init__()
         check_selection_config(n_head, head_candidates, strategy, temperature, logit_init)
-        self.inference_noise = inference_noise
+        check_kl_form(kl_form)
+        self.inference_noise, self.kl_form = inference_noise, kl_form
         if num_tasks < 1:
             raise ConfigError(f"needs at least one task, got {num_tasks}", key="num_tasks")
         self.h, self.d_k = n_head, n_feat // n_head
@@ -239,19 +257,20 @@ class HeadSelectionAttention(TaskConditioned):
         nn.init.uniform_(self.selection_logits, *LOGIT_INITS[logit_init])
         self.prior = n_head / head_candidates
         self.selection_kl: torch.Tensor | None = None
+        self.sample: torch.Tensor | None = None  # the posterior of the last selections
 
     def selections(self, tasks: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Selected heads of ``tasks`` (n,) (every task when None): ascending head indices (n, H) and
         their scales (n, H). In training (and at inference with ``inference_noise``) one Gumbel draw per
-        task, tasks in the given order."""
+        task, tasks in the given order. ``sample`` keeps the posterior (n, H') they were selected from."""
         logits = self.selection_logits
         logits = logits if tasks is None else logits.index_select(0, tasks)
         noise = None
-        if (
-            self.training or self.inference_noise
-        ):  # (n, 2, H'): task by task, each task's (2, H') in turn
+        if self.training or self.inference_noise:
+            # (n, 2, H'): task by task, as drawing each task's (2, H') in turn
             noise = sample_gumbel((logits.size(0), 2, logits.size(1)), logits).transpose(0, 1)
         posterior = gumbel_posterior(logits, self.temperature, noise)
+        self.sample = posterior
         hard = SELECTION_MASKS[self.strategy](posterior, self.h)
         heads = selected_heads(hard, self.h)
         scale = (hard + posterior - posterior.detach()) if self.training else hard
@@ -300,15 +319,21 @@ class HeadSelectionAttention(TaskConditioned):
     def qkv(self) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
         return self.linear_q, self.linear_k, self.linear_v
 
-    def kl(self, task_id: torch.Tensor) -> torch.Tensor:
-        """Eq. (3) KL per utterance of tasks ``task_id`` (B,), averaged over the H' heads -> (B,).
+    def kl(self, task_id: torch.Tensor, sample: torch.Tensor | None = None) -> torch.Tensor:
+        """The KL term per utterance of tasks ``task_id`` (B,), averaged over the H' heads -> (B,).
 
-        The mean over heads (not the sum) is the authors' normalisation (``HeadSelectionLoss`` divides by
-        layers x heads). With H' = H every head is used whatever φ says (prior 1): there is no selection
-        to regularise.
+        ``kl_form`` "bernoulli": eq. (3), KL(B(σ(φ)) || B(H/H')); "authors": the authors' term,
+        ``authors_kl`` of ``sample`` (B, H'), each utterance's row of the posterior its selection was
+        drawn from. The mean over heads (not the sum) is the authors' normalisation (``HeadSelectionLoss``
+        divides by layers x heads). With H' = H every head is used whatever φ says (prior 1): there is no
+        selection to regularise.
         """
         if self.head_candidates == self.h:
             return self.selection_logits.new_zeros(task_id.shape)
+        if self.kl_form == "authors":
+            if sample is None:
+                raise InputError("the authors' KL needs the sampled posterior", key="sample")
+            return authors_kl(sample, self.prior).mean(-1)
         posterior = torch.sigmoid(self.selection_logits.index_select(0, task_id))
         return bernoulli_kl(posterior, self.prior).mean(-1)
 
@@ -316,9 +341,11 @@ class HeadSelectionAttention(TaskConditioned):
         if expand_kv:
             raise ConfigError("head selection does not support expand_kv decoding", key="expand_kv")
         task_id = self.task_ids_for(query.size(0), query.device)
-        self.selection_kl = self.kl(task_id) if self.training else None
         if self.task_id.numel() == 1:  # one task for every row (beam search): its selection alone
             heads, scale = self.selections(task_id[:1])
+            sample = self.sample.expand(task_id.size(0), -1)
         else:  # every task's selection, gathered per row
             heads, scale = (x.index_select(0, task_id) for x in self.selections())
+            sample = self.sample.index_select(0, task_id)
+        self.selection_kl = self.kl(task_id, sample) if self.training else None
         return self.attend(heads, scale, query, key, value, mask)

@@ -20,7 +20,9 @@ Options (``model_conf``): ``selection_kl_weight`` w of the eq. (3) KL added to t
 examples/attention_head_selection): per side (encoder, decoder) the KL of an utterance's task averaged over
 layers and candidate heads, the sides added, utterances weighted by their target tokens (with <eos>) and
 divided as ESPnet divides the cross-entropy (tokens with ``length_normalized_loss``, else utterances), so
-w means what their ``--kl-weight`` (default 0) means; ``train_adapters_only`` freezes everything but the adapters;
+w means what their ``--kl-weight`` (default 0) means; ``selection_kl_form`` "bernoulli" (eq. (3), the
+default) or "authors" (their term: y log(y/p) of the Gumbel sample, ``head_selection.authors_kl``);
+``train_adapters_only`` freezes everything but the adapters;
 ``task_tags`` the tags of the tasks in id order (``[ar, de, es]``: ar is task 0), which decoding uses to
 map a data dir's tag file to ids (``espnet_ext.tasks.task_conditioned``); every task-conditioned module
 must have exactly that many tasks. ``encoder_task_tags`` / ``decoder_task_tags`` give one side its own
@@ -40,6 +42,7 @@ from torch import nn
 from espnet_ext.attention.head_selection import (
     HeadSelectionAttention,
     TaskConditioned,
+    check_kl_form,
     set_task_id,
 )
 from espnet_ext.errors import ConfigError, InputError
@@ -112,6 +115,7 @@ class TaskConditionedModel:
         self,
         *args,
         selection_kl_weight: float = 1.0,
+        selection_kl_form: str = "bernoulli",
         train_adapters_only: bool = False,
         task_tags: list[str] | None = None,
         encoder_task_tags: list[str] | None = None,
@@ -121,6 +125,10 @@ class TaskConditionedModel:
     ):
         super().__init__(*args, **kwargs)
         self.selection_kl_weight = selection_kl_weight
+        check_kl_form(selection_kl_form)
+        for module in self.modules():  # the loss term is the model's choice; each layer computes it
+            if isinstance(module, HeadSelectionAttention):
+                module.kl_form = selection_kl_form
         self.task_tags = None if task_tags is None else [str(tag) for tag in task_tags]
         for side, own in (("encoder", encoder_task_tags), ("decoder", decoder_task_tags)):
             tags = self.task_tags if own is None else [str(t) for t in own]

@@ -326,3 +326,23 @@ def test_selected_heads_are_the_ones_of_each_row_in_ascending_order():
         hard = select(torch.rand(50, 12), 4)
         expected = [row.nonzero().squeeze(1).tolist() for row in hard]
         assert head_selection.selected_heads(hard, 4).tolist() == expected, strategy
+
+
+def test_authors_kl_form_is_their_term_of_the_sample_that_selected(monkeypatch):
+    """HeadSelectionLoss by hand: y (log(y + 1e-7) - log p), y = σ((φ + ε(1) - ε(0))/τ), averaged
+    over the heads; the same y picks the heads (one draw per task)."""
+    attn = HeadSelectionAttention(H, DIM, 0.0, 3, 4, "subset", 2.0, kl_form="authors").train()
+    with torch.no_grad():
+        attn.selection_logits.copy_(torch.tensor([[0.0, 1.0, -1.0, 2.0]] * 3))
+        attn.selection_logits[2] = torch.tensor([3.0, 0.0, 0.0, -2.0])
+    eps = torch.tensor([[[0.5, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 2.0], [1.0, 1.0, 0.0, 0.0]],
+                        [[0.0, 1.0, 0.0, 0.0], [0.2, 0.0, 0.0, 0.0], [0.0, 0.0, 2.0, 0.0]]])  # fmt: skip
+    monkeypatch.setattr(head_selection, "sample_gumbel", lambda shape, like: eps.transpose(0, 1))
+    run(attn, torch.randn(2, 3, DIM), [2, 0])  # every task drawn, rows gathered
+    for row, task in enumerate([2, 0]):
+        phi = attn.selection_logits[task].detach()
+        y = torch.sigmoid((phi + eps[1, task] - eps[0, task]) / 2.0)
+        want = (y * (torch.log(y + 1e-7) - math.log(0.5))).mean()
+        assert float(attn.selection_kl[row]) == pytest.approx(float(want), rel=1e-6)
+    with pytest.raises(ConfigError, match="selection_kl_form"):
+        HeadSelectionAttention(H, DIM, 0.0, 3, 4, kl_form="forward")

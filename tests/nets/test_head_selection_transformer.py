@@ -354,3 +354,20 @@ def test_s2t_encoders_are_the_s2t_transformer_plus_selection_or_adapters():
     plain.load_state_dict(adapted.state_dict(), strict=False)
     set_task_id(adapted, torch.tensor([1, 0]))
     torch.testing.assert_close(adapted(x, lengths)[0], plain(x, lengths)[0])  # adapters start at 0
+
+
+def test_model_sets_the_kl_form_of_every_layer():
+    model = asr_model(selection_kl_form="authors")
+    forms = {m.kl_form for m in model.modules() if isinstance(m, HeadSelectionAttention)}
+    assert forms == {"authors"}
+    loss, stats, _ = model(
+        speech=torch.randn(2, 6, FEATS),
+        speech_lengths=torch.tensor([6, 5]),
+        text=torch.tensor([[2, 3], [4, -1]]),
+        text_lengths=torch.tensor([2, 1]),
+        encoder_task_id=torch.tensor([1, 0]),
+        decoder_task_id=torch.tensor([2, 2]),
+    )
+    assert torch.isfinite(stats["selection_kl"])
+    with pytest.raises(ConfigError, match="selection_kl_form"):
+        asr_model(selection_kl_form="reverse")
