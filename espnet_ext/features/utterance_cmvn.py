@@ -7,6 +7,9 @@ MuST-C and mTEDx S2T recipes, which the Multiformer and head-selection papers fo
 ESPnet's ``utterance_mvn`` with ``norm_vars: true`` is not this on a padded batch: after subtracting the
 mean its padded frames hold -mean and enter the variance (espnet2/layers/utterance_mvn.py), so every
 utterance shorter than the batch's longest gets a larger std.
+
+Order: ESPnet's models normalise after SpecAugment (``ESPnetASRModel.encode``), fairseq before it, so here the
+masked bands (0 in the log-mel domain) enter the utterance's statistics; fairseq's masks sit at the mean.
 """
 
 from __future__ import annotations
