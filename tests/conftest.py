@@ -20,6 +20,11 @@ os.environ.setdefault("NLTK_DATA", str(ROOT / "tools" / "nltk_data"))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ["LC_ALL"] = "C"
+# as tools/activate.sh and the recipes' path.sh set them for every job (the fork server compares them)
+os.environ["PYTHONNOUSERSITE"] = "1"
+os.environ["PYTHONIOENCODING"] = "UTF-8"
+
+from tests import selection  # noqa: E402 (after the checkout joins sys.path)
 
 
 def _start_forkserver(config) -> None:
@@ -45,8 +50,9 @@ def _start_forkserver(config) -> None:
         stdout=subprocess.DEVNULL,
     )
     config.forkserver = (server, directory)
-    shim = forkserver.shim(directory / "bin", socket_path)
-    os.environ["PATH"] = os.pathsep.join([str(shim), os.environ["PATH"]])
+    shim = str(forkserver.shim(directory / "bin", socket_path))
+    os.environ["PATH"] = os.pathsep.join([shim, os.environ["PATH"]])
+    os.environ["ESPNET_EXT_PATH_PREFIX"] = shim  # tools/activate.sh keeps it before the virtualenv
 
 
 def pytest_unconfigure(config):
@@ -61,11 +67,10 @@ def pytest_unconfigure(config):
 
 def pytest_configure(config):
     _start_forkserver(config)
-    config.addinivalue_line("markers", "slow: long-running; deselect with -m 'not slow'")
-    config.addinivalue_line(
-        "markers", "slurm: needs a real local Slurm (started by tools/slurm_start.sh)"
-    )
-    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
+
+
+def pytest_itemcollected(item):
+    selection.mark(item)  # e2e / slow / unit by the module's path (markers: pyproject.toml)
 
 
 TESTS = ROOT / "tests"

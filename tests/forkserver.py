@@ -46,9 +46,10 @@ PRELOAD = (
 )
 # Environment variables a process reads while it imports (interpreter, torch, ESPnet, NLTK, our typeguard
 # switch): a job that sets one of them differently runs in a real interpreter. Thread counts
-# (OMP_NUM_THREADS / MKL_NUM_THREADS, which jobs set per job) are applied with torch.set_num_threads instead.
+# (OMP_NUM_THREADS / MKL_NUM_THREADS, which jobs set per job) are applied with torch.set_num_threads instead,
+# and the stdio settings (PYTHONIOENCODING, PYTHONUNBUFFERED) when the job's streams are made.
 IMPORT_TIME = re.compile(
-    r"PYTHON\w*|ESPNET_EXT_TYPECHECK|NLTK_DATA|CUDA_\w+|TORCH\w*|NUMBA_\w+|LC_\w+|LANG"
+    r"PYTHON(?!IOENCODING|UNBUFFERED)\w*|ESPNET_EXT_TYPECHECK|NLTK_DATA|CUDA_\w+|TORCH\w*|NUMBA_\w+|LC_\w+|LANG"
 )
 HEADER = struct.Struct("!I")
 ENV = "ESPNET_EXT_FORKSERVER"
