@@ -1,4 +1,4 @@
-"""The tree passes its style checks: ruff (ruff.toml) on the Python code, shellcheck on the shell.
+"""The tree passes its style checks: ruff (pyproject.toml) on the Python code, shellcheck on the shell.
 
 Each check fails with the tool's own output. shellcheck is a Debian package
 (tools/apt-packages.txt): a machine without it fails here with the install command instead of
