@@ -1,8 +1,0 @@
-"""ESPnet2's ``espnet2.bin.pack`` with our classes registered."""
-
-from espnet2.bin.pack import main
-
-import espnet_ext  # noqa: F401  (registers our classes before ESPnet2 parses the config)
-
-if __name__ == "__main__":
-    main()
