@@ -1,6 +1,6 @@
 """egs/mustc/asr1 then egs/mustc/st1 in their real mode (MUSTC set) end to end as smoke runs (--smoke true,
 README "Smoke runs") on the release-layout fixture: the ST encoder starts from the ASR recipe's model
-(--asr_init, the real run.sh's default path), as the Multiformer thesis' setup."""
+(--asr_init, the real run.sh's default: its best checkpoint), as the Multiformer thesis' setup."""
 
 import json
 import re
@@ -42,6 +42,8 @@ def test_each_test_set_is_decoded_scored_and_tabled(real_runs, task, exp, metric
         assert [line.split(" ", 1)[0] for line in hyps] == sorted(refs)
         score = json.loads((decodes[0] / dset / f"score_{metric}" / "result.json").read_text())
         assert score[metric] >= 0
+        # ASR: fairseq's MuST-C WER (run.sh --wer_opts), the raw WER beside it
+        assert ("raw" in score) == (task == "asr")
     results = (recipe / "exp" / "RESULTS.md").read_text()
     assert re.search(rf"\| {exp} / {decodes[0].name} \|( [0-9.]+ \|){{2}}", results), results
 
@@ -56,5 +58,5 @@ def test_st_encoder_starts_from_the_asr_model(real_runs):
     )  # both shrunk alike from the real sizes
     assert config["max_epoch"] == 2 and config["num_iters_per_epoch"] == 1
     command = (exp / "train.log").read_text().splitlines()[0]
-    model = "../asr1/exp/asr_train_asr/valid.acc.ave.pth"
+    model = "../asr1/exp/asr_train_asr/valid.acc.best.pth"  # the thesis: the best ASR checkpoint
     assert f"--init_param {model}:normalize:normalize {model}:encoder:encoder" in command
