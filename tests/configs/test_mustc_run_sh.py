@@ -18,7 +18,7 @@ RECORD = '#!/usr/bin/env bash\nprintf "%s\\0" "$@" > options\n'
 def options(task: str, tmp_path: Path, corpus: str, *args: str) -> dict[str, str]:
     """``--name value`` pairs the recipe's run.sh passes to its pipeline (the last of a repeated name)."""
     recipe = tmp_path / task
-    recipe.mkdir()
+    recipe.mkdir(parents=True)
     for name in ("run.sh", "db.sh"):
         shutil.copy(MUSTC / f"{task}1" / name, recipe / name)
     pipeline = recipe / f"{task}.sh"
