@@ -1,9 +1,7 @@
 """tests/selection.py: the e2e / slow / unit markers, from each module's path."""
 
 import ast
-import os
-import subprocess
-import sys
+import tomllib
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -66,21 +64,37 @@ def test_every_pattern_names_a_module(pattern):
     assert any(fnmatch(m.relative_to(TESTS).as_posix(), pattern) for m in MODULES)
 
 
-def collected(marker: str, *modules: str) -> set[str]:
-    """The modules of the tests ``pytest -m MARKER`` selects among ``modules`` (collection only)."""
-    env = {**os.environ, "ESPNET_EXT_FORKSERVER": "0"}
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
-         "--collect-only", "-m", marker, *modules],
-        cwd=TESTS.parent, env=env, capture_output=True, text=True,
-    )  # fmt: skip
-    assert out.returncode in (0, 5), out.stdout + out.stderr  # 5: none selected
-    return {line.split("::", 1)[0] for line in out.stdout.splitlines() if "::" in line}
+class Item:
+    """What selection.mark reads and writes of a pytest item."""
+
+    def __init__(self, path: Path, *markers: str):
+        self.path, self.markers = path, list(markers)
+
+    def get_closest_marker(self, name: str):
+        return name if name in self.markers else None
+
+    def add_marker(self, name: str) -> None:
+        self.markers.append(name)
 
 
-def test_markers_select_by_path():
-    """The hook marks by path and pyproject.toml registers the markers (pytest's own -m does the rest)."""
-    modules = ("tests/recipes/test_wmt_table1.py", "tests/recipes/test_real_mustc.py")
-    assert collected("unit", *modules) == {"tests/recipes/test_wmt_table1.py"}
-    assert collected("e2e", *modules) == {"tests/recipes/test_real_mustc.py"}
-    assert collected("not e2e and not slow", *modules) == {"tests/recipes/test_wmt_table1.py"}
+@pytest.mark.parametrize(
+    "module, given, markers",
+    [
+        ("recipes/test_real_mustc.py", (), ["e2e"]),
+        ("recipes/test_wmt_table1.py", (), ["unit"]),
+        ("configs/test_real_configs_mustc.py", (), ["slow"]),
+        ("jobs/test_slurm.py", ("slurm",), ["slurm"]),
+    ],
+)
+def test_marks_by_path(module, given, markers):
+    item = Item(TESTS / module, *given)
+    selection.mark(item)
+    assert item.markers == markers
+
+
+def test_the_suite_marks_its_tests_and_registers_the_markers(request):
+    """tests/conftest.py marks each collected test; pyproject.toml registers every marker it may add."""
+    assert request.node.get_closest_marker("unit") is not None
+    pytest_conf = tomllib.loads((TESTS.parent / "pyproject.toml").read_text())["tool"]["pytest"]
+    registered = {line.split(":", 1)[0] for line in pytest_conf["ini_options"]["markers"]}
+    assert {"e2e", "slow", "unit", *selection.NOT_UNIT} <= registered
