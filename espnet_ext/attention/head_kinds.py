@@ -4,20 +4,28 @@ Every function takes one group of heads' projections ``q`` (B, h, L, d_k), ``k``
 ESPnet's key mask ``mask`` (B, 1, T), 1 = real frame, and returns the heads' context (B, h, L, d_k).
 
 - **Full**: softmax(q kᵀ / √d_k) v (Vaswani et al.), exactly ESPnet's ``forward_attention``.
-- **Local** (Longformer sliding window): query i sees keys j with |i - j| ≤ w/2 (or, dilated by δ, keys
-  i + δ·t for |t| ≤ w/2). Computed in blocks of w/2 queries against their block and the two neighbours, so
-  time and memory are O(n·w) instead of O(n²); ``sliding_window`` recomputes the weights in backward.
-  On CUDA without attention dropout the same band runs through PyTorch's FlexAttention (a compiled
-  kernel that visits only the band's blocks); the blocked path stays the reference and the CPU's path.
+- **Local**, band form (Longformer sliding window, the default): query i sees keys j with |i - j| ≤ w/2
+  (or, dilated by δ, keys i + δ·t for |t| ≤ w/2). Computed in blocks of w/2 queries against their block
+  and the two neighbours, so time and memory are O(n·w) instead of O(n²); ``sliding_window`` recomputes
+  the weights in backward. On CUDA without attention dropout the same band runs through PyTorch's
+  FlexAttention (a compiled kernel that visits only the band's blocks); the blocked path stays the
+  reference and the CPU's path.
+- **Local**, block form (the thesis' code: lucidrains ``LocalAttention(window_size=w//3, look_backward=1,
+  look_forward=1)``): blocks of b = ⌊w/3⌋ queries, each seeing every key of its block and the two
+  neighbours, 3b keys (63 for w = 64) at offsets that depend on the query's place in its block.
 - **Conv** (Speechformer ConvAttention): keys and values compressed along time by a 1-D convolution
-  (kernel κ, stride χ, padding ⌊κ/2⌋), then Full attention of the uncompressed queries over the n/χ
-  compressed frames; an utterance of length n keeps ⌈n/χ⌉ compressed frames (odd κ). Computed by
-  PyTorch's fused attention (no weight matrix kept; on the CPU with dropout it computes explicitly).
-  Speechformer convolves the layer input (d_model channels) before the K/V projections, for all heads at
-  once; in the MHMA the other heads of the layer need the uncompressed K/V, so each Conv head convolves
-  its own projected K and V (d_k channels, 2·(d_k²·κ + d_k) parameters per head). Only the standard
-  convolution is offered (the thesis' code also had depth-wise and separable ones; its experiments name
-  none).
+  (kernel κ, stride χ), then Full attention of the uncompressed queries over the ~n/χ compressed frames.
+  Computed by PyTorch's fused attention (no weight matrix kept; on the CPU with dropout it computes
+  explicitly). Speechformer convolves the layer input (d_model channels) before the K/V projections, for
+  all heads at once; in the MHMA the other heads of the layer need the uncompressed K/V, so the Conv heads
+  convolve their projected K and V (d_k channels). Two forms:
+  *dense* (``conv_attention``): each head its own standard Conv1d(d_k, d_k, κ, χ, padding ⌊κ/2⌋),
+  2·(d_k²·κ + d_k) parameters per head; an utterance of n frames keeps ⌈n/χ⌉ compressed frames (odd κ).
+  *depthwise* (``depthwise_conv_attention``, the thesis' code: mt-upc/fairseq ``multiformer``
+  fairseq/modules/conv_attention.py, ``conv_type='depthwise'`` in every registered architecture): one
+  depthwise Conv1d(d_k, d_k, κ, χ, padding ⌊χ/2⌋, groups=d_k) shared by all heads of the group (heads
+  folded into the batch), 2·(d_k·κ + d_k) parameters per group; the input is right-padded to
+  κ + χ·⌈(T - κ)/χ⌉ frames and an utterance of n frames keeps ⌊(n + 2⌊χ/2⌋ - κ)/χ + 1⌋.
 - **Fast** (Performer FAVOR+): softmax(q kᵀ) ≈ φ(q) φ(k)ᵀ with positive orthogonal random features
   φ(x) = exp(ωᵀx - ‖x‖²/2) / √m (eq. 22, SM⁺), so Z = φ(q) (φ(k)ᵀ v) / (φ(q) Σ_j φ(k_j)), linear in n.
 """
@@ -28,7 +36,7 @@ import math
 
 import torch
 
-from espnet_ext.attention.sliding_window import sliding_window_attention
+from espnet_ext.attention.sliding_window import block_window_attention, sliding_window_attention
 
 
 def masked_softmax(scores: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
@@ -83,6 +91,23 @@ def local_attention(q, k, v, mask, window: int, dilation: int = 1, dropout=None)
     return context
 
 
+def block_local_attention(q, k, v, mask, window: int, dropout=None) -> torch.Tensor:
+    """The block form of a Local(w) head (the thesis' code): blocks of ⌊w/3⌋ frames, each query seeing
+    the real keys of its block and of the blocks before and after it. The author's LocalAttention also
+    masks padded queries (their outputs, never read, differ); self-attention only."""
+    if q.size(2) != k.size(2):
+        raise ValueError("local attention is self-attention: queries and keys must have one length")
+    if window // 3 <= 0:
+        raise ValueError(f"the block form needs a window >= 3 (blocks of w // 3), got {window}")
+    keep = (
+        torch.ones(q.size(0), q.size(2), dtype=torch.bool, device=q.device)
+        if mask is None
+        else mask[:, -1].bool()
+    )
+    drop = dropout.p if dropout is not None and dropout.training else 0.0
+    return block_window_attention(q, k, v, keep, window // 3, drop)
+
+
 # Local heads on CUDA through FlexAttention (torch.nn.attention.flex_attention); tests switch it off to
 # compare with the blocked path on the same device.
 FLEX_ON_CUDA = True
@@ -120,34 +145,26 @@ def flex_local_attention(q, k, v, keep: torch.Tensor, half: int, dilation: int =
 # ----------------------------------------------------------------------------------------- Conv
 
 
-def conv_output_lengths(lengths: torch.Tensor, kernel: int, stride: int) -> torch.Tensor:
-    """Frames left by a Conv1d(kernel, stride, padding=kernel // 2) over ``lengths`` real frames."""
-    return torch.div(lengths + 2 * (kernel // 2) - kernel, stride, rounding_mode="floor") + 1
+def conv_output_lengths(
+    lengths: torch.Tensor, kernel: int, stride: int, padding: int | None = None
+) -> torch.Tensor:
+    """Frames left by a Conv1d(kernel, stride, padding) over ``lengths`` real frames, ⌊(n + 2p - κ)/χ⌋ + 1
+    (padding ⌊κ/2⌋ unless given). With the depthwise form's p = ⌊χ/2⌋ this is the thesis' code's
+    compressed mask length (``compute_conv_out_length``), ≤ 0 for n < κ - 2p."""
+    padding = kernel // 2 if padding is None else padding
+    return torch.div(lengths + 2 * padding - kernel, stride, rounding_mode="floor") + 1
 
 
-def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
-    """ConvAttention: K, V compressed by ``k_conv``/``v_conv``, Conv1d(h·d_k, h·d_k, groups=h): one
-    convolution per head.
+def depthwise_input_length(length: int, kernel: int, stride: int) -> int:
+    """Frames the depthwise form right-pads its input to (the thesis' code's
+    ``compute_pre_conv_length``): κ + χ·⌈(T - κ)/χ⌉, at least κ."""
+    return kernel + stride * -(-(length - kernel) // stride) if length > kernel else kernel
 
-    Padded frames are zeroed before the convolution so they never leak into a real compressed frame;
-    the compressed mask keeps the first ``conv_output_lengths(n)`` frames of an utterance of n frames
-    (at least one for n >= 1). An utterance of no frames (a padded row) gets a zero context, as a query
-    without visible keys gets from the other kinds. Returns (context, compressed mask (B, 1, T')).
-    """
-    batch, heads, length, d_k = k.shape
-    lengths = torch.full((batch,), length, device=k.device) if mask is None else mask[:, -1].sum(-1)
-    kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
-    kept = conv_output_lengths(lengths, kernel, stride)
-    if mask is not None:
-        keep = mask[:, -1].to(k.dtype)[:, None, :, None]  # (B, 1, T, 1)
-        k, v = k * keep, v * keep
 
-    def compress(x, conv):  # (B, h, T, d_k) -> (B, h, T', d_k), each head its own convolution
-        y = conv(x.transpose(-2, -1).reshape(batch, heads * d_k, length))
-        return y.reshape(batch, heads, d_k, -1).transpose(-2, -1)
-
-    kc, vc = compress(k, k_conv), compress(v, v_conv)
-    positions = torch.arange(kc.size(2), device=k.device)
+def _compressed_attention(q, kc, vc, kept, mask, dropout):
+    """Attention of the queries over the first ``kept`` (B,) compressed frames of kc/vc (B, h, T', d_k);
+    a row with ``kept`` <= 0 gets a zero context. Returns (context, compressed mask (B, 1, T'))."""
+    positions = torch.arange(kc.size(2), device=kc.device)
     cmask = (positions[None, :] < kept[:, None]).unsqueeze(1)  # (B, 1, T')
     # Each row sees >= 1 compressed frame (an empty utterance its first, then zeroed), so no query is
     # left without keys and PyTorch's fused attention (flash / memory-efficient kernels where the
@@ -160,6 +177,67 @@ def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
         q, kc, vc, attn_mask=visible, dropout_p=drop
     )
     return context.masked_fill((kept <= 0)[:, None, None, None], 0.0), cmask
+
+
+def _real_lengths(k, mask):
+    batch, length = k.size(0), k.size(2)
+    return torch.full((batch,), length, device=k.device) if mask is None else mask[:, -1].sum(-1)
+
+
+def _zero_padding(k, v, mask):
+    """Padded frames set to zero, so they never leak into a real compressed frame."""
+    if mask is None:
+        return k, v
+    keep = mask[:, -1].to(k.dtype)[:, None, :, None]  # (B, 1, T, 1)
+    return k * keep, v * keep
+
+
+def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
+    """ConvAttention, dense form: K, V compressed by ``k_conv``/``v_conv``, Conv1d(h·d_k, h·d_k,
+    groups=h, padding ⌊κ/2⌋): one standard convolution per head.
+
+    Padded frames are zeroed before the convolution so they never leak into a real compressed frame;
+    the compressed mask keeps the first ``conv_output_lengths(n)`` frames of an utterance of n frames
+    (at least one for n >= 1). An utterance of no frames (a padded row) gets a zero context, as a query
+    without visible keys gets from the other kinds. Returns (context, compressed mask (B, 1, T')).
+    """
+    batch, heads, length, d_k = k.shape
+    kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
+    kept = conv_output_lengths(_real_lengths(k, mask), kernel, stride)
+    k, v = _zero_padding(k, v, mask)
+
+    def compress(x, conv):  # (B, h, T, d_k) -> (B, h, T', d_k), each head its own convolution
+        y = conv(x.transpose(-2, -1).reshape(batch, heads * d_k, length))
+        return y.reshape(batch, heads, d_k, -1).transpose(-2, -1)
+
+    return _compressed_attention(q, compress(k, k_conv), compress(v, v_conv), kept, mask, dropout)
+
+
+def depthwise_conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
+    """ConvAttention, depthwise form (the thesis' code): K, V of every head of the group compressed by
+    one depthwise ``k_conv``/``v_conv``, Conv1d(d_k, d_k, groups=d_k, padding ⌊χ/2⌋), heads folded into
+    the batch; the input right-padded to ``depthwise_input_length`` frames; an utterance of n frames keeps
+    ``conv_output_lengths(n, κ, χ, ⌊χ/2⌋)`` compressed frames (a row keeping none gets a zero context).
+
+    Padded frames are zeroed first: the thesis' code convolves a padded batch as it is, so the last
+    compressed frames of an utterance read the next frames' padding; here an utterance's result is the
+    one the thesis' code gives it alone in its batch. Returns (context, compressed mask (B, 1, T')).
+    """
+    batch, heads, length, d_k = k.shape
+    kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
+    kept = conv_output_lengths(_real_lengths(k, mask), kernel, stride, stride // 2)
+    k, v = _zero_padding(k, v, mask)
+    extra = depthwise_input_length(length, kernel, stride) - length
+
+    def compress(x, conv):  # (B, h, T, d_k) -> (B·h, d_k, T + extra) -> (B, h, T', d_k)
+        y = conv(
+            torch.nn.functional.pad(
+                x.reshape(batch * heads, length, d_k), (0, 0, 0, extra)
+            ).transpose(1, 2)
+        )
+        return y.reshape(batch, heads, d_k, -1).transpose(-2, -1)
+
+    return _compressed_attention(q, compress(k, k_conv), compress(v, v_conv), kept, mask, dropout)
 
 
 # ----------------------------------------------------------------------------------------- Fast

@@ -12,6 +12,14 @@ A layer's heads are written as in the thesis' Tabla 1: ``["2 x Local(64)", "2 x 
 ``Local(w)`` or ``Local(w, δ)`` (dilation δ), ``Conv(κ, χ)``. With every head Full the module is ESPnet's
 ``MultiHeadedAttention`` (its own forward runs), so its weights and checkpoints are interchangeable.
 
+Consecutive heads of one kind form a group (``head_runs``: ``4 x Conv(5, 2)`` is one group, as the thesis'
+code's ``('compressed', 4, 5, 2, 'depthwise')``), computed by one module of its kind's class (``FullHeads``,
+``LocalHeads``, ``ConvHeads``, ``FastHeads``) in ``groups``, each called as ``group(q, k, v, mask,
+dropout) -> (context, weights or None)`` on the group's slice of the heads. ``conv_form`` picks the Conv
+groups' convolutions (``dense``: one standard convolution per head; ``depthwise``: one depthwise
+convolution shared by the group's heads, the thesis' code), ``local_form`` the Local groups' pattern
+(``band``: |i - j| ≤ w/2; ``block``: the thesis' code's blocks of ⌊w/3⌋); ``head_kinds`` has both.
+
 Relaxed attention / smooth focus (``attention_sites``) act on the Full heads only: they are defined on a
 softmax over all keys, which Local, Conv and Fast heads do not compute.
 """
@@ -40,6 +48,8 @@ KINDS = {
 DEFAULT_REDRAW_INTERVAL = (
     1000  # Performer feature redraw every 1000 training calls (performer-pytorch)
 )
+CONV_FORMS = ("dense", "depthwise")
+LOCAL_FORMS = ("band", "block")
 
 
 @dataclass(frozen=True)
@@ -111,16 +121,158 @@ def head_runs(heads: list[HeadKind]) -> list[tuple[HeadKind, int, int]]:
     return runs
 
 
+def check_forms(conv_form: str, local_form: str, key: str) -> None:
+    """Refuse unknown ``conv_form`` / ``local_form`` values, naming the config key (``<key>.conv_form``)."""
+    for name, value, allowed in (("conv_form", conv_form, CONV_FORMS),
+                                 ("local_form", local_form, LOCAL_FORMS)):  # fmt: skip
+        if value not in allowed:
+            raise ConfigError(f"must be one of {list(allowed)}, got {value!r}", key=f"{key}.{name}")
+
+
+class HeadGroup(torch.nn.Module):
+    """Heads ``first:stop`` of a layer, all of one kind: ``forward(q, k, v, mask, dropout)`` maps the
+    group's projections (B, h, L|T, d_k) and ESPnet's key mask (B, 1, T) to (context (B, h, L, d_k),
+    attention weights (B, h, L, T) or None where the kind has no L x T matrix)."""
+
+    def __init__(self, head: HeadKind, first: int, stop: int):
+        super().__init__()
+        self.head, self.first, self.stop = head, first, stop
+
+    def extra_repr(self) -> str:
+        return f"{self.stop - self.first} x {self.head}"
+
+
+class FullHeads(HeadGroup):
+    """softmax(q kᵀ/√d_k) v; relaxed attention (eq. 1) / smooth focus when configured."""
+
+    def __init__(self, head: HeadKind, first: int, stop: int):
+        super().__init__(head, first, stop)
+        self.gamma, self.matched_inference, self.smooth_focus = 0.0, False, False
+
+    @property
+    def relaxing(self) -> bool:
+        return self.gamma > 0 and (self.training or self.matched_inference)
+
+    def forward(self, q, k, v, mask, dropout):
+        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+        if self.smooth_focus:
+            weights = smooth_focus_weights(scores, mask)
+        else:
+            keep = None if mask is None else mask.unsqueeze(1).bool()
+            weights = head_kinds.masked_softmax(scores, keep)
+        if self.relaxing:
+            weights = relax_weights(weights, self.gamma, mask)
+        return torch.matmul(dropout(weights), v), weights
+
+
+class LocalHeads(HeadGroup):
+    """Local(w[, δ]): the band |i - j| ≤ w/2 (dilated by δ) or the thesis' code's blocks of ⌊w/3⌋."""
+
+    def __init__(self, head: HeadKind, first: int, stop: int, form: str, key: str):
+        super().__init__(head, first, stop)
+        self.window, self.dilation = (*head.params, 1)[:2]
+        self.form = form
+        if form == "block" and (self.dilation != 1 or self.window < 3):
+            raise ConfigError(
+                f"{head}: the block form (local_form: block) takes one window >= 3 and no dilation",
+                key=key,
+            )
+
+    def forward(self, q, k, v, mask, dropout):
+        if self.form == "block":
+            return head_kinds.block_local_attention(q, k, v, mask, self.window, dropout), None
+        context = head_kinds.local_attention(q, k, v, mask, self.window, self.dilation, dropout)
+        return context, None
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, form={self.form}"
+
+
+class ConvHeads(HeadGroup):
+    """Conv(κ, χ): K and V compressed by ``conv_k`` / ``conv_v``, dense (per head) or depthwise (shared)."""
+
+    def __init__(self, head: HeadKind, first: int, stop: int, d_k: int, form: str, device=None):
+        super().__init__(head, first, stop)
+        kernel, stride = head.params
+        self.form = form
+        if form == "dense":  # one standard Conv1d(d_k, d_k) per head, as one grouped convolution
+            channels, groups, padding = (stop - first) * d_k, stop - first, kernel // 2
+        else:  # the thesis' code: one depthwise Conv1d(d_k, d_k) for the whole group, padding ⌊χ/2⌋
+            channels, groups, padding = d_k, d_k, stride // 2
+        self.conv_k, self.conv_v = (
+            torch.nn.Conv1d(
+                channels, channels, kernel, stride, padding=padding, groups=groups, device=device
+            )
+            for _ in range(2)
+        )
+
+    def forward(self, q, k, v, mask, dropout):
+        attention = (
+            head_kinds.conv_attention
+            if self.form == "dense"
+            else head_kinds.depthwise_conv_attention
+        )
+        context, _ = attention(q, k, v, mask, self.conv_k, self.conv_v, dropout)
+        return context, None
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, form={self.form}"
+
+
+class FastHeads(HeadGroup):
+    """FAVOR+ with random features ``features`` (a non-persistent buffer) made from the draw ``draw``
+    (seed, index; persistent): loading a state dict regenerates the features of its draw."""
+
+    def __init__(self, head: HeadKind, first: int, stop: int, d_k: int, device=None):
+        super().__init__(head, first, stop)
+        features = head.params[0] if head.params else max(1, int(d_k * math.log(d_k)))
+        seed = int(torch.randint(2**31, ()))
+        # [seed, index] also kept on the host: a redraw in a training forward reading the buffer would
+        # make the host wait for the device.
+        self._draw = [seed, 0]
+        self.register_buffer("draw", torch.tensor([seed, 0], device=device))
+        self.register_buffer(
+            "features", torch.empty(features, d_k, device=device), persistent=False
+        )
+        self._make_features()
+
+    def _make_features(self) -> None:
+        """``features`` := the features of the draw (seed, index), made on the CPU (the same draw on
+        every device) and copied to the device without waiting for it (from pinned memory)."""
+        seed, index = self._draw
+        generator = torch.Generator().manual_seed((seed * 1_000_003 + index) % 2**63)
+        drawn = head_kinds.orthogonal_gaussian(*self.features.shape, generator=generator)
+        self.features.copy_(
+            drawn.pin_memory() if self.features.is_cuda else drawn, non_blocking=True
+        )
+
+    def redraw(self) -> None:
+        self.draw[1] += 1
+        self._draw[1] += 1
+        self._make_features()
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        with torch.no_grad():
+            self._draw = [int(x) for x in self.draw]
+            self._make_features()
+
+    def forward(self, q, k, v, mask, dropout):
+        return head_kinds.fast_attention(q, k, v, mask, self.features), None
+
+
 class MultiHeadMultiAttention(MultiHeadedAttention):
     """ESPnet's multi-head attention whose heads each compute their own attention kind (eq. 23).
 
-    Parameters beyond ESPnet's: per Conv head a K and a V convolution (``conv_k.<run>``, ``conv_v.<run>``);
-    per Fast run random features (``fast_features_<run>``), redrawn every ``redraw_interval`` training
-    forward calls (as performer-pytorch counts; under DDP the buffers are broadcast from rank 0, so all
-    ranks use one draw). The state dict keeps the draw as integers (``fast_draw_<run>``: seed, draw
-    index) and loading regenerates its features: averaging checkpoints (ESPnet's n-best average sums
-    integer tensors, ours floors their mean) then still gives one proper orthogonal draw, where averaged
-    feature matrices of different draws would be shrunken, non-orthogonal directions.
+    Parameters beyond ESPnet's live in ``groups.<g>``: a Conv group's K and V convolutions
+    (``groups.<g>.conv_k``, ``conv_v``); a Fast group's random features (``groups.<g>.features``),
+    redrawn every ``redraw_interval`` training forward calls (as performer-pytorch counts; under DDP the
+    buffers are broadcast from rank 0, so all ranks use one draw). The state dict keeps the draw as
+    integers (``groups.<g>.draw``: seed, draw index) and loading regenerates its features: averaging
+    checkpoints (ESPnet's n-best average sums integer tensors, ours floors their mean) then still gives
+    one proper orthogonal draw, where averaged feature matrices of different draws would be shrunken,
+    non-orthogonal directions. Checkpoints written before the groups (``conv_k.<g>.*``, ``conv_v.<g>.*``,
+    ``fast_draw_<g>``) load through ``_load_from_state_dict``.
     """
 
     def __init__(
@@ -131,12 +283,14 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
         heads,
         key: str = "heads",
         redraw_interval: int = DEFAULT_REDRAW_INTERVAL,
+        conv_form: str = "dense",
+        local_form: str = "band",
         **espnet_kwargs,
     ):
         if n_feat % n_head:
             raise ConfigError(f"d_model {n_feat} is not divisible by {n_head} heads", key=key)
         super().__init__(n_head, n_feat, dropout_rate, **espnet_kwargs)
-        self._add_heads(heads, key, redraw_interval)
+        self._add_heads(heads, key, redraw_interval, conv_form, local_form)
 
     @classmethod
     def from_attention(
@@ -145,63 +299,59 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
         heads,
         key: str = "heads",
         redraw_interval: int = DEFAULT_REDRAW_INTERVAL,
+        conv_form: str = "dense",
+        local_form: str = "band",
     ) -> MultiHeadMultiAttention:
-        """The same Q/K/V/W_o parameters (same state-dict keys) with per-head kinds added."""
+        """The same Q/K/V/W_o parameters (same state-dict keys) with per-head kinds added; ``attention``
+        itself is left as it was (its module, parameter and buffer tables are copied, not shared)."""
         if type(attention) is not MultiHeadedAttention:
             raise ConfigError(
                 f"MHMA replaces ESPnet's MultiHeadedAttention, not {type(attention).__name__}",
                 key=key,
             )
         mhma = cls.__new__(cls)
-        mhma.__dict__.update(attention.__dict__)
-        mhma._add_heads(heads, key, redraw_interval)
+        # Module's tables (_modules, _parameters, _buffers, hooks, ...) are dicts and sets: copies, so
+        # the groups added below do not appear in ``attention``; the Linear layers themselves are shared.
+        mhma.__dict__.update(
+            {
+                name: value.copy() if isinstance(value, (dict, set)) else value
+                for name, value in attention.__dict__.items()
+            }
+        )
+        mhma._add_heads(heads, key, redraw_interval, conv_form, local_form)
         return mhma
 
-    def _add_heads(self, heads, key: str, redraw_interval: int) -> None:
+    def _add_heads(
+        self, heads, key: str, redraw_interval: int, conv_form: str, local_form: str
+    ) -> None:
+        check_forms(conv_form, local_form, key)
         self.heads = (
             heads if isinstance(heads[0], HeadKind) else parse_layer_heads(heads, self.h, key)
         )
         if len(self.heads) != self.h:
             raise ConfigError(f"{len(self.heads)} head kinds for {self.h} heads", key=key)
+        if redraw_interval <= 0:
+            raise ConfigError(f"redraw_interval must be > 0, got {redraw_interval}", key=key)
         self.key = key
-        self.runs = head_runs(self.heads)
         self.all_full = all(h.kind == "full" for h in self.heads)
         if self.use_flash_attn and not self.all_full:
             self.use_flash_attn = False  # flash-attn computes Full heads only
             self.dropout = torch.nn.Dropout(self.dropout_rate)
-        self.conv_k, self.conv_v = torch.nn.ModuleDict(), torch.nn.ModuleDict()
         device = self.linear_q.weight.device
-        # run -> [seed, index] of ``fast_draw_<run>`` kept on the host: a redraw in a training forward
-        # reading the buffer would make the host wait for the device.
-        self._draws: dict[int, list[int]] = {}
-        for run, (head, first, stop) in enumerate(self.runs):
-            if head.kind == "conv":
-                kernel, stride = head.params
-                channels = (stop - first) * self.d_k
-                for convs in (self.conv_k, self.conv_v):
-                    convs[str(run)] = torch.nn.Conv1d(
-                        channels, channels, kernel, stride, padding=kernel // 2,
-                        groups=stop - first, device=device,
-                    )  # fmt: skip
-            elif head.kind == "fast":
-                features = (
-                    head.params[0] if head.params else max(1, int(self.d_k * math.log(self.d_k)))
-                )
-                seed = int(torch.randint(2**31, ()))
-                self._draws[run] = [seed, 0]
-                self.register_buffer(f"fast_draw_{run}", torch.tensor([seed, 0], device=device))
-                self.register_buffer(
-                    f"fast_features_{run}",
-                    torch.empty(features, self.d_k, device=device),
-                    persistent=False,
-                )
-                self._draw_features(run)
-        if redraw_interval <= 0:
-            raise ConfigError(f"redraw_interval must be > 0, got {redraw_interval}", key=key)
+        groups = []
+        for head, first, stop in head_runs(self.heads):
+            if head.kind == "full":
+                groups.append(FullHeads(head, first, stop))
+            elif head.kind == "local":
+                groups.append(LocalHeads(head, first, stop, local_form, key))
+            elif head.kind == "conv":
+                groups.append(ConvHeads(head, first, stop, self.d_k, conv_form, device))
+            else:
+                groups.append(FastHeads(head, first, stop, self.d_k, device))
+        self.groups = torch.nn.ModuleList(groups).train(self.training)
         self.redraw_interval = redraw_interval
         self.calls_since_redraw = 0
         self.gamma, self.matched_inference, self.smooth_focus = 0.0, False, False
-        self._full_weights: list[torch.Tensor] = []
 
     def configure(self, gamma=0.0, matched_inference=False, smooth_focus=False, fused=True) -> None:
         """Relaxed attention (eq. 1) / smooth focus on the Full heads (``attention_sites`` options).
@@ -211,87 +361,62 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
         self.gamma = check_gamma(gamma, f"{self.key}: gamma")
         self.matched_inference = bool(matched_inference)
         self.smooth_focus = bool(smooth_focus)
-        if self.gamma > 0 or self.smooth_focus:
+        for group in self._groups_of(FullHeads):
+            group.gamma, group.matched_inference = self.gamma, self.matched_inference
+            group.smooth_focus = self.smooth_focus
+        if (self.gamma > 0 or self.smooth_focus) and self.use_flash_attn:
+            # the explicit path applies self.dropout, which ESPnet makes an Identity under flash
             self.use_flash_attn = False
+            self.dropout = torch.nn.Dropout(self.dropout_rate)
 
     @property
     def relaxing(self) -> bool:
         return self.gamma > 0 and (self.training or self.matched_inference)
 
     def extra_repr(self) -> str:
-        return f"heads=[{', '.join(f'{s - f} x {h}' for h, f, s in self.runs)}]"
+        return f"heads=[{', '.join(f'{g.stop - g.first} x {g.head}' for g in self.groups)}]"
 
-    def _fast_runs(self) -> list[int]:
-        return [run for run, (head, _, _) in enumerate(self.runs) if head.kind == "fast"]
-
-    def _draw_features(self, run: int) -> None:
-        """``fast_features_<run>`` := the features of its draw (seed, index), made on the CPU (the same
-        draw on every device) and copied to the device without waiting for it (from pinned memory)."""
-        seed, index = self._draws[run]
-        generator = torch.Generator().manual_seed((seed * 1_000_003 + index) % 2**63)
-        features = getattr(self, f"fast_features_{run}")
-        drawn = head_kinds.orthogonal_gaussian(*features.shape, generator=generator)
-        features.copy_(drawn.pin_memory() if features.is_cuda else drawn, non_blocking=True)
+    def _groups_of(self, kind: type) -> list:
+        return [group for group in self.groups if isinstance(group, kind)]
 
     def redraw_features(self) -> None:
-        """New random features for every Fast run (Performer's feature redraw)."""
-        for run in self._fast_runs():
-            getattr(self, f"fast_draw_{run}")[1] += 1
-            self._draws[run][1] += 1
-            self._draw_features(run)
+        """New random features for every Fast group (Performer's feature redraw)."""
+        for group in self._groups_of(FastHeads):
+            group.redraw()
         self.calls_since_redraw = 0
 
+    # Checkpoints from before the head groups: <old key> -> <key under groups.<g>.>
+    _OLD_KEYS = re.compile(r"^(?:(conv_k|conv_v)\.(\d+)\.(weight|bias)|fast_draw_(\d+))$")
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for name in [k for k in state_dict if k.startswith(prefix)]:
+            match = self._OLD_KEYS.match(name[len(prefix) :])
+            if match:
+                conv, group, tensor, fast = match.groups()
+                new = f"{group}.{conv}.{tensor}" if conv else f"{fast}.draw"
+                state_dict[f"{prefix}groups.{new}"] = state_dict.pop(name)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-        with torch.no_grad():
-            for run in self._fast_runs():
-                self._draws[run] = [int(x) for x in getattr(self, f"fast_draw_{run}")]
-                self._draw_features(run)
 
     def forward(self, query, key, value, mask, expand_kv: bool = False):
         if self.all_full and not self.relaxing and not self.smooth_focus:
             return super().forward(query, key, value, mask, expand_kv)  # exactly ESPnet's attention
-        if self.training and any(h.kind == "fast" for h in self.heads):
+        if self.training and self._groups_of(FastHeads):
             if self.calls_since_redraw >= self.redraw_interval:
                 self.redraw_features()
             self.calls_since_redraw += 1
         q, k, v = self.forward_qkv(query, key, value, expand_kv)
-        contexts, self._full_weights = [], []
-        for run, (head, first, stop) in enumerate(self.runs):
-            contexts.append(
-                self._run(run, head, q[:, first:stop], k[:, first:stop], v[:, first:stop], mask)
-            )
+        contexts, full_weights = [], []
+        for group in self.groups:
+            heads = slice(group.first, group.stop)
+            context, weights = group(q[:, heads], k[:, heads], v[:, heads], mask, self.dropout)
+            contexts.append(context)
+            if weights is not None:
+                full_weights.append(weights)
         # ``attn`` (B, heads, L, T) holds the Full heads' weights; the other kinds have no L x T matrix
         # (None without Full heads: ESPnet's attention plots need num_att_plot: 0 then).
-        self.attn = torch.cat(self._full_weights, dim=1) if self._full_weights else None
-        self._full_weights = []
+        self.attn = torch.cat(full_weights, dim=1) if full_weights else None
         context = (
             contexts[0] if len(contexts) == 1 else torch.cat(contexts, dim=1)
         )  # (B, H, L, d_k)
         batch, heads, length, d_k = context.shape
         return self.linear_out(context.transpose(1, 2).reshape(batch, length, heads * d_k))
-
-    def _run(self, run: int, head: HeadKind, q, k, v, mask):
-        if head.kind == "full":
-            return self._full(q, k, v, mask)
-        if head.kind == "local":
-            window, dilation = (*head.params, 1)[:2]
-            return head_kinds.local_attention(q, k, v, mask, window, dilation, self.dropout)
-        if head.kind == "conv":
-            context, _ = head_kinds.conv_attention(
-                q, k, v, mask, self.conv_k[str(run)], self.conv_v[str(run)], self.dropout
-            )
-            return context
-        return head_kinds.fast_attention(q, k, v, mask, getattr(self, f"fast_features_{run}"))
-
-    def _full(self, q, k, v, mask):
-        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.d_k)
-        if self.smooth_focus:
-            weights = smooth_focus_weights(scores, mask)
-        else:
-            keep = None if mask is None else mask.unsqueeze(1).bool()
-            weights = head_kinds.masked_softmax(scores, keep)
-        if self.relaxing:
-            weights = relax_weights(weights, self.gamma, mask)
-        self._full_weights.append(weights)
-        return torch.matmul(self.dropout(weights), v)

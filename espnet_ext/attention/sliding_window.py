@@ -16,6 +16,10 @@ per head. Here backward recomputes P chunk by chunk from the saved lse (as flash
 so a layer keeps Q, K, V (its projections hold them anyway), lse (B, h, T) and the dropout mask (one byte per
 weight) and both passes hold at most ``CHUNK_SCORES`` scores at a time. A query with no visible key (a
 padded query far from its utterance) gets zero weights, ESPnet's convention for a fully masked row.
+
+The same blocks serve the block form of a Local head (lucidrains' ``LocalAttention`` with
+``look_backward=1, look_forward=1``, which the thesis' code uses): blocks of ``size`` queries, each seeing
+every key of its block and the two neighbours (3·size keys, no band), ``block_window_attention``.
 """
 
 from __future__ import annotations
@@ -42,10 +46,11 @@ def _windows(x: torch.Tensor, size: int) -> torch.Tensor:
 
 
 class _Band:
-    """One sliding-window problem cut into blocks: padded views shared by forward and backward."""
+    """One sliding-window problem cut into blocks of ``size``: padded views shared by forward and backward.
+    ``half`` is the band (|i - j| <= half); None: every key of the three blocks (the block form)."""
 
-    def __init__(self, q, k, v, keep: torch.Tensor, half: int):
-        self.size = size = max(half, 1)
+    def __init__(self, q, k, v, keep: torch.Tensor, half: int | None, size: int):
+        self.size = size
         self.length = q.size(2)
         self.blocks = -(-self.length // size)
         self.extra = self.blocks * size - self.length
@@ -57,8 +62,9 @@ class _Band:
         offsets = (
             torch.arange(3 * size, device=q.device) - torch.arange(size, device=q.device)[:, None]
         )
-        in_band = (offsets - size).abs() <= half  # (b, 3b); keys beyond the ends are masked keys
-        self.allowed = key_keep[:, :, :, None, :] & in_band  # (B, 1, nb, b, 3b)
+        self.allowed = key_keep[:, :, :, None, :].expand(-1, -1, -1, size, -1)  # (B, 1, nb, b, 3b)
+        if half is not None:  # keys beyond the ends are masked keys
+            self.allowed = self.allowed & ((offsets - size).abs() <= half)
         self.scale = 1.0 / math.sqrt(q.size(-1))
 
     def padded(self, x: torch.Tensor) -> torch.Tensor:
@@ -96,13 +102,14 @@ def _add_windows(total: torch.Tensor, windows: torch.Tensor, part: slice) -> Non
 
 
 class SlidingWindowAttention(torch.autograd.Function):
-    """``apply(q, k, v, keep, half, drop)``: q, k (B, h, T, d_k), v (B, h, T, d_v); ``keep`` (B, T)
-    bool key mask; ``half`` = w/2 keys each side; ``drop`` the dropout probability on the weights."""
+    """``apply(q, k, v, keep, half, drop, size)``: q, k (B, h, T, d_k), v (B, h, T, d_v); ``keep`` (B, T)
+    bool key mask; ``half`` = w/2 keys each side (None: the whole three blocks); ``drop`` the dropout
+    probability on the weights; ``size`` the block size."""
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda")
-    def forward(ctx, q, k, v, keep, half: int, drop: float):
-        band = _Band(q, k, v, keep, half)
+    def forward(ctx, q, k, v, keep, half: int | None, drop: float, size: int):
+        band = _Band(q, k, v, keep, half, size)
         out = band.q.new_empty((*band.q.shape[:-1], v.size(-1)))
         # at least float32, also for half-precision inputs (autocast)
         lse = q.new_empty(band.q.shape[:-1], dtype=torch.promote_types(q.dtype, torch.float32))
@@ -115,7 +122,7 @@ class SlidingWindowAttention(torch.autograd.Function):
                 weights = weights * mask[:, :, part] * (1.0 / (1.0 - drop))
             out[:, :, part] = weights @ band.v[:, :, part].transpose(-2, -1)
         ctx.save_for_backward(q, k, v, keep, lse, mask)
-        ctx.half, ctx.drop = half, drop
+        ctx.half, ctx.drop, ctx.size = half, drop, size
         return out.reshape(*q.shape[:2], band.blocks * band.size, v.size(-1))[:, :, : band.length]
 
     @staticmethod
@@ -123,7 +130,7 @@ class SlidingWindowAttention(torch.autograd.Function):
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, grad_out):
         q, k, v, keep, lse, mask = ctx.saved_tensors
-        band = _Band(q, k, v, keep, ctx.half)
+        band = _Band(q, k, v, keep, ctx.half, ctx.size)
         grad = band.blocked(grad_out)
         grad_q = torch.empty_like(band.q)
         key_blocks = (*band.q.shape[:2], band.blocks + 2, band.size)
@@ -148,9 +155,18 @@ class SlidingWindowAttention(torch.autograd.Function):
             g.reshape(*q.shape[:2], -1, g.size(-1))[:, :, size : size + length]
             for g in (grad_k, grad_v)
         )
-        return grad_q, grad_k, grad_v, None, None, None
+        return grad_q, grad_k, grad_v, None, None, None, None
 
 
 def sliding_window_attention(q, k, v, keep: torch.Tensor, half: int, drop: float = 0.0):
     """Context (B, h, T, d_k) of the undilated sliding window, w/2 = ``half`` keys each side."""
-    return SlidingWindowAttention.apply(q, k, v, keep, half, float(drop))
+    return SlidingWindowAttention.apply(q, k, v, keep, half, float(drop), max(half, 1))
+
+
+def block_window_attention(q, k, v, keep: torch.Tensor, size: int, drop: float = 0.0):
+    """Context (B, h, T, d_k) of the block form: query i sees every real key j whose block
+    (⌊j/size⌋) is ⌊i/size⌋ - 1, ⌊i/size⌋ or ⌊i/size⌋ + 1, i.e. 3·size keys at offsets that depend on
+    i's place in its block (from -size - i mod size to 2·size - 1 - i mod size)."""
+    if size <= 0:
+        raise ValueError(f"block size must be > 0, got {size}")
+    return SlidingWindowAttention.apply(q, k, v, keep, None, float(drop), size)

@@ -17,7 +17,9 @@ layers (conv2d, linear, ...) stay available. ``MultiformerEncoder`` adds per-lay
 Each layer is ESPnet's ``EncoderLayer`` (pre-norm, FFN, dropout, stochastic depth all ESPnet's) whose
 ``self_attn`` is a ``MultiHeadMultiAttention`` sharing the original Q/K/V/W_o parameters.
 ``attention_sites: {self_attn: {gamma: ...}}`` relaxes the Full heads (the other kinds have no softmax
-over all keys to relax).
+over all keys to relax). ``conv_form`` (``dense``, default, or ``depthwise``: the thesis' code's one
+depthwise convolution per group of Conv heads) and ``local_form`` (``band``, default: |i - j| ≤ w/2, or
+``block``: the thesis' code's blocks of ⌊w/3⌋) choose the forms of ``espnet_ext.attention.head_kinds``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
 from espnet_ext.attention.multi_attention import (
     DEFAULT_REDRAW_INTERVAL,
     MultiHeadMultiAttention,
+    check_forms,
     parse_layer_heads,
 )
 from espnet_ext.attention.sites import check_site_config
@@ -140,9 +143,12 @@ class MultiformerEncoder(S2TTransformerEncoder):
         num_blocks: int | None = None,
         attention_sites: Mapping | None = None,
         redraw_interval: int = DEFAULT_REDRAW_INTERVAL,
+        conv_form: str = "dense",
+        local_form: str = "band",
         **kwargs,
     ):
         _check_divisible(output_size, attention_heads)
+        check_forms(conv_form, local_form, "encoder_conf")
         layer_heads = parse_blocks(layers, attention_heads)  # refuse bad configs before building
         if num_blocks is not None and num_blocks != len(layer_heads):
             raise ConfigError(
@@ -164,6 +170,8 @@ class MultiformerEncoder(S2TTransformerEncoder):
                 heads,
                 key=f"encoder_conf.layers (encoder layer {index})",
                 redraw_interval=redraw_interval,
+                conv_form=conv_form,
+                local_form=local_form,
             )
         options = sites.get("self_attn")
         if options:

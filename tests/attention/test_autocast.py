@@ -129,12 +129,12 @@ def test_unstable_operations_run_in_float32_under_autocast():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         olc(torch.randn(B, T, D), lengths)
         embedded = wemb.embed(torch.randn(B, T, VOCAB).log_softmax(-1), torch.ones(B, 1, T).bool())
-        fast = mhma._run(0, mhma.heads[0], q, q, q, None)
+        fast, _ = mhma.groups[0](q, q, q, None, mhma.dropout)
         assert mhma.linear_q(q.transpose(1, 2).flatten(2)).dtype == torch.bfloat16  # autocast is on
     assert weighted_sums == [torch.float32] and embedded.dtype == torch.float32
     assert fast.dtype == q.dtype
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        fast_bf16 = mhma._run(0, mhma.heads[0], q.bfloat16(), q.bfloat16(), q.bfloat16(), None)
+        fast_bf16, _ = mhma.groups[0](q.bfloat16(), q.bfloat16(), q.bfloat16(), None, mhma.dropout)
     assert fast_bf16.dtype == torch.bfloat16  # returned in the heads' dtype for the concatenation
 
 

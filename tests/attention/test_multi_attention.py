@@ -4,12 +4,17 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
 from espnet_averaging import espnet_average
 
 from espnet_ext.attention import head_kinds
 from espnet_ext.attention.multi_attention import (
+    ConvHeads,
+    FastHeads,
+    FullHeads,
     HeadKind,
+    LocalHeads,
     MultiHeadMultiAttention,
     parse_heads,
     parse_layer_heads,
@@ -100,6 +105,55 @@ def test_flex_mask_of_a_local_head_is_its_band_and_its_padding(window, dilation)
     assert blocked[2].eq(0).all()
 
 
+def block_mask(length, size):
+    """(L, T): query i sees key j when their blocks of ``size`` frames are the same or adjacent."""
+    blocks = torch.arange(length) // size
+    return (blocks[:, None] - blocks[None, :]).abs() <= 1
+
+
+@pytest.mark.parametrize("window", [3, 6, 9, 16, 64])
+def test_block_local_equals_full_attention_under_the_block_mask(window):
+    q, k, v = qkv()
+    mask = key_mask()
+    expected = reference_attention(q, k, v, mask & block_mask(q.size(2), window // 3))
+    assert_real_close(head_kinds.block_local_attention(q, k, v, mask, window), expected)
+
+
+def test_block_local_sees_three_blocks_of_w_over_3_at_block_dependent_offsets():
+    # Local(64) in the thesis' code: blocks of 21, 63 keys; one-hot values read back each weight.
+    length = 100
+    q = torch.zeros(1, 1, length, length)
+    weights = head_kinds.block_local_attention(q, q, torch.eye(length)[None, None], None, 64)[0, 0]
+    for i in range(length):
+        visible = [j for j in range(length) if abs(j // 21 - i // 21) <= 1]
+        expected = torch.zeros(length)
+        expected[visible] = 1 / len(visible)
+        torch.testing.assert_close(weights[i], expected)
+    seen = [(weights[i] > 0).nonzero().flatten() - i for i in (21, 41)]
+    assert [(int(o.min()), int(o.max()), len(o)) for o in seen] == [(-21, 41, 63), (-41, 21, 63)]
+
+
+def test_block_local_equals_lucidrains_local_attention_as_the_thesis_code_calls_it():
+    """mt-upc/fairseq multiformer, fairseq/modules/multihead_multiattention.py: LocalAttention(window_size=
+    w // 3, look_backward=1, look_forward=1, autopad=True), rel_pos None, heads folded into the batch and
+    the key mask tiled per head (real queries; padded ones are never read)."""
+    local_attention = pytest.importorskip("local_attention")
+    q, k, v = qkv(heads=3)
+    batch, heads, length, d_k = q.shape
+    keep = key_mask()[:, 0]
+    theirs = local_attention.LocalAttention(
+        window_size=9 // 3, causal=False, look_backward=1, look_forward=1, autopad=True
+    )
+    assert theirs.rel_pos is None
+
+    def folded(x):
+        return x.transpose(0, 1).reshape(heads * batch, length, d_k)
+
+    out = theirs(folded(q), folded(k), folded(v), mask=keep.repeat(heads, 1))
+    expected = out.reshape(heads, batch, length, d_k).transpose(0, 1)
+    assert_real_close(head_kinds.block_local_attention(q, k, v, key_mask(), 9), expected)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("dilation", [1, 2])
@@ -168,6 +222,94 @@ def test_conv_gives_an_empty_utterance_a_zero_context_as_full_heads_do():
     got.sum().backward()
     assert all(x.grad.isfinite().all() for x in (q, k, v))
     assert all(p.grad.isfinite().all() for conv in convs for p in conv.parameters())
+
+
+def thesis_code_mask_length(n: int, kernel: int, stride: int) -> int:
+    """``compute_conv_out_length`` of the thesis' code (fairseq/modules/conv_attention.py), in floats."""
+    return math.floor((n + 2 * (stride // 2) - kernel) / stride + 1)
+
+
+@pytest.mark.parametrize(
+    "n,kernel,stride,frames",
+    [(10, 5, 2, 4), (7, 7, 3, 1), (3, 5, 2, 1), (2, 5, 2, 0), (1, 7, 3, -1)],
+)
+def test_depthwise_mask_lengths_by_hand(n, kernel, stride, frames):
+    # ⌊(n + 2⌊χ/2⌋ - κ)/χ + 1⌋: Conv(5, 2) keeps 4 of 10 frames, none of 2
+    got = head_kinds.conv_output_lengths(torch.tensor(n), kernel, stride, stride // 2)
+    assert int(got) == frames == thesis_code_mask_length(n, kernel, stride)
+    if frames > 0:  # PyTorch agrees for an unpadded sequence
+        conv = torch.nn.Conv1d(1, 1, kernel, stride, padding=stride // 2)
+        assert conv(torch.zeros(1, 1, n)).size(-1) == frames
+
+
+@pytest.mark.parametrize("kernel,stride", [(5, 2), (7, 3), (3, 1), (4, 2), (9, 5)])
+def test_depthwise_mask_length_and_input_padding_are_the_thesis_codes(kernel, stride):
+    lengths = torch.arange(0, 60)
+    got = head_kinds.conv_output_lengths(lengths, kernel, stride, stride // 2)
+    assert got.tolist() == [thesis_code_mask_length(n, kernel, stride) for n in range(60)]
+    for t in range(1, 60):  # compute_pre_conv_length: κ + χ⌈(T - κ)/χ⌉, at least κ
+        padded = kernel + stride * math.ceil((t - kernel) / stride) if t > kernel else kernel
+        assert head_kinds.depthwise_input_length(t, kernel, stride) == padded
+
+
+def thesis_conv_attention(q, k, v, k_conv, v_conv):
+    """The thesis' code's ConvAttention for one utterance alone, (h, n, d_k) each: heads folded into the
+    batch, K and V right-padded to κ + χ⌈(n - κ)/χ⌉ frames, one depthwise convolution (padding ⌊χ/2⌋)
+    for every head, the first ⌊(n + 2⌊χ/2⌋ - κ)/χ + 1⌋ compressed frames attended."""
+    n, d_k = k.size(1), k.size(2)
+    kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
+    target = kernel + stride * math.ceil((n - kernel) / stride) if n > kernel else kernel
+
+    def compress(x, conv):
+        x = F.pad(x, (0, 0, 0, target - n)).transpose(1, 2)  # (h, d_k, target)
+        return F.conv1d(x, conv.weight, conv.bias, stride, stride // 2, groups=d_k).transpose(1, 2)
+
+    kc, vc = compress(k, k_conv), compress(v, v_conv)
+    scores = q @ kc.transpose(1, 2) / math.sqrt(d_k)
+    scores[..., thesis_code_mask_length(n, kernel, stride) :] = -math.inf
+    return torch.softmax(scores, dim=-1) @ vc
+
+
+@pytest.mark.parametrize("kernel,stride", [(5, 2), (7, 3)])
+def test_depthwise_conv_equals_the_thesis_codes_conv_attention_utterance_by_utterance(
+    kernel, stride
+):
+    q, k, v = qkv(heads=3)
+    convs = [torch.nn.Conv1d(8, 8, kernel, stride, stride // 2, groups=8) for _ in range(2)]
+    got, cmask = head_kinds.depthwise_conv_attention(q, k, v, key_mask(), *convs)
+    for b, n in enumerate(LENGTHS.tolist()):
+        expected = thesis_conv_attention(q[b, :, :n], k[b, :, :n], v[b, :, :n], *convs)
+        torch.testing.assert_close(got[b, :, :n], expected, atol=1e-5, rtol=1e-5)
+        assert int(cmask[b].sum()) == thesis_code_mask_length(n, kernel, stride)
+
+
+def test_depthwise_conv_gives_an_utterance_without_compressed_frames_a_zero_context():
+    lengths = torch.tensor([9, 2])  # Conv(5, 2) keeps ⌊(2 + 2 - 5)/2 + 1⌋ = 0 frames of 2
+    q, k, v = (x.requires_grad_() for x in qkv(lengths=lengths))
+    convs = [torch.nn.Conv1d(8, 8, 5, 2, 1, groups=8) for _ in range(2)]
+    got, cmask = head_kinds.depthwise_conv_attention(q, k, v, key_mask(lengths), *convs)
+    assert cmask[1].sum() == 0 and got[1].eq(0).all()
+    alone, _ = head_kinds.depthwise_conv_attention(q[:1], k[:1], v[:1], None, *convs)
+    torch.testing.assert_close(got[:1], alone)
+    got.sum().backward()
+    assert all(x.grad.isfinite().all() for x in (q, k, v))
+
+
+def test_depthwise_group_shares_one_convolution_where_dense_has_one_per_head():
+    def conv_parameters(module):
+        return sum(p.numel() for p in module.groups.parameters())
+
+    dense = MultiHeadMultiAttention(4, 32, 0.0, ["4 x Conv(5, 2)"])
+    depthwise = MultiHeadMultiAttention(4, 32, 0.0, ["4 x Conv(5, 2)"], conv_form="depthwise")
+    assert conv_parameters(dense) == 4 * 2 * (8 * 8 * 5 + 8)  # d_k = 8: a K and a V conv per head
+    assert conv_parameters(depthwise) == 2 * (8 * 5 + 8)  # one depthwise K and V conv per group
+    conv = depthwise.groups[0].conv_k
+    assert (conv.in_channels, conv.groups, conv.padding, conv.stride) == (8, 8, (1,), (2,))
+    # s2t_transformer_s sizes (d_k 64): 768 parameters per group, as the thesis' code's ConvAttention
+    paper = MultiHeadMultiAttention(
+        4, 256, 0.0, ["2 x Local(64)", "2 x Conv(5, 2)"], conv_form="depthwise"
+    )
+    assert conv_parameters(paper) == 768
 
 
 # -------------------------------------------------------------------------------------- Fast
@@ -244,34 +386,162 @@ def test_mixed_layer_concatenates_head_outputs_and_projects_with_one_w_o():
         head_kinds.full_attention(q[:, :1], k[:, :1], v[:, :1], mask)[0],
         head_kinds.local_attention(q[:, 1:2], k[:, 1:2], v[:, 1:2], mask, 4),
         head_kinds.conv_attention(
-            q[:, 2:3], k[:, 2:3], v[:, 2:3], mask, mhma.conv_k["2"], mhma.conv_v["2"]
+            q[:, 2:3], k[:, 2:3], v[:, 2:3], mask, mhma.groups[2].conv_k, mhma.groups[2].conv_v
         )[0],
-        head_kinds.fast_attention(q[:, 3:], k[:, 3:], v[:, 3:], mask, mhma.fast_features_3),
+        head_kinds.fast_attention(q[:, 3:], k[:, 3:], v[:, 3:], mask, mhma.groups[3].features),
     ]
     concat = torch.cat(heads, dim=1).transpose(1, 2).reshape(3, 23, 32)
     torch.testing.assert_close(mhma(x, x, x, mask), mhma.linear_out(concat))
+
+
+def dense_head(group, index, q, k, v):
+    """One head of ``group`` (its ``index``-th) on one unpadded utterance, (n, d_k) each, from the kind's
+    definition with the group's parameters: explicit masks and convolutions, performer-pytorch for Fast."""
+    n, d_k = q.shape
+    kind, params = group.head.kind, group.head.params
+    if kind == "conv" and group.form == "depthwise":
+        return thesis_conv_attention(q[None], k[None], v[None], group.conv_k, group.conv_v)[0]
+    if (
+        kind == "conv"
+    ):  # this head's own Conv1d(d_k, d_k, κ, χ, padding ⌊κ/2⌋) within the grouped conv
+        heads = slice(index * d_k, (index + 1) * d_k)
+
+        def compress(x, conv):
+            y = F.conv1d(x.T[None], conv.weight[heads], conv.bias[heads], conv.stride, conv.padding)
+            return y[0].T
+
+        k, v = compress(k, group.conv_k), compress(v, group.conv_v)
+    if kind == "fast":
+        performer = pytest.importorskip("performer_pytorch")
+        reference = performer.FastAttention(dim_heads=d_k, nb_features=group.features.size(0))
+        reference.projection_matrix.copy_(group.features)
+        return reference(q[None, None], k[None, None], v[None, None])[0, 0]
+    allowed = torch.ones(n, k.size(0), dtype=torch.bool)
+    i = torch.arange(n)
+    if kind == "local" and group.form == "band":
+        window, dilation = (*params, 1)[:2]
+        offset = i[:, None] - i[None, :]
+        allowed = (offset.abs() <= window // 2 * dilation) & (offset % dilation == 0)
+    elif kind == "local":
+        allowed = block_mask(n, params[0] // 3)
+    scores = (q @ k.T / math.sqrt(d_k)).masked_fill(~allowed, -math.inf)
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def dense_mhma(mhma, x, lengths):
+    """Eq. 23 utterance by utterance: every head from ``dense_head``, concatenated, times W_o."""
+    outputs = []
+    for b, n in enumerate(lengths.tolist()):
+        q, k, v = (
+            linear(x[b, :n]).view(n, mhma.h, mhma.d_k).transpose(0, 1)
+            for linear in (mhma.linear_q, mhma.linear_k, mhma.linear_v)
+        )
+        heads = [
+            dense_head(group, h - group.first, q[h], k[h], v[h])
+            for group in mhma.groups
+            for h in range(group.first, group.stop)
+        ]
+        outputs.append(mhma.linear_out(torch.cat(heads, dim=-1)))
+    return outputs
+
+
+@pytest.mark.parametrize(
+    "conv_form,local_form,dilated",
+    [("dense", "band", "Local(4, 2)"), ("depthwise", "block", "Local(9)")],
+)
+def test_mixed_layer_equals_a_dense_computation_of_eq_23(conv_form, local_form, dilated):
+    """A fixed-seed layer of every kind, padded batch, against the dense reference per utterance."""
+    torch.manual_seed(0)
+    heads = ["Full", "Local(6)", dilated, "2 x Conv(5, 2)", "Conv(7, 3)", "Fast(16)", "Full"]
+    mhma = MultiHeadMultiAttention(
+        8, 64, 0.0, heads, conv_form=conv_form, local_form=local_form
+    ).eval()
+    assert [type(g) for g in mhma.groups] == [FullHeads, LocalHeads, LocalHeads, ConvHeads,
+                                              ConvHeads, FastHeads, FullHeads]  # fmt: skip
+    x = torch.randn(3, 23, 64)
+    got = mhma(x, x, x, key_mask())
+    for b, expected in enumerate(dense_mhma(mhma, x, LENGTHS)):
+        torch.testing.assert_close(got[b, : expected.size(0)], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_from_attention_leaves_the_module_it_copies_as_it_was():
+    torch.manual_seed(0)
+    source = MultiHeadedAttention(4, 32, 0.0).eval()
+    tables = {name: dict(getattr(source, name)) for name in ("_modules", "_parameters", "_buffers")}
+    keys = set(source.state_dict())
+    x = torch.randn(3, 23, 32)
+    before = source(x, x, x, key_mask())
+    mhma = MultiHeadMultiAttention.from_attention(
+        source, ["Full", "Local(4)", "Conv(5, 2)", "Fast(16)"], conv_form="depthwise"
+    )
+    for name, table in tables.items():
+        assert getattr(source, name) == table and getattr(source, name) is not getattr(mhma, name)
+    assert set(source.state_dict()) == keys and not hasattr(source, "groups")
+    assert mhma.linear_q is source.linear_q  # the same Q/K/V/W_o parameters
+    assert {k for k in mhma.state_dict() if k.startswith("groups.")} == {
+        "groups.2.conv_k.weight", "groups.2.conv_k.bias", "groups.2.conv_v.weight",
+        "groups.2.conv_v.bias", "groups.3.draw",
+    }  # fmt: skip
+    assert torch.equal(source(x, x, x, key_mask()), before)
+
+
+# The parameters beyond ESPnet's as checkpoints written before the head groups named them.
+OLD_KEYS = {
+    "groups.2.conv_k.weight": "conv_k.2.weight",
+    "groups.2.conv_k.bias": "conv_k.2.bias",
+    "groups.2.conv_v.weight": "conv_v.2.weight",
+    "groups.2.conv_v.bias": "conv_v.2.bias",
+    "groups.3.draw": "fast_draw_3",
+}
+
+
+def test_checkpoints_written_before_the_head_groups_load_into_them(tmp_path):
+    """Directly and through ESPnet's --init_param (how an ST encoder starts from an ASR model)."""
+    from espnet2.torch_utils.load_pretrained_model import load_pretrained_model
+
+    torch.manual_seed(0)
+    heads = ["Full", "Local(4)", "Conv(5, 2)", "Fast(16)"]
+    trained = torch.nn.ModuleDict({"att": MultiHeadMultiAttention(4, 32, 0.0, heads)}).eval()
+    trained["att"].redraw_features()
+    old = {
+        "att." + OLD_KEYS.get(name[4:], name[4:]): value
+        for name, value in trained.state_dict().items()
+    }
+    assert "att.fast_draw_3" in old and "att.conv_k.2.weight" in old
+    fresh = torch.nn.ModuleDict({"att": MultiHeadMultiAttention(4, 32, 0.0, heads)}).eval()
+    fresh.load_state_dict(old)  # strict: every old key has found its place
+    x = torch.randn(3, 23, 32)
+    expected = trained["att"](x, x, x, key_mask())
+    assert torch.equal(fresh["att"](x, x, x, key_mask()), expected)
+    torch.save(old, tmp_path / "old.pth")
+    initialised = torch.nn.ModuleDict({"att": MultiHeadMultiAttention(4, 32, 0.0, heads)}).eval()
+    load_pretrained_model(
+        f"{tmp_path / 'old.pth'}:att:att", initialised, ignore_init_mismatch=False
+    )
+    assert torch.equal(initialised["att"](x, x, x, key_mask()), expected)
 
 
 def test_fast_features_are_redrawn_on_schedule_in_training_only():
     _, mhma = espnet_and_mhma(["2 x Fast", "2 x Full"])
     mhma.redraw_interval = 2
     x = torch.randn(1, 5, 32)
-    first = mhma.fast_features_0.clone()
+    fast = mhma.groups[0]
+    first = fast.features.clone()
     mhma.eval()
     for _ in range(4):
         mhma(x, x, x, None)
-    assert torch.equal(mhma.fast_features_0, first)
+    assert torch.equal(fast.features, first)
     mhma.train()
     mhma(x, x, x, None), mhma(x, x, x, None)
-    assert torch.equal(mhma.fast_features_0, first)
+    assert torch.equal(fast.features, first)
     mhma(x, x, x, None)  # the third call starts a new interval with new features
-    assert not torch.equal(mhma.fast_features_0, first)
+    assert not torch.equal(fast.features, first)
     # inference reuses the trained draw: the state dict holds it, loading regenerates its features
-    assert "fast_draw_0" in mhma.state_dict() and "fast_features_0" not in mhma.state_dict()
+    assert "groups.0.draw" in mhma.state_dict() and "groups.0.features" not in mhma.state_dict()
     _, fresh = espnet_and_mhma(["2 x Fast", "2 x Full"])
-    assert not torch.equal(fresh.fast_features_0, mhma.fast_features_0)
+    assert not torch.equal(fresh.groups[0].features, fast.features)
     fresh.load_state_dict(mhma.state_dict())
-    assert torch.equal(fresh.fast_features_0, mhma.fast_features_0)
+    assert torch.equal(fresh.groups[0].features, fast.features)
 
 
 def test_fast_features_of_an_espnet_averaged_model_are_one_proper_draw(tmp_path):
@@ -281,7 +551,7 @@ def test_fast_features_of_an_espnet_averaged_model_are_one_proper_draw(tmp_path)
         mhma.redraw_features()  # each epoch ends on another draw
         states.append({k: v.clone() for k, v in mhma.state_dict().items()})
     mhma.load_state_dict(espnet_average(states, tmp_path))
-    features = mhma.fast_features_0  # (m, d_k) with m >= d_k: its first d_k rows are orthogonal
+    features = mhma.groups[0].features  # (m, d_k) with m >= d_k: its first d_k rows are orthogonal
     block = features[: mhma.d_k]
     gram = block @ block.T
     off_diagonal = gram - torch.diag(torch.diag(gram))
@@ -305,8 +575,8 @@ def test_relaxation_leaves_non_full_heads_unchanged():
     relaxed.configure(gamma=0.5, matched_inference=True)
     x = torch.randn(3, 23, 32)
     q, k, v = plain.forward_qkv(x, x, x)
-    a = plain._run(0, HeadKind("local", (4,)), q[:, :2], k[:, :2], v[:, :2], key_mask())
-    b = relaxed._run(0, HeadKind("local", (4,)), q[:, :2], k[:, :2], v[:, :2], key_mask())
+    a, _ = plain.groups[0](q[:, :2], k[:, :2], v[:, :2], key_mask(), plain.dropout)
+    b, _ = relaxed.groups[0](q[:, :2], k[:, :2], v[:, :2], key_mask(), relaxed.dropout)
     assert torch.equal(a, b)
     assert not torch.allclose(plain(x, x, x, key_mask()), relaxed(x, x, x, key_mask()))
 
@@ -338,6 +608,21 @@ def test_bad_head_lists_name_the_config_key(entries, message):
     with pytest.raises(ConfigError, match=message) as error:
         parse_layer_heads(entries, 4, "encoder_conf.layers[2].heads")
     assert "encoder_conf.layers[2].heads" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "heads,forms,message,key",
+    [
+        (["4 x Local(8, 2)"], dict(local_form="block"), "block form", "encoder_conf"),
+        (["4 x Local(2)"], dict(local_form="block"), "block form", "encoder_conf"),
+        (["4 x Full"], dict(local_form="blocks"), "must be one of", "encoder_conf.local_form"),
+        (["4 x Full"], dict(conv_form="separable"), "must be one of", "encoder_conf.conv_form"),
+    ],
+)
+def test_bad_head_forms_are_refused_naming_the_key(heads, forms, message, key):
+    with pytest.raises(ConfigError, match=message) as error:
+        MultiHeadMultiAttention(4, 32, 0.0, heads, key="encoder_conf", **forms)
+    assert key in str(error.value)
 
 
 def test_d_model_not_divisible_by_heads_is_refused():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from espnet_ext.attention import sliding_window
-from espnet_ext.attention.sliding_window import sliding_window_attention
+from espnet_ext.attention.sliding_window import block_window_attention, sliding_window_attention
 
 LENGTHS = torch.tensor([13, 9, 4])
 
@@ -28,6 +28,15 @@ def banded_reference(q, k, v, keep, half):
     return weights @ v
 
 
+def block_reference(q, k, v, keep, size):
+    """softmax over the real keys of the query's block and its two neighbours (lucidrains' LocalAttention,
+    look_backward = look_forward = 1); zero rows without keys."""
+    blocks = torch.arange(q.size(2)) // size
+    allowed = ((blocks[None, :] - blocks[:, None]).abs() <= 1) & keep[:, None, None, :]
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))).masked_fill(~allowed, -math.inf)
+    return torch.softmax(scores, dim=-1).nan_to_num(0.0) @ v
+
+
 @pytest.fixture(params=[1 << 20, 40], ids=["one_chunk", "many_chunks"])
 def chunk_scores(request, monkeypatch):
     monkeypatch.setattr(sliding_window, "CHUNK_SCORES", request.param)
@@ -47,6 +56,19 @@ def test_output_and_gradients_equal_autograd_of_the_banded_softmax(half, chunk_s
         torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 16])
+def test_block_form_output_and_gradients_equal_autograd_of_the_block_softmax(size, chunk_scores):
+    q, k, v, keep = inputs()
+    upstream = torch.randn(q.shape, dtype=q.dtype)
+    got = block_window_attention(q, k, v, keep, size)
+    grads = torch.autograd.grad((got * upstream).sum(), (q, k, v))
+    expected = block_reference(q, k, v, keep, size)
+    expected_grads = torch.autograd.grad((expected * upstream).sum(), (q, k, v))
+    torch.testing.assert_close(got, expected)
+    for a, b in zip(grads, expected_grads):
+        torch.testing.assert_close(a, b)
+
+
 def test_gradients_with_dropout_pass_gradcheck(chunk_scores):
     # Reseeding before every call draws the same dropout mask, so the function is deterministic.
     q, k, v, keep = inputs(lengths=torch.tensor([11, 6]))
@@ -56,6 +78,12 @@ def test_gradients_with_dropout_pass_gradcheck(chunk_scores):
         return sliding_window_attention(q, k, v, keep, 2, drop=0.3)
 
     assert torch.autograd.gradcheck(attention, (q, k, v))
+
+    def block(q, k, v):
+        torch.manual_seed(7)
+        return block_window_attention(q, k, v, keep, 3, drop=0.3)
+
+    assert torch.autograd.gradcheck(block, (q, k, v))
 
 
 def test_dropout_drops_weights_at_its_rate_and_rescales_the_rest():

@@ -105,7 +105,7 @@ def test_mixed_layers_run_forward_and_backward_with_padding():
     out, out_lengths, _ = enc(xs, lengths)
     assert out.shape == (3, 10, 32) and out_lengths.tolist() == [10, 8, 3]
     out.sum().backward()
-    conv = enc.encoders[0].self_attn.conv_k["0"]
+    conv = enc.encoders[0].self_attn.groups[0].conv_k
     assert conv.weight.grad is not None and conv.weight.grad.abs().sum() > 0
 
 
@@ -180,6 +180,17 @@ def test_relaxed_full_heads_through_attention_sites_equal_the_relaxed_encoder():
             "encoder_conf.attention_sites.self_attn",
             "no layer has one",
         ),
+        (dict(layers=["1 x (4 x Full)"], conv_form="normal"), "encoder_conf.conv_form", "one of"),
+        (
+            dict(layers=["1 x (4 x Full)"], local_form="sliding"),
+            "encoder_conf.local_form",
+            "one of",
+        ),
+        (
+            dict(layers=["1 x (4 x Full)", "1 x (4 x Local(8, 2))"], local_form="block"),
+            r"encoder_conf.layers \(encoder layer 1\)",
+            "block form",
+        ),
     ],
 )
 def test_bad_configs_are_refused_at_build_time_naming_the_key(kwargs, key, message):
@@ -187,6 +198,23 @@ def test_bad_configs_are_refused_at_build_time_naming_the_key(kwargs, key, messa
     with pytest.raises(ConfigError, match=message) as error:
         MultiformerEncoder(20, conv_channels=16, **options)
     assert __import__("re").search(key, str(error.value))
+
+
+def test_head_forms_reach_every_layer_and_train():
+    enc = MultiformerEncoder(
+        20,
+        layers=["1 x (2 x Local(9), 2 x Conv(5, 2))", "1 x (4 x Conv(7, 3))"],
+        conv_form="depthwise",
+        local_form="block",
+        conv_channels=16,
+        **TINY,
+    )
+    forms = [[g.form for g in layer.self_attn.groups] for layer in enc.encoders]
+    assert forms == [["block", "depthwise"], ["depthwise"]]
+    out, _, _ = enc(*batch())
+    out.sum().backward()
+    conv = enc.encoders[1].self_attn.groups[0].conv_k  # one depthwise convolution for the 4 heads
+    assert conv.weight.shape == (8, 1, 7) and conv.weight.grad.abs().sum() > 0
 
 
 def test_block_strings_and_mappings_parse_alike():
