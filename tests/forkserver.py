@@ -49,7 +49,7 @@ PRELOAD = (
 # (OMP_NUM_THREADS / MKL_NUM_THREADS, which jobs set per job) are applied with torch.set_num_threads instead,
 # and the stdio settings (PYTHONIOENCODING, PYTHONUNBUFFERED) when the job's streams are made.
 IMPORT_TIME = re.compile(
-    r"PYTHON(?!IOENCODING|UNBUFFERED)\w*|ESPNET_EXT_TYPECHECK|NLTK_DATA|CUDA_\w+|TORCH\w*|NUMBA_\w+|LC_\w+|LANG"
+    r"PYTHON(?!IOENCODING|UNBUFFERED)\w*|ESPNET_EXT_TYPECHECK|NLTK_DATA|CUDA_\w+|NUMBA_\w+|LC_\w+|LANG"
 )
 HEADER = struct.Struct("!I")
 ENV = "ESPNET_EXT_FORKSERVER"
@@ -148,7 +148,9 @@ def _become_job(conn: socket.socket, fds: list[int], listener: socket.socket, wa
             for key in set(env) | set(os.environ)
             if IMPORT_TIME.fullmatch(key) and env.get(key) != os.environ.get(key)
         ]
-        if differs:
+        if differs:  # noted beside the socket: a suite that stops using the server shows why
+            with open(Path(request["socket"]).with_name("fresh_interpreters.log"), "a") as log:
+                log.write(f"{args[1]}: {' '.join(sorted(differs))}\n")
             os.execve(sys.executable, [sys.executable, *args], env)
         os.environ.clear()
         os.environ.update(env)

@@ -38,7 +38,8 @@ def main() -> None:
         except OSError:  # closed: the job reads EOF there / its output is lost
             fds.append(os.open(os.devnull, os.O_RDWR))
     socket.send_fds(conn, [b"\0"], fds)
-    request = json.dumps({"args": args, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+    request = {"args": args, "cwd": os.getcwd(), "env": dict(os.environ), "socket": socket_path}
+    request = json.dumps(request).encode()
     conn.sendall(struct.pack("!I", len(request)) + request)
     reader = conn.makefile("r")
     job = None

@@ -99,11 +99,13 @@ def test_exit_codes_are_pythons(probe):
     assert (text.returncode, text.stderr) == (1, "a message\n")
 
 
-def test_an_import_time_variable_gets_a_fresh_interpreter(probe):
+def test_an_import_time_variable_gets_a_fresh_interpreter(probe, server):
     run, _ = probe
     out = run(["report"], {"ESPNET_EXT_TYPECHECK": "1"}, input="")
     assert out.returncode == 3
     assert json.loads(out.stdout)["preloaded"] is False
+    noted = server.with_name("fresh_interpreters.log").read_text().splitlines()
+    assert "forkprobe: ESPNET_EXT_TYPECHECK" in noted
 
 
 def _sleeping_job(cwd: Path) -> tuple[subprocess.Popen, int]:
