@@ -247,3 +247,255 @@ def voxceleb2_mouth_crops(dest: Path) -> Path:
     (dest / "video.scp").write_text("".join(f"{i} {v}\n" for i, v in zip(ids, videos)), "utf-8")
     (dest / "utt2spk").write_text("".join(f"{i} {i.split('-')[0]}\n" for i in ids), "utf-8")
     return dest
+
+
+# LibriSpeech's other two training parts, for the 960 h setup (run.sh --config conf/train_960h.conf): readers
+# 14 and 17 are train-clean-360 readers in the fixture's SPEAKERS.TXT; 20 is added, in the same format, as a
+# train-other-500 reader.
+_LIBRISPEECH_960H_PARTS = {
+    "train-clean-360": [
+        ("14", "208", ["CHAPTER ONE MISSUS RACHEL LYNDE IS SURPRISED", "SHE LOOKED AT THE OLD CLOCK ON THE WALL"]),
+        ("17", "362", ["THE BOAT DRIFTED SLOWLY DOWN THE RIVER", "NOBODY SPOKE FOR A LONG WHILE AFTER THAT"]),
+    ],
+    "train-other-500": [
+        ("20", "205", ["IT WAS THE BEST OF TIMES IT WAS THE WORST OF TIMES", "THE WIND BLEW COLD ACROSS THE MOOR"]),
+    ],
+}  # fmt: skip
+_LIBRISPEECH_960H_READERS = "20   | F | train-other-500  | 30.07 | Fixture Reader\n"
+
+
+def librispeech_960h_parts(dest: Path) -> Path:
+    """Add train-clean-360 and train-other-500 (release format, audio from the reader fixture's generator) to
+    the librispeech_release at dest: with train-clean-100, the 960 h setup's three training parts."""
+    make = _fixture_module("librispeech_make_fixture", "librispeech/make_fixture.py")
+    corpus = dest / "LibriSpeech"
+    with open(corpus / "SPEAKERS.TXT", "a", encoding="utf-8") as f:
+        f.write(_LIBRISPEECH_960H_READERS)
+    for part, chapters in _LIBRISPEECH_960H_PARTS.items():
+        for reader, chapter, texts in chapters:
+            directory = corpus / part / reader / chapter
+            directory.mkdir(parents=True)
+            ids = [f"{reader}-{chapter}-{number:04d}" for number in range(len(texts))]
+            for utt_id in ids:
+                soundfile.write(directory / f"{utt_id}.flac", make.speech_like(utt_id), make.RATE,
+                                subtype="PCM_16", format="FLAC")  # fmt: skip
+            (directory / f"{reader}-{chapter}.trans.txt").write_text(
+                "".join(f"{i} {t}\n" for i, t in zip(ids, texts)), encoding="utf-8"
+            )
+    return dest
+
+
+# Scene text (egs/mnist_seq/ocr1 --scene_text true): LMDBs in the deep-text-recognition-benchmark layout (the
+# paths local/data.sh reads), labels as the releases have them (mixed case, punctuation).
+SCENE_TEXT_TEST_SETS = {
+    "IIIT5k_3000": "iiit5k",
+    "SVT": "svt",
+    "IC03_867": "ic03",
+    "IC13_857": "ic13",
+    "IC15_1811": "ic15",
+    "SVTP": "svtp",
+}
+_SCENE_TEXT_WORDS = {
+    "training/MJ/MJ_train": [
+        "Station",
+        "coffee",
+        "OPEN",
+        "Exit!",
+        "hotel",
+        "Street",
+        "parking",
+        "Bank",
+    ],
+    "training/ST": ["sale", "PIZZA", "city's", "Route66"],
+    "training/MJ/MJ_valid": ["market", "Stop"],
+}
+
+
+def scene_text_release(dest: Path) -> Path:
+    """dest with training/{MJ/MJ_train,MJ/MJ_valid,ST} and evaluation/<six test sets> LMDBs (word crops drawn
+    with Pillow's font; two words per test set): the SCENE_TEXT root."""
+    from tests.lmdb_fixtures import build_lmdb, word_image
+
+    for path, words in _SCENE_TEXT_WORDS.items():
+        build_lmdb(dest / path, [(word_image(w), w) for w in words])
+    for number, name in enumerate(SCENE_TEXT_TEST_SETS):
+        words = [f"Word{number}", f"sign{number + 1}"]
+        build_lmdb(dest / "evaluation" / name, [(word_image(w), w) for w in words])
+    return dest
+
+
+def swin_t_timm_checkpoint(path: Path, **changes) -> Path:
+    """An ImageNet-1k Swin-T state dict in timm's layout (``timm.create_model('swin_tiny_patch4_window7_224')``,
+    1000-class ``head.fc``; random weights) at ``path``; ``changes``: timm keyword arguments (e.g. the smoke
+    run's ``embed_dim``)."""
+    import timm
+    import torch
+
+    torch.manual_seed(0)
+    model = timm.create_model("swin_tiny_patch4_window7_224", pretrained=False, **changes)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), path)
+    return path
+
+
+# mTEDx's other domains (egs/mtedx/{asr1,st1} --tasks domains): CoVoST 2 and Europarl-ST in the languages and
+# directions of the paper's Tables 8 and footnotes 3-4 (espnet_ext/data/domains.py TEST_NAMES), as data roots
+# of Kaldi dirs train, valid, test_<name> (local/data.sh --other_domains). Their readers' own fixtures hold one
+# language or direction each; the pipelines read only the prepared dirs, so the tiny mTEDx talks stand in for
+# both corpora here (the domain prefix keeps their ids apart), prepared by mTEDx's reader.
+_OTHER_DOMAIN_TRAINED = {  # domain -> ST directions with training talks (the others: test data only)
+    "covost": ["es-en", "fr-en", "pt-en", "ru-en"],
+    "europarl": ["es-en", "es-fr", "es-it", "es-pt", "fr-en", "fr-es", "fr-pt", "pt-en"],
+}
+
+
+def mtedx_other_domains(dest: Path, release: Path, task: str) -> str:
+    """Data roots dest/<task>/<domain> for the ASR (``asr``) or ST (``st``) recipe: the local/data.sh option
+    value ``covost=<root>,europarl=<root>``."""
+    from espnet_ext.data import mtedx
+    from espnet_ext.data.domains import TEST_NAMES
+
+    roots = []
+    for domain in ("covost", "europarl"):
+        out = dest / task / domain
+        names = TEST_NAMES[task][domain].split()
+        if task == "asr":
+            mtedx.prepare(release, names, mtedx.SPLITS, out)
+        else:
+            mtedx.prepare_st(release, _OTHER_DOMAIN_TRAINED[domain], names, out)
+        roots.append(f"{domain}={out}")
+    return ",".join(roots)
+
+
+def librispeech_lm(dest: Path) -> Path:
+    """dest/librispeech-lm-norm.txt.gz, SLR11's normalised LM text (upper case, one sentence a line): the
+    LIBRISPEECH_LM root."""
+    dest.mkdir(parents=True, exist_ok=True)
+    lines = [
+        text + "\n" for part in _LIBRISPEECH_PARTS.values() for *_, texts in part for text in texts
+    ]
+    with gzip.open(dest / "librispeech-lm-norm.txt.gz", "wt", encoding="utf-8") as f:
+        f.writelines(lines)
+    return dest
+
+
+# Our lip-reading model's front-end and encoder names -> a pre-trained AVHubertModel's (fairseq names; the
+# inverse of espnet_ext/nets/avhubert/checkpoint.py RULES, checked against it when a checkpoint is written).
+_TO_FAIRSEQ = [
+    (r"frontend\.res_encoder\.(.+)", r"feature_extractor_video.resnet.\1"),
+    (r"encoder\.video_proj\.(weight|bias)", r"feature_extractor_video.proj.\1"),
+    (r"encoder\.fuse_norm\.(weight|bias)", r"layer_norm.\1"),
+    (r"encoder\.post_proj\.(weight|bias)", r"post_extract_proj.\1"),
+    (r"encoder\.pos_conv\.(weight_g|weight_v|bias)", r"encoder.pos_conv.0.\1"),
+    (r"encoder\.layers\.(\d+)\.self_attn\.linear_(q|k|v)\.(.+)", r"encoder.layers.\1.self_attn.\2_proj.\3"),
+    (r"encoder\.layers\.(\d+)\.self_attn\.linear_out\.(.+)", r"encoder.layers.\1.self_attn.out_proj.\2"),
+    (r"encoder\.(layers\.\d+\.(?:self_attn_layer_norm|fc1|fc2|final_layer_norm)\..+)", r"encoder.\1"),
+    (r"encoder\.layer_norm\.(.+)", r"encoder.layer_norm.\1"),
+]  # fmt: skip
+
+
+def _fairseq_classes(config: dict) -> dict:
+    """fairseq's and AV-HuBERT's classes that a released checkpoint pickles (the task's Dictionary, the
+    dataclass and enum behind its omegaconf cfg), in modules of their names: {module name: module}."""
+    import dataclasses
+    import enum
+    import types
+
+    modules = {name: types.ModuleType(name) for name in (
+        "fairseq", "fairseq.data", "fairseq.data.dictionary", "fairseq.dataclass",
+        "fairseq.dataclass.constants", "avhubert", "avhubert.hubert")}  # fmt: skip
+
+    class Dictionary:
+        def __init__(self, symbols):
+            self.symbols, self.indices = symbols, {s: i for i, s in enumerate(symbols)}
+
+    class ChoiceEnum(enum.Enum):
+        default = "default"
+        layer_norm = "layer_norm"
+
+    fields = [(key, type(value), value) for key, value in config.items()]
+    fields.append(("extractor_mode", ChoiceEnum, ChoiceEnum.default))
+    AVHubertConfig = dataclasses.make_dataclass("AVHubertConfig", fields)  # noqa: N806
+    for cls, module in ((Dictionary, "fairseq.data.dictionary"), (ChoiceEnum, "fairseq.dataclass.constants"),
+                        (AVHubertConfig, "avhubert.hubert")):  # fmt: skip
+        cls.__module__, cls.__qualname__ = module, cls.__name__
+        setattr(modules[module], cls.__name__, cls)
+    return modules
+
+
+def avhubert_checkpoint(path: Path, config: Path, overrides: list[str]) -> dict:
+    """A pre-trained AV-HuBERT checkpoint as fairseq writes it (AVHubertModel's tensor names with the audio
+    stream and pre-training heads, an omegaconf cfg of AV-HuBERT's dataclass, the task's fairseq
+    Dictionary: classes that are not importable when it is read) for the lip-reading ``config`` with the
+    training options ``overrides`` (a smoke run's widths), its tensors random: path. Returns the tensors
+    under our names (what a model started from it must hold)."""
+    import re
+    import sys
+    import tempfile
+
+    import torch
+    from omegaconf import OmegaConf
+
+    from espnet_ext.nets.avhubert import checkpoint
+    from espnet_ext.registry import build_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tokens = Path(tmp) / "tokens.txt"
+        tokens.write_text("<blank>\n<unk>\na\n<sos/eos>\n", encoding="utf-8")
+        torch.manual_seed(20)
+        model = build_model(
+            "espnet_ext.tasks.lip_reading:LipReadingTask",
+            ["--config", str(config), "--token_list", str(tokens), *overrides],
+        )
+    ours = {k: v for k, v in model.state_dict().items() if k.startswith(checkpoint.LOADED_PREFIXES)}
+    state = {}
+    for name, tensor in ours.items():
+        fairseq_name = next(
+            (re.sub(p, t, name) for p, t in _TO_FAIRSEQ if re.fullmatch(p, name)), None
+        )
+        assert fairseq_name is not None, f"no fairseq name for {name}"
+        if tensor.is_floating_point() and "running_var" not in name:
+            tensor = tensor + 0.01 * torch.randn_like(tensor)  # not any fresh initialisation
+        state[fairseq_name] = tensor
+    assert checkpoint.map_names(state)[0].keys() == ours.keys()
+    encoder = model.encoder
+    dim = encoder.output_size()
+    state.update({  # the parts a video-only recognizer leaves out
+        "feature_extractor_audio.proj.weight": torch.randn(dim, 104),
+        "feature_extractor_audio.proj.bias": torch.zeros(dim),
+        "mask_emb": torch.rand(dim),
+        "label_embs_concat": torch.rand(504, 256),
+        "final_proj.weight": torch.randn(256, dim),
+        "final_proj.bias": torch.zeros(256),
+    })  # fmt: skip
+    cfg = {
+        "encoder_layers": len(encoder.layers),
+        "encoder_embed_dim": dim,
+        "encoder_attention_heads": encoder.layers[0].self_attn.h,
+        "layer_norm_first": bool(encoder.layer_norm_first),
+        "modality_fuse": str(encoder.modality_fuse),
+    }
+    modules = _fairseq_classes(cfg)
+    saved = {name: sys.modules.get(name) for name in modules}
+    sys.modules.update(modules)  # fairseq "installed" while writing only
+    try:
+        model_cfg = OmegaConf.structured(modules["avhubert.hubert"].AVHubertConfig())
+        dictionary = modules["fairseq.data.dictionary"].Dictionary(
+            ["<s>", "<pad>", "</s>", "<unk>"]
+        )
+        torch.save(
+            {
+                "model": state,
+                "cfg": OmegaConf.create({"model": model_cfg, "task": {"labels": ["km"]}}),
+                "task_state": {"dictionaries": [dictionary]},
+                "extra_state": {"epoch": 5},
+            },
+            path,
+        )
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+    return checkpoint.map_names(state)[0]

@@ -187,9 +187,11 @@ asr_train() {
         model_data+=("${normalize_opts[@]}")
     fi
     if [ -n "${avhubert_checkpoint}" ]; then  # fairseq names -> ours, strictly checked, for --init_param
+        local smoke_args=()  # the model train_model builds: a smoke run's widths included
+        smoke_overrides smoke_args --config "${asr_config}" || return 1
         ${train_cmd} "${asr_exp}/avhubert_init.log" python -m espnet_ext.nets.avhubert.checkpoint \
             --checkpoint "${avhubert_checkpoint}" --config "${asr_config}" --token_list "${token_list}" \
-            --out "${asr_exp}/avhubert_init.pth" || return 1
+            --out "${asr_exp}/avhubert_init.pth" -- "${smoke_args[@]}" || return 1
         init_opts=(--init_param "${asr_exp}/avhubert_init.pth")
     fi
     # shellcheck disable=SC2086

@@ -21,7 +21,8 @@ attention heads cannot be seen in tensor shapes.
         --config conf/train_vsr_large.yaml --token_list data/token_list/bpe_unigram1000/tokens.txt \
         --out exp/avhubert_init.pth
 
-writes the mapped tensors as an ESPnet state dict for training's ``--init_param exp/avhubert_init.pth``.
+writes the mapped tensors as an ESPnet state dict for training's ``--init_param exp/avhubert_init.pth``;
+options after ``--`` are the training's own that shape the model (asr.sh passes a smoke run's widths).
 
 fairseq is not needed: a checkpoint pickles fairseq objects next to the tensors (the task state's
 ``fairseq.data.dictionary.Dictionary``, the dataclasses and enums behind an omegaconf ``cfg``, AV-HuBERT's
@@ -283,10 +284,16 @@ def main(argv=None) -> None:
     parser.add_argument("--config", required=True, help="the lip-reading training YAML")
     parser.add_argument("--token_list", required=True)
     parser.add_argument("--out", required=True, help="ESPnet state dict for --init_param")
+    parser.add_argument(
+        "model_args",
+        nargs=argparse.REMAINDER,
+        help="-- then further options of the training the model is built for (a smoke run's widths)",
+    )
     args = parser.parse_args(argv)
+    extra = args.model_args[1:] if args.model_args[:1] == ["--"] else args.model_args
     model = build_model(
         "espnet_ext.tasks.lip_reading:LipReadingTask",
-        ["--config", args.config, "--token_list", args.token_list],
+        ["--config", args.config, "--token_list", args.token_list, *extra],
     )
     ignored = load_avhubert(model, args.checkpoint)
     for name, reason in sorted(ignored.items()):
