@@ -65,9 +65,11 @@ prepare_data() {  # every image decoded
 }
 
 convert_checkpoint() {
+    local smoke_args  # the backbone cls_train builds: a smoke run's widths included
+    smoke_overrides smoke_args --config "${cls_config}" || return 1
     ${train_cmd} "${cls_exp}/init/convert.log" python -m espnet_ext.nets.swin.checkpoint \
         --checkpoint "${pretrained_checkpoint}" --config "${cls_config}" --num_classes "$(num_classes)" \
-        --out "${init_file}"
+        --out "${init_file}" -- "${smoke_args[@]}"
 }
 
 data_opts() {  # the training/validation data options of cls_train

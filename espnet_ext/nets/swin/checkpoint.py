@@ -15,7 +15,7 @@ shape; a relative-position table of another window size is refused (no interpola
 checkpoint's window size and image size).
 
     python -m espnet_ext.nets.swin.checkpoint --checkpoint swin_tiny_patch4_window7_224.pth \
-        --config conf/train_swin_t_pretrained.yaml --num_classes 100 --out exp/init/swin_t.pth
+        --config conf/train_swin_t_pretrained.yaml --num_classes 100 --out exp/init/swin_t.pth [-- OPTIONS]
 writes the backbone weights under the classifier's names (``backbone.*``) for ESPnet's ``--init_param``.
 """
 
@@ -102,13 +102,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", required=True, help="the training config (builds the model)")
     parser.add_argument("--num_classes", type=int, required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument(
+        "training_options",
+        nargs=argparse.REMAINDER,
+        help="-- then options of the training that take effect after --config (a smoke run's narrower "
+        "--model_conf widths): the backbone is built as the training builds it",
+    )
     args = parser.parse_args(argv)
     from espnet_ext.fileio import atomic_write
     from espnet_ext.registry import build_model
 
+    options = args.training_options
+    options = options[1:] if options[:1] == ["--"] else options
     model = build_model(
         "espnet_ext.tasks.image_classification:ImageClassificationTask",
-        ["--config", args.config, "--num_classes", str(args.num_classes)],
+        ["--config", args.config, "--num_classes", str(args.num_classes), *options],
     )
     load_backbone(model.backbone, args.checkpoint)
     state = {f"backbone.{k}": v for k, v in model.backbone.state_dict().items()}

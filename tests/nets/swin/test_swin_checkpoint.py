@@ -103,3 +103,23 @@ def test_not_a_state_dict_is_refused(tmp_path):
     path.write_bytes(b"not a checkpoint")
     with pytest.raises(InputError, match="cannot read"):
         checkpoint.load_backbone(SwinTransformer(**SMALL_SWIN), path)
+
+
+def test_converter_builds_the_backbone_with_the_trainings_later_options(tmp_path, imagenet, capsys):
+    # A smoke run narrows the config's widths on the training's command line (cls.sh passes them here too):
+    # the checkpoint of the narrow Swin fits only the model built with them.
+    path = tmp_path / "swin.pth"
+    torch.save(imagenet.state_dict(), path)
+    config = tmp_path / "swin.yaml"
+    wide = {**SMALL_SWIN, "embed_dim": 2 * SMALL_SWIN["embed_dim"]}
+    config.write_text(f"model: swin\nmodel_conf: {json.dumps(wide)}\n")
+    out = tmp_path / "init.pth"
+    options = ["--checkpoint", str(path), "--config", str(config), "--num_classes", "100"]
+    assert checkpoint.main([*options, "--out", str(out)]) == 1  # the config's own widths: refused
+    assert "in the checkpoint" in capsys.readouterr().err and not out.exists()
+    narrow = ["--", "--model_conf", f"embed_dim={SMALL_SWIN['embed_dim']}", "--max_epoch", "2"]
+    assert checkpoint.main([*options, "--out", str(out), *narrow]) == 0
+    init = torch.load(out, weights_only=True)
+    torch.testing.assert_close(
+        init["backbone.patch_embed.proj.weight"], imagenet.state_dict()["patch_embed.proj.weight"]
+    )
