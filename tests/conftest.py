@@ -102,6 +102,8 @@ LONGEST_FIRST = [
     "test_real_wmt_europarl.py",  # real modes (--smoke true): WMT's seven, then Europarl's De-En path
     "test_real_mtedx.py",
     "test_real_lrs3.py",
+    "test_real_lrs3_modes.py",  # 433 h from an AV-HuBERT checkpoint, LM λ tuning (15 min under load ~10)
+    "test_real_wmt_adapters.py",  # M2O shared -> adapter (6.5 min under load ~10)
     "test_real_librispeech.py",
     "test_real_mustc.py",
     "test_real_iwslt14.py",
