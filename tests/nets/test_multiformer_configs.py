@@ -55,7 +55,7 @@ def test_each_layout_shrunk_to_tiny_d_takes_a_forward_backward_step(name):
         layout = [
             b.replace("Local(64", "Local(8") for b in configs.shrink(configs.ARCHITECTURES[name])
         ]
-        encoder = MultiformerEncoder(20, layers=layout, **TINY)
+        encoder = MultiformerEncoder(20, layers=layout, **configs.REAL_FORMS, **TINY)
     lengths = torch.tensor([70, 45])
     xs = torch.randn(2, 70, 20)
     out, out_lengths, _ = encoder(xs, lengths)
@@ -83,11 +83,33 @@ def test_baseline_has_fairseqs_size_plus_espnets_output_bias():
     assert (
         counts["total"] == fairseq_s2t_transformer_s(8000) + 8000
     )  # ESPnet's output layer has a bias
-    conv_heads = parameter_counts(
-        MUSTC / "st1/conf/tuning/train_st_s2t_multiformer_s_conv_5_2.yaml"
+    conv_5_2 = MUSTC / "st1/conf/tuning/train_st_s2t_multiformer_s_conv_5_2.yaml"
+    assert yaml.safe_load(conv_5_2.read_text())["encoder_conf"]["conv_form"] == "depthwise"
+    depthwise = parameter_counts(conv_5_2)
+    # The thesis' code: one depthwise K and V Conv1d(64, 64, 5, groups=64) with bias per group of Conv
+    # heads, 12 groups (768 parameters each, ~9k in all).
+    assert depthwise["encoder"] - counts["encoder"] == 12 * 2 * (64 * 5 + 64) == 9_216
+
+
+def test_dense_conv_heads_add_a_k_and_a_v_convolution_per_head(tmp_path):
+    config = yaml.safe_load(
+        (MUSTC / "st1/conf/tuning/train_st_s2t_multiformer_s_conv_5_2.yaml").read_text()
     )
+    config["encoder_conf"]["conv_form"] = "dense"
+    dense = tmp_path / "dense.yaml"
+    dense.write_text(yaml.safe_dump(config))
+    baseline = parameter_counts(MUSTC / "st1/conf/tuning/train_st_s2t_transformer_s.yaml")
     # Each Conv head adds a K and a V Conv1d(64, 64, 5) with bias: 48 heads.
-    assert conv_heads["encoder"] - counts["encoder"] == 48 * 2 * (64 * 64 * 5 + 64)
+    assert parameter_counts(dense, task="st")["encoder"] - baseline["encoder"] == 48 * 2 * (
+        64 * 64 * 5 + 64
+    )
+
+
+def test_real_configs_use_the_thesis_codes_conv_heads_and_mini_configs_their_measured_form():
+    for path in MUSTC.glob("*1/conf/tuning/train_*_s2t_multiformer_*.yaml"):
+        conf = yaml.safe_load(path.read_text())["encoder_conf"]
+        forms = ("dense", "band") if path.stem.endswith("_mini") else ("depthwise", "band")
+        assert (conf["conv_form"], conf["local_form"]) == forms, path.name
 
 
 @pytest.mark.parametrize("name", [configs.BASELINE, *configs.MINI])
