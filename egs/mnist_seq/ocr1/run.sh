@@ -15,6 +15,7 @@ rotated=false           # true: the rotated strips
 attention=soft          # soft, hard, pooling, chain, weighting or reference
 scene_text=false        # true: the scene-text setup (§4.2) instead of digit strips
 num_stn=2               # scene text: STNs of the sharp models (Table 2: two; "Sharp + One STN": 1)
+local_data_opts=""      # more local/data.sh options (e.g. "--num_train 2000"), after the setup's own
 __options_pass_to=./ocr.sh
 . utils/parse_options.sh
 
@@ -40,7 +41,7 @@ if [ "${scene_text}" = true ]; then
     fi
     ./ocr.sh --train_set train_st --valid_set dev_st \
         --test_sets "test_iiit5k test_svt test_ic03 test_ic13 test_ic15 test_svtp" \
-        --local_data_opts "--scene_text true" --ocr_config conf/train_ocr_scene_text.yaml \
+        --local_data_opts "--scene_text true ${local_data_opts}" --ocr_config conf/train_ocr_scene_text.yaml \
         --ocr_args "${model_args} --model_conf max_length=16" --ocr_tag "${attention}${tag_suffix}" \
         --results_title "Scene text recognition (sharp attention)" "$@"
     exit 0
@@ -55,6 +56,6 @@ else
 fi
 
 ./ocr.sh --train_set "train${suffix}" --valid_set "dev${suffix}" --test_sets "test${suffix}" \
-    --local_data_opts "--length ${length} --rotated ${rotated}" --ocr_config "${config}" \
+    --local_data_opts "--length ${length} --rotated ${rotated} ${local_data_opts}" --ocr_config "${config}" \
     --ocr_args "${model_args} --model_conf max_length=${length}" --ocr_tag "${attention}${suffix}" \
     --train_num_threads "$(nproc)" --results_title "MNIST digit strips (sharp attention)" "$@"
