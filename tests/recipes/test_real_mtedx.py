@@ -1,13 +1,27 @@
 """egs/mtedx/asr1 then egs/mtedx/st1 in their real mode (MTEDX set) end to end as smoke runs (--smoke true,
 README "Smoke runs") on a release-layout corpus of all 8 languages and 13 directions: group head selection
-over the languages, averaged over the last 10 epochs (ASR), and the ST model whose encoder starts from it."""
+over the languages, averaged over the last 10 epochs (ASR), and the ST model whose encoder starts from it;
+then the recipes' other real modes in the same runs: the adapter models (ASR per language, ST per direction,
+--tasks directions) started from the shared models, and the multi-domain models (--tasks domains) with
+CoVoST 2 and Europarl-ST added."""
 
 import json
+from pathlib import Path
 
 import pytest
+import torch
 import yaml
-from real_fixtures import MTEDX_LANGS, MTEDX_ST_TRAINED, MTEDX_ST_ZERO_SHOT, mtedx_release
+from real_fixtures import (
+    MTEDX_LANGS,
+    MTEDX_ST_TRAINED,
+    MTEDX_ST_ZERO_SHOT,
+    mtedx_other_domains,
+    mtedx_release,
+)
 from recipe_fixture import make_recipe_copy, read_table, run
+
+from espnet_ext.data.domains import test_sets as domain_test_sets
+from espnet_ext.nets.adapters import is_adapter_parameter
 
 SMOKE = ["--smoke", "true", "--nj", "1", "--inference_nj", "1", "--train_num_threads", "1"]
 RUNS = {  # recipe -> (experiment, decoding, test sets, metric)
@@ -53,4 +67,119 @@ def test_asr_averages_its_last_ten_epochs_and_starts_the_st_encoder(real_runs):
     st = real_runs["st1"] / "exp" / "st_train_st_group_asrinit"
     command = (st / "train.log").read_text().splitlines()[0]
     model = "../asr1/exp/asr_train_asr_group/valid.acc.ave.pth"
-    assert f"--init_param {model}:normalize:normalize {model}:encoder:encoder" in command
+    # the encoder (utterance CMVN, the configs' normalize, has no state to carry over)
+    assert f"--init_param {model}:encoder:encoder " in command
+
+
+# The other real modes, each one run.sh invocation in the recipes above (their data, token lists and
+# statistics: --stage past what is done), in the order they depend on each other: the shared models (training
+# and its averages only, --skip_eval), the adapter models started from them, then the multi-domain models on
+# data prepared anew with CoVoST 2 and Europarl-ST added (local/data.sh --other_domains, from stage 1).
+OTHER_DOMAINS = ["covost", "europarl"]
+MODES = {  # mode -> (recipe, options, experiment, test sets)
+    "asr_shared": ("asr1", ["--asr_config", "conf/train_asr_shared.yaml", "--stage", "9", "--skip_eval", "true"],
+                   "asr_train_asr_shared", []),
+    "asr_adapter": ("asr1", ["--asr_config", "conf/train_asr_adapter.yaml", "--stage", "9"],
+                    "asr_train_asr_adapter", RUNS["asr1"][2]),
+    "st_shared": ("st1", ["--st_config", "conf/train_st_shared.yaml", "--stage", "6", "--skip_eval", "true"],
+                  "st_train_st_shared_asrinit", []),
+    "st_directions": ("st1", ["--tasks", "directions", "--stage", "6"], "st_train_st_adapter",
+                      [f"test_{p}" for p in MTEDX_ST_TRAINED]),  # no adapter for a zero-shot direction
+    "asr_domains": ("asr1", ["--tasks", "domains", "--asr_config", "conf/train_asr_group_domains.yaml"],
+                    "asr_train_asr_group_domains",
+                    RUNS["asr1"][2] + [f"test_{d}" for d in domain_test_sets("asr", OTHER_DOMAINS)]),
+    "st_domains": ("st1", ["--tasks", "domains"], "st_train_st_group_domains",
+                   RUNS["st1"][2] + [f"test_{d}" for d in domain_test_sets("st", OTHER_DOMAINS)]),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def mode_runs(real_runs, tmp_path_factory):
+    """{mode: completed run.sh} of MODES in the recipes of real_runs (a failed mode does not stop the
+    others; each test checks its own)."""
+    release = real_runs["asr1"].parents[2] / "mtedx"
+    dest = tmp_path_factory.mktemp("mtedx_other_domains")
+    domains = {task: mtedx_other_domains(dest, release, task) for task in ("asr", "st")}
+    runs = {}
+    for mode, (task, args, _, _) in MODES.items():
+        if "--tasks" in args and args[args.index("--tasks") + 1] == "domains":
+            args = [*args, "--local_data_opts", f"--other_domains {domains[task[:-1]]}"]
+        runs[mode] = run(
+            real_runs[task], [*SMOKE, *args], env={"MTEDX": str(release)}, timeout=3600
+        )
+    return runs
+
+
+def _decoded_and_scored(
+    recipe: Path, exp: str, decode: str, test_sets: list[str], metric: str
+) -> None:
+    for dset in test_sets:
+        refs = read_table(recipe / "data" / dset / "text")
+        hyps = (recipe / "exp" / exp / decode / dset / "text").read_text().splitlines()
+        assert [line.split(" ", 1)[0] for line in hyps] == sorted(refs), dset
+        result = recipe / "exp" / exp / decode / dset / f"score_{metric}" / "result.json"
+        assert json.loads(result.read_text())[metric] >= 0
+    results = (recipe / "exp" / "RESULTS.md").read_text()
+    assert exp in results and all(dset in results for dset in test_sets)
+
+
+def _frozen_as_in(adapter_model: Path, shared_model: Path) -> None:
+    """Every tensor of the adapter model but its adapters is the shared model's (trained frozen)."""
+    adapter = torch.load(adapter_model, map_location="cpu")
+    shared = torch.load(shared_model, map_location="cpu")
+    frozen = {k for k in adapter if not is_adapter_parameter(k)}
+    assert frozen == set(shared) and len(frozen) < len(adapter)
+    for key in frozen:
+        torch.testing.assert_close(adapter[key], shared[key], rtol=1e-6, atol=1e-7, msg=key)
+
+
+@pytest.mark.parametrize("mode", [m for m, (_, _, _, sets) in MODES.items() if sets])
+def test_mode_decodes_and_scores_every_test_set(real_runs, mode_runs, mode):
+    task, _, exp, test_sets = MODES[mode]
+    assert mode_runs[mode].returncode == 0, mode_runs[mode].stderr[-4000:]
+    _, decode, _, metric = RUNS[task]
+    _decoded_and_scored(real_runs[task], exp, decode, test_sets, metric)
+
+
+def test_asr_adapters_start_from_the_shared_model_the_config_names(real_runs, mode_runs):
+    for mode in ("asr_shared", "asr_adapter"):
+        assert mode_runs[mode].returncode == 0, mode_runs[mode].stderr[-4000:]
+    exp = real_runs["asr1"] / "exp"
+    config = yaml.safe_load((exp / "asr_train_asr_adapter" / "config.yaml").read_text())
+    # conf/train_asr_adapter.yaml's init_param: the shared run's average of its last 10 epochs
+    assert config["init_param"] == ["exp/asr_train_asr_shared/last10.pth"]
+    assert config["model_conf"]["train_adapters_only"] is True
+    _frozen_as_in(
+        exp / "asr_train_asr_adapter" / "last10.pth", exp / "asr_train_asr_shared" / "last10.pth"
+    )
+
+
+def test_st_adapters_start_from_the_shared_st_model(real_runs, mode_runs):
+    for mode in ("asr_shared", "st_shared", "st_directions"):
+        assert mode_runs[mode].returncode == 0, mode_runs[mode].stderr[-4000:]
+    st, asr = real_runs["st1"] / "exp", "../asr1/exp/asr_train_asr_shared/valid.acc.ave.pth"
+    # the shared ST model's encoder from the shared ASR model, the adapters from the shared ST model
+    command = (st / "st_train_st_shared_asrinit" / "train.log").read_text().splitlines()[0]
+    assert f"--init_param {asr}:encoder:encoder " in command
+    config = yaml.safe_load((st / "st_train_st_adapter" / "config.yaml").read_text())
+    assert config["init_param"] == ["exp/st_train_st_shared_asrinit/valid.acc.ave.pth"]
+    assert config["model_conf"]["task_tags"] == MTEDX_ST_TRAINED
+    _frozen_as_in(
+        st / "st_train_st_adapter" / "valid.acc.ave.pth",
+        st / "st_train_st_shared_asrinit" / "valid.acc.ave.pth",
+    )
+
+
+@pytest.mark.parametrize("mode", ["asr_domains", "st_domains"])
+def test_domains_select_by_domain_on_the_combined_data(real_runs, mode_runs, mode):
+    assert mode_runs[mode].returncode == 0, mode_runs[mode].stderr[-4000:]
+    recipe = real_runs[MODES[mode][0]]
+    config = yaml.safe_load((recipe / "exp" / MODES[mode][2] / "config.yaml").read_text())
+    assert config["model_conf"]["task_tags"] == ["tedx", *OTHER_DOMAINS]
+    assert any(
+        str(path).endswith("train_filtered/domain_id")
+        for path, name, _ in config["train_data_path_and_name_and_type"]
+        if name == "task_id"
+    )
+    domains = set(read_table(recipe / "data" / "train" / "domain").values())
+    assert domains == {"tedx", *OTHER_DOMAINS}
