@@ -87,9 +87,9 @@ MODES = {  # mode -> (recipe, options, experiment, test sets)
                       [f"test_{p}" for p in MTEDX_ST_TRAINED]),  # no adapter for a zero-shot direction
     "asr_domains": ("asr1", ["--tasks", "domains", "--asr_config", "conf/train_asr_group_domains.yaml"],
                     "asr_train_asr_group_domains",
-                    RUNS["asr1"][2] + [f"test_{d}" for d in domain_test_sets("asr", OTHER_DOMAINS)]),
+                    RUNS["asr1"][2] + domain_test_sets("asr", OTHER_DOMAINS)),
     "st_domains": ("st1", ["--tasks", "domains"], "st_train_st_group_domains",
-                   RUNS["st1"][2] + [f"test_{d}" for d in domain_test_sets("st", OTHER_DOMAINS)]),
+                   RUNS["st1"][2] + domain_test_sets("st", OTHER_DOMAINS)),
 }  # fmt: skip
 
 
