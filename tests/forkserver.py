@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import io
 import json
 import os
@@ -126,8 +127,8 @@ def _exit_code(exc: SystemExit) -> int:
 
 
 def _become_job(conn: socket.socket, fds: list[int], listener: socket.socket, wakeup: int) -> None:
-    """In the forked child: read the client's request and run it on the client's stdio ``fds``; never
-    returns."""
+    """In the forked child: read the client's request and run it with the client's descriptors ``fds``
+    (stdin, stdout, stderr, then any other it had open); never returns."""
     code = 1
     try:
         listener.close()
@@ -139,7 +140,14 @@ def _become_job(conn: socket.socket, fds: list[int], listener: socket.socket, wa
         os.setpgid(0, 0)
         conn.sendall(f"pid {os.getpid()}\n".encode())
         env, args = request["env"], request["args"]
-        for target, fd in enumerate(fds):
+        # the client's descriptors at their numbers: out of the way first (ours, the connection included)
+        numbers = request["fd_numbers"]
+        base = max([*numbers, *fds, conn.fileno()]) + 1
+        conn = socket.socket(fileno=fcntl.fcntl(conn.detach(), fcntl.F_DUPFD, base))
+        staged = [fcntl.fcntl(fd, fcntl.F_DUPFD, base) for fd in fds]
+        for fd in fds:
+            os.close(fd)
+        for target, fd in zip(numbers, staged, strict=True):
             os.dup2(fd, target)
             os.close(fd)
         os.chdir(request["cwd"])
@@ -209,7 +217,7 @@ def serve(socket_path: Path) -> None:
             os.read(wake_read, 4096)
         if listener in ready:
             conn, _ = listener.accept()
-            _, fds, _, _ = socket.recv_fds(conn, 1, 3)  # the client's stdin, stdout, stderr
+            _, fds, _, _ = socket.recv_fds(conn, 1, 253)  # the client's open descriptors
             pid = os.fork()
             if pid == 0:
                 _become_job(conn, fds, listener, wake_read)

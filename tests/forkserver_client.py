@@ -26,6 +26,9 @@ FORWARDED = (
 )
 
 
+MAX_FDS = 250  # one SCM_RIGHTS message carries at most 253
+
+
 def main() -> None:
     socket_path, args = sys.argv[1], sys.argv[2:]
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -37,8 +40,23 @@ def main() -> None:
             fds.append(fd)
         except OSError:  # closed: the job reads EOF there / its output is lost
             fds.append(os.open(os.devnull, os.O_RDWR))
+    # every other open descriptor too, at its number: a job may read /dev/fd/N (bash's <(...))
+    for name in sorted(os.listdir("/proc/self/fd"), key=int):
+        fd = int(name)
+        if fd > 2 and fd != conn.fileno() and len(fds) < MAX_FDS:
+            try:
+                os.fstat(fd)
+            except OSError:  # the listing's own descriptor, closed by now
+                continue
+            fds.append(fd)
     socket.send_fds(conn, [b"\0"], fds)
-    request = {"args": args, "cwd": os.getcwd(), "env": dict(os.environ), "socket": socket_path}
+    request = {
+        "args": args,
+        "cwd": os.getcwd(),
+        "env": dict(os.environ),
+        "socket": socket_path,
+        "fd_numbers": [0, 1, 2, *fds[3:]],
+    }
     request = json.dumps(request).encode()
     conn.sendall(struct.pack("!I", len(request)) + request)
     reader = conn.makefile("r")

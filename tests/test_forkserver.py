@@ -23,6 +23,9 @@ if mode == "report":
                       "preloaded": "torch" in sys.modules}))
     print("on stderr", file=sys.stderr)
     sys.exit(3)
+if mode == "read":
+    print(open(sys.argv[2]).read(), end="")
+    sys.exit(0)
 if mode == "raise":
     raise ValueError("boom")
 if mode == "exit_text":
@@ -142,3 +145,18 @@ def test_a_job_whose_client_is_killed_is_killed(probe):
     while not _ended(job):
         assert time.time() < deadline, "the job outlived its client"
         time.sleep(0.1)
+
+
+def test_a_job_reads_the_descriptors_its_client_inherited(probe):
+    """bash's process substitution hands a command /dev/fd/N."""
+    _, cwd = probe
+    env = {**os.environ, "PATH": os.pathsep.join([str(cwd / "bin"), os.environ["PATH"]])}
+    out = subprocess.run(
+        ["bash", "-c", "python -m forkprobe read <(echo substituted)"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (out.returncode, out.stdout) == (0, "substituted\n"), out.stderr
