@@ -8,10 +8,10 @@ pipeline options, changing only what a tiny corpus forces:
   sentences cannot give 5,000 or 64,000 pieces; the token list is what the text gives, up to the size asked;
 - training (every ESPnet training a pipeline starts, LMs and fine-tuning included): one update per epoch
   (``--num_iters_per_epoch 1 --accum_grad 1``) and ``min(max_epoch, max(2, N))`` epochs, N being the
-  ``last<N>.pth`` average decoded (so that the averaging runs as in the real recipe and still fails where
-  the real training has fewer epochs than it averages); batches counted in samples of at most
-  ``BATCH_CAP``; no attention plots (``num_att_plot 0``: most of a
-  tiny epoch's time on a CPU);
+  epochs of the ``last<N>.pth`` / ``window<N>...pth`` average decoded (so that the averaging runs as in the
+  real recipe and still fails where the real training has fewer epochs than it averages); batches counted
+  in samples of at most ``BATCH_CAP``; no attention plots (``num_att_plot 0``: most of a tiny epoch's time
+  on a CPU);
 - decoding: a beam no wider than the (soft-limited) output vocabulary, and hypotheses of at most
   ``MAX_HYPOTHESIS_TOKENS`` (a config that sets ``maxlenratio``): a model of a few updates rarely ends a
   hypothesis, so each utterance would run to the real limit (200 tokens x beam 10: seconds per utterance);
@@ -37,13 +37,13 @@ import argparse
 import contextlib
 import math
 import os
-import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import yaml
 
+from espnet_ext.decoding.checkpoint_average import epochs_needed
 from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 
 ENV = "ESPNET_EXT_SMOKE"
@@ -77,7 +77,6 @@ DEFAULT_EPOCHS = 2
 BATCH_CAP = 8
 SAMPLE_BATCH_TYPES = frozenset({"unsorted", "sorted", "folded"})
 MAX_HYPOTHESIS_TOKENS = 10
-LAST_N = re.compile(r"last([1-9][0-9]*)\.pth")
 
 
 def enabled() -> bool:
@@ -201,8 +200,8 @@ def train_args(command: Sequence[str], inference_model: str = "") -> list[str]:
     if not isinstance(config, dict):
         raise InputError("a training config must be a YAML mapping", path=config_path)
     max_epoch = cli_epochs or config.get("max_epoch") or DEFAULT_EPOCHS
-    match = LAST_N.fullmatch(inference_model or "")
-    epochs = min(int(max_epoch), max(DEFAULT_EPOCHS, int(match.group(1)) if match else 0))
+    averaged = epochs_needed(inference_model or "") or 0
+    epochs = min(int(max_epoch), max(DEFAULT_EPOCHS, averaged))
     args = ["--max_epoch", str(epochs), "--num_iters_per_epoch", "1", "--accum_grad", "1"]
     if (
         config.get("batch_type", "folded") in SAMPLE_BATCH_TYPES
@@ -270,7 +269,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train_args", help="overrides of one training command, one per line")
     train.add_argument(
-        "--inference_model", default="", help="the model decoded (last<N>.pth: N epochs)"
+        "--inference_model",
+        default="",
+        help="the model decoded (last<N>.pth, window<N>...pth: N epochs)",
     )
     train.add_argument("training", nargs=argparse.REMAINDER, help="-- then the training command")
     decode = sub.add_parser("decode_args", help="overrides of one decoding command, one per line")

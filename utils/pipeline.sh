@@ -239,9 +239,10 @@ train_model() {
     shift
     [ "$1" = "--" ] && shift
     local exp started keep_out keep_args=()
-    # Decoding last<N>.pth: ESPnet must keep the last N epoch files whatever keep_nbest_models says, and a
-    # training of fewer than N epochs is refused before it starts (espnet_ext.decoding.checkpoint_average).
-    if [[ ${inference_model:-} =~ ^last[0-9]+\.pth$ ]]; then
+    # Decoding an average of N epochs (last<N>.pth, window<N>.<phase>.<key>.<max|min>.pth): ESPnet must keep
+    # the epoch files whatever keep_nbest_models says, and a training of fewer than N epochs is refused
+    # before it starts (espnet_ext.decoding.checkpoint_average).
+    if [[ ${inference_model:-} =~ ${epoch_average_models} ]]; then
         keep_out=$(python -m espnet_ext.bin.average_checkpoints training_args --model "${inference_model}" -- "$@") ||
             return 1
         [ -z "${keep_out}" ] || mapfile -t keep_args <<< "${keep_out}"
@@ -265,11 +266,13 @@ train_model() {
 }
 
 # average_stage N EXP : with --inference_model last<N>.pth, EXP's last N epochs averaged into EXP/last<N>.pth
-# (espnet_ext.bin.average_checkpoints; train_model made ESPnet keep them) as stage N, the decoding stage, before
-# the decoding fingerprint is taken. The average is the training's product (exports and other recipes read it),
-# so --skip_eval does not skip it.
+# (window<N>.<phase>.<key>.<max|min>.pth: the N consecutive epochs of the best mean phase.key, as LegoNN's
+# moving window of checkpoints picked by validation BLEU), with espnet_ext.bin.average_checkpoints (train_model
+# made ESPnet keep them) as stage N, the decoding stage, before the decoding fingerprint is taken. The average
+# is the training's product (exports and other recipes read it), so --skip_eval does not skip it.
+epoch_average_models='^(last[0-9]+|window[0-9]+\.(train|valid)\.[A-Za-z0-9_]+\.(max|min))\.pth$'
 average_stage() {
-    [[ ${inference_model} =~ ^last[0-9]+\.pth$ ]] || return 0
+    [[ ${inference_model} =~ ${epoch_average_models} ]] || return 0
     local skip_stages="" epochs  # skip_stages: read by run_stage
     # The epoch files' names, sizes and times: a rerun skips the average until the training wrote new epochs.
     epochs=$({ find "$2" -maxdepth 1 -name '*epoch.pth' -printf '%f %s %T@\n' 2>/dev/null || true; } | sort)

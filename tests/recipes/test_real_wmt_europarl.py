@@ -88,7 +88,8 @@ def test_mode_trains_decodes_and_scores_every_test_set(wmt_runs, mode):
     config = yaml.safe_load((recipe / "exp" / mode / exp / "config.yaml").read_text())
     assert config["num_iters_per_epoch"] == 1
     if mode.startswith("lego_"):
-        assert (recipe / "exp" / mode / exp / "last10.pth").exists()  # the paper's window of 10
+        # the paper's moving window of 10 checkpoints, picked by validation BLEU
+        assert (recipe / "exp" / mode / exp / "window10.valid.bleu.max.pth").exists()
         assert (recipe / "exp" / mode / exp / "modules" / "decoder.pt").exists()
 
 

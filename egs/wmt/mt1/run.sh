@@ -87,8 +87,11 @@ case "${mode}" in
                 sets+=(--test_sets "${pair}_test_$([ "${pair}" = roen ] && echo newstest2016 || echo newstest2019)")
                 opts=(--bleu_opts "--tokenized_bleu --moses_lang en")
             fi
+            # Ro/De-En: pairs of at most 80 tokens a side (§V-C1); ratio 1.5 (Moses' clean-corpus default)
             opts+=(--nj 32 --inference_nj 32 --max_length_ratio 1.5)
-            inference_model=last10.pth  # the paper averages a window of 10 checkpoints
+            [ "${pair}" = ende ] || opts+=(--max_text_words 80)
+            # §V: "a moving window of 10 checkpoints", the one of the best validation BLEU
+            inference_model=window10.valid.bleu.max.pth
             # its fine-tuning (§V-C1, conf/finetune_lego.yaml: 4 epochs) is "picked by validation"
             finetune_model=${finetune_model:-valid.loss.best.pth}
         fi
