@@ -69,4 +69,11 @@ def test_self_training_trains_on_the_pseudo_labelled_voxceleb2(real_runs):
     assert runs["433h_self"].returncode == 0, runs["433h_self"].stderr[-4000:]
     exp = recipe / "exp" / "vsr_train_vsr_large_self_training"
     assert (exp / "valid.acc.ave.pth").exists() or any(exp.glob("last*.pth"))
+    # stage 14 on AV-HuBERT's self-training schedule, the labelling model (stage 9) on the 433 h one
+    schedules = {
+        name: yaml.safe_load((recipe / "exp" / name / "config.yaml").read_text())["scheduler_conf"]
+        for name in ("vsr_train_vsr_large", "vsr_train_vsr_large_self_training")
+    }
+    assert schedules["vsr_train_vsr_large"]["max_steps"] == 30000
+    assert schedules["vsr_train_vsr_large_self_training"]["max_steps"] == 100000
     assert "vsr_train_vsr_large_self_training" in (recipe / "exp" / "RESULTS.md").read_text()

@@ -55,6 +55,7 @@ asr_args=""             # extra arguments for asr_train / vsr_train
 avhubert_checkpoint=""  # video: fairseq AV-HuBERT checkpoint initialising the front-end and encoder
 unlabeled_set=""        # self-training (stages 13-16): the data/<set> to pseudo-label
 pseudo_label_exp=""     # the experiment whose model pseudo-labels it (default: this one's, stage 9)
+self_training_config="" # stage 14's training config (default: --asr_config), e.g. a self-training schedule
 pseudo_min_confidence=""  # pseudo-labels kept when 1-best score / tokens >= this (empty: every non-empty 1-best)
 asr_tag=""
 asr_stats_dir=""        # statistics (stage 8; default ${expdir}/asr_stats_${token_type}, as ESPnet): one per
@@ -291,7 +292,7 @@ self_train() {  # the stage functions see the second model's directories (bash l
     ${train_cmd} "${self_train_dir}.log" python -m espnet_ext.data.datadir combine "${self_train_dir}" \
         "${train_dir}" "${pseudo_dir}" || return 1
     local train_dir=${self_train_dir} asr_stats_dir="${asr_stats_dir}_self_${asr_tag}"
-    local asr_exp="${asr_exp}_self_training"
+    local asr_exp="${asr_exp}_self_training" asr_config="${self_training_config:-${asr_config}}"
     asr_stats && asr_train
 }
 
@@ -335,7 +336,7 @@ if [ -n "${unlabeled_set}" ]; then
     # Stage 13's marker and fingerprint are the labelling model's, not this run's: another run with the same
     # labelling model and decoding options finds the labels made.
     run_stage 13 "pseudo-labels of ${unlabeled_set}" "${pseudo_dir}" "$(fingerprint "${label_exp}/${inference_model}" "${feats_dir}/${unlabeled_set}/video.scp" "${inference_config}" "${inference_args}" "${use_lm}" "${lm_exp}/${inference_lm}" "${pseudo_min_confidence}")" pseudo_label
-    run_stage 14 "self-training" "${asr_exp}_self_training" "$(fingerprint "${train_dir}/text" "${pseudo_dir}/text" "${token_list}" "${asr_config}" "${asr_args}" "${avhubert_checkpoint}")" self_train
+    run_stage 14 "self-training" "${asr_exp}_self_training" "$(fingerprint "${train_dir}/text" "${pseudo_dir}/text" "${token_list}" "${self_training_config:-${asr_config}}" "${asr_args}" "${avhubert_checkpoint}")" self_train
     average_stage 15 "${asr_exp}_self_training"
     run_stage 15 "self-trained model: decoding + scoring" "${asr_exp}_self_training/${inference_tag}" "$(decode_fp "${asr_exp}_self_training")" self_decode
     run_stage 16 "RESULTS.md" "${expdir}" "$(date +%s)" write_results

@@ -58,7 +58,8 @@ else
                 "--local_data_opts \"... --voxceleb2_dir DIR\" (a data dir with video.scp)" >&2
             exit 1
         fi
-        unlabeled=(--unlabeled_set voxceleb2_en)
+        # stage 14 on AV-HuBERT's self-training schedule (self_large_vox_433h.yaml: 100k updates)
+        unlabeled=(--unlabeled_set voxceleb2_en --self_training_config conf/train_vsr_large_self.yaml)
     fi
     opts=(--asr_config "${config}" --inference_config conf/decode_vsr.yaml --lm_config conf/train_lm_transformer.yaml
           --token_type bpe --nbpe 1000 --nj 32 --inference_nj 32 --min_frames 10 --max_frames 600)
