@@ -7,16 +7,10 @@ import re
 import pytest
 import yaml
 from lmdb_fixtures import build_lmdb, word_image
+from real_fixtures import SCENE_TEXT_TEST_SETS
 from recipe_fixture import ONE_JOB, TINY_OCR, make_recipe_copy, run
 
-TEST_SETS = {
-    "IIIT5k_3000": "iiit5k",
-    "SVT": "svt",
-    "IC03_867": "ic03",
-    "IC13_857": "ic13",
-    "IC15_1811": "ic15",
-    "SVTP": "svtp",
-}
+TEST_SETS = SCENE_TEXT_TEST_SETS  # release LMDB name -> test set
 
 
 def words(count, seed):

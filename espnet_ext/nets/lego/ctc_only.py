@@ -22,7 +22,7 @@ from espnet2.mt.espnet_model import ESPnetMTModel
 from espnet2.torch_utils.device_funcs import force_gatherable
 
 from espnet_ext.errors import ConfigError
-from espnet_ext.nets.lego.model import LegoNNLoss
+from espnet_ext.nets.lego.model import LegoNNLoss, speech_interfaces
 
 # ``model`` names of LegoNN models (the export, decoding and analysis tools accept both).
 LEGONN_MODELS = ("legonn", "legonn_ctc")
@@ -117,12 +117,7 @@ class LegoNNCTCASRModel(LegoNNCTCOnly, ESPnetASRModel):
         self.setup_interfaces(interface_text_keys, on_short_ctc, with_decoder=False)
 
     def interfaces(self, speech, speech_lengths):
-        feats, feats_lengths = self._extract_feats(speech, speech_lengths)
-        if self.specaug is not None and self.training:
-            feats, feats_lengths = self.specaug(feats, feats_lengths)
-        if self.normalize is not None:
-            feats, feats_lengths = self.normalize(feats, feats_lengths)
-        return self.encoder(feats, feats_lengths)[2]
+        return speech_interfaces(self, speech, speech_lengths)
 
     def forward(self, speech, speech_lengths, text, text_lengths, **kwargs):
         text = text[:, : text_lengths.max()]

@@ -125,6 +125,17 @@ class LegoNNMTModel(LegoNNLoss, ESPnetMTModel):
         return force_gatherable((loss, stats, src_text.size(0)), loss.device)
 
 
+def speech_interfaces(model: ESPnetASRModel, speech, speech_lengths):
+    """The encoder modules' interface outputs of a LegoNN ASR model (features, SpecAugment in training,
+    normalisation, then the encoder)."""
+    feats, feats_lengths = model._extract_feats(speech, speech_lengths)
+    if model.specaug is not None and model.training:
+        feats, feats_lengths = model.specaug(feats, feats_lengths)
+    if model.normalize is not None:
+        feats, feats_lengths = model.normalize(feats, feats_lengths)
+    return model.encoder(feats, feats_lengths)[2]
+
+
 class LegoNNASRModel(LegoNNLoss, ESPnetASRModel):
     def __init__(
         self,
@@ -144,12 +155,7 @@ class LegoNNASRModel(LegoNNLoss, ESPnetASRModel):
         self.setup_interfaces(interface_text_keys, on_short_ctc)
 
     def interfaces(self, speech, speech_lengths):
-        feats, feats_lengths = self._extract_feats(speech, speech_lengths)
-        if self.specaug is not None and self.training:
-            feats, feats_lengths = self.specaug(feats, feats_lengths)
-        if self.normalize is not None:
-            feats, feats_lengths = self.normalize(feats, feats_lengths)
-        return self.encoder(feats, feats_lengths)[2]
+        return speech_interfaces(self, speech, speech_lengths)
 
     def forward(self, speech, speech_lengths, text, text_lengths, **kwargs):
         text = text[:, : text_lengths.max()]
