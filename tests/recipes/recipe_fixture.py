@@ -258,7 +258,8 @@ def run_until(recipe: Path, args: list[str], path: Path, timeout: int = 600) -> 
 TINY_SWIN = """\
 model: swin
 model_conf: {img_size: 32, patch_size: 4, embed_dim: 16, depths: [2, 2], num_heads: [1, 2], window_size: 4,
-             drop_path_rate: 0.1, drloc_hidden: 16, drloc_pairs: 8}
+             drop_path_rate: 0.1, drloc_hidden: 16, drloc_pairs: 8, drloc_target: signed_normalised,
+             drloc_features: post_norm}
 image_transform_conf: {input_size: 32, crop_pct: 1.0, no_aug: true, mean: [0.2, 0.2, 0.2],
                        std: [0.14, 0.14, 0.14]}
 """ + tiny_training(

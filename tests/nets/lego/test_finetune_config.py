@@ -93,9 +93,10 @@ def test_both_recipes_use_the_one_merge():
 
 
 def test_wmt_real_lego_modes_decode_models_their_trainings_keep():
-    """last10.pth for the lego trainings; the 4-epoch fine-tuning of lego_compose decodes another model."""
+    """The window of 10 epochs of the best valid BLEU for the lego trainings (§V); the 4-epoch fine-tuning of
+    lego_compose decodes another model."""
     run_sh = (EGS / "wmt" / "mt1" / "run.sh").read_text()
-    assert "inference_model=last10.pth" in run_sh
+    assert "inference_model=window10.valid.bleu.max.pth" in run_sh
     configs = [
         p
         for p in (EGS / "wmt" / "mt1" / "conf").glob("train_*.yaml")
@@ -103,7 +104,8 @@ def test_wmt_real_lego_modes_decode_models_their_trainings_keep():
     ]
     assert len(configs) == 6
     for config in configs:
-        training_args(["--config", str(config)], "last10.pth")  # raises when it cannot keep 10
+        # raises when it cannot keep 10 epochs
+        training_args(["--config", str(config)], "window10.valid.bleu.max.pth")
     finetune = str(EGS / "wmt" / "mt1" / "conf" / "finetune_lego.yaml")
     with pytest.raises(ConfigError, match="averages the last 10 epochs, but this training runs 4"):
         training_args(["--config", finetune], "last10.pth")
