@@ -22,7 +22,7 @@ from espnet2.mt.espnet_model import ESPnetMTModel
 from espnet2.torch_utils.device_funcs import force_gatherable
 
 from espnet_ext.errors import ConfigError
-from espnet_ext.nets.lego.model import LegoNNLoss, speech_interfaces
+from espnet_ext.nets.lego.model import LegoNNLoss, speech_interfaces, text_interfaces
 
 # ``model`` names of LegoNN models (the export, decoding and analysis tools accept both).
 LEGONN_MODELS = ("legonn", "legonn_ctc")
@@ -82,8 +82,7 @@ class LegoNNCTCMTModel(LegoNNCTCOnly, ESPnetMTModel):
         self.setup_interfaces(interface_text_keys, on_short_ctc, with_decoder=False)
 
     def interfaces(self, src_text, src_text_lengths):
-        feats, feats_lengths = self._extract_feats(src_text, src_text_lengths)
-        return self.encoder(feats, feats_lengths)[2]
+        return text_interfaces(self, src_text, src_text_lengths)
 
     def forward(self, text, text_lengths, src_text, src_text_lengths, **kwargs):
         text = text[:, : text_lengths.max()]

@@ -97,6 +97,12 @@ class LegoNNLoss:
         return self.decoder.ingest(*self.interfaces(*inputs, **named_inputs)[-1])
 
 
+def text_interfaces(model: ESPnetMTModel, src_text, src_text_lengths):
+    """The encoder modules' interface outputs of a LegoNN MT model (source embedding, then the encoder)."""
+    feats, feats_lengths = model._extract_feats(src_text, src_text_lengths)
+    return model.encoder(feats, feats_lengths)[2]
+
+
 class LegoNNMTModel(LegoNNLoss, ESPnetMTModel):
     def __init__(
         self,
@@ -110,8 +116,7 @@ class LegoNNMTModel(LegoNNLoss, ESPnetMTModel):
 
     def interfaces(self, src_text, src_text_lengths):
         """Every encoder module's (log-probabilities, lengths)."""
-        feats, feats_lengths = self._extract_feats(src_text, src_text_lengths)
-        return self.encoder(feats, feats_lengths)[2]
+        return text_interfaces(self, src_text, src_text_lengths)
 
     def forward(self, text, text_lengths, src_text, src_text_lengths, **kwargs):
         text = text[:, : text_lengths.max()]
