@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Verifies an install on a CUDA machine and measures the project there, on a node with PyTorch and no network.
 #   tools/gpu_check.sh [--wheelhouse DIR] [--work_dir DIR] [--python PY] [--dry_run]
-#  1. a virtualenv over the node's Python (its PyTorch visible), and what the node lacks installed from the
-#     wheelhouse tools/wheelhouse.sh built (--wheelhouse, default tools/wheelhouse), offline
+#  1. what the node's Python lacks, installed offline from the wheelhouse tools/wheelhouse.sh built
+#     (--wheelhouse, default tools/wheelhouse) into WORK_DIR/site, put first on PYTHONPATH
 #  2. pytest -m gpu: host syncs, autocast fp16/bf16, FlexAttention against the reference, on CUDA
 #  3. every benchmark of tests/bench with --device cuda at its GPU goals' batch sizes, goals printed beside
 #  4. for each paper family one real config: 20 updates on synthetic batches of the paper's size through
@@ -74,12 +74,16 @@ if ! ${dry_run}; then
     [ -f "${wheelhouse}/requirements.txt" ] ||
         { echo "$0: no wheelhouse at ${wheelhouse}: build it with tools/wheelhouse.sh (where there is a network)" >&2; exit 1; }
 fi
-run "${logs}/venv.log" "${python}" -m venv --system-site-packages "${work_dir}/venv"
-py="${work_dir}/venv/bin/python"
-run "${logs}/install.log" "${py}" -m pip install --no-index --no-deps --no-build-isolation \
-    --find-links "${wheelhouse}" -r "${wheelhouse}/requirements.txt" || { echo "$0: install failed: ${logs}/install.log" >&2; exit 1; }
+# Only what the node lacks: a venv over a Python that is itself a venv (as PyTorch images ship it) would not
+# see that venv's torch, so the missing distributions go to a --target directory put first on PYTHONPATH.
+site="${work_dir}/site"
+missing="${work_dir}/missing.txt"
+${dry_run} || "${python}" "${root}/tools/wheelhouse_packages.py" --missing "${wheelhouse}/requirements.txt" > "${missing}"
+run "${logs}/install.log" "${python}" -m pip install --no-index --no-deps --no-build-isolation --no-compile \
+    --target "${site}" --find-links "${wheelhouse}" -r "${missing}" || { echo "$0: install failed: ${logs}/install.log" >&2; exit 1; }
+py="${python}"
 cd "${root}"
-export PYTHONPATH="${root}" NLTK_DATA="${root}/tools/nltk_data" PYTHONNOUSERSITE=1 ESPNET_EXT_FORKSERVER=0
+export PYTHONPATH="${site}:${root}" NLTK_DATA="${root}/tools/nltk_data" PYTHONNOUSERSITE=1 ESPNET_EXT_FORKSERVER=0
 if ! ${dry_run}; then
     "${py}" -c 'import torch; print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}")'
     pinned=$(sed -n 's/^torch==//p' tools/requirements.txt)

@@ -2,10 +2,12 @@
 # Downloads the wheels a GPU node with PyTorch and no network needs to run this project (tools/gpu_check.sh
 # installs them from DIR): what training and inference import beyond torch, at tools/requirements.txt's pins
 # (the list: tools/wheelhouse_packages.py), for the node's Python and platform, without their dependencies.
-#   tools/wheelhouse.sh DIR [--python_version 3.11] [--platform TAG]... [--dry_run]
+#   tools/wheelhouse.sh DIR [--python_version 3.11] [--platform TAG]... [--node_packages FILE] [--dry_run]
 # --python_version: the node's Python (default: this venv's); --platform: pip's platform tags, repeatable
-# (default: glibc x86_64 wheels, manylinux_2_28 / 2_17 / 2014, and pure-Python ones); --dry_run: print the
-# package list and the pip command, download nothing. Writes DIR/requirements.txt (the pins) beside the wheels.
+# (default: glibc x86_64 wheels, manylinux_2_28 / 2_17 / 2014, and pure-Python ones); --node_packages: what the
+# node already has (`pip list --format freeze` there, or one name a line), left out to keep DIR small;
+# --dry_run: print the package list and the pip command, download nothing. Writes DIR/requirements.txt (the
+# pins) beside the wheels.
 set -euo pipefail
 
 tools_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -13,13 +15,15 @@ python="${tools_dir}/venv/bin/python"
 dir=""
 python_version=""
 platforms=()
+node_packages=""
 dry_run=false
 while [ $# -gt 0 ]; do
     case "$1" in
         --python_version) python_version=$2; shift 2 ;;
         --platform) platforms+=("$2"); shift 2 ;;
+        --node_packages) node_packages=$2; shift 2 ;;
         --dry_run) dry_run=true; shift ;;
-        -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
         -*) echo "$0: unknown option $1" >&2; exit 2 ;;
         *) [ -z "${dir}" ] || { echo "$0: one DIR only (got ${dir} and $1)" >&2; exit 2; }
            dir=$1; shift ;;
@@ -31,7 +35,8 @@ python_version=${python_version:-$("${python}" -c 'import sys; print(f"{sys.vers
 [[ ${python_version} =~ ^3\.[0-9]+$ ]] || { echo "$0: --python_version takes 3.N, not '${python_version}'" >&2; exit 2; }
 [ ${#platforms[@]} -gt 0 ] || platforms=(manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64)
 
-mapfile -t packages < <("${python}" "${tools_dir}/wheelhouse_packages.py")
+[ -z "${node_packages}" ] || [ -f "${node_packages}" ] || { echo "$0: --node_packages ${node_packages}: no such file" >&2; exit 1; }
+mapfile -t packages < <("${python}" "${tools_dir}/wheelhouse_packages.py" ${node_packages:+--skip "${node_packages}"})
 [ ${#packages[@]} -gt 0 ] || { echo "$0: no package list (tools/wheelhouse_packages.py failed)" >&2; exit 1; }
 abi="cp${python_version/./}"
 command=("${python}" -m pip download --no-deps --dest "${dir}" --python-version "${python_version}"

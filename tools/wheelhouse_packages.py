@@ -2,7 +2,13 @@
 """The packages of a GPU node's wheelhouse (tools/wheelhouse.sh): what training and inference import, beyond
 PyTorch, pinned as tools/requirements.txt pins them.
 
-    tools/venv/bin/python tools/wheelhouse_packages.py     -> one "name==version" line per package
+    tools/venv/bin/python tools/wheelhouse_packages.py [--skip FILE]  -> one "name==version" line per package
+    NODE_PYTHON tools/wheelhouse_packages.py --missing REQUIREMENTS    -> the lines NODE_PYTHON lacks
+
+--skip FILE leaves out the distributions a node already has (FILE: one name per line, or ``pip freeze`` /
+``pip list --format freeze`` output of the node), so the wheelhouse holds only what it lacks. --missing, run
+with the node's Python, prints the requirements whose distribution it has no version of (gpu_check.sh installs
+those; a node's own numpy, scipy, ... are kept rather than replaced by this project's pins).
 
 Found by importing, in this environment: every module of espnet_ext (the training and inference entry points,
 the tasks, models, decoders, the preflight and timing tools), the scorers of utils/ and what those modules
@@ -124,5 +130,41 @@ def wheelhouse_packages() -> list[str]:
     return sorted(pinned[name] for name in wanted)
 
 
+def names_in(path: Path) -> set[str]:
+    """Normalized distribution names of a list of names or of ``pip freeze`` output."""
+    found = set()
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            found.add(normalized(re.split(r"[=<>!~ @;\[]", line, maxsplit=1)[0]))
+    return found
+
+
+def installed(name: str) -> bool:
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def missing_requirements(path: Path) -> list[str]:
+    """The pinned lines of ``path`` whose distribution this Python has no version of."""
+    return [line for name, line in sorted(pins(path).items()) if not installed(name)]
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--missing"] and len(argv) == 2:
+        lines = missing_requirements(Path(argv[1]))
+    elif argv[:1] == ["--skip"] and len(argv) == 2:
+        skip = names_in(Path(argv[1]))
+        lines = [p for p in wheelhouse_packages() if normalized(p.split("==")[0]) not in skip]
+    elif not argv:
+        lines = wheelhouse_packages()
+    else:
+        raise SystemExit(f"usage: {sys.argv[0]} [--skip FILE | --missing REQUIREMENTS]")
+    print("\n".join(lines))
+
+
 if __name__ == "__main__":
-    print("\n".join(wheelhouse_packages()))
+    main(sys.argv[1:])

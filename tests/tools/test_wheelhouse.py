@@ -83,3 +83,26 @@ def test_bad_options_are_refused(tmp_path):
     ):
         done = subprocess.run([script, *args], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and re.search(message, done.stderr), (args, done.stderr)
+
+
+def test_node_packages_are_left_out_and_only_missing_ones_installed(tmp_path):
+    node = tmp_path / "node.txt"
+    node.write_text("SentencePiece==0.1.99\nkaldiio\n# a comment\n")
+    done = subprocess.run(
+        [str(ROOT / "tools" / "wheelhouse.sh"), str(tmp_path / "wheels"), "--dry_run"]
+        + ["--python_version", "3.12", "--node_packages", str(node)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    names = {
+        wheelhouse_packages.normalized(line.split("==")[0])
+        for line in done.stdout.splitlines()
+        if "==" in line and not line.startswith(("#", "/"))
+    }
+    assert "espnet" in names and not {"sentencepiece", "kaldiio"} & names
+    # on the node: the pins whose distribution this Python has no version of
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("pytest==0.0.1\nno-such-distribution-xyz==1.0\n")
+    assert wheelhouse_packages.missing_requirements(requirements) == ["no-such-distribution-xyz==1.0"]
