@@ -12,7 +12,9 @@ A speech encoder (ESPnet2 ASR task) reads features instead:
     python -m espnet_ext.bin.lego_ctc_decode --asr_train_config exp/x/config.yaml \
         --asr_model_file exp/x/valid.acc.ave.pth --feats_scp dump/fbank/test/feats.scp --output ctc/text
 
-``--words`` writes SentencePiece pieces as words (pieces joined, ``▁`` starting a word), for WER.
+``--words`` writes SentencePiece pieces as words (pieces joined, ``▁`` starting a word), for WER and BLEU.
+``--key_file`` (one utt-id first on each line, as ESPnet's inference takes it) decodes only those
+utterances: the recipes' pipelines shard a test set over jobs that way.
 """
 
 from __future__ import annotations
@@ -40,16 +42,22 @@ def read_source(path: str) -> list[tuple[str, str]]:
     return utterances
 
 
-def text_inputs(to_ids, utterances):
+def read_keys(path: str) -> set[str]:
+    return {line.split(maxsplit=1)[0] for _, line in read_utf8_lines(path) if line.strip()}
+
+
+def text_inputs(to_ids, utterances, keys: set[str] | None = None):
     for utt, text in utterances:
-        yield utt, to_ids(text)
+        if keys is None or utt in keys:
+            yield utt, to_ids(text)
 
 
-def speech_inputs(feats_scp: str):
+def speech_inputs(feats_scp: str, keys: set[str] | None = None):
     import kaldiio
 
     for utt, feats in kaldiio.load_scp_sequential(feats_scp):
-        yield utt, torch.from_numpy(feats).float()
+        if keys is None or utt in keys:
+            yield utt, torch.from_numpy(feats).float()
 
 
 def decode(model, inputs, module: int, device: str):
@@ -84,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--module", type=int, default=-1, help="encoder module index (default last)"
     )
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--key_file", help="decode only these utterances (utt-id first per line)")
     args = parser.parse_args(argv)
     speech = args.asr_train_config is not None
     wanted = (
@@ -111,10 +120,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     n_modules = len(model.encoder.encoder_modules)
     if not -n_modules <= args.module < n_modules:
         raise ConfigError(f"the model has {n_modules} encoder modules", key="--module")
+    keys = read_keys(args.key_file) if args.key_file else None
     if speech:
-        inputs = speech_inputs(args.feats_scp)
+        inputs = speech_inputs(args.feats_scp, keys)
     else:
-        inputs = text_inputs(source_encoder(train_args), read_source(args.src_text))
+        inputs = text_inputs(source_encoder(train_args), read_source(args.src_text), keys)
     model.eval()
     with atomic_write(args.output) as f:
         for utt, tokens in decode(model, inputs, args.module, args.device):

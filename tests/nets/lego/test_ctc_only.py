@@ -46,7 +46,7 @@ def test_mt_loss_is_the_sum_of_the_modules_ctc_and_nothing_else():
     text, text_lengths = random_batch(seed=1)
     phn, phn_lengths = phone_targets()
     loss, stats, _ = model(text, text_lengths, src, src_lengths, phn=phn, phn_lengths=phn_lengths)
-    assert "loss_ce" not in stats and "bleu" not in stats
+    assert "loss_ce" not in stats and "acc" not in stats
     (lp0, k0), (lp1, k1) = model.interfaces(src, src_lengths)
     expected = ctc_loss(lp0, k0, phn, phn_lengths) + ctc_loss(
         lp1, k1, text[:, : text_lengths.max()], text_lengths
@@ -57,6 +57,35 @@ def test_mt_loss_is_the_sum_of_the_modules_ctc_and_nothing_else():
     )
     loss.backward()
     assert all(p.grad is not None for p in model.parameters())  # every weight is a module's
+
+
+def one_hot_path(words: list[str], length: int) -> torch.Tensor:
+    """Log-probabilities (1, length, V) whose argmax per frame is ``words`` ("_" the blank), then blanks."""
+    ids = [0 if w == "_" else TEXT_VOCAB.index(w) for w in words] + [0] * (length - len(words))
+    return torch.log_softmax(10 * torch.nn.functional.one_hot(torch.tensor([ids]), len(TEXT_VOCAB)).float(), -1)
+
+
+def test_mt_validation_bleu_is_the_greedy_ctc_paths_whole():
+    """window10.valid.bleu.max (§V) needs a validation BLEU: the last module's greedy path, repeats merged,
+    blanks dropped, never cut at the reference's length (as ESPnet's teacher-forced BLEU would)."""
+    model = build(two_module_mt())
+    ref = ["w1", "w1", "w2", "w3", "w4"]
+    text = torch.tensor([[TEXT_VOCAB.index(w) for w in ref] + [-1]])
+    exact = one_hot_path(["w1", "w1", "_", "w1", "w2", "w3", "w3", "w4"], 10)
+    assert model.validation_bleu(exact, torch.tensor([10]), text, torch.tensor([5])) == pytest.approx(100)
+    longer = one_hot_path(["w1", "_", "w1", "w2", "w3", "w4", "w5", "w6"], 10)
+    bleu = model.validation_bleu(longer, torch.tensor([10]), text, torch.tensor([5]))
+    # hypothesis w1 w1 w2 w3 w4 w5 w6: n-gram precisions 5/7, 4/6, 3/5, 2/4, no brevity penalty
+    assert bleu == pytest.approx(100 * (5 / 7 * 4 / 6 * 3 / 5 * 2 / 4) ** 0.25, rel=1e-6)
+    # frames past an utterance's length are not read
+    assert model.validation_bleu(longer, torch.tensor([6]), text, torch.tensor([5])) == pytest.approx(100)
+    src, src_lengths = random_batch()
+    batch_text, text_lengths = random_batch(seed=1)
+    phn, phn_lengths = phone_targets()
+    _, stats, _ = model(batch_text, text_lengths, src, src_lengths, phn=phn, phn_lengths=phn_lengths)
+    assert 0 <= stats["bleu"] <= 100
+    _, stats, _ = model.train()(batch_text, text_lengths, src, src_lengths, phn=phn, phn_lengths=phn_lengths)
+    assert stats["bleu"] is None  # in training, as ESPnet's MT models
 
 
 def test_asr_encoder_only_has_no_espnet_ctc_head_and_trains_on_ctc():
@@ -132,4 +161,9 @@ def test_encoder_only_model_decodes_greedily_with_lego_ctc_decode(tmp_path):
     src = torch.tensor([[TEXT_VOCAB.index(w) for w in ("w1", "w2", "w3")]])
     log_probs, _ = model.interfaces(src, torch.tensor([3]))[0]
     path = [i for i in torch.unique_consecutive(log_probs[0].argmax(-1)).tolist() if i != 0]
+    assert out.read_text().split() == ["u1", *(PHONE_VOCAB[i] for i in path)]
+    # --key_file: the pipelines' shards (utils/pipeline.sh decode_set) decode only their utterances
+    (tmp_path / "src").write_text("u0 w4\nu1 w1 w2 w3\nu2 w5 w6\n", encoding="utf-8")
+    (tmp_path / "keys.scp").write_text("u1 w1 w2 w3\n", encoding="utf-8")
+    assert lego_ctc_decode.main([*args, "--key_file", str(tmp_path / "keys.scp")]) == 0
     assert out.read_text().split() == ["u1", *(PHONE_VOCAB[i] for i in path)]
