@@ -56,6 +56,29 @@ def test_one_dictionary_one_input_embedding_table(name):
     assert config["decoder_conf"]["share_ingestor_embedding"] is ("wemb" in name)
 
 
+@pytest.mark.parametrize("pair", ["ende", "deroen"])
+def test_baseline_encoder_decoder_shares_all_embedding_tables(pair, tmp_path):
+    """§V-B's baseline: "All embedding tables are shared across the model" (fairseq's
+    --share-all-embeddings): source, decoder input and output projection are one parameter in the built
+    model (built smaller; ESPnet only warns when the vocabularies differ, so build it)."""
+    config = load(WMT / f"train_encdec_{pair}.yaml")
+    assert config["model_conf"]["share_encoder_decoder_input_embed"] is True
+    assert config["model_conf"]["share_decoder_input_output_embed"] is True
+    config["encoder_conf"].update(num_blocks=1)
+    config["decoder_conf"].update(num_blocks=1)
+    tokens = ["<blank>", "<unk>", "a", "b", "<sos/eos>"]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "tokens.txt").write_text("\n".join(tokens) + "\n")
+    model = build_model(
+        "mt",
+        ["--config", str(tmp_path / "c.yaml"), "--token_list", str(tmp_path / "tokens.txt")]
+        + ["--src_token_list", str(tmp_path / "tokens.txt")],
+    )
+    table = model.decoder.embed[0].weight
+    assert model.frontend.embed[0].weight is table
+    assert model.decoder.output_layer.weight is table
+
+
 def test_shared_tables_are_one_parameter_in_the_built_model(tmp_path, monkeypatch):
     """ESPnet shares the source and decoder tables only when both vocabularies agree (else it warns):
     the built wemb De-En model holds one table for the source, decoder and WEmb (built smaller, as
