@@ -62,7 +62,9 @@ def test_mt_loss_is_the_sum_of_the_modules_ctc_and_nothing_else():
 def one_hot_path(words: list[str], length: int) -> torch.Tensor:
     """Log-probabilities (1, length, V) whose argmax per frame is ``words`` ("_" the blank), then blanks."""
     ids = [0 if w == "_" else TEXT_VOCAB.index(w) for w in words] + [0] * (length - len(words))
-    return torch.log_softmax(10 * torch.nn.functional.one_hot(torch.tensor([ids]), len(TEXT_VOCAB)).float(), -1)
+    return torch.log_softmax(
+        10 * torch.nn.functional.one_hot(torch.tensor([ids]), len(TEXT_VOCAB)).float(), -1
+    )
 
 
 def test_mt_validation_bleu_is_the_greedy_ctc_paths_whole():
@@ -72,19 +74,27 @@ def test_mt_validation_bleu_is_the_greedy_ctc_paths_whole():
     ref = ["w1", "w1", "w2", "w3", "w4"]
     text = torch.tensor([[TEXT_VOCAB.index(w) for w in ref] + [-1]])
     exact = one_hot_path(["w1", "w1", "_", "w1", "w2", "w3", "w3", "w4"], 10)
-    assert model.validation_bleu(exact, torch.tensor([10]), text, torch.tensor([5])) == pytest.approx(100)
+    assert model.validation_bleu(
+        exact, torch.tensor([10]), text, torch.tensor([5])
+    ) == pytest.approx(100)
     longer = one_hot_path(["w1", "_", "w1", "w2", "w3", "w4", "w5", "w6"], 10)
     bleu = model.validation_bleu(longer, torch.tensor([10]), text, torch.tensor([5]))
     # hypothesis w1 w1 w2 w3 w4 w5 w6: n-gram precisions 5/7, 4/6, 3/5, 2/4, no brevity penalty
     assert bleu == pytest.approx(100 * (5 / 7 * 4 / 6 * 3 / 5 * 2 / 4) ** 0.25, rel=1e-6)
     # frames past an utterance's length are not read
-    assert model.validation_bleu(longer, torch.tensor([6]), text, torch.tensor([5])) == pytest.approx(100)
+    assert model.validation_bleu(
+        longer, torch.tensor([6]), text, torch.tensor([5])
+    ) == pytest.approx(100)
     src, src_lengths = random_batch()
     batch_text, text_lengths = random_batch(seed=1)
     phn, phn_lengths = phone_targets()
-    _, stats, _ = model(batch_text, text_lengths, src, src_lengths, phn=phn, phn_lengths=phn_lengths)
+    _, stats, _ = model(
+        batch_text, text_lengths, src, src_lengths, phn=phn, phn_lengths=phn_lengths
+    )
     assert 0 <= stats["bleu"] <= 100
-    _, stats, _ = model.train()(batch_text, text_lengths, src, src_lengths, phn=phn, phn_lengths=phn_lengths)
+    _, stats, _ = model.train()(
+        batch_text, text_lengths, src, src_lengths, phn=phn, phn_lengths=phn_lengths
+    )
     assert stats["bleu"] is None  # in training, as ESPnet's MT models
 
 
