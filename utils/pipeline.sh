@@ -24,6 +24,7 @@
 #   skip_when FLAG STAGE...                     a --skip_* flag: STAGE... join ${skip_stages} if FLAG is true
 #   prepare_data_dirs CHECK...                  stage 1: local/data.sh, then every set checked by CHECK
 #   average_stage N EXP                         --inference_model last<N>.pth from EXP's last N epochs
+#   task_id_opts TRAIN VALID "NAME=TABLE ..."   --task_ids: the training's data options of the task id tables
 # Evaluation (every pipeline's decoding and scoring stages):
 #   decode_set DIR KEYS MODULE HYP -- ARGS...   sharded decoding of one test set into DIR/text
 #   merge_shards DIR PATTERN OUT                 per-job outputs of the last decode_set -> OUT, atomically
@@ -146,6 +147,23 @@ prepare_data_dirs() {
     for dset in ${train_set} ${valid_set} ${test_sets}; do
         ${train_cmd} "data/log/validate_${dset}.log" "${@//\{\}/${dset}}" || return 1
     done
+}
+
+# task_id_opts TRAIN_DIR VALID_DIR "NAME=TABLE ..." : the training's data options for per-utterance task ids (the
+# pipelines' --task_ids): each integer table TABLE of both data dirs read as the model input NAME (text_int);
+# nothing when there is none. Prepended to the training options, so they join the training's fingerprint.
+task_id_opts() {
+    [ -n "$3" ] || return 0
+    local part dir pair opts="--allow_variable_data_keys true"
+    for part in train valid; do
+        dir=$1
+        [ "${part}" = train ] || dir=$2
+        for pair in $3; do
+            [[ ${pair} == ?*=?* ]] || die "--task_ids: '${pair}' is not NAME=TABLE"
+            opts+=" --${part}_data_path_and_name_and_type ${dir}/${pair#*=},${pair%%=*},text_int"
+        done
+    done
+    echo "${opts}"
 }
 
 # require_files FILE... : fail naming the first missing input (typically a skipped earlier stage)

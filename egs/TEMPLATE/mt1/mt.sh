@@ -9,6 +9,8 @@
 #    3 token lists: SentencePiece for source and target, or one joint model (--token_joint true)
 #    4 LM text + statistics    5 LM training    6 LM perplexity       (../lm1/lm.sh; --use_lm true)
 #    7 MT statistics           8 MT training    9 decoding   10 scoring (BLEU, sacrebleu)   11 RESULTS.md
+# A LegoNN model (the config's model: legonn / legonn_ctc) has its modules exported to <exp>/modules in stage 9,
+# before decoding and also with --skip_eval (lego_export: the inventory other recipes compose from).
 # --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
 # soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
@@ -48,6 +50,7 @@ token_list_dir=""       # an existing vocabulary (tokens.txt [+ bpe.model]) for 
                         # none (one joint dictionary shared by several language pairs, LegoNN §V-C1)
 mt_config=""
 mt_args=""              # extra arguments for mt_train
+task_ids=""             # "NAME=TABLE ...": per-utterance task ids, <set>_filtered/TABLE as model input NAME
 mt_tag=""
 attention_variant=baseline  # baseline, smooth_focus, relaxed_cross or relaxed_self (espnet_ext.attention.variants)
 relax_gamma=""          # relaxation coefficient of the relaxed variants (default: the paper's for MT)
@@ -91,7 +94,7 @@ tgt_text=text.${tgt_lang}
 . utils/translation_tokens.sh
 variant_opts=(--config "${mt_config}" --variant "${attention_variant}" --task mt ${relax_gamma:+--gamma "${relax_gamma}"})
 variant=$(python -m espnet_ext.attention.variants "${variant_opts[@]}") || die "bad attention variant"
-mt_args="$(sed -n 2p <<< "${variant}") ${mt_args}"
+mt_args="$(sed -n 2p <<< "${variant}") $(task_id_opts "${train_dir}" "${valid_dir}" "${task_ids}") ${mt_args}"
 mt_tag=${mt_tag:-$(basename "${mt_config}" .yaml)$(sed -n 1p <<< "${variant}")}
 mt_exp="${expdir}/mt_${mt_tag}"
 if [ "${print_exp}" = true ]; then echo "${mt_exp}"; exit 0; fi
@@ -171,6 +174,17 @@ decode() {
     local dset lm_opts=()
     [ "${use_lm}" = true ] && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
     require_files "${mt_exp}/${inference_model}"
+    # An encoder-only LegoNN model (model: legonn_ctc) generates nothing: its output is the last module's
+    # greedy CTC path (LegoNN Tables I and III, "Encoder Only"), in words as the decoding of a decoder writes them.
+    if grep -qx "model: legonn_ctc" "${mt_exp}/config.yaml"; then
+        for dset in ${test_sets}; do
+            local dir="${mt_exp}/${inference_tag}/${dset}"
+            decode_set "${dir}" "${raw_dir}/${dset}/${src_text}" espnet_ext.bin.lego_ctc_decode output.JOB -- \
+                --mt_train_config "${mt_exp}/config.yaml" --mt_model_file "${mt_exp}/${inference_model}" \
+                --src_text "${raw_dir}/${dset}/${src_text}" --words --output "${dir}/logdir/output.JOB" || return 1
+        done
+        return 0
+    fi
     for dset in ${test_sets}; do
         local dir="${mt_exp}/${inference_tag}/${dset}"
         # shellcheck disable=SC2086
@@ -180,6 +194,15 @@ decode() {
             --mt_train_config "${mt_exp}/config.yaml" --mt_model_file "${mt_exp}/${inference_model}" \
             "${lm_opts[@]}" --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
     done
+}
+
+# export_stage N : a LegoNN model's modules, <exp>/modules/{encoder<i>,decoder}.pt, from ${inference_model}
+export_stage() {
+    grep -Eq '^model: *legonn(_ctc)? *$' "${mt_config}" || return 0
+    local skip_stages=""  # read by run_stage: the export is the training's product, as the average
+    run_stage "$1" "LegoNN module export" "${mt_exp}/modules" "$(fingerprint "${mt_exp}/${inference_model}")" \
+        python -m espnet_ext.bin.lego_export --config "${mt_exp}/config.yaml" \
+            --model_file "${mt_exp}/${inference_model}" --output_dir "${mt_exp}/modules"
 }
 
 score() {
@@ -217,6 +240,7 @@ fi
 run_stage 7 "MT statistics" "${mt_stats_dir}" "$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${valid_dir}/${tgt_text}" "${src_token_list}" "${tgt_token_list}" "${mt_config}")" mt_stats
 run_stage 8 "MT training" "${mt_exp}" "$(fingerprint "${mt_stats_dir}/train/text_shape.${tgt_token_type}" "${src_token_list}" "${tgt_token_list}" "${mt_config}" "${mt_args}")" mt_train
 average_stage 9 "${mt_exp}"  # --inference_model last<N>.pth (utils/pipeline.sh)
+export_stage 9
 run_stage 9 "decoding" "${mt_exp}/${inference_tag}" "$(fingerprint "${mt_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" "${lm_exp}/${inference_lm}")" decode
 run_stage 10 "scoring" "${mt_exp}/${inference_tag}" "$(fingerprint "${bleu_opts}" $(for t in ${test_sets}; do echo "${mt_exp}/${inference_tag}/${t}/text"; done))" score
 run_stage 11 "RESULTS.md" "${expdir}" "$(date +%s)" write_results

@@ -96,7 +96,7 @@ def test_wmt_real_lego_modes_decode_models_their_trainings_keep():
     """The window of 10 epochs of the best valid BLEU for the lego trainings (§V); the 4-epoch fine-tuning of
     lego_compose decodes another model."""
     run_sh = (EGS / "wmt" / "mt1" / "run.sh").read_text()
-    assert "inference_model=window10.valid.bleu.max.pth" in run_sh
+    assert "--inference_model window10.valid.bleu.max.pth" in run_sh
     configs = [
         p
         for p in (EGS / "wmt" / "mt1" / "conf").glob("train_*.yaml")
@@ -109,7 +109,7 @@ def test_wmt_real_lego_modes_decode_models_their_trainings_keep():
     finetune = str(EGS / "wmt" / "mt1" / "conf" / "finetune_lego.yaml")
     with pytest.raises(ConfigError, match="averages the last 10 epochs, but this training runs 4"):
         training_args(["--config", finetune], "last10.pth")
-    (model,) = re.findall(r"finetune_model=\$\{finetune_model:-(\S+)\}", run_sh)
+    (model,) = re.findall(r"--finetune_model (\S+)\)", run_sh)
     assert training_args(["--config", finetune], model) == []
     criterion = load("wmt/mt1", "finetune_lego.yaml")["best_model_criterion"][0]
     assert model == f"{'.'.join(criterion[:2])}.best.pth"  # a file ESPnet writes for that training

@@ -1,25 +1,34 @@
 #!/usr/bin/env bash
-# The modularity stress test (Dalmia et al. §IV-B, Fig. 4) over experiments of one family:
-#   local/swap.sh --swap_tags "TAG1 TAG2 ..." --exp_dir exp/lego_deen --inference_model M \
-#       --src_text SRC --ref REF --output_dir OUT [--inference_config conf/decode_mt.yaml]
-# Every encoder with every decoder of the experiments <exp_dir>/mt_<TAG> (LegoNN through the module inventory,
-# a traditional encoder-decoder by its weights), decoded and scored: OUT/swap_matrix.{md,json,png}.
+# The modularity stress test (Dalmia et al. §IV-B, Fig. 4), run.sh --mode lego_swap, over experiments of one
+# family (e.g. two seeds of lego_deen):
+#   local/swap.sh --swap_tags "TAG1 TAG2 ..." --expdir exp/lego_deen --swap_dir exp/lego_swap [mt.sh options]
+# Every encoder with every decoder of the experiments <expdir>/mt_<TAG> (LegoNN through the module inventory,
+# a traditional encoder-decoder by their weights), each decoded (--inference_model, --inference_config: the
+# diagonal as mt.sh decodes it) on the first of --test_sets in --dumpdir and scored:
+# <swap_dir>/<TAG1>__<TAG2>.../swap_matrix.{md,json,png}. mt.sh's other options do not apply and are ignored.
 set -euo pipefail
 swap_tags=""
-exp_dir=""
+swap_dir=exp/lego_swap
+expdir=exp
+dumpdir=dump
+test_sets="test"
+src_lang=de
+tgt_lang=en
 inference_model=valid.acc.ave.pth
-inference_config=""     # the recipe's decoding options (beam, length ratios): the diagonal as decoded there
-src_text=""
-ref=""
-output_dir=""
+inference_config=""
+print_exp=false
+__options_pass_to=./mt.sh
 . utils/parse_options.sh
+[ "${print_exp}" = false ] || { echo "$0: --print_exp: no single experiment to print" >&2; exit 1; }
 . ./path.sh
 experiments=()
 for tag in ${swap_tags}; do
-    experiments+=(--experiment "${tag}" "${exp_dir}/mt_${tag}/config.yaml" "${exp_dir}/mt_${tag}/${inference_model}")
+    experiments+=(--experiment "${tag}" "${expdir}/mt_${tag}/config.yaml" "${expdir}/mt_${tag}/${inference_model}")
 done
 [ "${#experiments[@]}" -ge 8 ] || { echo "$0: --swap_tags needs at least two experiments" >&2; exit 1; }
 decoding=()
 [ -z "${inference_config}" ] || decoding=(--inference_config "${inference_config}")
-python -m espnet_ext.analysis.lego_swap "${experiments[@]}" --src_text "${src_text}" --ref "${ref}" \
-    --output_dir "${output_dir}" "${decoding[@]}" --title "Swap matrix: ${swap_tags} (BLEU)"
+read -r test_set _ <<< "${test_sets}"
+python -m espnet_ext.analysis.lego_swap "${experiments[@]}" --src_text "${dumpdir}/raw/${test_set}/text.${src_lang}" \
+    --ref "${dumpdir}/raw/${test_set}/text.${tgt_lang}" --output_dir "${swap_dir}/${swap_tags// /__}" \
+    "${decoding[@]}" --title "Swap matrix: ${swap_tags} (BLEU)"
