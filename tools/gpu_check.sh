@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Verifies an install on a CUDA machine and measures the project there, on a node with PyTorch and no network.
-#   tools/gpu_check.sh [--wheelhouse DIR] [--work_dir DIR] [--python PY] [--dry_run]
+#   tools/gpu_check.sh [--wheelhouse DIR] [--work_dir DIR] [--python PY] [--steps tests,bench,timing] [--dry_run]
 #  1. what the node's Python lacks, installed offline from the wheelhouse tools/wheelhouse.sh built
 #     (--wheelhouse, default tools/wheelhouse) into WORK_DIR/site, put first on PYTHONPATH
 #  2. pytest -m gpu: host syncs, autocast fp16/bf16, FlexAttention against the reference, on CUDA
@@ -8,6 +8,7 @@
 #  4. for each paper family one real config: 20 updates on synthetic batches of the paper's size through
 #     ESPnet's trainer (espnet_ext.analysis.train_timing), fp32 and AMP where a goal compares them; one table:
 #     update time, frames / images / tokens per second, peak memory, GPU hours of the config's schedule
+# --steps: which of 2-4 to run (default all; the install of 1 is done once per --work_dir).
 # Logs and the table go to --work_dir (default ${TMPDIR:-/tmp}/gpu_check). --dry_run prints every command
 # and runs none. Exit status 1 when the install, a GPU test or a timing run failed (a missed speed goal is
 # reported, not a failure).
@@ -18,16 +19,22 @@ wheelhouse="${root}/tools/wheelhouse"
 work_dir="${TMPDIR:-/tmp}/gpu_check"
 python="${PYTHON:-python3}"
 dry_run=false
+steps="tests,bench,timing"
 while [ $# -gt 0 ]; do
     case "$1" in
         --wheelhouse) wheelhouse=$2; shift 2 ;;
         --work_dir) work_dir=$2; shift 2 ;;
         --python) python=$2; shift 2 ;;
+        --steps) steps=$2; shift 2 ;;
         --dry_run) dry_run=true; shift ;;
-        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
     esac
 done
+for step in ${steps//,/ }; do
+    case "${step}" in tests|bench|timing) ;; *) echo "$0: --steps takes tests, bench, timing; not '${step}'" >&2; exit 2 ;; esac
+done
+step_on() { [[ ",${steps}," == *",$1,"* ]]; }
 
 # One row per measured config: family | task | config | utterances frames tokens vocab | ESPnet options.
 # Sizes: utterances as long as the corpus' typical one, enough of them for the config's own sampler to fill
@@ -78,9 +85,12 @@ fi
 # see that venv's torch, so the missing distributions go to a --target directory put first on PYTHONPATH.
 site="${work_dir}/site"
 missing="${work_dir}/missing.txt"
-${dry_run} || "${python}" "${root}/tools/wheelhouse_packages.py" --missing "${wheelhouse}/requirements.txt" > "${missing}"
-run "${logs}/install.log" "${python}" -m pip install --no-index --no-deps --no-build-isolation --no-compile \
-    --target "${site}" --find-links "${wheelhouse}" -r "${missing}" || { echo "$0: install failed: ${logs}/install.log" >&2; exit 1; }
+${dry_run} || PYTHONPATH="${site}" "${python}" "${root}/tools/wheelhouse_packages.py" --missing \
+    "${wheelhouse}/requirements.txt" > "${missing}"
+if ${dry_run} || [ -s "${missing}" ]; then  # an earlier check of this --work_dir may have installed all
+    run "${logs}/install.log" "${python}" -m pip install --no-index --no-deps --no-build-isolation --no-compile \
+        --target "${site}" --find-links "${wheelhouse}" -r "${missing}" || { echo "$0: install failed: ${logs}/install.log" >&2; exit 1; }
+fi
 py="${python}"
 cd "${root}"
 export PYTHONPATH="${site}:${root}" NLTK_DATA="${root}/tools/nltk_data" PYTHONNOUSERSITE=1 ESPNET_EXT_FORKSERVER=0
@@ -92,20 +102,24 @@ if ! ${dry_run}; then
 fi
 
 # 2. The GPU tests.
-mapfile -t gpu_tests < <(grep -rlE 'pytest\.mark\.gpu|mark\.gpu' tests --include='test_*.py' | sort)
-run "${logs}/pytest_gpu.log" "${py}" -m pytest -q -p no:xdist -p no:cacheprovider -m gpu "${gpu_tests[@]}" ||
-    failed+=("pytest -m gpu (${logs}/pytest_gpu.log)")
+if step_on tests; then
+    mapfile -t gpu_tests < <(grep -rlE 'pytest\.mark\.gpu|mark\.gpu' tests --include='test_*.py' | sort)
+    run "${logs}/pytest_gpu.log" "${py}" -m pytest -q -p no:xdist -p no:cacheprovider -m gpu "${gpu_tests[@]}" ||
+        failed+=("pytest -m gpu (${logs}/pytest_gpu.log)")
+fi
 
 # 3. Benchmarks (exit 1 also when a goal is missed: reported below, not a failure of the check).
 missed=()
+step_on bench || BENCHMARKS=()
 for bench in "${BENCHMARKS[@]}"; do
     run "${logs}/${bench%.py}.log" "${py}" "tests/bench/${bench}" --device cuda || missed+=("${bench}")
 done
 
 # 4. The timing table.
 table="${work_dir}/timing.md"
-${dry_run} || "${py}" -c 'import torch; print(f"Measured on {torch.cuda.get_device_name()}, torch {torch.__version__}, 20 updates each (the first one not counted).")' > "${table}"
-${dry_run} || "${py}" -c 'from espnet_ext.analysis.train_timing import HEADER; print(HEADER)' >> "${table}"
+step_on timing || TIMING_ROWS=()
+step_on timing && ! ${dry_run} && "${py}" -c 'import torch; print(f"Measured on {torch.cuda.get_device_name()}, torch {torch.__version__}, 20 updates each (the first one not counted).")' > "${table}"
+step_on timing && ! ${dry_run} && "${py}" -c 'from espnet_ext.analysis.train_timing import HEADER; print(HEADER)' >> "${table}"
 i=0
 for row in "${TIMING_ROWS[@]}"; do
     IFS='|' read -r family task config size extra <<< "${row}"
@@ -125,8 +139,10 @@ for row in "${TIMING_ROWS[@]}"; do
 done
 
 ${dry_run} && exit 0
-echo
-cat "${table}"
+if step_on timing; then
+    echo
+    cat "${table}"
+fi
 [ ${#missed[@]} -eq 0 ] || echo "benchmarks with a missed goal (or an error; see their logs in ${logs}): ${missed[*]}"
 if [ ${#failed[@]} -gt 0 ]; then
     printf 'FAILED: %s\n' "${failed[@]}" >&2

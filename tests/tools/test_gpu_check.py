@@ -14,10 +14,10 @@ FAMILIES = {"relaxed attention", "Multiformer", "sharp attention", "head selecti
 RECIPE_TASK = {"asr1": "asr", "st1": "st", "mt1": "mt", "vsr1": "vsr", "cls1": "cls", "ocr1": "ocr"}
 
 
-def dry_run(tmp_path):
+def dry_run(tmp_path, *options):
     work = tmp_path / "work"
     done = subprocess.run(
-        [str(ROOT / "tools" / "gpu_check.sh"), "--dry_run", "--work_dir", str(work)]
+        [str(ROOT / "tools" / "gpu_check.sh"), "--dry_run", "--work_dir", str(work), *options]
         + ["--python", str(tmp_path / "no-such-python"), "--wheelhouse", str(tmp_path / "wheels")],
         capture_output=True,
         text=True,
@@ -86,3 +86,20 @@ def test_one_real_config_per_paper_family_is_timed_for_20_updates(tmp_path):
                 setting = row[row.index("--use_amp") + 1] == "true"
             amp.add(setting)
         assert amp == {True, False}, name
+
+
+def test_steps_select_what_runs_after_the_install(tmp_path):
+    commands, families, _ = dry_run(tmp_path, "--steps", "timing")
+    assert commands[0][2:4] == ["pip", "install"]
+    assert all(c[1:3] == ["-m", "espnet_ext.analysis.train_timing"] for c in commands[1:])
+    assert set(families) == FAMILIES
+    commands, families, _ = dry_run(tmp_path, "--steps", "tests,bench")
+    assert not families and any(c[1:3] == ["-m", "pytest"] for c in commands)
+    assert any(c[1].startswith("tests/bench/") for c in commands)
+    done = subprocess.run(
+        [str(ROOT / "tools" / "gpu_check.sh"), "--dry_run", "--steps", "timings"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "--steps takes tests, bench, timing; not 'timings'" in done.stderr
