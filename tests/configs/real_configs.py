@@ -14,6 +14,7 @@ recipe's default config runs with its own ``accum_grad`` and the other configs o
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -101,11 +102,12 @@ def configs_of(group: str) -> list[str]:
     return [name for name in CONFIGS if name.startswith(tuple(f"{r}/" for r in GROUPS[group]))]
 
 
-def check_two_updates(name: str, tmp_path: Path) -> None:
+def check_two_updates(name: str, tmp_path: Path, options: Sequence[str] = ()) -> None:
+    """``options``: training options run.sh adds to the config (a paper row that is a run.sh variant)."""
     task, vocab, config, own_accum = settings(name, tmp_path)
     large = "large" in Path(name).stem  # ~478M parameters: one update fits the 2-core test machine
     updates = 1 if large else 2
-    extra = [] if own_accum else ["--accum_grad", "1"]
+    extra = [*options] if own_accum else [*options, "--accum_grad", "1"]
     result = preflight(
         task, config, vocab=vocab, updates=updates, extra_args=extra, workdir=tmp_path
     )

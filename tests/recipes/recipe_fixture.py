@@ -230,6 +230,33 @@ def run(recipe: Path, args: list[str], env: dict[str, str] | None = None, timeou
     )
 
 
+# A recipe's pipeline (asr.sh, st.sh, cls.sh ...) replaced by a script printing its arguments: what run.sh asks
+# of the pipeline
+ECHO_ARGS = """#!/usr/bin/env bash
+printf '%s\\n' "$@"
+"""
+
+
+def echo_recipe(corpus: str, task: str, pipeline: str, dest: Path) -> Path:
+    """A copy of egs/<corpus>/<task> whose ``pipeline`` prints its arguments instead of running."""
+    recipe = make_recipe_copy(corpus, task, dest)
+    (recipe / pipeline).unlink()
+    (recipe / pipeline).write_text(ECHO_ARGS)
+    (recipe / pipeline).chmod(0o700)
+    return recipe
+
+
+def echoed_args(recipe: Path, args: list[str], env: dict[str, str]) -> dict[str, str]:
+    """The options run.sh of an ``echo_recipe`` gives its pipeline (the last of each wins, as the pipeline
+    parses them)."""
+    out = subprocess.run(
+        ["./run.sh", *args], cwd=recipe, capture_output=True, text=True, env={**os.environ, **env}
+    )
+    assert out.returncode == 0, out.stderr
+    words = out.stdout.splitlines()
+    return {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+
+
 def run_until(recipe: Path, args: list[str], path: Path, timeout: int = 600) -> subprocess.Popen:
     """Start run.sh and kill its whole process group as soon as ``path`` exists (an interrupted job)."""
     proc = subprocess.Popen(

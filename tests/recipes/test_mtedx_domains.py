@@ -5,7 +5,6 @@ by domain; each decoded on both domains' test sets."""
 
 import json
 import os
-import stat
 import subprocess
 from pathlib import Path
 
@@ -15,6 +14,8 @@ from recipe_fixture import (
     MTEDX_ASR_ARGS,
     MTEDX_TINY_ASR,
     MTEDX_TINY_DECODE,
+    echo_recipe,
+    echoed_args,
     make_recipe_copy,
     mtedx_st_tiny,
     read_table,
@@ -23,40 +24,22 @@ from recipe_fixture import (
 
 from espnet_ext.nets.adapters import ADAPTER_KEY
 
+
 # run.sh with its pipeline (st.sh, asr.sh) replaced by a script printing its arguments: what each mode
 # asks of the pipeline
-ECHO_ARGS = """#!/usr/bin/env bash
-printf '%s\\n' "$@"
-"""
-
-
-def echo_recipe(dest: Path, task: str, pipeline: str) -> Path:
-    recipe = make_recipe_copy("mtedx", task, dest)
-    (recipe / pipeline).unlink()
-    (recipe / pipeline).write_text(ECHO_ARGS)
-    (recipe / pipeline).chmod(stat.S_IRWXU)
-    return recipe
-
-
 @pytest.fixture(scope="module")
 def echo_st(tmp_path_factory):
-    return echo_recipe(tmp_path_factory.mktemp("st_echo"), "st1", "st.sh")
+    return echo_recipe("mtedx", "st1", "st.sh", tmp_path_factory.mktemp("st_echo"))
 
 
 @pytest.fixture(scope="module")
 def echo_asr(tmp_path_factory):
-    return echo_recipe(tmp_path_factory.mktemp("asr_echo"), "asr1", "asr.sh")
+    return echo_recipe("mtedx", "asr1", "asr.sh", tmp_path_factory.mktemp("asr_echo"))
 
 
 def pipeline_args(recipe: Path, *args: str, corpus: str = "") -> dict[str, str]:
     """The options run.sh gives its pipeline (the last of each wins, as the pipeline parses them)."""
-    out = subprocess.run(
-        ["./run.sh", *args], cwd=recipe, capture_output=True, text=True,
-        env={**os.environ, "MTEDX": corpus},
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    words = out.stdout.splitlines()
-    return {w: words[i + 1] for i, w in enumerate(words[:-1]) if w.startswith("--")}
+    return echoed_args(recipe, list(args), {"MTEDX": corpus})
 
 
 MINI_TEDX_TESTS = (
