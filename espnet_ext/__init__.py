@@ -1,14 +1,7 @@
 """ESPnet2 extensions for the attention papers' recipes.
 
-Importing this package makes our model classes available to ESPnet2's tasks (see ``registry``).
+Importing this package changes nothing in ESPnet: our entry points make the one explicit call that
+does (``espnet_ext.registry.install``).
 """
 
 __version__ = "0.1.0"
-
-from espnet_ext import typecheck as _typecheck
-
-_typecheck.configure()  # before anything imports ESPnet
-
-from espnet_ext import registry as _registry  # noqa: E402
-
-_registry.install()

@@ -1,21 +1,25 @@
-"""Registration of our classes into ESPnet2's tasks.
+"""``install()``: the one place where this package changes ESPnet2's state.
 
 ESPnet2 builds models from module-level ``ClassChoices`` tables
-(``espnet2.tasks.asr.encoder_choices``...) and has no plugin mechanism. Importing ``espnet_ext``
-installs an import hook: the moment a listed ESPnet2 task module finishes importing (or at once, if
-it already has), our classes are added to its tables. Every process that imports ``espnet_ext`` --
-our entry points, their spawned DDP workers, inference, ``build_model_from_file`` callers --
-therefore sees the same choices.
+(``espnet2.tasks.asr.encoder_choices``...) and has no plugin mechanism, so our classes are added to
+those tables by ``install()``, an explicit call that our entry points (``espnet_ext.bin.*``) make
+when they are imported, before they import ESPnet. A DDP worker started with "spawn" re-imports the
+entry point's module and so makes the call too. Library callers that build models (analyses, tests,
+``utils/``) call ``install()`` or ``build_model``, which does.
+
+The same call switches typeguard's ``@typechecked`` off before ESPnet is imported, unless
+``ESPNET_EXT_TYPECHECK=1`` (``espnet_ext.typecheck``; tools/upstream/ has the ESPnet change that
+would make this unnecessary). Nothing else in ``espnet_ext`` assigns to ESPnet's modules, classes or
+tables: tests/test_no_runtime_patching.py checks it.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
-import sys
 import threading
+from collections.abc import Iterable
 
+from espnet_ext import typecheck
 from espnet_ext.errors import ConfigError
 
 # ESPnet2 module -> [(ClassChoices attribute, choice name, "our.module:Class")]
@@ -120,92 +124,57 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
     ],
 }
 
-# ESPnet2 module -> ["our.module:function"] run right after it is imported (tables that are not
-# ClassChoices, e.g. the data types of espnet2.train.dataset).
-HOOKS: dict[str, list[str]] = {
-    "espnet2.train.dataset": ["espnet_ext.data.types:install"],
-    # ESPnet2's ST task has no model_choices: a --model choice for task-conditioned ST models
-    "espnet2.tasks.st": ["espnet_ext.tasks.task_conditioned:install_st"],
-}
+# The ESPnet2 task modules ``install()`` fills by default.
+ESPNET_TASKS = tuple(REGISTRY)
 
 _lock = threading.RLock()
-_done: set = set()
+
+
+def install(tasks: Iterable[str] = ESPNET_TASKS) -> None:
+    """Switch typeguard's checks off (unless ``ESPNET_EXT_TYPECHECK=1``), then add our REGISTRY entries
+    to the tables of the task modules ``tasks`` (importing them). Idempotent; a name that the table
+    already holds for another class is a ConfigError. Call it before importing ESPnet (its
+    ``@typechecked`` decorators run at import); ``tasks=()`` for entry points of our own tasks."""
+    with _lock:
+        if not typecheck.wanted():
+            import typeguard
+
+            typeguard.typechecked = typecheck.unchecked
+        for module_name in tasks:
+            module = importlib.import_module(module_name)
+            for choices_attr, name, target in REGISTRY.get(module_name, []):
+                choices = getattr(module, choices_attr, None)
+                if choices is None:
+                    raise AttributeError(
+                        f"{module_name} has no {choices_attr}; ESPnet version mismatch?"
+                    )
+                key = name.lower()  # ClassChoices lower-cases its keys
+                cls = _load(target)
+                existing = choices.classes.get(key)
+                if existing is not None and existing is not cls:
+                    raise ConfigError(
+                        f"{module_name}.{choices_attr} already has a different class: {existing}",
+                        key=key,
+                    )
+                choices.classes[key] = cls
+            if (
+                module_name == "espnet2.tasks.st"
+            ):  # its --model choice (issue 36: to become our ST task)
+                from espnet_ext.tasks.task_conditioned import install_st
+
+                install_st()
 
 
 def register(module_name: str, choices_attr: str, name: str, target: str) -> None:
-    """Add one entry to REGISTRY (a model defined outside this table) and apply it if the task is loaded."""
+    """Add one entry to REGISTRY (a model defined outside this table) and install it into its task now."""
     with _lock:
         REGISTRY.setdefault(module_name, []).append((choices_attr, name, target))
-        if module_name in sys.modules:
-            _apply_entry(sys.modules[module_name], choices_attr, name, target)
+        install([module_name])
 
 
 def _load(target: str):
     module_name, _, attr = target.partition(":")
     return getattr(importlib.import_module(module_name), attr)
-
-
-def _apply_entry(module, choices_attr: str, name: str, target: str) -> None:
-    choices = getattr(module, choices_attr, None)
-    if choices is None:
-        raise AttributeError(f"{module.__name__} has no {choices_attr}; ESPnet version mismatch?")
-    key = name.lower()  # ClassChoices lower-cases its keys
-    cls = _load(target)
-    existing = choices.classes.get(key)
-    if existing is not None and existing is not cls:
-        raise ConfigError(
-            f"{module.__name__}.{choices_attr} already has a different class: {existing}", key=key
-        )
-    choices.classes[key] = cls
-
-
-def apply(module) -> None:
-    with _lock:
-        if module.__name__ in _done:
-            return
-        _done.add(module.__name__)
-        for entry in REGISTRY.get(module.__name__, []):
-            _apply_entry(module, *entry)
-        for hook in HOOKS.get(module.__name__, []):
-            _load(hook)()
-
-
-class _RegisterAfterImport(importlib.abc.MetaPathFinder):
-    """Wraps the loader of ESPnet2 task modules so ``apply`` runs right after they execute."""
-
-    def find_spec(self, fullname, path, target=None):
-        if (fullname not in REGISTRY and fullname not in HOOKS) or fullname in _done:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _ApplyingLoader(spec.loader)
-                return spec
-        return None
-
-
-class _ApplyingLoader(importlib.abc.Loader):
-    def __init__(self, inner):
-        self.inner = inner
-
-    def create_module(self, spec):
-        return self.inner.create_module(spec)
-
-    def exec_module(self, module):
-        self.inner.exec_module(module)
-        apply(module)
-
-
-def install() -> None:
-    """Idempotent: hook future imports and register into already-imported task modules."""
-    with _lock:
-        if not any(isinstance(f, _RegisterAfterImport) for f in sys.meta_path):
-            sys.meta_path.insert(0, _RegisterAfterImport())
-        for name in [*REGISTRY, *HOOKS]:
-            if name in sys.modules:
-                apply(sys.modules[name])
 
 
 def build_model(task: str, args: list[str]):

@@ -7,8 +7,8 @@ starts dozens of such processes. typeguard itself makes the decorator a no-op in
 because the checks are meant for development; we do the same without ``-O`` (which would also strip ESPnet's
 asserts). ``ESPNET_EXT_TYPECHECK=1`` keeps the checks, e.g. when developing a new model class.
 
-It only takes effect when ``espnet_ext`` is imported before ESPnet, as our ``python -m espnet_ext.bin.*``
-entry points do.
+The switch is made by ``espnet_ext.registry.install()``, which our entry points call before they import
+ESPnet; tools/upstream/espnet-typecheck-switch.patch is the ESPnet change that would replace it.
 """
 
 from __future__ import annotations
@@ -18,16 +18,11 @@ import os
 ENV = "ESPNET_EXT_TYPECHECK"
 
 
-def _unchecked(target=None, **_options):
+def unchecked(target=None, **_options):
     """typeguard.typechecked's signature, returning the target unchanged (also as ``@typechecked()``)."""
     return (lambda function: function) if target is None else target
 
 
-def configure(environ=os.environ) -> bool:
-    """Switch typeguard's decorator off unless ``ESPNET_EXT_TYPECHECK=1``; True when the checks stay on."""
-    if environ.get(ENV, "0") == "1":
-        return True
-    import typeguard
-
-    typeguard.typechecked = _unchecked
-    return False
+def wanted(environ=os.environ) -> bool:
+    """True when ``ESPNET_EXT_TYPECHECK=1`` asks for ESPnet's type checks."""
+    return environ.get(ENV, "0") == "1"

@@ -3,18 +3,17 @@ hundreds of them, and each pays ~5 s of CPU importing torch and ESPnet before do
 
     python tests/forkserver.py SOCKET        # serve; exits with the process that started it
 
-The server imports those libraries once (``PRELOAD``; ``espnet_ext`` first, as every entry point does, so that
-ESPnet's typeguard decorators are off as in a real job) and forks one child per request. A request comes from
-``tests/forkserver_client.py``, which the ``python`` of ``shim()`` runs for ``python -m espnet_ext.*`` and
-``python -m espnet2.*`` outside Slurm jobs; every other ``python`` is the real one. The child becomes the job
-as a fresh interpreter would be: the client's stdin / stdout / stderr, working directory, environment,
-``sys.argv`` and ``sys.path[0]``, the module run as ``__main__`` with ``runpy``, Python's exit codes (an
-uncaught exception: traceback and 1; ``KeyboardInterrupt``: death by SIGINT). Where the environment differs
-from the server's in a variable read at import time (``IMPORT_TIME``, e.g. ``ESPNET_EXT_TYPECHECK=1``), the
-child execs the real interpreter instead. The job runs in its own process group: the client forwards the
-signals it gets to that group and the server reports how the job ended; a job whose client is gone is killed.
-Our own modules are not preloaded: each job imports ``espnet_ext``'s submodules itself.
-"""
+The server imports those libraries once (``PRELOAD``, after ``espnet_ext.registry.install(tasks=())`` as every
+entry point does, so that ESPnet's typeguard decorators are off as in a real job) and forks one child per request.
+A request comes from ``tests/forkserver_client.py``, which the ``python`` of ``shim()`` runs for ``python -m
+espnet_ext.*`` and ``python -m espnet2.*`` outside Slurm jobs; every other ``python`` is the real one. The child
+becomes the job as a fresh interpreter would be: the client's stdin / stdout / stderr, working directory,
+environment, ``sys.argv`` and ``sys.path[0]``, the module run as ``__main__`` with ``runpy``, Python's exit codes
+(an uncaught exception: traceback and 1; ``KeyboardInterrupt``: death by SIGINT). Where the environment differs
+from the server's in a variable read at import time (``IMPORT_TIME``, e.g. ``ESPNET_EXT_TYPECHECK=1``), the child
+execs the real interpreter instead. The job runs in its own process group: the client forwards the signals it gets
+to that group and the server reports how the job ended; a job whose client is gone is killed. Our own modules are
+not preloaded: each job imports ``espnet_ext``'s submodules itself."""
 
 from __future__ import annotations
 
@@ -36,7 +35,6 @@ import traceback
 from pathlib import Path
 
 PRELOAD = (
-    "espnet_ext",
     "torch",
     "espnet2.tasks.abs_task",
     "espnet2.text.phoneme_tokenizer",
@@ -201,6 +199,9 @@ def _become_job(conn: socket.socket, fds: list[int], listener: socket.socket, wa
 
 def serve(socket_path: Path) -> None:
     owner = os.getppid()
+    from espnet_ext.registry import install
+
+    install(tasks=())
     for name in PRELOAD:
         __import__(name)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

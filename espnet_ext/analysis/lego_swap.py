@@ -130,6 +130,9 @@ def decoding_options(path: str | None) -> dict:
 def bleu_of(config, model_file, sources, refs, options: dict, device: str) -> float:
     """BLEU of one cell, decoded as the recipe's mt_inference entry point decodes (our search rules
     applied to ESPnet's beam search the same way)."""
+    from espnet_ext.registry import install
+
+    install()  # our LegoNN classes into ESPnet2's MT task
     from espnet2.bin.mt_inference import Text2Text
 
     ours = {k: v for k, v in options.items() if k in rules.KEYS}

@@ -88,7 +88,9 @@ def _task_class(task: str):
     if task not in TASKS:
         raise ConfigError(f"unknown task {task!r}; one of {', '.join(TASKS)}", key="--task")
     module_name, _, name = TASKS[task][0].partition(":")
-    import espnet_ext  # noqa: F401  (our classes registered, as in our training entry points)
+    from espnet_ext.registry import install
+
+    install()  # our classes registered, as in our training entry points
 
     return getattr(importlib.import_module(module_name), name)
 

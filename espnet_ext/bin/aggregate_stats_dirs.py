@@ -1,8 +1,10 @@
-"""ESPnet2's ``espnet2.bin.aggregate_stats_dirs`` with our classes registered."""
+"""ESPnet2's ``espnet2.bin.aggregate_stats_dirs`` with ESPnet's type checks off as in our other entry points."""
+
+from espnet_ext.registry import install
+
+install(tasks=())  # typeguard's checks off before ESPnet is imported (espnet_ext.registry)
 
 from espnet2.bin.aggregate_stats_dirs import main
-
-import espnet_ext  # noqa: F401  (registers our classes before ESPnet2 parses the config)
 
 if __name__ == "__main__":
     main()

@@ -8,6 +8,10 @@ The class is the name from the training ``--class_list``, or the index when trai
 ``--matched_inference true|false`` switches relaxed window attention at test time (default: as trained).
 """
 
+from espnet_ext.registry import install
+
+install(tasks=())  # typeguard's checks off before ESPnet is imported (espnet_ext.registry)
+
 import contextlib
 
 import torch

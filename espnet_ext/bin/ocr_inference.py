@@ -8,6 +8,10 @@ Attention recognisers also give the mean attention entropy H[a_t] per image (``<
 pictures of what they looked at (espnet_ext.analysis.attention_patches).
 """
 
+from espnet_ext.registry import install
+
+install(tasks=())  # typeguard's checks off before ESPnet is imported (espnet_ext.registry)
+
 import torch
 
 from espnet_ext.analysis.attention_patches import plot_steps

@@ -5,6 +5,10 @@ The options are ESPnet2's (``--output_dir``, ``--resume``, ``--ngpu``, ``--dist_
 ImageToSequenceTask's; ``--print_config`` lists them all.
 """
 
+from espnet_ext.registry import install
+
+install(tasks=())  # typeguard's checks off before ESPnet is imported (espnet_ext.registry)
+
 from espnet_ext.tasks.image_to_sequence import ImageToSequenceTask
 
 

@@ -2,10 +2,13 @@
 ``--matched_inference true|false`` and fairseq/espresso's ``eos_threshold`` / ``lenpen`` /
 ``fairseq_stop`` (see espnet_ext.bin.inference_entry)."""
 
+from espnet_ext.registry import install
+
+install()  # our classes into ESPnet2's tasks, before ESPnet is imported (espnet_ext.registry)
+
 from espnet2.bin.st_inference import Speech2Text, main
 from espnet2.tasks.st import STTask
 
-import espnet_ext  # noqa: F401  (registers our classes before ESPnet2 builds the model)
 from espnet_ext.bin.inference_entry import run
 
 if __name__ == "__main__":

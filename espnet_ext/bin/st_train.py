@@ -1,8 +1,10 @@
 """ESPnet2's ``espnet2.bin.st_train`` with our classes registered."""
 
-from espnet2.bin.st_train import main
+from espnet_ext.registry import install
 
-import espnet_ext  # noqa: F401  (registers our classes before ESPnet2 parses the config)
+install()  # our classes into ESPnet2's tasks, before ESPnet is imported (espnet_ext.registry)
+
+from espnet2.bin.st_train import main
 
 if __name__ == "__main__":
     main()

@@ -13,6 +13,11 @@ length in tokens (with <eos>), from which self-training's confidence filter is c
 ``--matched_inference true|false`` relaxes (or not) the model's relaxed attention at test time.
 """
 
+from espnet_ext.registry import install
+
+# ESPnet2's ASR encoders with ours (LipReadingTask's encoder_choices) and our LMs, before ESPnet is imported
+install()
+
 import argparse
 import contextlib
 import logging

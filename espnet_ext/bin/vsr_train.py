@@ -5,6 +5,10 @@ The options are ESPnet2's (``--output_dir``, ``--resume``, ``--ngpu``, ``--dist_
 LipReadingTask's; ``--print_config`` lists them all.
 """
 
+from espnet_ext.registry import install
+
+install()  # ESPnet2's ASR encoders with ours (LipReadingTask's encoder_choices), before ESPnet is imported
+
 from espnet_ext.tasks.lip_reading import LipReadingTask
 
 

@@ -1,8 +1,9 @@
 """ESPnet2 data types for images and videos: ``--*_data_path_and_name_and_type <scp>,<name>,image|video``.
 
 ESPnet2 reads every data file through ``espnet2.train.dataset.DATA_TYPES`` (type name -> loader of a
-``key value`` file). It has no image or video type; ``install()`` adds ours. An scp line is ``<key>
-<path>``; a value is decoded when the key is read, and anything that cannot be decoded raises
+``key value`` file). It has no image or video type; ``MediaDataset``, the dataset of our tasks
+(``espnet_ext.tasks.abs_ext_task``), reads ours and hands every other type to ESPnet. An scp line is
+``<key> <path>``; a value is decoded when the key is read, and anything that cannot be decoded raises
 ``InputError`` naming the scp file, its line, the key and the media path.
 
 - ``image``: PNG/JPEG/... via Pillow -> float32 ``(H, W)`` for grey, ``(H, W, C)`` otherwise,
@@ -140,21 +141,6 @@ DATA_TYPES = {
         "\n\n   utterance_id_a a.mp4\n   utterance_id_b b.npy\n   ...",
     ),
 }
-
-
-def install() -> None:
-    """Add our types to ESPnet2's table (idempotent). Must run before a task builds its parser or datasets."""
-    import re
-
-    from espnet2.train import dataset
-
-    for name, entry in DATA_TYPES.items():
-        # ESPnet picks the first key that re.match-es the type name, in dict order: make sure no
-        # existing key (e.g. "npy" for "npy_video") would catch ours first.
-        shadowing = [key for key in dataset.DATA_TYPES if key != name and re.match(key, name)]
-        if shadowing:
-            raise RuntimeError(f"ESPnet data type {shadowing[0]!r} would shadow our type {name!r}")
-        dataset.DATA_TYPES.setdefault(name, entry)
 
 
 def check_scp(scp, kind: str) -> int:

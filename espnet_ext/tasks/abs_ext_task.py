@@ -29,13 +29,9 @@ from espnet2.train.trainer import Trainer
 from espnet2.utils.types import str2bool, str2triple_str, str_or_none
 from torch.utils.data import DataLoader
 
-from espnet_ext.data import types as data_types
+from espnet_ext.data.types import DATA_TYPES
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.fileio import read_utf8_lines
-
-# Every process that runs one of our tasks (entry points, spawned DDP workers, inference) imports
-# this module, so this is where ESPnet learns the image and video data types.
-data_types.install()
 
 
 def load_state_dict_strictly(
@@ -100,8 +96,22 @@ def read_list(value: str | Sequence[str] | None, option: str) -> list[str]:
     return entries
 
 
+class MediaDataset(ESPnetDataset):
+    """ESPnet's map-style dataset that also reads our ``image`` and ``video`` types
+    (``espnet_ext.data.types``, by exact name); every other type is ESPnet's."""
+
+    def _build_loader(self, path, loader_type, keys_to_load):
+        if loader_type in DATA_TYPES:
+            return DATA_TYPES[loader_type]["func"](path)
+        return super()._build_loader(path, loader_type, keys_to_load)
+
+
 class AbsExtTask(AbsTask):
-    """Base of our tasks: ESPnet2's trainer, checkpoints, ``--resume``, DDP; stricter about inputs."""
+    """Base of our tasks: ESPnet2's trainer, checkpoints, ``--resume``, DDP; stricter about inputs.
+
+    Data are read through ``MediaDataset`` (images, videos); only ESPnet's ``sequence`` iterator,
+    whose dataset comes from ``build_dataset``, is offered.
+    """
 
     num_optimizers: int = 1
     trainer = Trainer
@@ -124,10 +134,39 @@ class AbsExtTask(AbsTask):
 
     @classmethod
     def build_dataset(cls, args, iter_options, keys_to_load: set[str] | None = None):
-        dataset = super().build_dataset(args, iter_options, keys_to_load)
+        if args.multi_task_dataset:
+            raise ConfigError(f"--multi_task_dataset is not supported by {cls.__name__}")
+        dataset = MediaDataset(
+            iter_options.data_path_and_name_and_type,
+            float_dtype=args.train_dtype,
+            preprocess=iter_options.preprocess_fn,
+            max_cache_size=iter_options.max_cache_size,
+            max_cache_fd=iter_options.max_cache_fd,
+            allow_multi_rates=iter_options.allow_multi_rates,
+            keys_to_load=keys_to_load,
+        )
+        cls.check_task_requirements(
+            dataset, args.allow_variable_data_keys, train=iter_options.train
+        )
         if keys_to_load:
             check_ids(dataset, keys_to_load)
         return dataset
+
+    @classmethod
+    def build_iter_factory(cls, args, distributed_option, mode: str, kwargs: dict | None = None):
+        # ESPnet's other iterators build their own ESPnetDataset, which cannot read images or videos
+        key = (
+            "valid_iterator_type"
+            if mode == "valid" and args.valid_iterator_type
+            else "iterator_type"
+        )
+        if getattr(args, key) != "sequence":
+            raise ConfigError(
+                f"{cls.__name__} reads its data with the sequence iterator only, not "
+                f"{getattr(args, key)!r}",
+                key=key,
+            )
+        return super().build_iter_factory(args, distributed_option, mode, kwargs)
 
     @classmethod
     def build_streaming_iterator(
@@ -153,7 +192,7 @@ class AbsExtTask(AbsTask):
         """
         if multi_task_dataset:
             raise ConfigError(f"--multi_task_dataset is not supported by {cls.__name__}")
-        dataset = ESPnetDataset(
+        dataset = MediaDataset(
             data_path_and_name_and_type, preprocess=preprocess_fn, float_dtype=np.dtype(dtype).name
         )
         cls.check_task_requirements(

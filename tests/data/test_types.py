@@ -141,22 +141,16 @@ def test_undecodable_video_names_scp_line_key_and_path(tmp_path):
         )
 
 
-def test_registered_in_espnet_and_not_shadowed(tmp_path, gradient):
-    from espnet2.train.dataset import DATA_TYPES, ESPnetDataset
+def test_our_tasks_dataset_reads_our_types_and_espnets(tmp_path, gradient):
+    from espnet2.train.dataset import DATA_TYPES
 
-    import espnet_ext.tasks.abs_ext_task  # noqa: F401  (our tasks install the types)
+    from espnet_ext.tasks.abs_ext_task import MediaDataset
 
-    # ESPnet takes the first key that re.match-es the type name: ours must be found for ours, and
-    # every ESPnet type must still find its own entry.
-    for name in ("image", "video"):
-        assert next(key for key in DATA_TYPES if re.match(key, name)) == name
-    for name in ("sound", "npy", "text", "text_int", "kaldi_ark", "rand_float"):
-        assert next(key for key in DATA_TYPES if re.match(key, name)) == name
-
+    assert "image" not in DATA_TYPES and "video" not in DATA_TYPES  # ESPnet's table is left alone
     Image.fromarray(gradient).save(tmp_path / "a.png")
     write_scp(tmp_path / "image.scp", [("a", "a.png")])
     (tmp_path / "label").write_text("a 3\n")
-    dataset = ESPnetDataset(
+    dataset = MediaDataset(
         [
             (str(tmp_path / "image.scp"), "image", "image"),
             (str(tmp_path / "label"), "label", "text_int"),
@@ -166,6 +160,25 @@ def test_registered_in_espnet_and_not_shadowed(tmp_path, gradient):
     assert isinstance(dataset.loader_dict["image"], types.ImageScpReader)
     np.testing.assert_array_equal(example["image"], gradient / np.float32(255))
     assert example["label"].tolist() == [3]
+
+
+@pytest.mark.parametrize(
+    "mode, options", [("train", {}), ("valid", {"valid_iterator_type": "chunk"})]
+)
+def test_our_tasks_refuse_espnets_other_iterators(mode, options):
+    import argparse
+
+    from espnet_ext.errors import ConfigError
+    from espnet_ext.tasks.image_classification import ImageClassificationTask
+
+    args = argparse.Namespace(
+        **{"iterator_type": "category", "valid_iterator_type": None, **options}
+    )
+    if mode == "valid":
+        args.iterator_type = "sequence"
+    key = "valid_iterator_type" if mode == "valid" else "iterator_type"
+    with pytest.raises(ConfigError, match=f"^key '{key}': ImageClassificationTask reads .* only"):
+        ImageClassificationTask.build_iter_factory(args, None, mode)
 
 
 def test_check_scp_decodes_every_image_and_names_the_bad_one(tmp_path):

@@ -104,7 +104,9 @@ def test_espnets_speech2text_decodes_with_the_rules(tmp_path):
     from espnet2.bin.asr_inference import Speech2Text
     from espnet2.tasks.asr import ASRTask
 
-    import espnet_ext  # noqa: F401  (registration, as in the entry points)
+    from espnet_ext.registry import install
+
+    install()  # registration, as in the entry points
 
     tokens = ["<blank>", "<unk>", "a", "b", "<sos/eos>"]
     (tmp_path / "tokens.txt").write_text("\n".join(tokens) + "\n")

@@ -227,7 +227,9 @@ def test_registered_in_espnets_asr_and_st_tasks():
     import espnet2.tasks.asr
     import espnet2.tasks.st
 
-    import espnet_ext  # noqa: F401  (registration on import)
+    from espnet_ext.registry import install
+
+    install()
 
     for task in (espnet2.tasks.asr, espnet2.tasks.st):
         assert task.encoder_choices.get_class("multiformer") is MultiformerEncoder

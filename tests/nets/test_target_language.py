@@ -7,9 +7,11 @@ import yaml
 from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.tasks.st import STTask
 
-import espnet_ext  # noqa: F401  (registration)
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.target_language import TargetLanguageStart, attach_target_language_start
+from espnet_ext.registry import install
+
+install()  # registration, as in the entry points
 
 VOCAB, SOS, D = 7, 6, 8
 

@@ -9,14 +9,16 @@ from espnet2.tasks.asr import ASRTask
 from espnet2.tasks.mt import MTTask
 from espnet2.tasks.st import STTask
 
-import espnet_ext  # noqa: F401  (registration)
 from espnet_ext.attention.head_selection import HeadSelectionAttention
 from espnet_ext.bin.inference_entry import run
 from espnet_ext.data.task_tags import main as task_tags_main
 from espnet_ext.data.task_tags import task_ids
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.task_models import TaskConditionedModel, TaskConditionedSTModel
+from espnet_ext.registry import install
 from espnet_ext.tasks import task_conditioned
+
+install()  # registration, as in the entry points
 
 TOKENS = ["<blank>", "<unk>", "a", "b", "c", "<sos/eos>"]
 TAGS = ["es", "de", "fr"]
