@@ -1,7 +1,8 @@
 """egs/librispeech/asr1's real modes (LIBRISPEECH set) end to end as smoke runs (--smoke true, README "Smoke
 runs") on the release-layout fixture with all seven parts: the 100 h setup's configs and options, with LM
-fusion (the SLR11 text) and without; and the 960 h setup (--config conf/train_960h.conf: the three training
-parts combined, the base model) in a recipe dir of its own (its data, tokens and statistics are its own)."""
+fusion (the SLR11 text) and without; and then the 960 h setup (--config conf/train_960h.conf: the three
+training parts combined, the base model) in the same recipe dir, which keeps the 100 h setup's token list and
+statistics (asr.sh names them by the training set) and so leaves its model and decodings done."""
 
 import json
 import re
@@ -77,17 +78,29 @@ def test_each_test_set_is_decoded_scored_and_tabled(real_run, tag):
     assert re.search(rf"\| asr_train_asr_small / {tag} \|( [0-9.]+ \|){{4}}", results), results
 
 
+def _tree(directory):
+    return {p.relative_to(directory): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+
 @pytest.fixture(scope="module")
-def run_960h(tmp_path_factory, corpus):
-    """All stages of the 960 h setup (run.sh's header: --config conf/train_960h.conf): (recipe, run)."""
-    recipe = make_recipe_copy("librispeech", "asr1", tmp_path_factory.mktemp("librispeech_960h"))
+def run_960h(real_run, corpus):
+    """All stages of the 960 h setup (run.sh's header: --config conf/train_960h.conf) in the finished 100 h
+    recipe dir: (recipe, run, the 100 h token list and statistics before it)."""
+    recipe = real_run[0]
+    before = {
+        name: _tree(recipe / name)
+        for name in (
+            "data/token_list/train_clean_100",
+            "exp/asr_stats_train_clean_100_bpe_unigram5000",
+        )
+    }
     out = run(recipe, [*SMOKE, "--config", "conf/train_960h.conf"], env=corpus)
     assert out.returncode == 0, out.stderr[-4000:]
-    return recipe, out
+    return recipe, out, before
 
 
 def test_960h_setup_trains_the_base_model_on_three_parts_and_scores_every_test_set(run_960h):
-    recipe, out = run_960h
+    recipe, out, _ = run_960h
     train = read_table(recipe / "data" / "train_960" / "text")
     assert len(train) == 6 + 4 + 2  # train-clean-100 + train-clean-360 + train-other-500
     assert {"14-208-0000", "17-362-0001", "20-205-0001"} <= set(train)
@@ -112,3 +125,20 @@ def test_960h_setup_trains_the_base_model_on_three_parts_and_scores_every_test_s
     assert results.startswith("# LibriSpeech 960 h"), results[:200]
     row = r"\| asr_train_asr_base / decode_decode_asr \|( [0-9.]+ \|){4}"
     assert re.search(row, results), results
+
+
+def test_960h_setup_keeps_the_100h_token_list_statistics_and_model(run_960h, corpus, tmp_path):
+    recipe, out, before = run_960h
+    tokens_960 = recipe / "data/token_list/train_960/bpe_unigram5000/tokens.txt"
+    assert tokens_960.exists() and (recipe / "exp/asr_stats_train_960_bpe_unigram5000").is_dir()
+    for name, files in before.items():
+        assert files and _tree(recipe / name) == files, name
+    config = yaml.safe_load((recipe / "exp/asr_train_asr_base/config.yaml").read_text())
+    assert config["bpemodel"] == "data/token_list/train_960/bpe_unigram5000/bpe.model"
+    # the 100 h setup after it: from its token list to its scoring, every stage planned as done
+    plan = run(recipe, [*SMOKE, "--stage", "4", "--stop_stage", "11"],
+               env={**corpus, "PIPELINE_DRY_RUN": str(tmp_path)})  # fmt: skip
+    assert plan.returncode == 0, plan.stderr[-4000:]
+    assert "would run" not in plan.stderr, plan.stderr[-4000:]
+    for n in (4, 8, 9, 10, 11):
+        assert re.search(rf"Stage {n}: .*: already done", plan.stderr), n

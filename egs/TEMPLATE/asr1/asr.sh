@@ -49,6 +49,9 @@ token_type=bpe          # bpe (SentencePiece) or char
 nbpe=100
 bpemode=unigram
 bpe_opts=""             # extra options for espnet_ext.text.token_list
+token_list_dir=""       # the token list (tokens.txt [+ bpe.model]; stage 4 makes it); default
+                        # data/token_list/<train_set>/<bpe_<bpemode><nbpe>|char>: one per training set (as ESPnet's
+                        # per-language lists), so setups of one recipe dir (LibriSpeech 100 h, 960 h) keep theirs
 input=speech            # speech (fbank features, asr_train) or video (grey mouth crops, vsr_train/vsr_inference)
 asr_config=""
 asr_args=""             # extra arguments for asr_train / vsr_train
@@ -58,8 +61,9 @@ pseudo_label_exp=""     # the experiment whose model pseudo-labels it (default: 
 self_training_config="" # stage 14's training config (default: --asr_config), e.g. a self-training schedule
 pseudo_min_confidence=""  # pseudo-labels kept when 1-best score / tokens >= this (empty: every non-empty 1-best)
 asr_tag=""
-asr_stats_dir=""        # statistics (stage 8; default ${expdir}/asr_stats_${token_type}, as ESPnet): one per
-                        # config lets trainings of several configs on the same data run side by side
+asr_stats_dir=""        # statistics (stage 8; default ${expdir}/asr_stats_<train_set>_<token list name>, as ESPnet's
+                        # asr_stats_<feats>_<lang>_<token>): one per config lets trainings of several configs on the
+                        # same data run side by side
 attention_variant=baseline  # baseline, smooth_focus, relaxed_cross or relaxed_self (espnet_ext.attention.variants)
 relax_gamma=""          # relaxation coefficient of the relaxed variants (default: the paper's)
 matched_inference=false # relaxed attention also when decoding (the paper's "matched inference")
@@ -106,8 +110,9 @@ case ${input} in
     *) die "--input must be speech or video, not '${input}'" ;;
 esac
 [ -z "${avhubert_checkpoint}" ] || [ "${input}" = video ] || die "--avhubert_checkpoint needs --input video"
-token_dir="data/token_list/${token_type}"
-[ "${token_type}" = bpe ] && token_dir="data/token_list/${token_type}_${bpemode}${nbpe}"
+token_dir=${token_type}
+[ "${token_type}" = bpe ] && token_dir="${token_type}_${bpemode}${nbpe}"
+token_dir=${token_list_dir:-data/token_list/${train_set}/${token_dir}}
 token_list="${token_dir}/tokens.txt"
 bpemodel="${token_dir}/bpe.model"
 variant_opts=(--config "${asr_config}" --variant "${attention_variant}" --task asr ${relax_gamma:+--gamma "${relax_gamma}"})
@@ -116,7 +121,7 @@ asr_args="$(sed -n 2p <<< "${variant}") ${asr_args}"
 asr_tag=${asr_tag:-$(basename "${asr_config}" .yaml)$(sed -n 1p <<< "${variant}")}
 asr_exp="${expdir}/${exp_kind}_${asr_tag}"
 if [ "${print_exp}" = true ]; then echo "${asr_exp}"; exit 0; fi
-asr_stats_dir=${asr_stats_dir:-${expdir}/${exp_kind}_stats_${token_type}}
+asr_stats_dir=${asr_stats_dir:-${expdir}/${exp_kind}_stats_${train_set}_$(basename "${token_dir}")}
 lm_tag=${lm_tag:-$(basename "${lm_config:-lm}" .yaml)}
 lm_exp=${lm_exp:-${expdir}/lm_${lm_tag}}
 if [ -z "${inference_tag}" ]; then
@@ -305,7 +310,7 @@ self_decode() {
 # decode_fp EXP : the fingerprint of decoding EXP's model with this invocation's decoding options
 decode_fp() {
     fingerprint "$1/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" \
-        "${lm_exp}/${inference_lm}"
+        "${lm_exp}/${inference_lm}" "${token_list}"
 }
 
 data_fp="$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${unlabeled_set}")"

@@ -18,7 +18,7 @@ tensors. The architecture in the checkpoint's config (layers, width, heads, pre-
 attention heads cannot be seen in tensor shapes.
 
     python -m espnet_ext.nets.avhubert.checkpoint --checkpoint large_vox_iter5.pt \
-        --config conf/train_vsr_large.yaml --token_list data/token_list/bpe_unigram1000/tokens.txt \
+        --config conf/train_vsr_large.yaml --token_list data/token_list/pretrain_trainval/bpe_unigram1000/tokens.txt \
         --out exp/avhubert_init.pth
 
 writes the mapped tensors as an ESPnet state dict for training's ``--init_param exp/avhubert_init.pth``;

@@ -56,14 +56,15 @@ parallel_stages=true    # side by side: stages 1 and 2, 4-6, the exports and com
 for name in asr_config finetune_config inference_config; do
     [ -n "${!name}" ] || die "--${name} is required"
 done
+# The MT decoder's vocabulary (stage 3) is every model's, Europarl's and TED's alike.
+token_dir="data/token_list/bpe_unigram${nbpe}"
 # shellcheck disable=SC2206
-common=(--nbpe "${nbpe}" --inference_config "${inference_config}" ${asr_opts})
+common=(--nbpe "${nbpe}" --token_list_dir "${token_dir}" --inference_config "${inference_config}" ${asr_opts})
 europarl=(--dumpdir "${dumpdir}" --expdir "${expdir}" --train_set "${train_set}" --valid_set "${valid_set}"
           --test_sets "${test_sets}")
 # TED is trained on only (its modules are what counts): no test set of its own
 ted=(--dumpdir "${dumpdir}/ted" --expdir "${expdir}/ted" --train_set "${ted_train_set}"
      --valid_set "${ted_valid_set}" --test_sets "")
-token_dir="data/token_list/bpe_unigram${nbpe}"
 
 phoneme_targets() {  # phoneme_targets DUMPDIR TRAIN VALID: the CTC targets of a phoneme interface (key phn)
     echo "--train_data_path_and_name_and_type $1/fbank/$2_filtered/phn_int,phn,text_int" \
