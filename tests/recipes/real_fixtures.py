@@ -171,6 +171,12 @@ def mtedx_release(dest: Path) -> Path:
 # WMT (egs/wmt/mt1, layout of local/data.sh): the 14 languages of the multilingual setting and the three
 # LegoNN pairs, with dev and test sets under the names WMT ships (the pair in the name from 2014 on).
 WMT_LANGS = ["cs", "de", "es", "et", "fi", "fr", "gu", "kk", "lt", "lv", "ro", "ru", "tr", "zh"]
+# each language's dev set in its WMT edition (local/data.sh --multilingual_dev), beside an older one of dev/
+WMT_DEV = {
+    "cs": "newstest2018", "de": "newstest2018", "es": "newstest2012", "et": "newsdev2018", "fi": "newstest2016",
+    "fr": "newstest2013", "gu": "newsdev2019", "kk": "newsdev2019", "lt": "newsdev2019", "lv": "newsdev2017",
+    "ro": "newsdev2016", "ru": "newstest2018", "tr": "newstest2016", "zh": "newsdev2017",
+}  # fmt: skip
 _WMT_LEGO = {  # dir -> (src, tgt, dev set files, test set files): (set, src name, ref name)
     "wmt14/de-en": ("en", "de", [("newstest2013", "newstest2013-src.en.sgm", "newstest2013-ref.de.sgm")], [
         ("newstest2011", "newstest2011-src.en.sgm", "newstest2011-ref.de.sgm"),
@@ -207,14 +213,21 @@ def wmt_release(dest: Path) -> Path:
     """dest/multilingual/<x>-en/{train,dev,test} (plain text) and dest/wmt14|wmt19|wmt16/... (plain training
     corpora, sgm dev and test sets): the WMT root."""
     for x in WMT_LANGS:
-        for split, count in (("train", 4), ("dev", 1), ("test", 1)):
+        for split, count in (("train", 4), ("test", 1)):
             directory = dest / "multilingual" / f"{x}-en" / split
             directory.mkdir(parents=True)
-            name = {"train": "corpus", "dev": "newsdev", "test": "newstest"}[split]
+            name = {"train": "corpus", "test": "newstest"}[split]
             for lang in (x, "en"):
                 (directory / f"{name}.{lang}").write_text(
                     "\n".join(_sentences(lang, count)) + "\n", "utf-8"
                 )
+        dev = dest / "multilingual" / f"{x}-en" / "dev"
+        dev.mkdir()
+        for number, setid in enumerate(("newstest2011", WMT_DEV[x])):
+            base = setid if int(setid[-4:]) < 2014 else f"{setid}-{x}en"  # named as WMT names it
+            for side, lang in (("src", x), ("ref", "en")):
+                _write_sgm(dev / f"{base}-{side}.{lang}.sgm", setid, lang,
+                           _sentences(lang, 1, 20 + number), ref=side == "ref")  # fmt: skip
     for sub, (src, tgt, dev, test) in _WMT_LEGO.items():
         root = dest / sub
         (root / "train").mkdir(parents=True)

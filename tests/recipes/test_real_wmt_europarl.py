@@ -5,11 +5,13 @@ the compose -> decode -> fine-tune -> decode path, the swap matrix of two De-En 
 LegoNN ASR that reuses the De-En decoder trained here."""
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from real_fixtures import WMT_LANGS, wmt_release
+from real_fixtures import WMT_DEV, WMT_LANGS, wmt_release
 from recipe_fixture import make_recipe_copy, read_table, run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -91,6 +93,32 @@ def test_mode_trains_decodes_and_scores_every_test_set(wmt_runs, mode):
         # the paper's moving window of 10 checkpoints, picked by validation BLEU
         assert (recipe / "exp" / mode / exp / "window10.valid.bleu.max.pth").exists()
         assert (recipe / "exp" / mode / exp / "modules" / "decoder.pt").exists()
+
+
+def test_multilingual_valid_is_each_language_s_dev_set_only(wmt_runs):
+    """Of every dev set in <x>-en/dev/ (the fixture has an older one beside it), the language's own."""
+    recipe = wmt_runs[0] / "egs" / "wmt" / "mt1"
+    for direction in ("m2o", "o2m"):
+        ids = sorted(read_table(recipe / "data" / f"{direction}_valid" / "text"))
+        assert ids == sorted(f"{x}-{WMT_DEV[x]}-1-news-0001" for x in WMT_LANGS), direction
+
+
+@pytest.mark.parametrize(
+    "langs, message",
+    [("cs,de", "no cs-en corpus newstest2018 here (found: newstest2011)"),
+     ("de,xx", "--multilingual_dev names no dev set for language 'xx'")],
+)  # fmt: skip
+def test_multilingual_data_refuses_a_missing_dev_set(tmp_path, langs, message):
+    release = wmt_release(tmp_path / "wmt")
+    for path in (release / "multilingual" / "cs-en" / "dev").glob("newstest2018-*"):
+        path.unlink()
+    recipe = make_recipe_copy("wmt", "mt1", tmp_path)
+    out = subprocess.run(
+        ["local/data.sh", "--task", "multilingual_m2o", "--langs", langs],
+        cwd=recipe, env={**os.environ, "WMT": str(release)}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode != 0 and message in out.stderr, out.stderr[-3000:]
+    assert not (recipe / "data" / "m2o_valid").exists()
 
 
 def test_compose_decodes_then_fine_tunes_and_decodes_again(wmt_runs):

@@ -12,8 +12,9 @@
 # Release layout, one dir per pair (the files as WMT ships them, under any names release_corpora knows):
 #   <root>/<x>-en/train/   the training corpora (europarl-v7.de-en.{de,en}, commoncrawl.de-en.{de,en},
 #                          news-commentary-v14.de-en.tsv, corpus.{ro,en} ...)
-#   <root>/<x>-en/dev/     the dev set (newstest2013-src.de.sgm + newstest2013-ref.en.sgm, or an xml); multilingual:
-#                          every dev set there goes into valid; lego: only the setup's (--<pair>_dev, below)
+#   <root>/<x>-en/dev/     the dev sets (newstest2013-src.de.sgm + newstest2013-ref.en.sgm, or an xml, e.g. all of
+#                          the edition's dev.tgz); valid is one of them: multilingual, the language's
+#                          (--multilingual_dev, below); lego, the setup's (--<pair>_dev, below)
 #   <root>/<x>-en/test/    the test sets, one data dir each (newstest2011..2016 sgm, wmttest2022.de-en.xml), named
 #                          without the pair WMT puts into names from 2014 on: newstest2014-deen-src.en.sgm ->
 #                          data/ende_test_newstest2014 (the -ende/-deen files of one year's set: this direction's)
@@ -35,6 +36,14 @@ mini_lego_sizes=de=3000,ro=1000     # mini LegoNN: German (En-De and De-En) and 
 mini_valid_size=100         # per language
 mini_test_size=100          # per language
 mini_seed=0
+# Multilingual dev sets (valid), one per language, <x>=<set>: Gong et al. use "the WMT datasets as used by
+# (Liu et al., 2020)" (§4.1; Table 7 = mBART's Table 1: each language's WMT edition, es WMT13, fr WMT14, ro WMT16,
+# fi/lv/tr/zh WMT17, et WMT18, cs/de/gu/kk/lt/ru WMT19), and fairseq's preparation of that collection
+# (examples/multilingual/data_scripts/download_wmt19_and_before.py, valid_files_patterns) takes as dev set
+# newstest2012 (es), newstest2013 (fr), newsdev2016 (ro), newsdev2017 (lv, zh), newstest2016 (fi, tr; no
+# newsdev2017 for them), newsdev2018 (et), newsdev2019 (gu, kk, lt), newstest2018 (ru); cs and de, which it
+# leaves out, get their WMT19 edition's dev set as ru does, newstest2018. Mini release: newsdev for all.
+multilingual_dev=cs=newstest2018,de=newstest2018,es=newstest2012,et=newsdev2018,fi=newstest2016,fr=newstest2013,gu=newsdev2019,kk=newsdev2019,lt=newsdev2019,lv=newsdev2017,ro=newsdev2016,ru=newstest2018,tr=newstest2016,zh=newsdev2017
 # LegoNN dev sets (valid), one each: the paper's En-De dev set is newstest2013 (§V-B); Ro-En is "the data
 # prepared by [37]" (§V-C1, Lee et al. 2018: dev newsdev2016, test newstest2016); for WMT19 De-En the paper
 # names none, newstest2018 is WMT19's own dev set for it. Empty: those (real), newsdev (the mini release).
@@ -55,16 +64,28 @@ prepare() {
     python -m espnet_ext.data.wmt prepare --out "${out}" --src_lang "${src}" --tgt_lang "${tgt}" --dir "${dir}" "$@"
 }
 
+# multilingual_dev_set X: the dev set of language X (--multilingual_dev; the mini release's newsdev)
+multilingual_dev_set() {
+    [ -n "${WMT}" ] || { echo newsdev; return 0; }
+    local dev
+    dev=$(tr ',' '\n' <<< "${multilingual_dev}" | sed -n "s/^$1=//p")
+    [ -n "${dev}" ] || { echo "$0: --multilingual_dev names no dev set for language '$1'" >&2; return 1; }
+    echo "${dev}"
+}
+
 # multilingual DIRECTION: every language's pairs with the non-English side as text.mul, then combined
 multilingual() {
-    local direction=$1 x src tgt
+    local direction=$1 x src tgt dev
     local root=${WMT:+${WMT}/multilingual}
     root=${root:-data/mini_release/multilingual}
     for x in ${langs//,/ }; do
         if [ "${direction}" = m2o ]; then src=${x}; tgt=en; else src=en; tgt=${x}; fi
+        dev=$(multilingual_dev_set "${x}")
         for split in train valid test; do
-            local out=data/${direction}_${split}_${x} release=${split/valid/dev}
-            prepare "${out}" "${src}" "${tgt}" "${root}/${x}-en/${release}" --task_tag "${x}" --id_prefix "${x}-"
+            local out=data/${direction}_${split}_${x} release=${split/valid/dev} sets=()
+            [ "${split}" = valid ] && sets=(--sets "${dev}")  # only it, of every dev set in dev/
+            prepare "${out}" "${src}" "${tgt}" "${root}/${x}-en/${release}" --task_tag "${x}" --id_prefix "${x}-" \
+                "${sets[@]}"
             mv "${out}/text.${x}" "${out}/text.mul"
             if [ "${direction}" = o2m ]; then  # the target-language token
                 awk -v tag="<2${x}>" '{ $1 = $1 " " tag; print }' "${out}/text.en" > "${out}/text.en.tmp"
