@@ -159,7 +159,7 @@ task_id_opts() {
         dir=$1
         [ "${part}" = train ] || dir=$2
         for pair in $3; do
-            [[ ${pair} == ?*=?* ]] || die "--task_ids: '${pair}' is not NAME=TABLE"
+            [[ ${pair} == ?*=?* ]] || { log "ERROR: --task_ids: '${pair}' is not NAME=TABLE"; return 1; }
             opts+=" --${part}_data_path_and_name_and_type ${dir}/${pair#*=},${pair%%=*},text_int"
         done
     done

@@ -54,26 +54,28 @@ def test_st_run_sh_test_sets_and_tasks_per_mode(echo_st):
     languages = pipeline_args(st)
     assert languages["--test_sets"] == MINI_TEDX_TESTS
     assert "--encoder_task_tag_file src_lang" in languages["--inference_args"]
-    seeded = pipeline_args(st, "--st_args", "--seed 1")["--st_args"]  # after the task ids' options
-    assert seeded.startswith("--allow_variable_data_keys true") and seeded.endswith(" --seed 1")
+    # st.sh reads the id tables (utils/pipeline.sh task_id_opts); --st_args are the training's other options
+    assert languages["--task_ids"] == (
+        "encoder_task_id=src_lang_id decoder_task_id=tgt_lang_id target_language_id=tgt_lang_id"
+    )
+    assert pipeline_args(st, "--st_args", "--seed 1")["--st_args"] == "--seed 1"
+    # the default config's ASR model; another config names its own (--asr_init)
+    assert languages["--st_config"] == "conf/train_st_group_mini.yaml"
+    assert languages["--asr_init"] == "../asr1/exp/asr_train_asr_group_mini/valid.acc.ave.pth"
     joint = pipeline_args(
         st, "--st_config", "conf/train_st_shared_mini.yaml", "--other_domains", "other"
     )
     assert joint["--test_sets"] == MINI_TEDX_TESTS + other
-    assert joint["--asr_init"] == "../asr1/exp/asr_train_asr_shared_mini/valid.acc.ave.pth"
     domains = pipeline_args(st, "--tasks", "domains", "--dumpdir", "dump_domains")
     assert domains["--test_sets"] == MINI_TEDX_TESTS + other  # every domain by default
     assert domains["--dumpdir"] == "dump_domains"
-    assert "dump_domains/fbank/train_filtered/domain_id,task_id,text_int" in domains["--st_args"]
+    assert domains["--task_ids"] == "task_id=domain_id target_language_id=tgt_lang_id"
     assert domains["--st_config"] == "conf/train_st_group_domains_mini.yaml"
     assert domains["--asr_init"] == ""
-    assert "task_id,text_int" in domains["--st_args"] and "domain_id" in domains["--st_args"]
     assert domains["--inference_args"].startswith("--task_tag_file domain ")
-    adapter = pipeline_args(
-        st, "--tasks", "domains", "--st_config", "conf/train_st_adapter_domains_mini.yaml",
-        "--init_from", "exp/st_joint/valid.acc.ave.pth",
-    )  # fmt: skip
-    assert adapter["--st_args"].endswith("--init_param exp/st_joint/valid.acc.ave.pth")
+    directions = pipeline_args(st, "--tasks", "directions")
+    assert directions["--task_ids"] == "task_id=direction_id target_language_id=tgt_lang_id"
+    assert directions["--test_sets"] == " ".join(MINI_TEDX_TESTS.split()[:8])  # no zero-shot one
     real = pipeline_args(
         st, "--tasks", "domains", "--other_domains", "covost", corpus="/corpora/mtedx"
     )
@@ -129,7 +131,7 @@ def two_domain_runs(tmp_path_factory):
         ["--tasks", "domains", "--st_config", "conf/tiny_group_domains.yaml"],
         [
             "--tasks", "domains", "--st_config", "conf/tiny_adapter_domains.yaml",
-            "--init_from", "exp/st_tiny_joint/valid.acc.best.pth",
+            "--st_args", "--init_param exp/st_tiny_joint/valid.acc.best.pth",
         ],
     ]  # fmt: skip
     for args in runs:
@@ -175,14 +177,14 @@ def test_asr_run_sh_test_sets_and_tasks_per_mode(echo_asr):
     languages = pipeline_args(asr)
     assert languages["--test_sets"] == tedx
     assert languages["--asr_config"] == "conf/train_asr_group_mini.yaml"
-    assert "train_filtered/task_id,task_id,text_int" in languages["--asr_args"]
+    assert languages["--task_ids"] == "task_id=task_id"
     assert languages["--inference_args"] == "--task_tag_file lang"
     domains = pipeline_args(
         asr, "--tasks", "domains", "--asr_config", "x/train_asr_group_domains_mini.yaml",
         "--dumpdir", "dump_domains",
     )  # fmt: skip
     assert domains["--test_sets"] == tedx + " test_other_es test_other_it test_other_pt"
-    assert "dump_domains/fbank/train_filtered/domain_id,task_id,text_int" in domains["--asr_args"]
+    assert domains["--task_ids"] == "task_id=domain_id"
     assert domains["--dumpdir"] == "dump_domains"
     assert domains["--inference_args"] == "--task_tag_file domain"
     assert domains["--asr_config"] == "x/train_asr_group_domains_mini.yaml"
@@ -202,17 +204,7 @@ def test_asr_run_sh_test_sets_and_tasks_per_mode(echo_asr):
 @pytest.mark.parametrize(
     "task, args, message",
     [
-        (
-            "st1",
-            ["--tasks", "domains", "--st_config", "conf/train_st_adapter_domains_mini.yaml"],
-            "conf/train_st_adapter_domains_mini.yaml needs --init_from: the joint shared ST model",
-        ),
         ("st1", ["--other_domains", "tedx2"], "key '--other_domains': unknown domain 'tedx2'"),
-        (
-            "asr1",
-            ["--tasks", "domains", "--asr_config", "conf/train_asr_adapter_domains_mini.yaml"],
-            '--asr_args "--init_param <the joint shared model>"',
-        ),
         ("asr1", ["--tasks", "dialects"], "--tasks must be languages or domains, got 'dialects'"),
         ("asr1", ["--other_domains", "covost2"], "unknown domain 'covost2' (known: covost,"),
     ],
@@ -223,6 +215,29 @@ def test_run_sh_refuses_before_any_stage(echo_st, echo_asr, task, args, message)
         text=True, env={**os.environ, "MTEDX": ""},
     )  # fmt: skip
     assert out.returncode != 0 and message in out.stderr and out.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "task, args",
+    [
+        ("st1", ["--tasks", "domains", "--st_config", "conf/train_st_adapter_domains_mini.yaml"]),
+        (
+            "asr1",
+            ["--tasks", "domains", "--asr_config", "conf/train_asr_adapter_domains_mini.yaml"],
+        ),
+    ],
+)
+def test_domain_adapters_need_the_joint_model_before_any_stage(tmp_path, task, args):
+    """The domain adapter configs name no model to start from: the pipeline (espnet_ext.bin.check_init)
+    refuses them until --st_args / --asr_args "--init_param <the joint shared model>" names it."""
+    recipe = make_recipe_copy("mtedx", task, tmp_path)
+    out = subprocess.run(
+        ["./run.sh", *args], cwd=recipe, capture_output=True, text=True,
+        env={**os.environ, "MTEDX": ""},
+    )  # fmt: skip
+    config = args[-1]
+    assert out.returncode != 0 and f"{config}: key 'model_conf.train_adapters_only'" in out.stderr
+    assert not (recipe / "data").exists() and not (recipe / "dump").exists()
 
 
 @pytest.fixture(scope="module")

@@ -81,7 +81,8 @@ MODES = {  # mode -> (recipe, options, experiment, test sets)
                    "asr_train_asr_shared", []),
     "asr_adapter": ("asr1", ["--asr_config", "conf/train_asr_adapter.yaml", "--stage", "9"],
                     "asr_train_asr_adapter", RUNS["asr1"][2]),
-    "st_shared": ("st1", ["--st_config", "conf/train_st_shared.yaml", "--stage", "6", "--skip_eval", "true"],
+    "st_shared": ("st1", ["--st_config", "conf/train_st_shared.yaml", "--stage", "6", "--skip_eval", "true",
+                          "--asr_init", "../asr1/exp/asr_train_asr_shared/valid.acc.ave.pth"],
                   "st_train_st_shared_asrinit", []),
     "st_directions": ("st1", ["--tasks", "directions", "--stage", "6"], "st_train_st_adapter",
                       [f"test_{p}" for p in MTEDX_ST_TRAINED]),  # no adapter for a zero-shot direction

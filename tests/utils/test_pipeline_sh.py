@@ -359,3 +359,27 @@ def test_corpus_settings_change_when_a_release_file_changes_in_place(tmp_path):
     text.unlink()
     seen.append(settings())
     assert len(set(seen)) == len(seen)
+
+
+TASK_IDS = pipeline(
+    'task_ids=""\n',
+    """opts=$(task_id_opts dump/train_filtered dump/valid_filtered "${{task_ids}}")
+echo "${{opts}}" > opts.txt
+""",
+)
+
+
+def test_task_id_opts_name_each_table_of_both_sets(tmp_path):
+    """--task_ids "NAME=TABLE ...": ESPnet's data options of each id table, train then valid."""
+    run = write_script(tmp_path, TASK_IDS)
+    assert run().returncode == 0 and (tmp_path / "opts.txt").read_text() == "\n"  # none: nothing
+    assert run("--task_ids", "task_id=domain_id target_language_id=tgt_lang_id").returncode == 0
+    assert (tmp_path / "opts.txt").read_text().split() == [
+        "--allow_variable_data_keys", "true",
+        "--train_data_path_and_name_and_type", "dump/train_filtered/domain_id,task_id,text_int",
+        "--train_data_path_and_name_and_type", "dump/train_filtered/tgt_lang_id,target_language_id,text_int",
+        "--valid_data_path_and_name_and_type", "dump/valid_filtered/domain_id,task_id,text_int",
+        "--valid_data_path_and_name_and_type", "dump/valid_filtered/tgt_lang_id,target_language_id,text_int",
+    ]  # fmt: skip
+    bad = run("--task_ids", "task_id")
+    assert bad.returncode != 0 and "--task_ids: 'task_id' is not NAME=TABLE" in bad.stderr

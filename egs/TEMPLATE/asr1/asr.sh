@@ -55,6 +55,7 @@ token_list_dir=""       # the token list (tokens.txt [+ bpe.model]; stage 4 make
 input=speech            # speech (fbank features, asr_train) or video (grey mouth crops, vsr_train/vsr_inference)
 asr_config=""
 asr_args=""             # extra arguments for asr_train / vsr_train
+task_ids=""             # "NAME=TABLE ...": per-utterance task ids, <set>_filtered/TABLE as model input NAME
 avhubert_checkpoint=""  # video: fairseq AV-HuBERT checkpoint initialising the front-end and encoder
 unlabeled_set=""        # self-training (stages 13-16): the data/<set> to pseudo-label
 pseudo_label_exp=""     # the experiment whose model pseudo-labels it (default: this one's, stage 9)
@@ -101,6 +102,8 @@ skip_stages=""
 skip_when "${skip_data_prep}" 1 2 3 4
 skip_when "${skip_train}" 5 6 7 8 9
 skip_when "${skip_eval}" 10 11 12 15 16
+# shellcheck disable=SC2086  # an adapter model names the trained model it starts from
+python -m espnet_ext.bin.check_init --config "${asr_config}" -- ${asr_args} || exit 1
 
 case ${input} in
     speech) feats_dir="${dumpdir}/fbank" input_scp=feats.scp input_name=speech input_type=kaldi_ark
@@ -132,6 +135,7 @@ fi
 [ "${matched_inference}" = true ] && inference_args+=" --matched_inference true"
 train_dir="${feats_dir}/${train_set}_filtered"
 valid_dir="${feats_dir}/${valid_set}_filtered"
+asr_args="$(task_id_opts "${train_dir}" "${valid_dir}" "${task_ids}") ${asr_args}"
 
 tokenizer_opts=(--token_type "${token_type}" --token_list "${token_list}" --non_linguistic_symbols none
                 --cleaner none)

@@ -85,6 +85,8 @@ skip_stages=""
 skip_when "${skip_data_prep}" 1 2 3
 skip_when "${skip_train}" 4 5 6 7 8
 skip_when "${skip_eval}" 9 10 11
+# shellcheck disable=SC2086  # an adapter model names the trained model it starts from
+python -m espnet_ext.bin.check_init --config "${mt_config}" -- ${mt_args} || exit 1
 
 raw_dir="${dumpdir}/raw"
 train_dir="${raw_dir}/${train_set}_filtered"

@@ -15,7 +15,7 @@
 # Options a recipe sets (run.sh, through utils/parse_options.sh): --src_lang --tgt_lang, --train_set
 # --valid_set --test_sets, --st_config --inference_config (required), --asr_init, --token_joint
 # --src_token_type --tgt_token_type --src_nbpe --tgt_nbpe --bpemode, --min_frames --max_frames --max_text_chars,
-# --nj --inference_nj --gpu_inference --ngpu --num_nodes --train_num_threads --cmd_backend, --st_args --inference_args
+# --nj --inference_nj --gpu_inference --ngpu --num_nodes --train_num_threads --cmd_backend, --st_args --task_ids --inference_args
 # --st_tag --st_stats_dir --inference_tag --inference_model --bleu_opts, --results_title --results_md; the list below is complete.
 # --asr_init FILE starts the ST encoder (and frontend/normalisation, when present) from the ASR model FILE
 # (e.g. ../asr1/exp/asr_x/valid.acc.ave.pth, trained on the same features); utils/asr_init.py refuses a
@@ -59,6 +59,7 @@ src_bpe_opts=""         # extra options for espnet_ext.text.token_list (source /
 tgt_bpe_opts=""         # extra options for espnet_ext.text.token_list (target model)
 st_config=""
 st_args=""              # extra arguments for st_train
+task_ids=""             # "NAME=TABLE ...": per-utterance task ids, <set>_filtered/TABLE as model input NAME
 st_tag=""
 st_stats_dir=""         # statistics (stage 5; default ${expdir}/st_stats_<token lists>): one per training set
 asr_init=""             # ASR model file whose encoder (+ frontend/normalize) starts the ST model
@@ -84,10 +85,14 @@ skip_stages=""
 skip_when "${skip_data_prep}" 1 2 3 4
 skip_when "${skip_train}" 5 6
 skip_when "${skip_eval}" 7 8 9
+# shellcheck disable=SC2086  # an adapter model names the trained model it starts from
+python -m espnet_ext.bin.check_init --config "${st_config}" -- ${st_args} ${asr_init:+--init_param "${asr_init}"} ||
+    exit 1
 
 feats_dir="${dumpdir}/fbank"
 train_dir="${feats_dir}/${train_set}_filtered"
 valid_dir="${feats_dir}/${valid_set}_filtered"
+task_opts=$(task_id_opts "${train_dir}" "${valid_dir}" "${task_ids}")
 src_text=text.${src_lang}
 tgt_text=text.${tgt_lang}
 . utils/translation_tokens.sh
@@ -118,7 +123,7 @@ st_train() {
     [ -z "${asr_init}" ] || [ -f "${asr_init}" ] || { log "--asr_init ${asr_init}: no such file"; return 1; }
     mkdir -p "${st_exp}"
     local options extra init="" smoke_args
-    read -ra extra <<< "$(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") ${st_args}"
+    read -ra extra <<< "$(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") ${task_opts} ${st_args}"
     local normalize normalize_opts  # the config's normalize, else global_mvn over the statistics
     normalize=$(python -m espnet_ext.bin.normalize_opts --config "${st_config}" \
         --stats_file "${st_stats_dir}/train/feats_stats.npz") || return 1
@@ -182,7 +187,7 @@ tokens_fp="$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "
     "${tgt_token_type}" "${src_nbpe}" "${tgt_nbpe}" "${bpemode}" "${src_bpe_opts}" "${tgt_bpe_opts}")"
 run_stage 4 "token lists" "${tgt_token_dir}" "${tokens_fp}" make_translation_tokens
 run_stage 5 "ST statistics" "${st_stats_dir}" "$(fingerprint "${train_dir}/feats.scp" "${valid_dir}/feats.scp" "${src_token_list}" "${tgt_token_list}" "${st_config}")" st_stats
-run_stage 6 "ST training" "${st_exp}" "$(fingerprint "${st_stats_dir}/train/feats_stats.npz" "${src_token_list}" "${tgt_token_list}" "${st_config}" "${st_args}" "${asr_init}")" st_train
+run_stage 6 "ST training" "${st_exp}" "$(fingerprint "${st_stats_dir}/train/feats_stats.npz" "${src_token_list}" "${tgt_token_list}" "${st_config}" "${task_ids}" "${st_args}" "${asr_init}")" st_train
 average_stage 7 "${st_exp}"  # --inference_model last<N>.pth (utils/pipeline.sh)
 run_stage 7 "decoding" "${st_exp}/${inference_tag}" "$(fingerprint "${st_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}")" decode
 run_stage 8 "scoring" "${st_exp}/${inference_tag}" "$(fingerprint "${test_sets}" "${bleu_opts}" "${st_exp}/${inference_tag}/"*/text)" score
