@@ -2,23 +2,9 @@
 # LRS3 lip reading (the relaxed-attention paper, §4.2, Tables 2 and 6) on asr.sh's video input mode. With LRS3
 # unset in db.sh this runs the embedded mini corpus (mouth-shape videos of spoken English numbers) end to end
 # on a CPU; with it set, the LRS3 release (espnet_ext.data.lrs3; mouth crops from landmarks or given ROIs).
-#   ./run.sh [--stage N] [--stop_stage M] [--cmd_backend slurm] [--ngpu K --num_nodes J] [asr.sh options]
-# Options of this script (all others go to asr.sh):
-#   --setup 30h|433h|433h_self   fine-tuning data: LRS3 trainval (base model), pretrain + trainval (large
-#                                model), or that plus self-training on pseudo-labelled VoxCeleb2-en
-#                                (asr.sh stages 13-16). Mini corpus: the same stages on mini sets.
-#   --lm_text transcripts|extended   LM on the training transcripts, or + the additional text (real: the
-#                                LibriSpeech LM corpus ${LIBRISPEECH_LM}, as the paper)
-#   --lm_weights "0.05 0.1 0.15 0.2" with --use_lm true: decode dev with each LM weight, the best (WER)
-#                                decodes test (espnet_ext.analysis.sweep tune, conf/sweeps/lm_weight.yaml)
-#   --local_data_opts "..."      local/data.sh's options; LRS3 set: the mouth crops' source (--landmarks DIR
-#                                --mean_face NPY, or --roi DIR) and, for 433h_self, --voxceleb2_dir DIR
-# The paper's variants are asr.sh options on one training config:
-#   --attention_variant baseline|smooth_focus|relaxed_cross|relaxed_self [--relax_gamma G]
-#   --matched_inference true        relaxed attention also when decoding
-#   --avhubert_checkpoint X.pt      start from a released AV-HuBERT model (base_vox_iter5.pt for 30h,
-#                                   large_vox_iter5.pt otherwise)
-# conf/sweeps/paper_*.yaml run Table 2 through espnet_ext.analysis.sweep (one spec per setup).
+#   ./run.sh [--setup 30h|433h|433h_self] [--lm_text transcripts|extended] [--lm_weights "0.05 0.1 ..."]
+#            [asr.sh options, e.g. --attention_variant relaxed_cross, --matched_inference true]
+# The options, the paper's variants and the sweeps (conf/sweeps/paper_*.yaml): README.md.
 set -euo pipefail
 . ./db.sh
 

@@ -4,9 +4,7 @@
 # minutes); with it set, on the MNIST release (20,000 train / 10,000 test strips per length).
 #   ./run.sh [--length 5|7|9|11|13] [--rotated true] [--attention soft|hard|pooling|chain|weighting|reference]
 #            [ocr.sh options, e.g. --stage N --cmd_backend slurm --ngpu 1]
-#   ./run.sh --scene_text true [--attention chain] [--num_stn 1]   the paper's §4.2 scene-text setup (SCENE_TEXT
-#            in db.sh); sharp models with two STNs, --num_stn 1 for Table 2's "Sharp + One STN" row
-# conf/sweeps/table1.yaml runs every model (python -m espnet_ext.analysis.sweep, README "Sharp attention").
+#   ./run.sh --scene_text true [--attention chain] [--num_stn 1]   the §4.2 scene-text setup (README.md)
 set -euo pipefail
 . ./db.sh
 
