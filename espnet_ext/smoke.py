@@ -10,8 +10,8 @@ pipeline options, changing only what a tiny corpus forces:
   (``--num_iters_per_epoch 1 --accum_grad 1``) and ``min(max_epoch, max(2, N))`` epochs, N being the
   epochs of the ``last<N>.pth`` / ``window<N>...pth`` average decoded (so that the averaging runs as in the
   real recipe and still fails where the real training has fewer epochs than it averages); batches counted
-  in samples of at most ``BATCH_CAP``; no attention plots (``num_att_plot 0``: most of a tiny epoch's time
-  on a CPU);
+  in samples of at most ``BATCH_CAP``; no plots and no TensorBoard logs (``num_att_plot 0``,
+  ``use_matplotlib false``, ``use_tensorboard false``: drawing them is most of a tiny epoch's time on a CPU);
 - decoding: a beam no wider than the (soft-limited) output vocabulary, and hypotheses of at most
   ``MAX_HYPOTHESIS_TOKENS`` (a config that sets ``maxlenratio``): a model of a few updates rarely ends a
   hypothesis, so each utterance would run to the real limit (200 tokens x beam 10: seconds per utterance);
@@ -184,10 +184,23 @@ def describes_a_trained_model(config: Path) -> bool:
     return any(config.parent.glob("*.pth"))
 
 
+# ESPnet's options that draw or log every epoch, their defaults and the smoke run's values. It plots the
+# attention of num_att_plot validation utterances (one picture per attention module: most of a tiny epoch's
+# minute on a CPU, even for one utterance) and, with use_matplotlib, a curve of every reported value (~15
+# pictures, ~2.5 s of CPU an epoch); use_tensorboard imports TensorBoard into each training (~1 s).
+PLOT_OPTIONS = {
+    "num_att_plot": (3, "0"),
+    "use_matplotlib": (True, "false"),
+    "use_tensorboard": (True, "false"),
+}
+
+
 def _no_plots(config: dict) -> list[str]:
-    # ESPnet plots the attention of num_att_plot (default 3) validation utterances every epoch, one picture
-    # per attention module: most of a tiny epoch's minute on a CPU, even for one utterance.
-    return ["--num_att_plot", "0"] if config.get("num_att_plot", 3) != 0 else []
+    args = []
+    for option, (default, off) in PLOT_OPTIONS.items():
+        if config.get(option, default) not in (0, False):
+            args += [f"--{option}", off]
+    return args
 
 
 def train_args(command: Sequence[str], inference_model: str = "") -> list[str]:

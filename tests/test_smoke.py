@@ -17,6 +17,10 @@ CONFIG = {
 }  # fmt: skip
 
 
+# ESPnet's per-epoch attention plots, curves and TensorBoard logs (defaults: on), off in a smoke run
+PLOTS_OFF = [("--num_att_plot", "0"), ("--use_matplotlib", "false"), ("--use_tensorboard", "false")]
+
+
 def overrides(tmp_path, config=CONFIG, extra=(), inference_model=""):
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -29,7 +33,7 @@ def test_widths_shrink_depths_heads_and_training_settings_stay(tmp_path):
     _, widths = overrides(tmp_path)
     assert sorted(widths) == sorted(
         [
-            ("--num_att_plot", "0"),
+            *PLOTS_OFF,
             ("--encoder_conf", "output_size=32"),
             ("--encoder_conf", "linear_units=256"),
             ("--encoder_conf", "conv_channels=[8,16]"),
@@ -59,11 +63,12 @@ def test_epochs_and_updates(tmp_path, extra, inference_model, epochs):
 
 def test_a_width_stays_a_multiple_of_its_heads_and_plots_already_off_stay_off(tmp_path):
     config = {"encoder_conf": {"output_size": 64, "attention_heads": 16}, "num_att_plot": 0,
-              "model_conf": {"embed_dim": 96, "num_heads": [3, 6, 12, 24]}}  # fmt: skip
+              "use_matplotlib": False, "model_conf": {"embed_dim": 96, "num_heads": [3, 6, 12, 24]}}  # fmt: skip
     _, widths = overrides(tmp_path, config)
     assert sorted(widths) == [
         ("--encoder_conf", "output_size=16"),
         ("--model_conf", "embed_dim=24"),
+        ("--use_tensorboard", "false"),  # the one still on
     ]
 
 
@@ -106,7 +111,7 @@ def test_a_config_written_beside_a_model_of_the_run_keeps_its_widths(tmp_path):
     composed.mkdir()
     (composed / "model.pth").write_bytes(b"")
     steps, widths = overrides(composed)
-    assert steps["--max_epoch"] == "2" and widths == [("--num_att_plot", "0")]
+    assert steps["--max_epoch"] == "2" and widths == PLOTS_OFF
 
 
 @pytest.mark.parametrize(
@@ -140,14 +145,14 @@ def test_a_list_of_module_mappings_is_given_whole(tmp_path):
         }
     ]
     _, widths = overrides(tmp_path, {"encoder_conf": {"modules": modules}})
-    ((option, value),) = widths[1:]
+    ((option, value),) = widths[len(PLOTS_OFF) :]
     assert option == "--encoder_conf" and value.startswith("modules=")
     assert yaml.safe_load(value[len("modules=") :]) == [{**modules[0], "output_size": 64}]
 
 
 def test_the_widths_of_a_named_size_preset_are_narrowed(tmp_path):
     _, widths = overrides(tmp_path, {"encoder_conf": {"size": "large", "dropout_rate": 0.1}})
-    assert sorted(widths[1:]) == [
+    assert sorted(widths[len(PLOTS_OFF) :]) == [
         ("--encoder_conf", "linear_units=512"),
         ("--encoder_conf", "output_size=128"),
     ]
