@@ -195,7 +195,7 @@ class SyntheticCorpus:
                 images = {k: (self.rng.random(shape) * 255).astype(np.uint8) for k in self.keys}
                 self._media("image", "image", images)
             elif name == "label":
-                labels = {k: str(i) for i, k in enumerate(self.keys)}
+                labels = {k: str(i % NUM_CLASSES) for i, k in enumerate(self.keys)}
                 self._data(_write_table(self.root / "label", labels), "label", "text_int", None)
             else:
                 self._token_ids(name)

@@ -77,8 +77,9 @@ def local_attention(q, k, v, mask, window: int, dilation: int = 1, dropout=None)
     )
     half = window // 2
     drop = dropout.p if dropout is not None and dropout.training else 0.0
-    if FLEX_ON_CUDA and q.is_cuda and drop == 0.0:  # FlexAttention has no dropout on the weights
-        return flex_local_attention(q, k, v, keep, half, dilation)
+    # FlexAttention has no dropout on the weights, and its CUDA kernels need heads of >= 16 dimensions
+    if FLEX_ON_CUDA and q.is_cuda and drop == 0.0 and q.size(-1) >= FLEX_MIN_HEAD_DIM:
+        return flex_local_attention(q, k, v, keep, half, dilation, mask_source=mask)
     if dilation == 1:
         return sliding_window_attention(q, k, v, keep, half, drop)
     # Dilation δ: positions of one residue class r (mod δ) form an undilated window problem.
@@ -111,7 +112,14 @@ def block_local_attention(q, k, v, mask, window: int, dropout=None) -> torch.Ten
 # Local heads on CUDA through FlexAttention (torch.nn.attention.flex_attention); tests switch it off to
 # compare with the blocked path on the same device.
 FLEX_ON_CUDA = True
+FLEX_MIN_HEAD_DIM = (
+    16  # torch 2.11's FlexAttention lowering: "embedding dimension ... must be at least 16"
+)
 _compiled_flex_attention = None
+# The block masks of the padding mask tensor last seen, per (half window, dilation): every layer of an
+# encoder's forward receives the same mask tensor, so the mask is built once per forward, not per layer.
+# The tensor is held, so its identity cannot be reused by another batch's mask while it is cached.
+_block_mask_cache: dict = {"source": None, "version": None, "masks": {}}
 
 
 def local_mask_mod(keep: torch.Tensor, half: int, dilation: int = 1):
@@ -126,19 +134,39 @@ def local_mask_mod(keep: torch.Tensor, half: int, dilation: int = 1):
     return visible
 
 
-def flex_local_attention(q, k, v, keep: torch.Tensor, half: int, dilation: int = 1):
+def local_block_mask(keep: torch.Tensor, half: int, dilation: int = 1, mask_source=None):
+    """FlexAttention's block mask of a Local head over ``keep`` (B, T); reused while ``mask_source`` (the
+    padding mask tensor ``keep`` was read from) is the one last seen and unchanged."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    cache = _block_mask_cache
+    if (
+        mask_source is None
+        or cache["source"] is not mask_source
+        or cache["version"] != mask_source._version
+    ):
+        cache.update(source=mask_source, version=getattr(mask_source, "_version", None), masks={})
+    key = (half, dilation, tuple(keep.shape), keep.device)
+    if mask_source is None or key not in cache["masks"]:
+        batch, length = keep.shape
+        cache["masks"][key] = create_block_mask(
+            local_mask_mod(keep, half, dilation), batch, None, length, length, device=keep.device,
+            _compile=keep.is_cuda,  # compiled where FlexAttention runs; eager elsewhere (tests)
+        )  # fmt: skip
+    return cache["masks"][key]
+
+
+def flex_local_attention(
+    q, k, v, keep: torch.Tensor, half: int, dilation: int = 1, mask_source=None
+):
     """The Local head's context through a compiled FlexAttention over the band's block mask; a query
     with no visible key gets zeros, as in the blocked path."""
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    from torch.nn.attention.flex_attention import flex_attention
 
     global _compiled_flex_attention
     if _compiled_flex_attention is None:  # compiled once per process, as PyTorch recommends
         _compiled_flex_attention = torch.compile(flex_attention)
-    batch, _, length, _ = q.shape
-    block_mask = create_block_mask(
-        local_mask_mod(keep, half, dilation), batch, None, length, length, device=q.device,
-        _compile=True,
-    )  # fmt: skip
+    block_mask = local_block_mask(keep, half, dilation, mask_source)
     return _compiled_flex_attention(q, k, v, block_mask=block_mask)
 
 

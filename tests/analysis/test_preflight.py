@@ -24,3 +24,12 @@ def test_grad_clip_zero_moves_no_parameter_and_fails(tmp_path, capsys):
 def test_the_same_config_with_clipping_learns(tmp_path):
     result = preflight("mt", MINI_MT, vocab=50, workdir=tmp_path)
     assert result.changed_fraction > 0.9 and result.updates == 2
+
+
+def test_a_large_image_corpus_keeps_every_label_among_the_classes(tmp_path):
+    from espnet_ext.analysis.preflight import NUM_CLASSES, CorpusSize, SyntheticCorpus
+
+    corpus = SyntheticCorpus(tmp_path, "cls", {}, 100, size=CorpusSize(NUM_CLASSES + 28, 0, 0))
+    corpus.write()
+    labels = [int(line.split()[1]) for line in (tmp_path / "label").read_text().splitlines()]
+    assert len(labels) == NUM_CLASSES + 28 and set(labels) == set(range(NUM_CLASSES))

@@ -25,17 +25,17 @@ B, T, D = 3, 24, 32
 LENGTHS = [24, 17, 9]
 
 
-def _padded(device):
-    x = torch.randn(B, T, D, device=device, requires_grad=True)
+def _padded(device, dim=D):
+    x = torch.randn(B, T, dim, device=device, requires_grad=True)
     lengths = torch.tensor(LENGTHS, device=device)
     mask = (torch.arange(T, device=device)[None, :] < lengths[:, None]).unsqueeze(1)
     return x, lengths, mask
 
 
-def self_attention(module, training=True):
+def self_attention(module, training=True, dim=D):
     def case(device):
         module.to(device).train(training)
-        x, _, mask = _padded(device)
+        x, _, mask = _padded(device, dim)
         return lambda: module(x, x, x, mask).sum()
 
     return case
@@ -125,8 +125,11 @@ CASES = {
     "head selection, mixed tasks (training)": head_selection([2, 0, 1], training=True),
     "MHMA Full + Local + Conv + Fast": mhma(["Full", "Local(8)", "Conv(5, 2)", "Fast(16)"]),
     "MHMA Local dilated": mhma(["2 x Local(4, 2)", "2 x Local(8)"]),
+    # heads of 16 dimensions: FlexAttention's least (head_kinds.FLEX_MIN_HEAD_DIM)
     "MHMA Local, inference (FlexAttention on CUDA)": self_attention(
-        MultiHeadMultiAttention(4, D, 0.1, ["2 x Local(8)", "2 x Local(4, 2)"]), training=False
+        MultiHeadMultiAttention(4, 4 * 16, 0.1, ["2 x Local(8)", "2 x Local(4, 2)"]),
+        training=False,
+        dim=4 * 16,
     ),
     "MHMA relaxed Full": mhma(["2 x Full", "2 x Local(8)"], gamma=0.1),
     "MHMA smooth focus": mhma(["2 x Full", "2 x Conv(3, 2)"], smooth_focus=True),

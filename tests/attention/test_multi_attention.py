@@ -154,6 +154,27 @@ def test_block_local_equals_lucidrains_local_attention_as_the_thesis_code_calls_
     assert_real_close(head_kinds.block_local_attention(q, k, v, key_mask(), 9), expected)
 
 
+def test_flex_block_mask_is_built_once_per_padding_mask_and_rebuilt_when_it_changes():
+    lengths = torch.tensor([300, 211, 0, 129])
+    mask = key_mask(lengths, total=300)
+    first = head_kinds.local_block_mask(mask[:, -1], 32, 1, mask)
+    # the next layer of the same forward reads its own copy of the same padding mask
+    assert head_kinds.local_block_mask(mask[:, -1].bool(), 32, 1, mask) is first
+    assert head_kinds.local_block_mask(mask[:, -1], 32, 2, mask) is not first  # another head form
+    batch = mask.clone()  # the next batch, equal in content
+    second = head_kinds.local_block_mask(batch[:, -1], 32, 1, batch)
+    assert second is not first
+    batch[1, 0, 5:] = False  # changed in place
+    third = head_kinds.local_block_mask(batch[:, -1], 32, 1, batch)
+    assert third is not second
+    b, i, j = (torch.arange(n) for n in (4, 300, 300))
+    b, i, j = b[:, None, None], i[None, :, None], j[None, None, :]
+    expected = head_kinds.local_mask_mod(batch[:, -1], 32)(b, 0, i, j)
+    assert torch.equal(third.mask_mod(b, 0, i, j), expected)  # built from the changed mask
+    # its blocks too: utterance 1 now has keys in its first block only
+    assert not torch.equal(third.kv_num_blocks, second.kv_num_blocks)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("dilation", [1, 2])

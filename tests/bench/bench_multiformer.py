@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Cost of the Multiformer head kinds against sequence length, side by side in one process.
 
-    python tests/bench/bench_multiformer.py [--quick] [--device cpu|cuda] [--batch_size B] [--out_dir DIR]
+    python tests/bench/bench_multiformer.py [--quick] [--device cpu|cuda] [--batch_size B]
+        [--attention_dropout P] [--out_dir DIR]
 
 For T = 512, 1024, 2048, 4096 frames, one encoder (s2t_transformer_s layer sizes: d 256, FFN 2048, 4 heads,
 dropout 0.1, training mode; 2 layers on the frames directly, no front end) per head kind -- 4 x Full,
@@ -11,6 +12,8 @@ Time: the variants are interleaved round-robin and the fastest round is kept (te
 tensor the step allocates (activations, saved tensors, gradients; parameters excluded), tracked through
 PyTorch's dispatcher, so it is the same number on CPU and CUDA and independent of the allocator's caching.
 Also a single 4 x Full MHMA layer against ESPnet's MultiHeadedAttention (the same weights) at T = 1024.
+--attention_dropout (default 0.1, the real configs'): 0 measures Local heads through FlexAttention on CUDA,
+which has no dropout on the attention weights (with dropout, Local heads take the blocked path).
 
 Goals: at T=4096 Local >= 8x less peak memory and >= 4x faster than Full; Conv(5,2) >= 3x faster than
 Full at T=2048; Fast and Local grow linearly (time and memory ~ T^k, k <= 1.2 fitted over all T: 1 is
@@ -63,7 +66,15 @@ class PeakMemory(TorchDispatchMode):
         return out
 
 
-def build(heads: str, size: int, ffn: int, layers: int, window: int, device) -> MultiformerEncoder:
+def build(
+    heads: str,
+    size: int,
+    ffn: int,
+    layers: int,
+    window: int,
+    device,
+    attention_dropout: float = 0.1,
+) -> MultiformerEncoder:
     torch.manual_seed(0)
     return MultiformerEncoder(
         size,
@@ -73,7 +84,7 @@ def build(heads: str, size: int, ffn: int, layers: int, window: int, device) -> 
         linear_units=ffn,
         input_layer=None,
         dropout_rate=0.1,
-        attention_dropout_rate=0.1,
+        attention_dropout_rate=attention_dropout,
         use_flash_attn=False,
     ).to(device)
 
@@ -205,6 +216,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke run)")
     device_options(parser, CUDA_BATCH, 1)
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--attention_dropout", type=float, default=0.1)
     parser.add_argument("--out_dir", type=Path, default=None, help="where the PNG goes")
     args = parser.parse_args()
     device = torch.device(args.device)
@@ -215,14 +227,15 @@ def main() -> int:
     rounds = args.rounds or rounds
     batch = pick_batch_size(args, CUDA_BATCH, 1)
     models = {
-        name: build(heads, size, ffn, layers, window, device).train()
+        name: build(heads, size, ffn, layers, window, device, args.attention_dropout).train()
         for name, heads in KINDS.items()
     }
     times, peaks = {}, {}
     for length in lengths:
         times[length], peaks[length] = measure(models, batch, length, size, rounds, device)
+    floor_model = build("4 x Full", size, ffn, layers, window, device, args.attention_dropout)
     floor_t, floor_peak = measure(
-        {"floor": without_attention(build("4 x Full", size, ffn, layers, window, device)).train()},
+        {"floor": without_attention(floor_model).train()},
         batch, lengths[-1], size, rounds, device,
     )  # fmt: skip
     espnet_t, mhma_t = layer_against_espnet(
@@ -230,7 +243,8 @@ def main() -> int:
     )
 
     print(
-        f"encoder: {layers} layers, d {size}, FFN {ffn}, 4 heads, batch {batch}, training mode, {device}, "
+        f"encoder: {layers} layers, d {size}, FFN {ffn}, 4 heads, batch {batch}, training mode, "
+        f"attention dropout {args.attention_dropout}, {device}, "
         f"{torch.get_num_threads()} threads, best of {rounds} interleaved rounds"
     )
     print("| T | " + " | ".join(f"{k} ms | {k} MiB" for k in KINDS) + " |")
