@@ -50,6 +50,8 @@ def test_inference_entry_point_refuses_before_loading_anything(tmp_path):
             lm,
             "--output_dir",
             str(tmp_path / "out"),
+            "--data_path_and_name_and_type",  # required by ESPnet's parser; never read
+            f"{tmp_path / 'feats.scp'},speech,kaldi_ark",
         ],
         capture_output=True,
         text=True,

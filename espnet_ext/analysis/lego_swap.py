@@ -130,17 +130,11 @@ def decoding_options(path: str | None) -> dict:
 def bleu_of(config, model_file, sources, refs, options: dict, device: str) -> float:
     """BLEU of one cell, decoded as the recipe's mt_inference entry point decodes (our search rules
     applied to ESPnet's beam search the same way)."""
-    from espnet_ext.registry import install
+    from espnet_ext.bin.mt_inference import Text2Text  # registers our classes on import
 
-    install()  # our LegoNN classes into ESPnet2's MT task
-    from espnet2.bin.mt_inference import Text2Text
-
-    ours = {k: v for k, v in options.items() if k in rules.KEYS}
-    search = {k: v for k, v in options.items() if k not in rules.KEYS}
-    with rules.applied_on_build(Text2Text, ours):
-        translate = Text2Text(
-            mt_train_config=config, mt_model_file=model_file, device=device, **search
-        )
+    translate = Text2Text(
+        mt_train_config=config, mt_model_file=model_file, device=device, **options
+    )
     to_ids = source_encoder(translate.mt_train_args)
     pairs = []
     for utt, (_, text) in sources.items():

@@ -21,7 +21,6 @@ install()
 import argparse
 import contextlib
 import logging
-import sys
 
 import torch
 import yaml
@@ -31,6 +30,7 @@ from espnet.nets.scorer_interface import BatchScorerInterface, PartialScorerInte
 from espnet.nets.scorers.ctc import CTCPrefixScorer
 from espnet.nets.scorers.length_bonus import LengthBonus
 from espnet2.tasks.lm import LMTask
+from espnet2.utils.types import str2bool
 
 from espnet_ext.attention import matched_inference
 from espnet_ext.decoding import options as decoding_options
@@ -75,6 +75,12 @@ def get_parser():
             default=default,
             help=help_text,
         )
+    parser.add_argument(
+        matched_inference.OPTION,
+        type=str2bool,
+        default=None,
+        help="relax the model's relaxed attention at test time (default: as in training)",
+    )
     parser.add_argument("--config", type=str, default=None, help="YAML of the options above")
     parser.add_argument(
         "--score_file", type=str, default=None, help="'<id> <score> <tokens>' of each 1-best"
@@ -152,6 +158,7 @@ def inference(args) -> None:
         args.train_config, args.model_file, args.device
     )
     model.eval()
+    matched_inference.apply_matched_inference(model, args.matched_inference)
     search = build_beam_search(model, args)
     text = TextPreprocessor.from_args(train_args, train=False)
     with contextlib.ExitStack() as stack:
@@ -179,14 +186,12 @@ def inference(args) -> None:
 
 
 def main(cmd=None):
-    matched, cmd = matched_inference.pop_option(sys.argv[1:] if cmd is None else cmd)
     args = parse_args(cmd)
     logging.basicConfig(
         level=args.log_level,
         format="%(asctime)s (%(module)s:%(lineno)d) %(levelname)s: %(message)s",
     )
-    with matched_inference.applied_on_build(LipReadingTask, matched):
-        inference(args)
+    inference(args)
 
 
 if __name__ == "__main__":

@@ -12,20 +12,19 @@ the data dir is that of the first ``--data_path_and_name_and_type`` file. The ta
 the model config's ``model_conf.task_tags`` (a side's file: ``model_conf.<side>_task_tags`` when given;
 the target language: ``model_conf.target_languages``; an unknown tag is refused with the tag file's
 path and line)
-and reach ESPnet's loader as extra ``text_int`` data names (``task_id`` ...). While decoding runs, the
-predictor's ``__call__`` takes them off the batch and calls ``model.set_task_id`` before ESPnet's own
-code: every utterance is decoded with its own task's heads (or adapters).
+and reach ESPnet's loader as extra ``text_int`` data names (``task_id`` ...) (``task_id_data``). Our
+inference classes (``espnet_ext.bin.inference_entry.OurDecoding``) take them off the batch and call
+``model.set_task_id`` before ESPnet's own code: every utterance is decoded with its own task's heads (or
+adapters).
 
 ST. ESPnet2's ST task builds ``ESPnetSTModel`` by name and has no ``--model`` choice; ``install_st``
-(run by the registry when ``espnet2.tasks.st`` is imported) adds ``--model espnet|task_conditioned`` and
+(run by ``espnet_ext.registry.install`` for ``espnet2.tasks.st``) adds ``--model espnet|task_conditioned`` and
 builds ``TaskConditionedSTModel`` when the config asks for it.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -52,52 +51,6 @@ TAG_LISTS = {
     "--decoder_task_tag_file": ("decoder_task_tags", "task_tags"),
     "--target_language_tag_file": ("target_languages",),
 }
-# ESPnet inference module -> (predictor class, its model attribute)
-PREDICTORS = {
-    "espnet2.bin.asr_inference": ("Speech2Text", "asr_model"),
-    "espnet2.bin.st_inference": ("Speech2Text", "st_model"),
-    "espnet2.bin.mt_inference": ("Text2Text", "mt_model"),
-}
-DATA_OPTION = "--data_path_and_name_and_type"
-
-
-def pop_options(argv: Sequence[str], names: Sequence[str]) -> tuple[dict[str, str], list[str]]:
-    """({option: value} of ``names`` found in ``argv``, the rest of ``argv``); ``--x v`` or ``--x=v``."""
-    found, rest, args, i = {}, [], list(argv), 0
-    while i < len(args):
-        name, eq, value = args[i].partition("=")
-        if name in names:
-            if not eq:
-                if i + 1 >= len(args):
-                    raise ConfigError(f"{name} needs a value", key=name)
-                i += 1
-                value = args[i]
-            found[name] = value
-        else:
-            rest.append(args[i])
-        i += 1
-    return found, rest
-
-
-def read_model_config(argv: Sequence[str], model_config_option: str) -> tuple[Path | None, dict]:
-    found, _ = pop_options(argv, [model_config_option])
-    if model_config_option not in found:
-        return None, {}
-    path = Path(found[model_config_option])
-    with open(path, encoding="utf-8") as f:
-        return path, yaml.safe_load(f) or {}
-
-
-def decoded_data_dir(argv: Sequence[str]) -> tuple[Path, list[str]]:
-    """The data dir being decoded (that of the first data file) and that file's utterance ids."""
-    files = [
-        value for i, arg in enumerate(argv[:-1]) if arg == DATA_OPTION for value in [argv[i + 1]]
-    ] + [arg.partition("=")[2] for arg in argv if arg.startswith(DATA_OPTION + "=")]
-    if not files:
-        raise ConfigError("task tags need the data to decode", key=DATA_OPTION)
-    path = Path(files[0].split(",")[0])
-    keys = [entry.key for entry in read_kaldi_entries(path, allow_empty=True)]
-    return path.parent, keys
 
 
 def _uses_adapters(config: dict) -> bool:
@@ -105,14 +58,19 @@ def _uses_adapters(config: dict) -> bool:
 
 
 @contextmanager
-def decoding(espnet_main, argv: Sequence[str], model_config_option: str) -> Iterator[list[str]]:
-    """Yield ESPnet's arguments for decoding with the data dir's task tags (see the module doc).
+def task_id_data(
+    files: dict[str, str], model_config: str | None, data: Sequence[tuple[str, str, str]]
+) -> Iterator[list[tuple[str, str, str]]]:
+    """Yield the extra ``(path, name, text_int)`` data of the tag files ``files`` (option -> file name in
+    the data dir of the first of ``data``), as id tables in a temporary directory (see the module doc).
 
     A task-conditioned model (its config lists ``model_conf.task_tags``) without a tag file, or a tag
     file for a model without tags, is a ConfigError before anything is decoded.
     """
-    files, rest = pop_options(argv, list(TAG_OPTIONS))
-    config_path, config = read_model_config(rest, model_config_option)
+    config = {}
+    if model_config is not None:
+        with open(model_config, encoding="utf-8") as f:
+            config = yaml.safe_load(f) or {}
     model_conf = config.get("model_conf") or {}
     listed = [key for keys in TAG_LISTS.values() for key in keys if model_conf.get(key)]
     if not files:
@@ -120,10 +78,10 @@ def decoding(espnet_main, argv: Sequence[str], model_config_option: str) -> Iter
             raise ConfigError(
                 f"the model is task-conditioned ({', '.join(dict.fromkeys(listed))}): give "
                 f"{' or '.join(TAG_OPTIONS)} (a <utt> <tag> file of the data dir)",
-                path=config_path,
+                path=model_config,
                 key=f"model_conf.{listed[0]}",
             )
-        yield rest
+        yield []
         return
     tag_lists = {}
     for option in files:
@@ -131,49 +89,27 @@ def decoding(espnet_main, argv: Sequence[str], model_config_option: str) -> Iter
         if not given:
             raise ConfigError(
                 f"{option} given, but the model config lists no {' or '.join(TAG_LISTS[option])}",
-                path=config_path,
+                path=model_config,
                 key=f"model_conf.{TAG_LISTS[option][0]}",
             )
         tag_lists[option] = [str(tag) for tag in model_conf[given[0]]]
-    data_dir, keys = decoded_data_dir(rest)
+    if not data:
+        raise ConfigError("task tags need the data to decode", key="--data_path_and_name_and_type")
+    decoded = Path(data[0][0])
+    keys = [entry.key for entry in read_kaldi_entries(decoded, allow_empty=True)]
     extra = []
     with tempfile.TemporaryDirectory(prefix="task_ids.") as tmp:
         for option, name in files.items():
             ids = task_ids(
-                data_dir / name, tag_lists[option], keys, adapters=_uses_adapters(config)
+                decoded.parent / name, tag_lists[option], keys, adapters=_uses_adapters(config)
             )
             table = Path(tmp) / TAG_OPTIONS[option]
             write_task_ids(table, ids)
-            extra += [DATA_OPTION, f"{table},{TAG_OPTIONS[option]},text_int"]
-        with task_ids_from_batch(espnet_main):
-            yield rest + extra + ["--allow_variable_data_keys", "true"]
+            extra.append((str(table), TAG_OPTIONS[option], "text_int"))
+        yield extra
 
 
 _patch_lock = threading.RLock()
-
-
-@contextmanager
-def task_ids_from_batch(espnet_main) -> Iterator[None]:
-    """While active, the predictor of ``espnet_main``'s module sets the batch's task ids on its model."""
-    module_name = espnet_main.__module__
-    if module_name not in PREDICTORS:
-        raise ConfigError(f"task tags are not supported for {module_name}", key="--task_tag_file")
-    class_name, model_attr = PREDICTORS[module_name]
-    predictor = getattr(sys.modules[module_name], class_name)
-    original = predictor.__call__
-
-    @functools.wraps(original)
-    def call_with_task_ids(self, *args, **kwargs):
-        ids = {name: kwargs.pop(name, None) for name in TAG_OPTIONS.values()}
-        getattr(self, model_attr).set_task_id(**{k: v for k, v in ids.items() if v is not None})
-        return original(self, *args, **kwargs)
-
-    with _patch_lock:
-        predictor.__call__ = call_with_task_ids
-        try:
-            yield
-        finally:
-            predictor.__call__ = original
 
 
 def install_st() -> None:

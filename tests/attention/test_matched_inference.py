@@ -1,12 +1,10 @@
-"""--matched_inference: the built model is switched, ESPnet's builder and sys.argv are left as found."""
-
-import sys
+"""--matched_inference: our inference classes switch the model they built; a model with nothing relaxed refuses
+``true``."""
 
 import pytest
 import torch
 
 from espnet_ext.attention import matched_inference
-from espnet_ext.bin import inference_entry
 from espnet_ext.errors import ConfigError
 from espnet_ext.nets.relaxed_transformer import RelaxedTransformerDecoder
 
@@ -24,48 +22,40 @@ def decoder(gamma):
     )
 
 
-class BaseTask:
-    model = None
-
-    @classmethod
-    def build_model_from_file(cls, config, model_file, device):
-        return cls.model, {"config": config}
-
-
-class FakeTask(BaseTask):
-    """Inherits the builder, as ESPnet2's tasks inherit AbsTask's."""
-
-
-def test_matched_inference_switches_the_built_model_and_restores_the_builder():
-    FakeTask.model = decoder(0.25)
-    with matched_inference.applied_on_build(FakeTask, True):
-        model, _ = FakeTask.build_model_from_file("c.yaml", "m.pth", "cpu")
+def test_matched_inference_switches_the_built_model():
+    model = decoder(0.25)
+    matched_inference.apply_matched_inference(model, True)
     assert all(layer.src_attn.matched_inference for layer in model.decoders)
     model.eval()
     assert model.decoders[0].src_attn.relaxing
-    assert "build_model_from_file" not in vars(FakeTask)  # inherited builder back in place
-    assert FakeTask.build_model_from_file.__func__ is BaseTask.build_model_from_file.__func__
+    matched_inference.apply_matched_inference(model, None)  # absent: as it was
+    assert model.decoders[0].src_attn.matched_inference
+    matched_inference.apply_matched_inference(model, False)
+    assert not any(layer.src_attn.matched_inference for layer in model.decoders)
 
-    FakeTask.model = decoder(0.0)
-    refused = pytest.raises(ConfigError, match="no relaxed attention")
-    with refused, matched_inference.applied_on_build(FakeTask, True):
-        FakeTask.build_model_from_file("c.yaml", "m.pth", "cpu")
-    assert "build_model_from_file" not in vars(FakeTask)  # restored after a failure too
+    with pytest.raises(ConfigError, match="no relaxed attention"):
+        matched_inference.apply_matched_inference(decoder(0.0), True)
+    matched_inference.apply_matched_inference(decoder(0.0), False)  # nothing to switch off: fine
     assert matched_inference.set_matched_inference(torch.nn.Linear(2, 2), False) == 0
 
 
-def test_entry_point_passes_the_rest_to_espnet_main_and_leaves_sys_argv(monkeypatch):
-    argv = ["prog", "--matched_inference", "true", "--output_dir", "out"]
-    monkeypatch.setattr(sys, "argv", list(argv))
-    FakeTask.model = decoder(0.25)
-    seen = {}
+class FakeText2Text:
+    """Stands for ESPnet's class: builds its model and beam search in __init__."""
 
-    def espnet_main(cmd=None):
-        seen["cmd"] = cmd
-        seen["model"], _ = FakeTask.build_model_from_file("c.yaml", "m.pth", "cpu")
+    def __init__(self, model):
+        self.mt_model = model
+        self.beam_search = None
 
-    inference_entry.run(espnet_main, FakeTask, "--mt_train_config")
-    assert seen["cmd"] == ["--output_dir", "out"]
-    assert seen["model"].decoders[0].src_attn.matched_inference
-    assert sys.argv == argv
-    assert "build_model_from_file" not in vars(FakeTask)
+
+def test_our_inference_class_applies_the_option_to_its_model():
+    from espnet_ext.bin.inference_entry import OurDecoding
+
+    class Ours(OurDecoding, FakeText2Text):
+        model_attr = "mt_model"
+
+    assert (
+        Ours(decoder(0.25), matched_inference=True).mt_model.decoders[0].src_attn.matched_inference
+    )
+    assert not Ours(decoder(0.25)).mt_model.decoders[0].src_attn.matched_inference  # as trained
+    with pytest.raises(ConfigError, match="no relaxed attention"):
+        Ours(decoder(0.0), matched_inference=True)

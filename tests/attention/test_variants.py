@@ -3,7 +3,6 @@
 import pytest
 from espnet2.utils.nested_dict_action import NestedDictAction
 
-from espnet_ext.attention import matched_inference
 from espnet_ext.attention.variants import main, variant_args
 from espnet_ext.errors import ConfigError
 
@@ -70,15 +69,18 @@ def test_command_line_prints_the_options(tmp_path, capsys):
     assert capsys.readouterr().out == "\n\n"  # both lines empty: read by the pipelines as two lines
 
 
-def test_matched_inference_option_is_popped_and_parsed():
-    value, rest = matched_inference.pop_option(
-        ["--beam_size", "5", "--matched_inference", "true", "--x=1"]
-    )
-    assert value is True and rest == ["--beam_size", "5", "--x=1"]
-    assert matched_inference.pop_option(["--matched_inference=false"]) == (False, [])
-    assert matched_inference.pop_option(["--a"]) == (None, ["--a"])
-    with pytest.raises(ConfigError, match="true or false"):
-        matched_inference.pop_option(["--matched_inference", "yes"])
+def test_matched_inference_option_is_parsed_by_the_inference_entry_points():
+    from espnet2.bin.mt_inference import get_parser
+
+    from espnet_ext.bin.inference_entry import get_parser as our_parser
+
+    parser = our_parser(get_parser)
+    required = ["--output_dir", "o", "--data_path_and_name_and_type", "text,src_text,text"]
+    assert parser.parse_args(["--matched_inference", "true", *required]).matched_inference is True
+    assert parser.parse_args(["--matched_inference=false", *required]).matched_inference is False
+    assert parser.parse_args(required).matched_inference is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--matched_inference", "maybe", *required])
 
 
 def test_experiment_tags_name_the_variant_and_gamma(tmp_path, capsys):

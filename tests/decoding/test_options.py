@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 import yaml
@@ -17,11 +15,10 @@ from tests.decoding.test_beam_search import EOS, TableDecoder
 
 
 class FakeText2Text:
-    """Builds a beam search as ESPnet's inference classes do; records what ESPnet's parser would see."""
+    """Builds a beam search as ESPnet's inference classes do."""
 
-    built: list = []
-
-    def __init__(self, **kwargs):
+    def __init__(self):
+        self.mt_model = torch.nn.Linear(1, 1)
         self.beam_search = BeamSearch(
             scorers={"decoder": TableDecoder()},
             weights={"decoder": 1.0},
@@ -30,83 +27,69 @@ class FakeText2Text:
             sos=EOS,
             eos=EOS,
         )
-        FakeText2Text.built.append(self)
 
 
-def test_pop_from_argv_both_spellings():
-    values, rest = options.pop_from_argv(
-        ["--eos_threshold", "1.5", "--lenpen=0.6", "--beam_size", "4"]
-    )
-    assert values == {"eos_threshold": 1.5, "lenpen": 0.6}
-    assert rest == ["--beam_size", "4"]
-    with pytest.raises(ConfigError, match="lenpen"):
-        options.pop_from_argv(["--lenpen", "long"])
-    with pytest.raises(ConfigError, match="fairseq_stop"):
-        options.pop_from_argv(["--fairseq_stop", "1.5"])
+class OurText2Text(inference_entry.OurDecoding, FakeText2Text):
+    model_attr = "mt_model"
 
 
-def test_config_keys_move_to_us_and_the_user_file_stays(tmp_path):
-    conf = tmp_path / "decode.yaml"
-    conf.write_text("beam_size: 10\neos_threshold: 1.5\nlenpen: 1.0\n")
-    with options.split_config(["--config", str(conf), "--output_dir", "o"]) as (ours, argv):
-        assert ours == {"eos_threshold": 1.5, "lenpen": 1.0}
-        assert yaml.safe_load(Path(argv[1]).read_text()) == {"beam_size": 10}
-        copy = argv[1]
-    assert conf.read_text() == "beam_size: 10\neos_threshold: 1.5\nlenpen: 1.0\n"
-    assert not Path(copy).exists()
-
-
-def test_run_applies_rules_command_line_wins(tmp_path):
-    conf = tmp_path / "decode.yaml"
-    conf.write_text("beam_size: 10\neos_threshold: 1.5\nlenpen: 1.0\nfairseq_stop: true\n")
-    seen = {}
-
-    def espnet_main(cmd):
-        seen["cmd"] = cmd
-        seen["config"] = yaml.safe_load(Path(cmd[cmd.index("--config") + 1]).read_text())
-        FakeText2Text()
-
-    FakeText2Text.built.clear()
-    original_init = FakeText2Text.__init__
-    inference_entry.run(
-        espnet_main,
-        object,
-        "--mt_train_config",
-        FakeText2Text,
-        argv=["--config", str(conf), "--lenpen", "0.6"],
-    )
-    assert seen["config"] == {"beam_size": 10}
-    search = FakeText2Text.built[0].beam_search
+def test_our_class_switches_the_beam_search_it_built():
+    search = OurText2Text(eos_threshold=1.5, lenpen=0.6, fairseq_stop=True).beam_search
     assert type(search) is FairseqRulesBeamSearch
     assert (search.eos_threshold, search.lenpen, search.fairseq_stop) == (1.5, 0.6, True)
-    assert FakeText2Text.__init__ is original_init  # restored
+    assert type(OurText2Text().beam_search) is BeamSearch  # no rules: ESPnet's search
+    assert type(FakeText2Text().beam_search) is BeamSearch
+
+
+def test_options_from_the_config_and_the_command_line_which_wins(tmp_path):
+    from espnet2.bin.mt_inference import get_parser
+
+    conf = tmp_path / "decode.yaml"
+    conf.write_text("beam_size: 10\neos_threshold: 1.5\nlenpen: 1.0\nfairseq_stop: true\n")
+    parser = inference_entry.get_parser(get_parser)
+    args = parser.parse_args(["--config", str(conf), "--lenpen", "0.6", *REQUIRED])
+    assert (args.beam_size, args.eos_threshold, args.lenpen, args.fairseq_stop) == (
+        10,
+        1.5,
+        0.6,
+        True,
+    )
+    assert parser.parse_args(["--lenpen=none", *REQUIRED]).lenpen is None
+    for bad in (["--lenpen", "long"], ["--fairseq_stop", "1.5"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(bad + REQUIRED)
+    assert options.checked_value("1.5", "eos_threshold") == 1.5
+    with pytest.raises(ConfigError, match="fairseq_stop"):
+        options.checked_value(1.5, "fairseq_stop", str(conf))
 
 
 def test_bad_threshold_exits_naming_the_key(tmp_path):
+    from espnet2.tasks.mt import MTTask
+
     conf = tmp_path / "decode.yaml"
     conf.write_text("eos_threshold: 0.5\n")
     with pytest.raises(SystemExit, match="eos_threshold"):
-        inference_entry.run(
-            lambda cmd: None,
-            object,
-            "--mt_train_config",
-            FakeText2Text,
-            argv=["--config", str(conf)],
-        )
-    with pytest.raises(SystemExit, match="not available"):
-        inference_entry.run(
-            lambda cmd: None, object, "--mt_train_config", None, argv=["--lenpen", "1"]
-        )
+        inference_entry.run(OurText2Text, MTTask, _mt_parser(), ["--config", str(conf), *REQUIRED])
+    conf.write_text("fairseq_stop: 1.5\n")  # YAML values do not pass through argparse's type
+    with pytest.raises(SystemExit, match="fairseq_stop"):
+        inference_entry.run(OurText2Text, MTTask, _mt_parser(), ["--config", str(conf), *REQUIRED])
+    assert not (tmp_path / "o").exists()
+
+
+REQUIRED = ["--output_dir", "o", "--data_path_and_name_and_type", "text,src_text,text"]
+
+
+def _mt_parser():
+    from espnet2.bin.mt_inference import get_parser
+
+    return get_parser
 
 
 def test_espnets_speech2text_decodes_with_the_rules(tmp_path):
-    """ESPnet's own ASR inference class, built under the wrapper, searches with our class."""
-    from espnet2.bin.asr_inference import Speech2Text
+    """Our subclass of ESPnet's ASR inference class searches with our beam search class."""
     from espnet2.tasks.asr import ASRTask
 
-    from espnet_ext.registry import install
-
-    install()  # registration, as in the entry points
+    from espnet_ext.bin.asr_inference import Speech2Text  # registers our classes on import
 
     tokens = ["<blank>", "<unk>", "a", "b", "<sos/eos>"]
     (tmp_path / "tokens.txt").write_text("\n".join(tokens) + "\n")
@@ -122,14 +105,14 @@ def test_espnets_speech2text_decodes_with_the_rules(tmp_path):
     torch.save(ASRTask.build_model(args).state_dict(), tmp_path / "model.pth")
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({**vars(args), "token_list": tokens}))
     rules = {"eos_threshold": 1.5, "lenpen": 1.0, "fairseq_stop": True}
-    with options.applied_on_build(Speech2Text, rules):
-        speech2text = Speech2Text(
-            asr_train_config=str(tmp_path / "config.yaml"),
-            asr_model_file=str(tmp_path / "model.pth"),
-            beam_size=3,
-            ctc_weight=0.0,
-            maxlenratio=0.5,
-        )
+    speech2text = Speech2Text(
+        asr_train_config=str(tmp_path / "config.yaml"),
+        asr_model_file=str(tmp_path / "model.pth"),
+        beam_size=3,
+        ctc_weight=0.0,
+        maxlenratio=0.5,
+        **rules,
+    )
     search = speech2text.beam_search
     assert type(search).__name__ == "FairseqRulesBatchBeamSearch"
     assert (search.eos_threshold, search.lenpen, search.fairseq_stop) == (1.5, 1.0, True)

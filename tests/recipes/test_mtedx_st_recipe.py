@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from espnet2.bin import st_inference
-from espnet2.tasks.st import STTask
 from recipe_fixture import make_recipe_copy, mtedx_st_tiny, read_table, run
 
-from espnet_ext.bin.inference_entry import run as run_inference
+from espnet_ext.bin.st_inference import main as st_decode
 from espnet_ext.data.task_tags import task_ids
 
 LANGUAGES = "encoder_task_tags: [es, it], decoder_task_tags: [en, it], target_languages: [en, it]"
@@ -125,9 +123,7 @@ def test_adapter_model_refuses_the_zero_shot_test_set(finished, monkeypatch):
         "--output_dir", "out",
     ]  # fmt: skip
     with pytest.raises(SystemExit) as refused:
-        run_inference(
-            st_inference.main, STTask, "--st_train_config", st_inference.Speech2Text, argv
-        )
+        st_decode(argv)
     assert re.fullmatch(
         r"error: dump/fbank/test_it-en/direction:1: key 'it-en_\S+': task tag 'it-en' is unknown to "
         r"the model \(it knows es-en es-it\); an adapter model .* cannot serve a zero-shot direction",

@@ -4,13 +4,14 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from espnet2.bin import asr_inference, mt_inference
+from espnet2.bin import asr_inference
 from espnet2.tasks.asr import ASRTask
 from espnet2.tasks.mt import MTTask
 from espnet2.tasks.st import STTask
 
 from espnet_ext.attention.head_selection import HeadSelectionAttention
-from espnet_ext.bin.inference_entry import run
+from espnet_ext.bin.asr_inference import main as asr_decode
+from espnet_ext.bin.mt_inference import main as mt_decode
 from espnet_ext.data.task_tags import main as task_tags_main
 from espnet_ext.data.task_tags import task_ids
 from espnet_ext.errors import ConfigError, InputError
@@ -124,7 +125,7 @@ def asr_setup(tmp_path):
 
 def test_asr_decoding_uses_each_utterances_heads(tmp_path, spy):
     data, argv = asr_setup(tmp_path)
-    run(asr_inference.main, ASRTask, "--asr_train_config", argv=argv + ["--task_tag_file", "lang"])
+    asr_decode(argv + ["--task_tag_file", "lang"])
     utterances = per_utterance(spy)
     # u1 de, u2 fr, u3 de, u4 es -> ids 1 2 1 0 through the model's task_tags
     assert [u[0][0] for u in utterances] == [1, 2, 1, 0]
@@ -132,38 +133,22 @@ def test_asr_decoding_uses_each_utterances_heads(tmp_path, spy):
     assert all(u[2] for u in utterances)  # the heads of the utterance's task, in every layer
     hyps = (tmp_path / "out" / "1best_recog" / "text").read_text().split("\n")
     assert [h.split(" ")[0] for h in hyps if h] == ["u1", "u2", "u3", "u4"]
-    # the predictor is ESPnet's own again
-    assert asr_inference.Speech2Text.__call__.__name__ == "__call__"
-    assert "call_with_task_ids" not in repr(asr_inference.Speech2Text.__call__)
+    # ESPnet's class is left as it was
+    assert asr_inference.Speech2Text.__call__.__qualname__ == "Speech2Text.__call__"
 
 
 def test_decoding_refuses_unknown_tags_and_missing_tag_files(tmp_path, spy):
     data, argv = asr_setup(tmp_path)
     (data / "lang").write_text("u1 de\nu2 it\nu3 de\nu4 es\n")
     with pytest.raises(SystemExit, match=r"lang:2: key 'u2': task tag 'it' is unknown"):
-        run(
-            asr_inference.main,
-            ASRTask,
-            "--asr_train_config",
-            argv=argv + ["--task_tag_file", "lang"],
-        )
+        asr_decode(argv + ["--task_tag_file", "lang"])
     with pytest.raises(SystemExit, match=r"test/tags: no tag file"):
-        run(
-            asr_inference.main,
-            ASRTask,
-            "--asr_train_config",
-            argv=argv + ["--task_tag_file", "tags"],
-        )
+        asr_decode(argv + ["--task_tag_file", "tags"])
     (data / "lang").write_text("u1 de\nu2 fr\nu4 es\n")
     with pytest.raises(SystemExit, match=r"lang: no task tag for 1 utterance\(s\), e.g. 'u3'"):
-        run(
-            asr_inference.main,
-            ASRTask,
-            "--asr_train_config",
-            argv=argv + ["--task_tag_file", "lang"],
-        )
+        asr_decode(argv + ["--task_tag_file", "lang"])
     with pytest.raises(SystemExit, match="model_conf.task_tags.*task-conditioned"):
-        run(asr_inference.main, ASRTask, "--asr_train_config", argv=argv)
+        asr_decode(argv)
     assert not spy and not (tmp_path / "out").exists()  # nothing decoded, nothing written
 
 
@@ -198,7 +183,7 @@ def test_mt_decoding_takes_encoder_and_decoder_tags_apart(tmp_path, spy):
         "--output_dir", str(tmp_path / "out"),
         "--encoder_task_tag_file", "src_lang", "--decoder_task_tag_file", "tgt_lang",
     ]  # fmt: skip
-    run(mt_inference.main, MTTask, "--mt_train_config", argv=argv)
+    mt_decode(argv)
     utterances = per_utterance(spy)
     assert [u[0] for u in utterances] == [[None, 0, 2], [None, 2, 1]]
     assert [u[1] for u in utterances] == [{0, 2}, {1, 2}]
@@ -208,9 +193,8 @@ def test_mt_decoding_takes_encoder_and_decoder_tags_apart(tmp_path, spy):
 def test_tag_file_without_task_tags_in_the_model_is_refused(tmp_path):
     conf = tmp_path / "config.yaml"
     conf.write_text(yaml.safe_dump({"model_conf": {"ctc_weight": 0.3}}))
-    argv = ["--asr_train_config", str(conf), "--task_tag_file", "lang"]
     refused = pytest.raises(ConfigError, match=r"config.yaml: key 'model_conf.task_tags'")
-    with refused, task_conditioned.decoding(asr_inference.main, argv, "--asr_train_config"):
+    with refused, task_conditioned.task_id_data({"--task_tag_file": "lang"}, str(conf), []):
         pass
 
 
@@ -287,10 +271,10 @@ def test_decoding_an_adapter_model_refuses_a_zero_shot_direction(tmp_path):
     data.mkdir()
     (data / "feats.scp").write_text("t1 a.npy\nt2 b.npy\n")
     (data / "direction").write_text("t1 fr-en\nt2 es-fr\n")
-    argv = ["--asr_train_config", str(conf), "--task_tag_file", "direction"]
-    argv += ["--data_path_and_name_and_type", f"{data}/feats.scp,speech,npy"]
+    files = {"--task_tag_file": "direction"}
+    data_files = [(f"{data}/feats.scp", "speech", "npy")]
     refused = pytest.raises(InputError, match=r"test/direction:2: key 't2'.*zero-shot direction")
-    with refused, task_conditioned.decoding(asr_inference.main, argv, "--asr_train_config"):
+    with refused, task_conditioned.task_id_data(files, str(conf), data_files):
         pass
 
 

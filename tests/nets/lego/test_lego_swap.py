@@ -6,7 +6,6 @@ import torch
 from tiny_lego import TEXT_VOCAB, experiment_config, module_conf, save_experiment
 
 from espnet_ext.analysis import lego_swap
-from espnet_ext.decoding import options as rules
 
 
 def plain_config(encoder_units: int):
@@ -29,8 +28,8 @@ def plain_config(encoder_units: int):
 
 
 def direct_bleu(config, model_file, text_file, **options):
-    """The experiment decoded as it is, scored with sacrebleu directly."""
-    from espnet2.bin.mt_inference import Text2Text
+    """The experiment decoded as it is (our mt_inference class), scored with sacrebleu directly."""
+    from espnet_ext.bin.mt_inference import Text2Text
 
     options = {"beam_size": 2, "ctc_weight": 0.0, **options}
     translate = Text2Text(mt_train_config=config, mt_model_file=model_file, **options)
@@ -126,7 +125,7 @@ def test_every_cell_is_decoded_with_the_recipes_options(trained_experiment, tmp_
     """The decoding config reaches ESPnet's search for every cell (a plain encoder-decoder's output
     is bounded by maxlenratio x source length: without the recipe's ratio the diagonal is not the model
     as the recipe decodes it)."""
-    import espnet2.bin.mt_inference as mt_inference
+    import espnet_ext.bin.mt_inference as mt_inference
 
     searches, built = [], []
 
@@ -157,8 +156,7 @@ def test_every_cell_is_decoded_with_the_recipes_options(trained_experiment, tmp_
     assert searches == [search] * 4
     # our rules (espnet_ext.decoding.options) switch each cell's beam search, as mt_inference does
     assert [translate.beam_search.lenpen for translate in built] == [1.0] * 4
-    with rules.applied_on_build(mt_inference.Text2Text, {"lenpen": 1.0}):
-        direct = direct_bleu(*first[:2], data / "valid_text", maxlenratio=3.0, penalty=0.6)
+    direct = direct_bleu(*first[:2], data / "valid_text", maxlenratio=3.0, penalty=0.6, lenpen=1.0)
     assert matrix[0][0] == pytest.approx(direct, abs=1e-6)
     # without a config: beam 5, no CTC head, ESPnet's other defaults
     assert lego_swap.decoding_options(None) == {"beam_size": 5, "ctc_weight": 0.0}
