@@ -10,6 +10,13 @@ ESPnet2 merges ``--<x>_conf key.sub=value`` into the config's dict, so one train
 variant and an experiment differs from the baseline by exactly the printed options. The encoder/decoder are
 switched to their ``relaxed_*`` registrations (identical to ESPnet's when no site is set).
 
+The Swin rows of the paper's Table 4 (CIFAR-100, §4.4) are ``model_conf`` overrides of one Swin config
+(``SWIN_ROWS``; ``--task cls``, egs/cifar100/cls1):
+
+    python -m espnet_ext.attention.variants --config conf/train_swin_t.yaml --task cls --variant fuzzy
+    -> fuzzy_g0.1_s0.03                                                     (the row's experiment tag)
+       --model_conf gamma=0.1 --model_conf fuzzy_std=0.03                   (training options)
+
 Matched inference is not a training option: the same trained model is decoded with or without relaxation
 (``--matched_inference true`` of our inference entry points), as in the paper's tables.
 """
@@ -43,6 +50,21 @@ RELAXED_NAMES = {
     "encoder": {"transformer": "relaxed_transformer", "cnn_transformer": "relaxed_cnn_transformer"},
     "decoder": {"transformer": "relaxed_transformer"},
 }
+
+
+# Table 4's rows: model_conf overrides of the Swin config (espnet_ext/nets/swin/classifier.py), with γ (the
+# relaxed rows; γ0 of fuzzy relaxation), σ (fuzzy) and λ of L_drloc the paper's tuned values by default.
+SWIN_ROWS: dict[str, tuple[str, ...]] = {
+    "baseline": (),
+    "no_stochastic_depth": ("drop_path_rate=0.0",),
+    "drloc": ("drloc_weight={drloc_weight}",),
+    "smooth_focus": ("smooth_focus=true",),
+    "relaxed": ("gamma={gamma}",),
+    "relaxed_no_stochastic_depth": ("gamma={gamma}", "drop_path_rate=0.0"),
+    "relaxed_drloc": ("gamma={gamma}", "drloc_weight={drloc_weight}"),
+    "fuzzy": ("gamma={gamma}", "fuzzy_std={fuzzy_std}"),
+}
+SWIN_DEFAULTS = {"gamma": "0.1", "fuzzy_std": "0.03", "drloc_weight": "0.5"}
 
 
 class Variant(NamedTuple):
@@ -83,6 +105,32 @@ def resolve_variant(
     return Variant(options, tag)
 
 
+def resolve_swin_row(row: str, **values: str | None) -> Variant:
+    """Table 4's row ``row`` as Swin training options, and its experiment tag (``<row>[_g<γ>][_s<σ>]``: the
+    values as given, so a tag names what was typed). ``values``: gamma, fuzzy_std, drloc_weight (strings;
+    None: the paper's)."""
+    if row not in SWIN_ROWS:
+        raise ConfigError(f"unknown Table 4 row '{row}' (known: {', '.join(SWIN_ROWS)})")
+    unknown = set(values) - set(SWIN_DEFAULTS)
+    if unknown:
+        raise ConfigError(f"a Table 4 row takes no {', '.join(sorted(unknown))}")
+    given = {k: values.get(k) or v for k, v in SWIN_DEFAULTS.items()}
+    for name, value in given.items():
+        try:
+            if float(value) < 0:
+                raise ValueError
+        except ValueError:
+            raise ConfigError(f"--{name} must be a number >= 0, got '{value}'") from None
+    check_gamma(float(given["gamma"]), "--gamma")
+    overrides = [o.format(**given) for o in SWIN_ROWS[row]]
+    tag = row
+    if any(o.startswith("gamma=") for o in overrides):
+        tag += f"_g{given['gamma']}"
+    if any(o.startswith("fuzzy_std=") for o in overrides):
+        tag += f"_s{given['fuzzy_std']}"
+    return Variant([w for o in overrides for w in ("--model_conf", o)], tag)
+
+
 def variant_args(
     config: dict, variant: str, gamma: float | None = None, task: str = "asr"
 ) -> list[str]:
@@ -90,16 +138,30 @@ def variant_args(
     return resolve_variant(config, variant, gamma, task).options
 
 
+def _number(value: str, name: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got '{value}'") from None
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="the training YAML the variant modifies")
-    parser.add_argument("--variant", required=True, choices=sorted(VARIANTS))
     parser.add_argument(
-        "--gamma", type=float, default=None, help="relaxation coefficient (default: paper's)"
+        "--variant",
+        required=True,
+        help=f"{', '.join(VARIANTS)}; --task cls: {', '.join(SWIN_ROWS)}",
     )
+    parser.add_argument("--gamma", default=None, help="relaxation coefficient (default: paper's)")
     parser.add_argument(
-        "--task", choices=sorted(PAPER_GAMMA), default="asr", help="whose paper γ to default to"
+        "--task",
+        choices=[*sorted(PAPER_GAMMA), "cls"],
+        default="asr",
+        help="whose paper γ to default to; cls: Table 4's Swin rows",
     )
+    parser.add_argument("--fuzzy_std", default=None, help="cls: σ of fuzzy relaxation")
+    parser.add_argument("--drloc_weight", default=None, help="cls: λ of the L_drloc rows")
     args = parser.parse_args(argv)
     path = Path(args.config)
     try:
@@ -107,7 +169,12 @@ def main(argv=None) -> None:
     except (OSError, yaml.YAMLError) as e:
         raise SystemExit(f"error: {path}: {e}") from None
     try:
-        options, tag = resolve_variant(config, args.variant, args.gamma, args.task)
+        if args.task == "cls":
+            values = {"gamma": args.gamma, "fuzzy_std": args.fuzzy_std}
+            options, tag = resolve_swin_row(args.variant, **values, drloc_weight=args.drloc_weight)
+        else:
+            gamma = None if args.gamma is None else _number(args.gamma, "--gamma")
+            options, tag = resolve_variant(config, args.variant, gamma, args.task)
         print(tag)
         print(" ".join(options))
     except ConfigError as e:

@@ -14,7 +14,7 @@
 set -euo pipefail
 . ./db.sh
 
-variant=baseline        # Table 4 row (see above)
+variant=baseline        # Table 4 row (see above; espnet_ext/attention/variants.py SWIN_ROWS)
 gamma=0.1               # relaxation coefficient γ (γ0 of fuzzy relaxation); the paper's tuned value
 fuzzy_std=0.03          # σ of fuzzy relaxation (the paper's tuned value)
 drloc_weight=0.5        # λ of the dense relative localization loss
@@ -25,18 +25,6 @@ train_args=""           # more cls_train options, e.g. "--seed 3" (Table 7)
 __options_pass_to=./cls.sh
 . utils/parse_options.sh
 
-relaxed="--model_conf gamma=${gamma}"
-case "${variant}" in
-    baseline) model_args="" ;;
-    no_stochastic_depth) model_args="--model_conf drop_path_rate=0.0" ;;
-    drloc) model_args="--model_conf drloc_weight=${drloc_weight}" ;;
-    smooth_focus) model_args="--model_conf smooth_focus=true" ;;
-    relaxed) model_args="${relaxed}" ;;
-    relaxed_no_stochastic_depth) model_args="${relaxed} --model_conf drop_path_rate=0.0" ;;
-    relaxed_drloc) model_args="${relaxed} --model_conf drloc_weight=${drloc_weight}" ;;
-    fuzzy) model_args="${relaxed} --model_conf fuzzy_std=${fuzzy_std}" ;;
-    *) echo "$0: unknown --variant ${variant}" >&2; exit 1 ;;
-esac
 case "${batch}" in
     128) batch_args="" ;;  # the config's
     # YAML 1.1 (ESPnet reads these values with PyYAML) takes "1e-3" for a string: write the mantissa's dot.
@@ -53,15 +41,14 @@ if [ -z "${CIFAR100}" ]; then
 else
     config=conf/train_swin_t.yaml
 fi
-tag="${variant}"
-case "${variant}" in relaxed* | fuzzy) tag+="_g${gamma}" ;; esac
-[ "${variant}" = fuzzy ] && tag+="_s${fuzzy_std}"
-if [ -n "${imagenet_checkpoint}" ]; then tag+="_pt"; fi
-tag+="_b${batch}"
+# the Table 4 row: its experiment tag and model options (espnet_ext/attention/variants.py SWIN_ROWS)
+row=$(python -m espnet_ext.attention.variants --task cls --config "${config}" --variant "${variant}" \
+    --gamma "${gamma}" --fuzzy_std "${fuzzy_std}" --drloc_weight "${drloc_weight}") || exit 1
+tag="$(sed -n 1p <<< "${row}")$([ -z "${imagenet_checkpoint}" ] || echo _pt)_b${batch}"
 inference_tag=decode
 if [ "${matched_inference}" = true ]; then inference_tag=decode_matched; fi
 
-./cls.sh --cls_config "${config}" --cls_args "${model_args} ${batch_args} ${train_args}" --cls_tag "${tag}" \
+./cls.sh --cls_config "${config}" --cls_args "$(sed -n 2p <<< "${row}") ${batch_args} ${train_args}" --cls_tag "${tag}" \
     --pretrained_checkpoint "${imagenet_checkpoint}" --inference_args "--matched_inference ${matched_inference}" \
     --inference_tag "${inference_tag}" --train_num_threads "$(nproc)" \
     --results_title "CIFAR-100 (Swin-T, relaxed self-attention)" "$@"
