@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# WMT machine translation: the head-selection paper's multilingual setting (Gong et al. §4.1, Table 1) and the
-# LegoNN paper's MT setups (Dalmia et al. §V-B, §V-C1), one data prep (local/data.sh); the modes, their configs
-# and options: README.md. With WMT unset in db.sh every mode runs the embedded mini corpus (number words).
+# WMT MT: head selection's multilingual setting (Gong et al. §4.1) and LegoNN's MT setups (Dalmia et al. §V);
+# modes, configs, options: README.md. With WMT unset in db.sh every mode runs the mini corpus (number words).
 #   ./run.sh --mode MODE [--mt_config conf/...] [mt.sh options; local/compose.sh's, local/swap.sh's]
 set -euo pipefail
 . ./db.sh
@@ -13,11 +12,8 @@ __options_pass_to=./mt.sh
 scale=$([ -n "${WMT}" ] || echo _mini)
 pipeline=(./mt.sh --expdir "exp/${mode}" --inference_config "conf/decode_mt${scale}.yaml"
           --results_title "WMT ${mode}${scale:+ on the embedded mini corpus (number words; mini scale)}")
-if [ -z "${WMT}" ]; then
-    pipeline+=(--nj 2 --inference_nj 2 --train_num_threads 1)
-else  # Moses' clean-corpus length ratio
-    pipeline+=(--nj 32 --inference_nj 32 --max_length_ratio 1.5)
-fi
+[ -n "${WMT}" ] || pipeline+=(--nj 2 --inference_nj 2 --train_num_threads 1)
+[ -z "${WMT}" ] || pipeline+=(--nj 32 --inference_nj 32 --max_length_ratio 1.5)  # Moses' clean-corpus ratio
 case ${mode} in
     multilingual_m2o|multilingual_o2m)  # the task: the non-English language (model_conf.task_tags' order)
         dir=${mode#multilingual_}
