@@ -258,6 +258,7 @@ class HeadSelectionAttention(TaskConditioned):
         self.prior = n_head / head_candidates
         self.selection_kl: torch.Tensor | None = None
         self.sample: torch.Tensor | None = None  # the posterior of the last selections
+        self._fixed: tuple | None = None  # see fixed_projections
 
     def selections(self, tasks: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Selected heads of ``tasks`` (n,) (every task when None): ascending head indices (n, H) and
@@ -305,6 +306,11 @@ class HeadSelectionAttention(TaskConditioned):
         ``heads``/``scale`` (1, H) for every utterance or (b, H) per utterance."""
         rows = self.head_rows(heads[0] if heads.size(0) == 1 else heads)
         q, k, v = (self.project(lin, x, rows) for lin, x in zip(self.qkv, (query, key, value)))
+        return self.attention(q, k, v, mask, scale)
+
+    def attention(self, q, k, v, mask, scale: torch.Tensor | None = None) -> torch.Tensor:
+        """Scaled dot-product attention of (b, H, T, d_k) heads, each head's context times its ``scale``
+        (b|1, H) (none: 1), then W^O -> (b, T1, d)."""
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.d_k)
         if mask is not None:
             blocked = mask.unsqueeze(1).eq(0)  # (b, 1, 1|T1, T2)
@@ -312,12 +318,51 @@ class HeadSelectionAttention(TaskConditioned):
             weights = torch.softmax(scores, dim=-1).masked_fill(blocked, 0.0)
         else:
             weights = torch.softmax(scores, dim=-1)
-        x = torch.matmul(self.dropout(weights), v) * scale[:, :, None, None]
+        x = torch.matmul(self.dropout(weights), v)
+        if scale is not None:
+            x = x * scale[:, :, None, None]
         return self.linear_out(x.transpose(1, 2).flatten(2))
 
     @property
     def qkv(self) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
         return self.linear_q, self.linear_k, self.linear_v
+
+    def fixed_projections(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Inference without noise: every task's selected heads' (weight, bias) rows of the q, k and v
+        projections, (num_tasks, H * d_k, d) and (num_tasks, H * d_k), gathered once and reused while the
+        parameters are the ones they were gathered from. The selection is then fixed per task, and a beam
+        search calls each decoder layer once per step: the selection's and the gather's kernels would
+        otherwise run at every step of every layer. The key is each parameter's storage, in-place version
+        and dtype (an optimizer step, ``load_state_dict`` or ``.to()`` changes one of them)."""
+        params = (self.selection_logits, *(p for lin in self.qkv for p in (lin.weight, lin.bias)))
+        state = tuple((p.data_ptr(), p._version, p.dtype) for p in params)
+        if self._fixed is None or self._fixed[0] != state:
+            heads, _ = self.selections()
+            rows = self.head_rows(heads)  # (num_tasks, H * d_k)
+            gathered = [
+                (
+                    lin.weight.index_select(0, rows.flatten()).unflatten(0, rows.shape),
+                    lin.bias.index_select(0, rows.flatten()).unflatten(0, rows.shape),
+                )
+                for lin in self.qkv
+            ]
+            self._fixed = (state, gathered)
+        return self._fixed[1]
+
+    def attend_fixed(self, task_id, query, key, value, mask) -> torch.Tensor:
+        """``attend`` with ``fixed_projections``: ESPnet's attention at H heads, every scale 1 (eval)."""
+        one_task = self.task_id.numel() == 1
+        projected = []
+        for x, (weight, bias) in zip((query, key, value), self.fixed_projections()):
+            if one_task:  # one matmul at H heads' width, as ESPnet's attention
+                y = F.linear(
+                    x, weight.index_select(0, task_id[:1])[0], bias.index_select(0, task_id[:1])[0]
+                )
+            else:  # each row its task's rows
+                weight, bias = weight.index_select(0, task_id), bias.index_select(0, task_id)
+                y = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+            projected.append(y.unflatten(-1, (self.h, self.d_k)).transpose(1, 2))
+        return self.attention(*projected, mask)
 
     def kl(self, task_id: torch.Tensor, sample: torch.Tensor | None = None) -> torch.Tensor:
         """The KL term per utterance of tasks ``task_id`` (B,), averaged over the H' heads -> (B,).
@@ -341,6 +386,11 @@ class HeadSelectionAttention(TaskConditioned):
         if expand_kv:
             raise ConfigError("head selection does not support expand_kv decoding", key="expand_kv")
         task_id = self.task_ids_for(query.size(0), query.device)
+        if not (self.training or self.inference_noise or torch.is_grad_enabled()):
+            self.selection_kl = (
+                None  # a fixed selection per task: gathered once (fixed_projections)
+            )
+            return self.attend_fixed(task_id, query, key, value, mask)
         if self.task_id.numel() == 1:  # one task for every row (beam search): its selection alone
             heads, scale = self.selections(task_id[:1])
             sample = self.sample.expand(task_id.size(0), -1)

@@ -346,3 +346,34 @@ def test_authors_kl_form_is_their_term_of_the_sample_that_selected(monkeypatch):
         assert float(attn.selection_kl[row]) == pytest.approx(float(want), rel=1e-6)
     with pytest.raises(ConfigError, match="selection_kl_form"):
         HeadSelectionAttention(H, DIM, 0.0, 3, 4, kl_form="forward")
+
+
+@pytest.mark.parametrize("task_id", [[1], [1, 0, 2]])
+def test_inference_gathers_each_tasks_heads_once_and_again_when_a_parameter_changes(
+    task_id, monkeypatch
+):
+    attn = layer(candidates=4).eval()
+    x = torch.randn(3, 5, DIM)
+    mask = padding_mask([5, 4, 2])
+    set_task_id(attn, torch.tensor(task_id))
+    with torch.enable_grad():  # with gradients: the general path, the reference
+        expected = attn(x, x, x, mask).detach()
+    gathers = []
+    selections = attn.selections
+    monkeypatch.setattr(attn, "selections", lambda *a: gathers.append(1) or selections(*a))
+    with torch.no_grad():
+        torch.testing.assert_close(attn(x, x, x, mask), expected, rtol=1e-6, atol=1e-6)
+        attn(x, x, x, mask)  # the next beam step
+        set_task_id(attn, torch.tensor(task_id))  # the next utterance
+        torch.testing.assert_close(attn(x, x, x, mask), expected, rtol=1e-6, atol=1e-6)
+        assert len(gathers) == 1
+        attn.linear_v.weight.add_(1.0)  # a parameter changed in place (an optimizer step)
+        changed = attn(x, x, x, mask)
+        assert len(gathers) == 2 and not torch.allclose(changed, expected)
+        attn.selection_logits[1] = torch.tensor([5.0, -5.0, -5.0, 5.0])  # a new selection
+        reselected = attn(x, x, x, mask)
+        assert len(gathers) == 3
+    with torch.enable_grad():
+        torch.testing.assert_close(attn(x, x, x, mask).detach(), reselected, rtol=1e-6, atol=1e-6)
+        attn(x, x, x, mask).sum().backward()  # the general path: the weights get gradients
+    assert attn.linear_q.weight.grad is not None

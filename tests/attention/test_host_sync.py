@@ -197,3 +197,18 @@ def test_cuda_forward_and_backward_never_synchronise(name):
             step().backward()
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_decoding_steps_of_one_task_read_nothing_back_to_the_host(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    module = HeadSelectionAttention(4, D, 0.1, num_tasks=3, head_candidates=8).to(device).eval()
+    x, _, mask = _padded(device)
+    set_task_id(module, torch.tensor([2], device=device))
+    with torch.no_grad():
+        module(x, x, x, mask)  # the first step gathers the task's heads
+        with HostSyncs() as syncs:
+            for _ in range(2):
+                module(x, x, x, mask)
+    assert syncs.found == []
