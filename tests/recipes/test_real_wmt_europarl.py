@@ -17,6 +17,7 @@ from recipe_fixture import make_recipe_copy, read_table, run
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SMOKE = ["--smoke", "true", "--nj", "1", "--inference_nj", "1"]
 DEEN = "train_lego_wemb_deroen"
+ROEN = "train_lego_ctc_deroen"  # Table III's encoder-only module (§IV-B3, §V-C1)
 # mode -> (extra options, experiment under exp/<mode>, test sets)
 MODES = {
     "multilingual_m2o": ([], "mt_train_mt_group_m2o", [f"m2o_test_{x}" for x in WMT_LANGS]),
@@ -27,7 +28,7 @@ MODES = {
         [f"ende_test_newstest{y}" for y in (2011, 2012, 2014, 2015, 2016)],
     ),
     "lego_deen": ([], f"mt_{DEEN}", ["deen_test_newstest2019"]),
-    "lego_roen": ([], f"mt_{DEEN}", ["roen_test_newstest2016"]),
+    "lego_roen": ([], f"mt_{ROEN}", ["roen_test_newstest2016"]),
 }
 
 
@@ -92,7 +93,11 @@ def test_mode_trains_decodes_and_scores_every_test_set(wmt_runs, mode):
     if mode.startswith("lego_"):
         # the paper's moving window of 10 checkpoints, picked by validation BLEU
         assert (recipe / "exp" / mode / exp / "window10.valid.bleu.max.pth").exists()
-        assert (recipe / "exp" / mode / exp / "modules" / "decoder.pt").exists()
+        # lego_roen: the encoder-only model, decoded by its greedy CTC path; no decoder to export
+        encoder_only = mode == "lego_roen"
+        assert config["model"] == ("legonn_ctc" if encoder_only else "legonn")
+        assert (recipe / "exp" / mode / exp / "modules" / "encoder0.pt").exists()
+        assert (recipe / "exp" / mode / exp / "modules" / "decoder.pt").exists() is not encoder_only
 
 
 def test_multilingual_valid_is_each_language_s_dev_set_only(wmt_runs):
@@ -132,6 +137,18 @@ def test_compose_decodes_then_fine_tunes_and_decodes_again(wmt_runs):
             ["roen_test_newstest2016"],
             "lego_roen",
         )
+    # Table III: the encoder trained with CTC alone + the De-En LegoNN decoder
+    import torch
+
+    composed = torch.load(
+        recipe / "exp" / "lego_compose" / f"mt_composed_{DEEN}" / "model.pth", map_location="cpu"
+    )
+    for mode, name, part in (("lego_roen", ROEN, "encoder."), ("lego_deen", DEEN, "decoder.")):
+        trained = torch.load(
+            recipe / "exp" / mode / f"mt_{name}" / "window10.valid.bleu.max.pth", map_location="cpu"
+        )
+        keys = [k for k in trained if k.startswith(part)]
+        assert keys and all(torch.equal(composed[k], trained[k]) for k in keys), mode
 
 
 def test_swap_matrix_of_two_seeds(wmt_runs):
@@ -152,4 +169,10 @@ def test_europarl_default_de_en_path(wmt_runs):
         recipe, [*SMOKE[:2], "--asr_opts", asr_opts, "--mt_opts", " ".join(SMOKE[2:])], env=env
     )
     assert out.returncode == 0, out.stderr[-4000:]
-    assert (recipe / "exp" / "RESULTS_legonn.md").exists()
+    # §V-C2: the Europarl and TED modules of the real mode are encoder-only models trained with CTC alone
+    for exp in ("asr_legonn", "ted/asr_ted_legonn"):
+        config = yaml.safe_load((recipe / "exp" / exp / "config.yaml").read_text())
+        assert (config["model"], config["decoder"]) == ("legonn_ctc", None), exp
+    assert (recipe / "exp" / "asr_composed_iv" / "model.pth").exists()
+    tables = (recipe / "exp" / "RESULTS_legonn.md").read_text()
+    assert "LegoNN encoder only" in tables and "its own decoder" not in tables

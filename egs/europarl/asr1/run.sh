@@ -28,7 +28,9 @@ else
     # --nbpe names the token dir only: the vocabulary is the decoder's. The paper's (§V-C2) emits 2000 BPE
     # units of the Europarl train text; egs/wmt/mt1's lego_deen emits the joint De-En + Ro-En dictionary of
     # §V-C1 (--mt_decoder takes another decoder).
-    opts=(--asr_config conf/train_legonn.yaml
+    # The modules composed are the encoder-only model's (§V-C2: "the LegoNN phoneme+pronunciation encoder-only
+    # model trained using CTC loss"); train_legonn.yaml's loss settings go into the fine-tunings.
+    opts=(--asr_config conf/train_legonn.yaml --encoder_config conf/train_legonn_ctc.yaml
           --baseline_config conf/train_baseline.yaml --finetune_config conf/finetune.yaml
           --inference_config conf/decode.yaml --nbpe 2000
           --asr_opts "--nj 32 --inference_nj 32 --max_frames 3000 --inference_model valid.acc.ave.pth")

@@ -8,7 +8,9 @@
 #      are exported there too); beside stage 1 unless --parallel_stages false
 #    3 token list = the decoder's output vocabulary (local/decoder_vocab.py; the BPE it was trained with)
 #    4 Europarl LegoNN ASR: the encoder as two modules, phoneme recogniser -> pronunciation model (§V-C2),
-#      + its own decoder; trained, decoded, scored (asr.sh 8-11)
+#      + its own decoder; trained, decoded, scored (asr.sh 8-11). With --encoder_config, the paper's
+#      "phoneme+pronunciation encoder-only model trained using CTC loss" (§V-C2, model legonn_ctc) instead:
+#      trained only (its output is stage 9's greedy CTC)
 #    5 TED LegoNN ASR, the same architecture on TED (its pronunciation model is Table V's); trained only
 #    6 baseline encoder-decoder on Europarl (--baseline_config; empty skips it)
 #      (4-6 run side by side, 6 beside 7-10 too, unless --parallel_stages false; each its own statistics dir)
@@ -38,6 +40,8 @@ mt_decoder_base=.       # dir the artefact's relative paths (its BPE model) are 
 mt_recipe=../../wmt/mt1 # the recipe of the De-En LegoNN model when --mt_decoder is empty
 mt_opts=""              # more options for ${mt_recipe}/run.sh --mode lego_deen
 asr_config=""           # phoneme recogniser -> pronunciation model + decoder (Europarl and TED)
+encoder_config=""       # the same encoder modules trained alone with CTC (model legonn_ctc, §IV-B3): stages 4-5
+                        # train it instead of --asr_config, whose loss settings the fine-tunings of stage 10 keep
 baseline_config=""      # plain encoder-decoder (empty: no baseline)
 finetune_config=""      # training settings for fine-tuning a composed model (merged into its config)
 inference_config=""
@@ -117,8 +121,13 @@ compose() {
     python -m espnet_ext.bin.lego_finetune_config --composed "${out}/config.yaml" \
         --settings <(echo "bpemodel: ${token_dir}/bpe.model") --out "${out}/config.yaml"
 }
+# The encoder models of stages 4-5 and the checkpoint their modules come from: an encoder-only model keeps
+# checkpoints by validation loss (there is no decoder accuracy), an encoder-decoder by validation accuracy.
+modules_config=${encoder_config:-${asr_config}}
+modules_model=$([ -n "${encoder_config}" ] && echo valid.loss.ave.pth || echo valid.acc.ave.pth)
+modules_stop=$([ -n "${encoder_config}" ] && echo 9 || echo 11)  # an encoder-only model has nothing to decode
 export_modules() {  # export_modules EXP: EXP/modules/{encoder<i>,decoder}.pt
-    python -m espnet_ext.bin.lego_export --config "$1/config.yaml" --model_file "$1/valid.acc.ave.pth" \
+    python -m espnet_ext.bin.lego_export --config "$1/config.yaml" --model_file "$1/${modules_model}" \
         --output_dir "$1/modules"
 }
 # The trained models (the tags conf/sweeps/modules.yaml gives them too).
@@ -164,8 +173,8 @@ ctc_score() {
     done
 }
 ctc_all() {
-    ctc_score "${ep_exp}" valid.acc.ave.pth 0 phn &&
-    ctc_score "${ep_exp}" valid.acc.ave.pth 1 bpe &&
+    ctc_score "${ep_exp}" "${modules_model}" 0 phn &&
+    ctc_score "${ep_exp}" "${modules_model}" 1 bpe &&
     ctc_score "${expdir}/asr_composed_v" model.pth 1 bpe &&
     ctc_score "${expdir}/asr_composed_v_ted" model.pth 1 bpe
 }
@@ -191,10 +200,10 @@ run_stage 3 "token list of the MT decoder" "${token_dir}" "$(fingerprint "${mt_d
 # Stages 4-6 train independent models, each with its own statistics dir. With --parallel_stages true
 # (default) they run side by side, and the baseline (needed by stage 11 only) beside stages 7-10 too.
 spawn modules run_stage 4 "Europarl LegoNN ASR, phoneme + pronunciation modules" "${ep_exp}/legonn" "$(date +%s)" \
-    train_and_score "${asr_config}" legonn 11 "${europarl[@]}" --asr_stats_dir "${ep_stats}" \
+    train_and_score "${modules_config}" legonn "${modules_stop}" "${europarl[@]}" --asr_stats_dir "${ep_stats}" \
     -- "${europarl_phn}"
 spawn modules run_stage 5 "TED LegoNN ASR, phoneme + pronunciation modules" "${ted_exp}/legonn" "$(date +%s)" \
-    train_and_score "${asr_config}" ted_legonn 9 "${ted[@]}" --asr_stats_dir "${expdir}/ted/asr_stats_ted_legonn" \
+    train_and_score "${modules_config}" ted_legonn 9 "${ted[@]}" --asr_stats_dir "${expdir}/ted/asr_stats_ted_legonn" \
     -- "${ted_phn} ${ted_train_args}"  # its modules are what counts
 if [ -n "${baseline_config}" ]; then
     spawn baseline run_stage 6 "baseline encoder-decoder" "${baseline_exp}/legonn" "$(date +%s)" \
@@ -203,7 +212,7 @@ if [ -n "${baseline_config}" ]; then
 fi
 wait_all modules || die "a LegoNN training stage failed (its error is above)"
 run_stage 7 "module export and composition" "${expdir}/legonn" \
-    "$(fingerprint "${ep_exp}/valid.acc.ave.pth" "${ted_exp}/valid.acc.ave.pth" "${mt_decoder}")" compose_all
+    "$(fingerprint "${ep_exp}/${modules_model}" "${ted_exp}/${modules_model}" "${mt_decoder}")" compose_all
 # 8-10 only read the composed models: side by side
 spawn after_compose run_stage 8 "decoding the composed models (no training)" "${expdir}/legonn" "$(date +%s)" \
     decode_composed
@@ -213,6 +222,6 @@ wait_all after_compose || die "a stage of 8-10 failed (its error is above)"
 wait_all baseline || die "the baseline training stage failed (its error is above)"
 run_stage 11 "Tables IV-VII" "${expdir}/legonn" "$(date +%s)" \
     python local/tables.py --expdir "${expdir}" --test_set "${test_sets%% *}" --europarl "$(basename "${ep_exp}")" \
-        ${baseline_config:+--baseline "$(basename "${baseline_exp}")"} \
+        ${baseline_config:+--baseline "$(basename "${baseline_exp}")"} ${encoder_config:+--encoder_only} \
         --out "${expdir}/RESULTS_legonn.md"
 log "Finished: ${expdir}/RESULTS_legonn.md"

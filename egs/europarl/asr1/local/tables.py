@@ -2,7 +2,10 @@
 """Tables IV-VII of the LegoNN paper from the scores of local/legonn.sh (``score_wer/result.json`` files).
 
     local/tables.py --expdir exp --test_set test --europarl asr_train_legonn_mini \
-        [--baseline asr_train_baseline_mini] --out exp/RESULTS_legonn.md
+        [--baseline asr_train_baseline_mini] [--encoder_only] --out exp/RESULTS_legonn.md
+
+``--encoder_only``: the Europarl modules come from an encoder-only model (§V-C2), which has no decoder of its
+own to decode with, so Table IV has no "own decoder" row (the paper's has none).
 
 A cell whose score file is missing (its stage not run) is written "-" and listed under the tables.
 """
@@ -49,6 +52,7 @@ def main() -> int:
         "--europarl", required=True, help="experiment dir of the Europarl LegoNN ASR"
     )
     parser.add_argument("--baseline", default=None)
+    parser.add_argument("--encoder_only", action="store_true", help="--europarl has no decoder")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     s = Scores(args.expdir, args.test_set)
@@ -67,10 +71,16 @@ def main() -> int:
                     "LegoNN encoder only (greedy CTC)",
                     s.ctc(args.europarl, 1, "Table IV encoder only"),
                 ],
-                [
-                    "LegoNN Enc-Dec (its own decoder)",
-                    s.decoded(args.europarl, "Table IV own decoder"),
-                ],
+                *(
+                    []
+                    if args.encoder_only
+                    else [
+                        [
+                            "LegoNN Enc-Dec (its own decoder)",
+                            s.decoded(args.europarl, "Table IV own decoder"),
+                        ]
+                    ]
+                ),
                 ["+ De-En MT LegoNN decoder (WEmb)", composed_iv],
             ],
         ),
