@@ -5,7 +5,7 @@
 #     (--wheelhouse, default tools/wheelhouse) into WORK_DIR/site, put first on PYTHONPATH
 #  2. pytest -m gpu: host syncs, autocast fp16/bf16, FlexAttention against the reference, on CUDA
 #  3. every benchmark of tests/bench with --device cuda at its GPU goals' batch sizes, goals printed beside
-#  4. for each paper family one real config: 20 updates on synthetic batches of the paper's size through
+#  4. for each paper family one real config: 10 updates on synthetic batches of the paper's size through
 #     ESPnet's trainer (espnet_ext.analysis.train_timing), fp32 and AMP where a goal compares them; one table:
 #     update time, frames / images / tokens per second, peak memory, GPU hours of the config's schedule
 # --steps: which of 2-4 to run (default all; the install of 1 is done once per --work_dir).
@@ -59,7 +59,11 @@ TIMING_ROWS=(
 )
 BENCHMARKS=(bench_relaxed_attention.py bench_multiformer.py bench_head_selection.py bench_swin_relaxed.py
             bench_legonn.py)
-UPDATES=20
+# 10 updates (the first one warms up): at 20 the rows alone took longer than the check's 8 minutes on an H100.
+UPDATES=10
+# Batches loaded by worker processes, as a real run loads them: in the trainer's process, CIFAR's resizing and
+# augmentation of 128 images took most of an H100 update.
+NUM_WORKERS=8
 
 run() {  # run LOG CMD... : print the command; unless a dry run, run it with its output also in LOG
     local log=$1
@@ -118,7 +122,7 @@ done
 # 4. The timing table.
 table="${work_dir}/timing.md"
 step_on timing || TIMING_ROWS=()
-step_on timing && ! ${dry_run} && "${py}" -c 'import torch; print(f"Measured on {torch.cuda.get_device_name()}, torch {torch.__version__}, 20 updates each (the first one not counted).")' > "${table}"
+step_on timing && ! ${dry_run} && "${py}" -c 'import torch; print(f"Measured on {torch.cuda.get_device_name()}, torch {torch.__version__}, ${UPDATES} updates each (the first one not counted).")' > "${table}"
 step_on timing && ! ${dry_run} && "${py}" -c 'from espnet_ext.analysis.train_timing import HEADER; print(HEADER)' >> "${table}"
 i=0
 for row in "${TIMING_ROWS[@]}"; do
@@ -129,7 +133,7 @@ for row in "${TIMING_ROWS[@]}"; do
     echo "# ${family}"
     # shellcheck disable=SC2086  # extra: ESPnet options, one word each
     if run "${log}" "${py}" -m espnet_ext.analysis.train_timing --task "${task}" --config "${config}" --ngpu 1 \
-        --updates "${UPDATES}" --utterances "${utterances}" --frames "${frames}" --tokens "${tokens}" \
+        --updates "${UPDATES}" --num_workers "${NUM_WORKERS}" --utterances "${utterances}" --frames "${frames}" --tokens "${tokens}" \
         --vocab "${vocab}" ${extra}; then
         ${dry_run} || grep '^| ' "${log}" | tail -n 1 >> "${table}"
     else
