@@ -68,12 +68,16 @@ _LEGONN_MODULES = [
     ("encoder_choices", "legonn", _LEGO + "encoder:LegoNNEncoder"),
     ("decoder_choices", "legonn", _LEGO + "decoder:LegoNNDecoder"),
 ]
-# fairseq's utterance CMVN (ESPnet's utterance_mvn counts padded frames in the variance)
-_UTTERANCE_CMVN = (
-    "normalize_choices",
-    "utterance_cmvn",
-    "espnet_ext.features.utterance_cmvn:UtteranceCMVN",
-)
+# fairseq's utterance CMVN (ESPnet's utterance_mvn counts padded frames in the variance); _specaug: then
+# SpecAugment, fairseq's order (ESPnet's encode runs specaug before normalize)
+_UTTERANCE_CMVN = [
+    ("normalize_choices", "utterance_cmvn", "espnet_ext.features.utterance_cmvn:UtteranceCMVN"),
+    (
+        "normalize_choices",
+        "utterance_cmvn_specaug",
+        "espnet_ext.features.utterance_cmvn:UtteranceCMVNSpecAug",
+    ),
+]
 
 REGISTRY: dict[str, list[tuple[str, str, str]]] = {
     "espnet2.tasks.asr": [
@@ -92,7 +96,7 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
         ("model_choices", "legonn_ctc", _LEGO + "ctc_only:LegoNNCTCASRModel"),
         *_LEGONN_MODULES,
         ("encoder_choices", "relaxed_avhubert", "espnet_ext.nets.avhubert.encoder:AVHubertEncoder"),
-        _UTTERANCE_CMVN,
+        *_UTTERANCE_CMVN,
     ],
     "espnet2.tasks.st": [
         (
@@ -105,7 +109,7 @@ REGISTRY: dict[str, list[tuple[str, str, str]]] = {
         _RELAXED_DECODER,
         *_TASK_MODULES,
         *_TASK_SPEECH_ENCODERS,
-        _UTTERANCE_CMVN,
+        *_UTTERANCE_CMVN,
     ],
     "espnet2.tasks.mt": [
         ("model_choices", "cutoff", "espnet_ext.nets.cutoff:CutoffMTModel"),

@@ -8,14 +8,27 @@ ESPnet's ``utterance_mvn`` with ``norm_vars: true`` is not this on a padded batc
 mean its padded frames hold -mean and enter the variance (espnet2/layers/utterance_mvn.py), so every
 utterance shorter than the batch's longest gets a larger std.
 
-Order: ESPnet's models normalise after SpecAugment (``ESPnetASRModel.encode``), fairseq before it, so here the
-masked bands (0 in the log-mel domain) enter the utterance's statistics; fairseq's masks sit at the mean.
+Order: ESPnet's models normalise after SpecAugment (``ESPnetASRModel.encode``: frontend, specaug, normalize),
+fairseq's S2T recipes before it: their data config lists ``transforms: {_train: [utterance_cmvn, specaugment],
+'*': [utterance_cmvn]}`` (fairseq ``examples/speech_to_text/data_utils.py`` gen_config_yaml) and the
+``specaugment`` transform masks with the mean of the already normalised utterance (its config sets no
+``mask_value``: ``SpecAugmentTransform.from_config_dict`` passes None, "use local mean"), i.e. 0. With
+``normalize: utterance_cmvn`` the masked bands (0 in the log-mel domain) enter the utterance's statistics
+instead. ``normalize: utterance_cmvn_specaug`` (``UtteranceCMVNSpecAug``) is fairseq's order: the CMVN, then,
+in training only, ESPnet's ``SpecAug`` built from ``normalize_conf.specaug_conf`` (masks of 0 = the mean);
+the config sets ``specaug: null``. It sits in the normalisation slot because the pipelines give ESPnet
+features (``--input_size``), and ESPnet's ASR/ST tasks then build no frontend (``frontend: null``), so a
+frontend cannot run before SpecAugment; the module has no parameters, so its checkpoints are
+``utterance_cmvn``'s.
 """
 
 from __future__ import annotations
 
 import torch
+from espnet2.asr.specaug.specaug import SpecAug
 from espnet2.layers.abs_normalize import AbsNormalize
+
+from espnet_ext.errors import ConfigError
 
 
 class UtteranceCMVN(AbsNormalize):
@@ -38,3 +51,24 @@ class UtteranceCMVN(AbsNormalize):
         mean = (x * valid).sum(1, keepdim=True) / n
         var = ((x - mean).pow(2) * valid).sum(1, keepdim=True) / n
         return (x - mean) / var.clamp(min=self.min_var).sqrt() * valid, ilens
+
+
+class UtteranceCMVNSpecAug(UtteranceCMVN):
+    """fairseq's S2T feature transforms in their order: utterance CMVN, then (training only) SpecAugment."""
+
+    def __init__(self, specaug_conf: dict | None = None, min_var: float = 1.0e-10):
+        super().__init__(min_var)
+        if not isinstance(specaug_conf, dict) or not specaug_conf:
+            raise ConfigError(
+                "utterance_cmvn_specaug needs ESPnet SpecAug's options (the config's former specaug_conf)",
+                key="normalize_conf.specaug_conf",
+            )
+        self.specaug = SpecAug(**specaug_conf)
+
+    def forward(
+        self, x: torch.Tensor, ilens: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        x, ilens = super().forward(x, ilens)
+        if self.training:  # ESPnet's encode runs its own specaug slot in training only, as here
+            x, ilens = self.specaug(x, ilens)
+        return x, ilens

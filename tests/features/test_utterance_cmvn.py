@@ -1,4 +1,5 @@
-"""fairseq's utterance CMVN (espnet_ext.features.utterance_cmvn) against its formula, and in the configs."""
+"""fairseq's utterance CMVN (espnet_ext.features.utterance_cmvn) against its formula, before SpecAugment as
+fairseq's S2T recipes, and in the configs."""
 
 from pathlib import Path
 
@@ -11,7 +12,8 @@ from espnet2.tasks.asr import ASRTask
 from espnet2.tasks.st import STTask
 
 from espnet_ext.bin.normalize_opts import normalize_opts
-from espnet_ext.features.utterance_cmvn import UtteranceCMVN
+from espnet_ext.errors import ConfigError
+from espnet_ext.features.utterance_cmvn import UtteranceCMVN, UtteranceCMVNSpecAug
 from espnet_ext.registry import install
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,11 +50,89 @@ def test_espnet_utterance_mvn_counts_padding_in_the_variance():
     assert not np.allclose(y[1, :5].numpy(), fairseq_cmvn(x[1, :5].numpy()), rtol=1e-3)
 
 
+# fairseq's "lb" policy's two kinds of mask, one at a time, so that each masked band / frame is checkable
+FREQ_MASKS = dict(
+    apply_time_warp=False,
+    apply_freq_mask=True,
+    freq_mask_width_range=[3, 4],
+    num_freq_mask=2,
+    apply_time_mask=False,
+)
+TIME_MASKS = dict(
+    apply_time_warp=False,
+    apply_freq_mask=False,
+    apply_time_mask=True,
+    time_mask_width_range=[5, 6],
+    num_time_mask=2,
+)
+
+
+def speech_batch(lengths=(50, 41, 30, 12)):
+    torch.manual_seed(1)
+    return torch.randn(len(lengths), 50, 16) * 3.0 + 7.0, torch.tensor(lengths)
+
+
+def masked(y: torch.Tensor, n: int, axis: int) -> list[int]:
+    """The frequency bands (axis 1) or frames (axis 0) of an utterance's first n frames that are all 0."""
+    y = y[:n]
+    return [i for i in range(y.size(axis)) if y.select(axis, i).eq(0).all()]
+
+
+@pytest.mark.parametrize(
+    "conf, axis, lengths",
+    # time masks are drawn over the padded length: equal lengths keep them inside the utterances
+    [(FREQ_MASKS, 1, (50, 41, 30, 12)), (TIME_MASKS, 0, (50, 50, 50))],
+)
+def test_specaugment_masks_sit_at_the_normalised_mean(conf, axis, lengths):
+    """fairseq's order: CMVN, then masks of the normalised utterance's mean (0); everything else is exactly
+    utterance_cmvn's."""
+    x, lengths = speech_batch(lengths)
+    y, out_lengths = UtteranceCMVNSpecAug(specaug_conf=conf).train()(x, lengths)
+    assert torch.equal(out_lengths, lengths)
+    cmvn, _ = UtteranceCMVN()(x, lengths)
+    for b, n in enumerate(lengths.tolist()):
+        mean = cmvn[b, :n].mean()  # fairseq's mask value: the normalised spectrogram's mean
+        assert abs(mean.item()) < 1e-5
+        hit = masked(y[b], n, axis)
+        assert 3 <= len(hit) <= 10  # two masks of width 3 (bands) or 5 (frames), maybe overlapping
+        kept = torch.ones(y.size(1 + axis), dtype=torch.bool)
+        kept[hit] = False
+        torch.testing.assert_close(
+            y[b, :n].index_select(axis, kept.nonzero()[:, 0]),
+            cmvn[b, :n].index_select(axis, kept.nonzero()[:, 0]),
+            rtol=0,
+            atol=0,
+        )
+        assert y[b, n:].eq(0).all()
+
+
+def test_espnet_order_leaves_masked_frames_off_the_mean():
+    """What the module changes: ESPnet's encode masks first, so masked frames enter each band's statistics
+    and come out of the normalisation at -mean/std, not 0 (a masked band is constant, so it is 0 either way)."""
+    from espnet2.asr.specaug.specaug import SpecAug
+
+    x, lengths = speech_batch((50, 50, 50))
+    y, _ = UtteranceCMVN()(*SpecAug(**TIME_MASKS)(x, lengths))
+    assert not any(masked(y[b], 50, 0) for b in range(3))
+
+
+def test_inference_is_utterance_cmvn():
+    x, lengths = speech_batch()
+    y, _ = UtteranceCMVNSpecAug(specaug_conf=TIME_MASKS).eval()(x, lengths)
+    assert torch.equal(y, UtteranceCMVN()(x, lengths)[0])
+
+
+def test_specaugment_options_are_required():
+    with pytest.raises(ConfigError, match="normalize_conf.specaug_conf"):
+        UtteranceCMVNSpecAug()
+
+
 @pytest.mark.parametrize("task", [ASRTask, STTask])
 def test_registered_for_speech_tasks(task):
     install()
     normalize = next(c for c in task.class_choices_list if c.name == "normalize")
     assert normalize.get_class("utterance_cmvn") is UtteranceCMVN
+    assert normalize.get_class("utterance_cmvn_specaug") is UtteranceCMVNSpecAug
 
 
 @pytest.mark.parametrize(
