@@ -55,6 +55,8 @@ def test_reader_gives_transcripts_and_translations_of_the_planned_numbers(genera
         assert sorted(de.values()) == sorted(number_to_words(n, "de") for n in numbers[split])
         word_to_number = {number_to_words(n, "en"): n for n in numbers[split]}
         assert all(de[u] == number_to_words(word_to_number[en[u]], "de") for u in en)
+        # The translations are several words (German compounds split), so ST BLEU can be above 0.
+        assert sum(len(t.split()) >= 2 for t in de.values()) >= len(de) - 1
 
 
 def test_segments_cut_each_number_exactly(generated):

@@ -1,9 +1,12 @@
 import unicodedata
 
 import pytest
+from num2words import num2words
 
 from espnet_ext.data.numbers.greek import MAX_GREEK, greek_number_words
 from espnet_ext.data.numbers.words import LANGUAGES, normalize_words, number_to_words
+from espnet_ext.scoring.bleu import score_bleu
+from espnet_ext.scoring.ref_hyp import Pair
 
 # Hand-checked Greek counting forms (neuter; feminine before χιλιάδες; εκατόν before a following number).
 GREEK_REFERENCES = {
@@ -67,9 +70,9 @@ KNOWN = {
     },
     "de": {
         0: "null",
-        21: "einundzwanzig",
-        312: "dreihundertzwölf",
-        9999: "neuntausendneunhundertneunundneunzig",
+        21: "ein und zwanzig",
+        312: "drei hundert zwölf",
+        9999: "neun tausend neun hundert neun und neunzig",
     },
     "es": {
         0: "cero",
@@ -127,11 +130,30 @@ def test_scripts_and_conventions_are_kept():
     assert (
         number_to_words(9999, "en") == "nine thousand nine hundred and ninety nine"
     )  # comma dropped
-    # German numbers stay one compound word.
-    assert all(" " not in number_to_words(n, "de") for n in range(10000))
+    # German compounds are split at their morphemes, and joining the words back gives num2words' compound.
+    assert all(
+        number_to_words(n, "de").replace(" ", "") == normalize_words(num2words(n, lang="de"))
+        for n in range(10000)
+    )
     assert all("\u0400" <= c <= "\u04ff" for c in number_to_words(1999, "ru").replace(" ", ""))
     assert all("\u0600" <= c <= "\u06ff" for c in number_to_words(1999, "ar").replace(" ", ""))
     assert "ά" in number_to_words(1000, "el") or "ί" in number_to_words(1000, "el")
+
+
+def test_german_mini_targets_have_ngrams_for_bleu():
+    """A German number has >= 2 words (mostly >= 4 from 1,000 on: "drei tausend sieben hundert zwölf"), so
+    BLEU on the mini translation corpora measures n-gram overlap instead of being 0 by construction."""
+    words = {n: number_to_words(n, "de").split() for n in range(10000)}
+    assert sum(len(w) >= 2 for w in words.values()) / len(words) > 0.99
+    assert sum(len(w) >= 4 for n, w in words.items() if n >= 1000) / 9000 > 0.95
+    assert "hundert" in words[312] and "und" not in words[300]  # the "und" inside "hundert" stays
+    refs = [number_to_words(n, "de") for n in (3712, 4815, 9999, 1207)]
+    pairs = [Pair(str(i), ref, ref) for i, ref in enumerate(refs)]
+    assert score_bleu(pairs)["bleu"] == pytest.approx(100.0)
+    # Wrong numbers sharing 2- to 4-grams with the references ("drei tausend sieben hundert" ...).
+    hyps = [number_to_words(n, "de") for n in (3713, 4816, 9998, 1208)]
+    near = score_bleu([Pair(str(i), r, h) for i, (r, h) in enumerate(zip(refs, hyps))])
+    assert 0.0 < near["bleu"] < 100.0 and near["precisions"][1] > 0.0
 
 
 def test_normalize_words():

@@ -50,8 +50,8 @@ multilingual_dev=cs=newstest2018,de=newstest2018,es=newstest2012,et=newsdev2018,
 ende_dev=""
 deen_dev=""
 roen_dev=""
-mini_nbpe=150               # mini LegoNN joint dictionary, and its SentencePiece options (German compounds
-mini_bpe_opts="--hard_vocab_limit false --max_sentencepiece_length 7"  # split into number morphemes)
+mini_nbpe=150               # mini LegoNN joint dictionary, and its SentencePiece options (German pieces of
+mini_bpe_opts="--hard_vocab_limit false --max_sentencepiece_length 7"  # at most 7 characters: number morphemes)
 
 . ./path.sh
 . utils/parse_options.sh
