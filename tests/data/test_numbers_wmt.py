@@ -2,6 +2,7 @@
 that the WMT readers read back aligned."""
 
 import pytest
+from num2words import num2words
 
 from espnet_ext.data import wmt
 from espnet_ext.data.numbers import wmt as mini
@@ -28,11 +29,24 @@ PAPER_LANGUAGES = {
 def test_at_least_eight_of_the_papers_languages_with_their_own_words():
     ours = set(mini.LANGUAGES) & PAPER_LANGUAGES
     assert len(ours) >= 8
-    assert mini.words(312, "de") == "drei hundert zwölf"  # compounds split: words.separate_compounds
+    # Compounds split at their morphemes (words.separate_compounds).
+    assert mini.words(312, "de") == "drei hundert zwölf"
+    assert mini.words(3712, "tr") == "üç bin yedi yüz on iki"
+    assert mini.words(3712, "fi") == "kolme tuhatta seitsemän sataa kaksi toista"
     assert mini.words(4321, "kk") == "төрт мың үш жүз жиырма бір"  # num2words' "kz"
     assert mini.words(21, "ro") == "douăzeci și unu"
     assert mini.words(312, "en") == "three hundred and twelve"
     assert len({mini.words(7, lang) for lang in ours}) == len(ours)  # really different languages
+
+
+@pytest.mark.parametrize("lang", ["de", "fi", "tr"])
+def test_compounds_split_into_words_that_join_back_to_num2words(lang):
+    """Targets of >= 2 words (BLEU has n-grams to match) that are still num2words' number, spaced."""
+    numbers = range(0, 10000, 7)
+    texts = [mini.words(n, lang) for n in numbers]
+    assert all(t.replace(" ", "") == mini.normalize_words(num2words(n, lang=lang)).replace(" ", "")
+               for n, t in zip(numbers, texts))  # fmt: skip
+    assert sum(len(t.split()) >= 2 for t in texts) / len(texts) > 0.95
 
 
 @pytest.fixture(scope="module")

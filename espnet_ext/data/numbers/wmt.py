@@ -8,8 +8,9 @@ Per language X a release dir that ``espnet_ext.data.wmt`` reads as it reads WMT'
     <out>/<X>-en/.complete                                    the settings, written last
 
 the layout ``espnet_ext.data.wmt prepare --dir`` reads, so the mini corpus runs the same readers as the
-real releases. Each sentence is one integer written as
-words (num2words; normalised as ``words.normalize_words``, German compounds split as ``words.separate_compounds``). The languages are those of the head-selection
+real releases. Each sentence is one integer written as words (num2words; normalised as
+``words.normalize_words``, German, Finnish and Turkish compounds split by ``words.separate_compounds``, so
+that BLEU has n-grams to match). The languages are those of the head-selection
 paper's WMT set (footnote 2) that num2words writes -- cs, de, es, fi, fr, kk, lt, lv, ro, ru, tr (not zh,
 et, gu) -- and el from our converter. Training sizes differ per language on purpose (``train_sizes``: the
 high- and low-resource directions of Table 1); dev and test have the same size for every language so
@@ -43,7 +44,7 @@ from espnet_ext.data.numbers.words import normalize_words, separate_compounds
 from espnet_ext.errors import ConfigError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
-GENERATOR_VERSION = 2  # bump when the same settings would produce different output
+GENERATOR_VERSION = 3  # bump when the same settings would produce different output
 # The paper's languages num2words writes (its code for Kazakh is "kz"), and Greek (our converter).
 LANGUAGES = ("cs", "de", "es", "fi", "fr", "kk", "lt", "lv", "ro", "ru", "tr", "el")
 NUM2WORDS_CODES = {"kk": "kz"}
@@ -53,7 +54,9 @@ def words(n: int, lang: str) -> str:
     """Normalised number words of ``n`` in ``lang`` (English: "en")."""
     if lang == "el":
         return normalize_words(greek_number_words(n))
-    return separate_compounds(normalize_words(num2words(n, lang=NUM2WORDS_CODES.get(lang, lang))), lang)
+    return separate_compounds(
+        normalize_words(num2words(n, lang=NUM2WORDS_CODES.get(lang, lang))), lang
+    )
 
 
 @dataclass(frozen=True)

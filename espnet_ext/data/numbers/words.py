@@ -6,7 +6,7 @@ space, spaces collapse. Letters of every script stay (Cyrillic, Arabic, accented
 "and" ("three hundred and twelve"). German writes a number as one compound ("dreihundertzwölf"); here it
 is written as separate words at its number morphemes ("drei hundert zwölf", "neun und neunzig"), so that a
 German target has 2- to 4-grams and BLEU on the mini translation corpora is not 0 by construction (German
-compounds are single tokens to sacreBLEU's 13a tokenizer).
+compounds are single tokens to sacreBLEU's 13a tokenizer; the WMT writer splits Finnish and Turkish alike).
 """
 
 from __future__ import annotations
@@ -20,8 +20,16 @@ from num2words import num2words
 from espnet_ext.data.numbers.greek import greek_number_words
 
 LANGUAGES = ("en", "de", "es", "fr", "it", "pt", "ru", "ar", "ro", "el")
-# "hundert" is tried before "und" at each position, so the "und" inside "hundert" is never split off.
-_GERMAN_MORPHEMES = re.compile("(tausend|hundert|und)")
+# Where languages that write a number as one compound split it (the WMT mini corpus also has Finnish and
+# Turkish). Longer alternatives first: at one position "hundert" wins over "und", "sataa" over "sata".
+_COMPOUND_MORPHEMES = {
+    "de": re.compile("(tausend|hundert|und)"),
+    "fi": re.compile("(tuhatta|tuhat|sataa|sata|kymmentä|toista)"),
+    "tr": re.compile(
+        "(milyar|milyon|bin|yüz|doksan|seksen|yetmiş|altmış|elli|kırk|otuz|yirmi|on"
+        "|dokuz|sekiz|yedi|altı|beş|dört|üç|iki|bir|sıfır)"
+    ),
+}
 
 
 def normalize_words(text: str) -> str:
@@ -32,10 +40,10 @@ def normalize_words(text: str) -> str:
 
 
 def separate_compounds(text: str, lang: str) -> str:
-    """``text`` (normalised number words) with German compounds split at tausend / hundert / und."""
-    if lang != "de":
+    """``text`` (normalised number words) with compounds split at their number morphemes (de, fi, tr)."""
+    if lang not in _COMPOUND_MORPHEMES:
         return text
-    return " ".join(_GERMAN_MORPHEMES.sub(r" \1 ", text).split())
+    return " ".join(_COMPOUND_MORPHEMES[lang].sub(r" \1 ", text).split())
 
 
 @functools.lru_cache(maxsize=200_000, typed=True)  # typed: True must not hit the entry of 1
