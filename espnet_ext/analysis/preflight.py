@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import yaml
 
+from espnet_ext.bin.normalize_opts import normalize_opts
 from espnet_ext.errors import ConfigError
 
 # task -> (the ESPnet task class our training entry runs, the data it trains on)
@@ -161,9 +162,9 @@ class SyntheticCorpus:
         np.savez(stats, count=len(stacked), sum=stacked.sum(0), sum_square=(stacked**2).sum(0))
         shapes = {key: f"{len(x)},{FBANK_DIM}" for key, x in feats.items()}
         self._data(scp, "speech", "kaldi_ark", shapes)
-        # The speech pipelines' training options (asr.sh / st.sh asr_train, st_train).
-        self.options += ["--input_size", str(FBANK_DIM), "--normalize", "global_mvn"]
-        self.options += ["--normalize_conf", f"stats_file={stats}"]
+        # The speech pipelines' training options (asr.sh / st.sh asr_train, st_train): the config's
+        # normalisation, else global_mvn over the statistics.
+        self.options += ["--input_size", str(FBANK_DIM), *normalize_opts(self.config, str(stats))]
 
     def _media(self, name: str, kind: str, arrays: dict[str, np.ndarray]) -> None:
         rows = {}

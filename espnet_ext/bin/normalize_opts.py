@@ -8,10 +8,14 @@ override it. A config without ``normalize``, or with ``global_mvn`` and no ``nor
 ESPnet's global mean-variance normalisation over the collected statistics:
 ``--normalize global_mvn --normalize_conf stats_file=FILE``.
 
-ESPnet normalises after SpecAugment (``ESPnetASRModel.encode``: specaug, then normalize), fairseq's S2T
-recipes before it (utterance CMVN is a dataset transform, SpecAugment the next one). With
-``utterance_mvn`` the masked bands therefore enter ESPnet's per-utterance statistics and are not at the
-utterance mean after normalisation, as fairseq's (mask value 0 after CMVN) are.
+Order. ESPnet normalises after SpecAugment (``ESPnetASRModel.encode``: specaug, then normalize), fairseq's
+S2T recipes before it (their data config: ``transforms: {_train: [utterance_cmvn, specaugment]}``, fairseq
+``examples/speech_to_text/data_utils.py`` gen_config_yaml). With ``utterance_mvn`` / ``utterance_cmvn`` the
+masked frames therefore enter ESPnet's per-utterance statistics and are not at the utterance mean after
+normalisation, as fairseq's (masked with the normalised utterance's mean, 0) are. ``normalize:
+utterance_cmvn_specaug`` takes fairseq's order (``espnet_ext.features.utterance_cmvn``): the CMVN, then in
+training SpecAugment from ``normalize_conf.specaug_conf``, with ``specaug: null``; a config that sets both
+would mask twice and is refused. The real MuST-C (Multiformer) and mTEDx (head selection) configs use it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,12 @@ def normalize_opts(config: dict, stats_file: str, path: str | Path | None = None
     conf = config.get("normalize_conf") or {}
     if not isinstance(conf, dict):
         raise ConfigError(f"expected a mapping, got {conf!r}", path=path, key="normalize_conf")
+    if normalize == "utterance_cmvn_specaug" and config.get("specaug") is not None:
+        raise ConfigError(
+            "utterance_cmvn_specaug runs SpecAugment itself (normalize_conf.specaug_conf): set specaug: null",
+            path=path,
+            key="specaug",
+        )
     if normalize == "global_mvn" and "stats_file" not in conf:
         return ["--normalize_conf", f"stats_file={stats_file}"]
     return []

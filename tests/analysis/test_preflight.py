@@ -33,3 +33,18 @@ def test_a_large_image_corpus_keeps_every_label_among_the_classes(tmp_path):
     corpus.write()
     labels = [int(line.split()[1]) for line in (tmp_path / "label").read_text().splitlines()]
     assert len(labels) == NUM_CLASSES + 28 and set(labels) == set(range(NUM_CLASSES))
+
+
+def test_speech_normalisation_is_the_pipelines(tmp_path):
+    """As asr.sh / st.sh: the config's normalisation, else global_mvn over the statistics."""
+    from espnet_ext.analysis.preflight import SyntheticCorpus
+
+    def options(config: dict) -> list[str]:
+        corpus = SyntheticCorpus(tmp_path / str(len(config)), "asr", config, 20)
+        corpus.write()
+        return corpus.options
+
+    own = options({"normalize": "utterance_cmvn_specaug", "specaug": None})
+    assert "--normalize" not in own and "--normalize_conf" not in own
+    default = options({})
+    assert default[default.index("--normalize") + 1] == "global_mvn"

@@ -32,6 +32,16 @@ def test_the_config_decides():
         normalize_opts({"normalize": "utterance_mvn", "normalize_conf": [1]}, STATS)
 
 
+def test_specaugment_runs_once():
+    """utterance_cmvn_specaug masks after its CMVN; ESPnet's own specaug slot would mask again before it."""
+    conf = {"specaug_conf": {"apply_time_warp": False}}
+    config = {"normalize": "utterance_cmvn_specaug", "normalize_conf": conf, "specaug": None}
+    assert normalize_opts(config, STATS) == []
+    with pytest.raises(ConfigError, match="specaug: null") as err:
+        normalize_opts({**config, "specaug": "specaug"}, STATS, "conf/train.yaml")
+    assert "conf/train.yaml" in str(err.value)
+
+
 def test_command_prints_the_words(tmp_path, capsys):
     config = tmp_path / "train.yaml"
     config.write_text("normalize: utterance_mvn\nnormalize_conf:\n    norm_vars: true\n")

@@ -118,8 +118,12 @@ def test_espnet_order_leaves_masked_frames_off_the_mean():
 
 def test_inference_is_utterance_cmvn():
     x, lengths = speech_batch()
-    y, _ = UtteranceCMVNSpecAug(specaug_conf=TIME_MASKS).eval()(x, lengths)
+    module = UtteranceCMVNSpecAug(specaug_conf=TIME_MASKS)
+    y, _ = module.eval()(x, lengths)
     assert torch.equal(y, UtteranceCMVN()(x, lengths)[0])
+    assert (
+        not module.state_dict()
+    )  # no parameters: utterance_cmvn's checkpoints are its checkpoints
 
 
 def test_specaugment_options_are_required():
@@ -146,6 +150,12 @@ def test_registered_for_speech_tasks(task):
     ],
 )
 def test_fairseq_recipes_use_it(config):
+    """The real configs of the fairseq S2T recipes: CMVN, then their SpecAugment, in fairseq's order."""
     cfg = yaml.safe_load((ROOT / config).read_text())
-    assert cfg["normalize"] == "utterance_cmvn"
+    assert cfg["normalize"] == "utterance_cmvn_specaug"
+    assert cfg["specaug"] is None
+    lb = cfg["normalize_conf"]["specaug_conf"]  # fairseq's "lb" policy (data_utils.py)
+    assert (lb["num_freq_mask"], lb["freq_mask_width_range"]) == (1, [0, 27])
+    assert (lb["num_time_mask"], lb["time_mask_width_range"]) == (1, [0, 100])
+    assert lb["apply_time_warp"] is False
     assert normalize_opts(cfg, "stats.npz") == []  # the pipelines pass no --normalize over it
