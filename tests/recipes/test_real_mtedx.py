@@ -3,7 +3,7 @@ README "Smoke runs") on a release-layout corpus of all 8 languages and 13 direct
 over the languages, averaged over the last 10 epochs (ASR), and the ST model whose encoder starts from it;
 then the recipes' other real modes in the same runs: the adapter models (ASR per language, ST per direction,
 --tasks directions) started from the shared models, and the multi-domain models (--tasks domains) with
-CoVoST 2 and Europarl-ST added."""
+CoVoST 2 and Europarl-ST added, each decoding a few of the test sets it lists."""
 
 import json
 from pathlib import Path
@@ -18,7 +18,7 @@ from real_fixtures import (
     mtedx_other_domains,
     mtedx_release,
 )
-from recipe_fixture import make_recipe_copy, read_table, run
+from recipe_fixture import echo_recipe, echoed_args, make_recipe_copy, read_table, run
 
 from espnet_ext.data.domains import test_sets as domain_test_sets
 from espnet_ext.nets.adapters import is_adapter_parameter
@@ -75,23 +75,39 @@ def test_asr_averages_its_last_ten_epochs_and_starts_the_st_encoder(real_runs):
 # statistics: --stage past what is done), in the order they depend on each other: the shared models (training
 # and its averages only, --skip_eval), the adapter models started from them, then the multi-domain models on
 # data prepared anew with CoVoST 2 and Europarl-ST added (local/data.sh --other_domains, from stage 1).
+# Each decodes a few of the test sets its run.sh lists (--test_sets after run.sh's own; one of each kind:
+# languages, trained and zero-shot directions, domains): decoding and scoring cost seconds of CPU a set, the
+# runs above decode every mTEDx set, and test_each_mode_lists_its_real_test_sets checks the lists.
 OTHER_DOMAINS = ["covost", "europarl"]
-MODES = {  # mode -> (recipe, options, experiment, test sets)
+MODES = {  # mode -> (recipe, options, experiment, test sets run.sh lists, test sets decoded here)
     "asr_shared": ("asr1", ["--asr_config", "conf/train_asr_shared.yaml", "--stage", "9", "--skip_eval", "true"],
-                   "asr_train_asr_shared", []),
+                   "asr_train_asr_shared", RUNS["asr1"][2], []),
     "asr_adapter": ("asr1", ["--asr_config", "conf/train_asr_adapter.yaml", "--stage", "9"],
-                    "asr_train_asr_adapter", RUNS["asr1"][2]),
+                    "asr_train_asr_adapter", RUNS["asr1"][2], ["test_ar", "test_ru"]),
     "st_shared": ("st1", ["--st_config", "conf/train_st_shared.yaml", "--stage", "6", "--skip_eval", "true",
                           "--asr_init", "../asr1/exp/asr_train_asr_shared/valid.acc.ave.pth"],
-                  "st_train_st_shared_asrinit", []),
+                  "st_train_st_shared_asrinit", RUNS["st1"][2], []),
     "st_directions": ("st1", ["--tasks", "directions", "--stage", "6"], "st_train_st_adapter",
-                      [f"test_{p}" for p in MTEDX_ST_TRAINED]),  # no adapter for a zero-shot direction
+                      [f"test_{p}" for p in MTEDX_ST_TRAINED],  # no adapter for a zero-shot direction
+                      ["test_el-en", "test_fr-pt"]),
     "asr_domains": ("asr1", ["--tasks", "domains", "--asr_config", "conf/train_asr_group_domains.yaml"],
-                    "asr_train_asr_group_domains",
-                    RUNS["asr1"][2] + domain_test_sets("asr", OTHER_DOMAINS)),
+                    "asr_train_asr_group_domains", RUNS["asr1"][2] + domain_test_sets("asr", OTHER_DOMAINS),
+                    ["test_ar", "test_covost_ru", "test_europarl_de"]),
     "st_domains": ("st1", ["--tasks", "domains"], "st_train_st_group_domains",
-                   RUNS["st1"][2] + domain_test_sets("st", OTHER_DOMAINS)),
+                   RUNS["st1"][2] + domain_test_sets("st", OTHER_DOMAINS),
+                   ["test_el-en", "test_pt-es", "test_covost_ru-en", "test_europarl_fr-pt"]),
 }  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_each_mode_lists_its_real_test_sets(tmp_path, mode):
+    """What run.sh asks of its pipeline in each mode (the pipeline replaced by a script printing it): every
+    test set of the real setup; the sets decoded below are among them."""
+    task, args, _, listed, decoded = MODES[mode]
+    recipe = echo_recipe("mtedx", task, {"asr1": "asr.sh", "st1": "st.sh"}[task], tmp_path)
+    given = echoed_args(recipe, args, env={"MTEDX": str(tmp_path / "mtedx")})
+    assert given["--test_sets"].split() == listed
+    assert set(decoded) <= set(listed)
 
 
 @pytest.fixture(scope="module")
@@ -102,9 +118,11 @@ def mode_runs(real_runs, tmp_path_factory):
     dest = tmp_path_factory.mktemp("mtedx_other_domains")
     domains = {task: mtedx_other_domains(dest, release, task) for task in ("asr", "st")}
     runs = {}
-    for mode, (task, args, _, _) in MODES.items():
+    for mode, (task, args, _, _, decoded) in MODES.items():
         if "--tasks" in args and args[args.index("--tasks") + 1] == "domains":
             args = [*args, "--local_data_opts", f"--other_domains {domains[task[:-1]]}"]
+        if decoded:
+            args = [*args, "--test_sets", " ".join(decoded)]
         runs[mode] = run(
             real_runs[task], [*SMOKE, *args], env={"MTEDX": str(release)}, timeout=3600
         )
@@ -134,9 +152,9 @@ def _frozen_as_in(adapter_model: Path, shared_model: Path) -> None:
         torch.testing.assert_close(adapter[key], shared[key], rtol=1e-6, atol=1e-7, msg=key)
 
 
-@pytest.mark.parametrize("mode", [m for m, (_, _, _, sets) in MODES.items() if sets])
-def test_mode_decodes_and_scores_every_test_set(real_runs, mode_runs, mode):
-    task, _, exp, test_sets = MODES[mode]
+@pytest.mark.parametrize("mode", [m for m, (*_, decoded) in MODES.items() if decoded])
+def test_mode_decodes_and_scores_its_test_sets(real_runs, mode_runs, mode):
+    task, _, exp, _, test_sets = MODES[mode]
     assert mode_runs[mode].returncode == 0, mode_runs[mode].stderr[-4000:]
     _, decode, _, metric = RUNS[task]
     _decoded_and_scored(real_runs[task], exp, decode, test_sets, metric)
