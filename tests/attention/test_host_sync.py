@@ -11,6 +11,7 @@ import pytest
 import torch
 from host_sync import HostSyncs
 
+from espnet_ext.attention import head_kinds
 from espnet_ext.attention.head_selection import HeadSelectionAttention, set_task_id
 from espnet_ext.attention.multi_attention import MultiHeadMultiAttention
 from espnet_ext.attention.relaxed import RelaxedMultiHeadedAttention
@@ -125,6 +126,7 @@ CASES = {
     "head selection, mixed tasks (training)": head_selection([2, 0, 1], training=True),
     "MHMA Full + Local + Conv + Fast": mhma(["Full", "Local(8)", "Conv(5, 2)", "Fast(16)"]),
     "MHMA Local dilated": mhma(["2 x Local(4, 2)", "2 x Local(8)"]),
+    "MHMA Local dilated, blocked path": mhma(["2 x Local(4, 2)", "2 x Local(8)"]),
     # heads of 16 dimensions: FlexAttention's least (head_kinds.FLEX_MIN_HEAD_DIM)
     "MHMA Local, inference (FlexAttention on CUDA)": self_attention(
         MultiHeadMultiAttention(4, 4 * 16, 0.1, ["2 x Local(8)", "2 x Local(4, 2)"]),
@@ -150,8 +152,20 @@ CASES = {
 }
 
 
+# Cases past the dense Local heads' length (these utterances are short): the blocked path, FlexAttention.
+LONG_PATH = ("blocked path", "FlexAttention")
+
+
+@pytest.fixture
+def local_paths(request, monkeypatch):
+    if any(word in request.node.callspec.params["name"] for word in LONG_PATH):
+        monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)
+    else:  # short Local heads dense, as on CUDA, on the CPU too
+        monkeypatch.setattr(head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"})
+
+
 @pytest.mark.parametrize("name", CASES)
-def test_forward_and_backward_read_nothing_back_to_the_host(name):
+def test_forward_and_backward_read_nothing_back_to_the_host(name, local_paths):
     torch.manual_seed(0)
     step = CASES[name]("cpu")
     with HostSyncs() as syncs:
@@ -184,7 +198,7 @@ PYTORCH_SYNCS_ON_CUDA = {
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("name", CASES)
-def test_cuda_forward_and_backward_never_synchronise(name):
+def test_cuda_forward_and_backward_never_synchronise(name, local_paths):
     if name in PYTORCH_SYNCS_ON_CUDA:
         pytest.skip(PYTORCH_SYNCS_ON_CUDA[name])
     torch.manual_seed(0)

@@ -57,8 +57,18 @@ def assert_real_close(a, b, atol=1e-5):
 # ------------------------------------------------------------------------------------- Local
 
 
+@pytest.fixture(params=["dense", "blocked"])
+def local_path(request, monkeypatch):
+    """Local heads through the masked dense attention (CUDA's, short utterances) or the blocked path."""
+    if request.param == "blocked":
+        monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)
+    else:
+        monkeypatch.setattr(head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"})
+    return request.param
+
+
 @pytest.mark.parametrize("window,dilation", [(4, 1), (6, 1), (10, 1), (64, 1), (4, 2), (6, 3)])
-def test_local_equals_full_attention_under_a_banded_mask(window, dilation):
+def test_local_equals_full_attention_under_a_banded_mask(window, dilation, local_path):
     q, k, v = qkv()
     mask = key_mask()
     i = torch.arange(q.size(2))
@@ -69,7 +79,7 @@ def test_local_equals_full_attention_under_a_banded_mask(window, dilation):
     assert_real_close(got, expected)
 
 
-def test_local_sees_exactly_half_window_keys_each_side():
+def test_local_sees_exactly_half_window_keys_each_side(local_path):
     # One-hot values: the weight a query gives each key is read from the output.
     length, window = 20, 6
     q = torch.zeros(1, 1, length, length)  # equal scores: uniform weights over the visible keys
@@ -82,7 +92,7 @@ def test_local_sees_exactly_half_window_keys_each_side():
         torch.testing.assert_close(weights[i], expected)
 
 
-def test_local_output_of_an_utterance_does_not_depend_on_the_batch_padding():
+def test_local_output_of_an_utterance_does_not_depend_on_the_batch_padding(local_path):
     q, k, v = qkv()
     batched = head_kinds.local_attention(q, k, v, key_mask(), 8, 2)
     n = int(LENGTHS[2])
@@ -91,7 +101,7 @@ def test_local_output_of_an_utterance_does_not_depend_on_the_batch_padding():
 
 
 @pytest.mark.parametrize("window,dilation", [(8, 1), (6, 3)])
-def test_flex_mask_of_a_local_head_is_its_band_and_its_padding(window, dilation):
+def test_flex_mask_of_a_local_head_is_its_band_and_its_padding(window, dilation, local_path):
     """The FlexAttention mask (CUDA's path) evaluated densely, as attention's mask: the blocked path's
     result, with an empty utterance's queries at zero."""
     lengths = torch.tensor([23, 17, 0])
@@ -154,6 +164,25 @@ def test_block_local_equals_lucidrains_local_attention_as_the_thesis_code_calls_
     assert_real_close(head_kinds.block_local_attention(q, k, v, key_mask(), 9), expected)
 
 
+@pytest.mark.parametrize("dilation", [1, 2, 3])
+def test_dense_and_blocked_local_paths_agree_in_outputs_and_gradients(dilation, monkeypatch):
+    monkeypatch.setattr(head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"})
+    lengths = torch.tensor([40, 33, 0, 7])
+    keep = key_mask(lengths, total=40)[:, -1]
+    inputs = qkv(lengths=lengths)
+    results = []
+    for limit in (head_kinds.LOCAL_DENSE_MAX_FRAMES, 0):
+        monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", limit)
+        q, k, v = (x.clone().requires_grad_() for x in inputs)
+        out = head_kinds.local_attention(q, k, v, keep[:, None], 8, dilation)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        results.append([out.detach(), q.grad, k.grad, v.grad])
+    for dense, blocked in zip(*results):
+        assert torch.isfinite(dense).all()
+        torch.testing.assert_close(dense, blocked, atol=1e-5, rtol=1e-5)
+    assert results[0][0][2].eq(0).all()  # the empty utterance: zero context, as ESPnet's
+
+
 def test_flex_block_mask_is_built_once_per_padding_mask_and_rebuilt_when_it_changes():
     lengths = torch.tensor([300, 211, 0, 129])
     mask = key_mask(lengths, total=300)
@@ -179,6 +208,7 @@ def test_flex_block_mask_is_built_once_per_padding_mask_and_rebuilt_when_it_chan
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("dilation", [1, 2])
 def test_cuda_flex_local_heads_equal_the_blocked_path(dilation, monkeypatch):
+    monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)  # these lengths would go dense
     lengths = torch.tensor([300, 211, 0, 129])
     keep = key_mask(lengths, total=300)[:, -1].cuda()
     inputs = [x.cuda() for x in qkv(heads=4, d_k=32, lengths=lengths)]
@@ -663,7 +693,7 @@ def test_attn_holds_the_full_heads_weights_for_espnet_plots():
     assert local_only.attn is None
 
 
-def test_dilated_local_attention_passes_gradients():
+def test_dilated_local_attention_passes_gradients(local_path):
     q, k, v = (t.requires_grad_() for t in qkv())
     head_kinds.local_attention(q, k, v, key_mask(), 4, 2).sum().backward()
     assert all(t.grad is not None and t.grad.abs().sum() > 0 for t in (q, k, v))

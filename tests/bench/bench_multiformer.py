@@ -12,8 +12,12 @@ Time: the variants are interleaved round-robin and the fastest round is kept (te
 tensor the step allocates (activations, saved tensors, gradients; parameters excluded), tracked through
 PyTorch's dispatcher, so it is the same number on CPU and CUDA and independent of the allocator's caching.
 Also a single 4 x Full MHMA layer against ESPnet's MultiHeadedAttention (the same weights) at T = 1024.
---attention_dropout (default 0.1, the real configs'): 0 measures Local heads through FlexAttention on CUDA,
-which has no dropout on the attention weights (with dropout, Local heads take the blocked path).
+The Local(64) column is the O(T·w) blocked path at every T (the algorithm whose growth is fitted);
+utterances of at most ``head_kinds.LOCAL_DENSE_MAX_FRAMES`` frames take a band mask over one fused dense
+attention on CUDA instead, measured beside it at those T on any device ("dense <= blocked" checks that
+threshold).
+--attention_dropout (default 0.1, the real configs'): 0 measures long Local heads through FlexAttention on
+CUDA, which has no dropout on the attention weights.
 
 Goals: at T=4096 Local >= 8x less peak memory and >= 4x faster than Full; Conv(5,2) >= 3x faster than
 Full at T=2048; Fast and Local grow linearly (time and memory ~ T^k, k <= 1.2 fitted over all T: 1 is
@@ -34,6 +38,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from espnet_ext.attention import head_kinds
 from espnet_ext.attention.multi_attention import MultiHeadMultiAttention
 from espnet_ext.nets.multiformer_encoder import MultiformerEncoder
 
@@ -87,6 +92,26 @@ def build(
         attention_dropout_rate=attention_dropout,
         use_flash_attn=False,
     ).to(device)
+
+
+class LocalPath(torch.nn.Module):
+    """Runs ``model`` with Local heads dense up to ``max_frames`` frames on any device (0: the blocked
+    path always)."""
+
+    def __init__(self, model: torch.nn.Module, max_frames: int):
+        super().__init__()
+        self.model, self.max_frames = model, max_frames
+
+    def forward(self, *args, **kwargs):
+        saved = head_kinds.LOCAL_DENSE_MAX_FRAMES, head_kinds.LOCAL_DENSE_DEVICES
+        head_kinds.LOCAL_DENSE_MAX_FRAMES, head_kinds.LOCAL_DENSE_DEVICES = (
+            self.max_frames,
+            {"cpu", "cuda"},
+        )
+        try:
+            return self.model(*args, **kwargs)
+        finally:
+            head_kinds.LOCAL_DENSE_MAX_FRAMES, head_kinds.LOCAL_DENSE_DEVICES = saved
 
 
 class NoAttention(torch.nn.Module):
@@ -193,6 +218,16 @@ def goals(lengths, times, peaks, layer_ratio, gpu: bool = False) -> list[tuple[s
                 checked.append((f"{name} (reference)", f"k = {k:.2f}", True))
             else:
                 checked.append((f"{name} (linear: k <= 1.2)", f"k = {k:.2f}", k <= 1.2))
+    short = [t for t in lengths if "Local(64) dense" in times[t]]
+    if short:
+        worst = max(times[t]["Local(64) dense"] / times[t]["Local(64)"] for t in short)
+        checked.append(
+            (
+                f"Local(64) dense / blocked up to T={short[-1]} (<= 1.0x: the dense threshold)",
+                f"{worst:.2f}x",
+                worst <= 1.0,
+            )
+        )
     checked.append(
         (
             "Full MHMA layer / ESPnet attention (<= 1.05x)",
@@ -230,9 +265,13 @@ def main() -> int:
         name: build(heads, size, ffn, layers, window, device, args.attention_dropout).train()
         for name, heads in KINDS.items()
     }
+    local = models["Local(64)"]
+    models["Local(64)"] = LocalPath(local, 0)
+    dense = {"Local(64) dense": LocalPath(local, head_kinds.LOCAL_DENSE_MAX_FRAMES)}
     times, peaks = {}, {}
     for length in lengths:
-        times[length], peaks[length] = measure(models, batch, length, size, rounds, device)
+        measured = models | (dense if length <= head_kinds.LOCAL_DENSE_MAX_FRAMES else {})
+        times[length], peaks[length] = measure(measured, batch, length, size, rounds, device)
     floor_model = build("4 x Full", size, ffn, layers, window, device, args.attention_dropout)
     floor_t, floor_peak = measure(
         {"floor": without_attention(floor_model).train()},
@@ -252,6 +291,15 @@ def main() -> int:
     for t in lengths:
         cells = " | ".join(f"{times[t][k] * 1e3:.1f} | {peaks[t][k] / 2**20:.1f}" for k in KINDS)
         print(f"| {t} | {cells} |")
+    short = [t for t in lengths if "Local(64) dense" in times[t]]
+    if short:
+        print("| T | Local(64) blocked ms | Local(64) dense ms | dense MiB |")
+        print("|---:|---:|---:|---:|")
+        for t in short:
+            print(
+                f"| {t} | {times[t]['Local(64)'] * 1e3:.1f} | {times[t]['Local(64) dense'] * 1e3:.1f} "
+                f"| {peaks[t]['Local(64) dense'] / 2**20:.1f} |"
+            )
     print(f"Full MHMA layer {mhma_t * 1e3:.2f} ms, ESPnet attention {espnet_t * 1e3:.2f} ms")
     big = lengths[-1]
     print(
