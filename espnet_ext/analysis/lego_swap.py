@@ -67,14 +67,20 @@ def exported(experiment: tuple, work: Path) -> list[Path]:
 
 
 def swapped_encdec(enc: tuple, dec: tuple, work: Path) -> tuple[Path, Path]:
-    """``dec``'s model with ``enc``'s encoder-side weights; every shape must agree."""
+    """``dec``'s model with ``enc``'s encoder-side weights; every shape must agree. A table tied to the decoder
+    (``share_encoder_decoder_input_embed``, the LegoNN baselines' shared embeddings) stays ``dec``'s: one
+    parameter cannot hold both experiments' values, and the decoder reads and emits through it."""
     enc_state = torch.load(enc[2], map_location="cpu", weights_only=True)
     state = torch.load(dec[2], map_location="cpu", weights_only=True)
     enc_keys = {k for k in enc_state if k.startswith(ENCODER_SIDE)}
     dec_keys = {k for k in state if k.startswith(ENCODER_SIDE)}
     if enc_keys != dec_keys:
         raise ConfigError(f"encoders of {enc[0]} and {dec[0]} have different parameters")
+    # torch.save keeps tied tensors one storage
+    decoder_side = {v.untyped_storage().data_ptr() for k, v in state.items() if k not in dec_keys}
     for key in sorted(enc_keys):  # the first mismatch in a stable order
+        if state[key].untyped_storage().data_ptr() in decoder_side:
+            continue
         if enc_state[key].shape != state[key].shape:
             raise ConfigError(
                 f"{key}: {tuple(enc_state[key].shape)} in {enc[0]}, {tuple(state[key].shape)} in {dec[0]}"

@@ -178,3 +178,30 @@ def test_bad_decoding_configs_name_the_file_and_key(tmp_path, text, message):
     with pytest.raises(lego_swap.ConfigError) as error:
         lego_swap.decoding_options(str(decoding))
     assert message in str(error.value)
+
+
+def test_plain_swap_keeps_a_table_tied_to_the_decoder_the_decoders(tmp_path):
+    """The LegoNN baselines share all embeddings (§V-B): the source table is the decoder's too, so it
+    stays the decoder experiment's; the rest of the encoder side is swapped."""
+    from espnet2.tasks.mt import MTTask
+
+    config = plain_config(32)
+    config["model_conf"].update(
+        share_encoder_decoder_input_embed=True, share_decoder_input_output_embed=True
+    )
+    enc = save_experiment(tmp_path / "a", config, seed=1)
+    dec = save_experiment(tmp_path / "b", config, seed=2)
+    config_file, model_file = lego_swap.swapped_encdec(
+        ("a", str(enc[0]), str(enc[1])), ("b", str(dec[0]), str(dec[1])), tmp_path
+    )
+    saved = torch.load(model_file, map_location="cpu")  # one table in the file too, not two values
+    assert torch.equal(saved["frontend.embed.0.weight"], saved["decoder.embed.0.weight"])
+    swapped, _ = MTTask.build_model_from_file(config_file, model_file, "cpu")
+    table = swapped.decoder.embed[0].weight
+    assert (
+        swapped.frontend.embed[0].weight is table and swapped.decoder.output_layer.weight is table
+    )
+    assert torch.equal(table, dec[2].decoder.embed[0].weight)
+    assert not torch.equal(table, enc[2].decoder.embed[0].weight)
+    for key, value in enc[2].encoder.state_dict().items():
+        assert torch.equal(swapped.encoder.state_dict()[key], value), key
