@@ -11,6 +11,7 @@
 #    7 MT statistics           8 MT training    9 decoding   10 scoring (BLEU, sacrebleu)   11 RESULTS.md
 # A LegoNN model (the config's model: legonn / legonn_ctc) has its modules exported to <exp>/modules in stage 9,
 # before decoding and also with --skip_eval (lego_export: the inventory other recipes compose from).
+# An encoder-only one (legonn_ctc) is decoded by its greedy CTC path (lego_ctc_decode --words).
 # --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
 # soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
