@@ -1,4 +1,4 @@
-"""fairseq's utterance CMVN as an ESPnet2 normalisation (``normalize: utterance_cmvn``).
+"""fairseq's utterance CMVN as an ESPnet2 normalisation (``normalize: utterance_cmvn | utterance_cmvn_specaug``).
 
 Per utterance and feature dimension over its own frames: y = (x - mean) / sqrt(max(var, 1e-10)), var the
 population variance (fairseq ``data/audio/feature_transforms/utterance_cmvn.py``, the transform of its
@@ -13,10 +13,11 @@ fairseq's S2T recipes before it: their data config lists ``transforms: {_train: 
 '*': [utterance_cmvn]}`` (fairseq ``examples/speech_to_text/data_utils.py`` gen_config_yaml) and the
 ``specaugment`` transform masks with the mean of the already normalised utterance (its config sets no
 ``mask_value``: ``SpecAugmentTransform.from_config_dict`` passes None, "use local mean"), i.e. 0. With
-``normalize: utterance_cmvn`` the masked bands (0 in the log-mel domain) enter the utterance's statistics
-instead. ``normalize: utterance_cmvn_specaug`` (``UtteranceCMVNSpecAug``) is fairseq's order: the CMVN, then,
-in training only, ESPnet's ``SpecAug`` built from ``normalize_conf.specaug_conf`` (masks of 0 = the mean);
-the config sets ``specaug: null``. It sits in the normalisation slot because the pipelines give ESPnet
+``normalize: utterance_cmvn`` the masked frames (0 in the log-mel domain) enter each band's statistics
+instead and come out at -mean/std (a masked band is constant and comes out 0 either way).
+``normalize: utterance_cmvn_specaug`` (``UtteranceCMVNSpecAug``) is fairseq's order: the CMVN, then, in
+training only, ESPnet's ``SpecAug`` built from ``normalize_conf.specaug_conf`` (masks of 0 = the mean); the
+config sets ``specaug: null``. It sits in the normalisation slot because the pipelines give ESPnet
 features (``--input_size``), and ESPnet's ASR/ST tasks then build no frontend (``frontend: null``), so a
 frontend cannot run before SpecAugment; the module has no parameters, so its checkpoints are
 ``utterance_cmvn``'s.

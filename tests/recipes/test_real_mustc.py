@@ -59,5 +59,5 @@ def test_st_encoder_starts_from_the_asr_model(real_runs):
     assert config["max_epoch"] == 2 and config["num_iters_per_epoch"] == 1
     command = (exp / "train.log").read_text().splitlines()[0]
     model = "../asr1/exp/asr_train_asr/valid.acc.best.pth"  # the thesis: the best ASR checkpoint
-    # utterance_cmvn holds no statistics, so the encoder is all the ASR model gives
+    # utterance_cmvn_specaug holds no statistics, so the encoder is all the ASR model gives
     assert f"--init_param {model}:encoder:encoder --" in command
