@@ -37,6 +37,7 @@ import math
 
 import torch
 
+from espnet_ext.attention.mask_cache import PerMask
 from espnet_ext.attention.sliding_window import block_window_attention, sliding_window_attention
 
 
@@ -152,14 +153,10 @@ def block_local_attention(q, k, v, mask, window: int, dropout=None) -> torch.Ten
 # Local heads on CUDA through FlexAttention (torch.nn.attention.flex_attention); tests switch it off to
 # compare with the blocked path on the same device.
 FLEX_ON_CUDA = True
-FLEX_MIN_HEAD_DIM = (
-    16  # torch 2.11's FlexAttention lowering: "embedding dimension ... must be at least 16"
-)
+# torch 2.11's FlexAttention lowering: "embedding dimension ... must be at least 16"
+FLEX_MIN_HEAD_DIM = 16
 _compiled_flex_attention = None
-# The block masks of the padding mask tensor last seen, per (half window, dilation): every layer of an
-# encoder's forward receives the same mask tensor, so the mask is built once per forward, not per layer.
-# The tensor is held, so its identity cannot be reused by another batch's mask while it is cached.
-_block_mask_cache: dict = {"source": None, "version": None, "masks": {}}
+BLOCK_MASKS = PerMask()  # per padding mask and head form: built once per forward, not per layer
 
 
 def local_mask_mod(keep: torch.Tensor, half: int, dilation: int = 1):
@@ -179,21 +176,15 @@ def local_block_mask(keep: torch.Tensor, half: int, dilation: int = 1, mask_sour
     padding mask tensor ``keep`` was read from) is the one last seen and unchanged."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    cache = _block_mask_cache
-    if (
-        mask_source is None
-        or cache["source"] is not mask_source
-        or cache["version"] != mask_source._version
-    ):
-        cache.update(source=mask_source, version=getattr(mask_source, "_version", None), masks={})
-    key = (half, dilation, tuple(keep.shape), keep.device)
-    if mask_source is None or key not in cache["masks"]:
-        batch, length = keep.shape
-        cache["masks"][key] = create_block_mask(
+    batch, length = keep.shape
+    return BLOCK_MASKS.get(
+        mask_source,
+        (half, dilation, batch, length, keep.device),
+        lambda: create_block_mask(
             local_mask_mod(keep, half, dilation), batch, None, length, length, device=keep.device,
             _compile=keep.is_cuda,  # compiled where FlexAttention runs; eager elsewhere (tests)
-        )  # fmt: skip
-    return cache["masks"][key]
+        ),
+    )  # fmt: skip
 
 
 def flex_local_attention(

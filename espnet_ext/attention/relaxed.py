@@ -28,6 +28,7 @@ import torch
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
 
 from espnet_ext.attention.gamma import check_gamma
+from espnet_ext.attention.mask_cache import PerMask
 from espnet_ext.attention.smooth_focus import smooth_focus_weights
 from espnet_ext.errors import ConfigError
 
@@ -52,6 +53,17 @@ def masked_mean_values(value: torch.Tensor, mask: torch.Tensor | None) -> torch.
         return value.mean(dim=-2, keepdim=True)
     keep = mask.unsqueeze(1).to(value.dtype)  # (B, 1, 1|L, T)
     return torch.matmul(keep, value) / unmasked_keys(mask).to(value.dtype)
+
+
+def fused_mask_terms(mask: torch.Tensor, dtype: torch.dtype):
+    """What the fused path derives from ``mask`` (B, 1|L, T): the kernel's boolean mask (B, 1, 1|L, T),
+    the uniform weights 1/T over each query's unmasked keys (B, 1, 1|L, T) in ``dtype`` (so the masked
+    mean of V is one product), and the queries with no visible key (B, 1, 1|L, 1)."""
+    keep = mask.unsqueeze(1).bool()
+    return keep, keep.to(dtype) / unmasked_keys(mask).to(dtype), ~keep.any(dim=-1, keepdim=True)
+
+
+FUSED_MASK_TERMS = PerMask()  # per padding mask: computed once per forward, not per layer
 
 
 class RelaxedMultiHeadedAttention(MultiHeadedAttention):
@@ -157,12 +169,19 @@ class RelaxedMultiHeadedAttention(MultiHeadedAttention):
         return self.linear_out(self._merge_heads(context))
 
     def _fused_relaxed(self, q, k, v, mask):
-        attn_mask = None if mask is None else mask.unsqueeze(1).bool()
-        context = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-        if mask is not None:
-            # A query with no visible key gets NaN from the kernel; ESPnet gives it zero weights.
-            context = context.masked_fill(~attn_mask.any(dim=-1, keepdim=True), 0.0)
-        context = (1.0 - self.gamma) * context + self.gamma * masked_mean_values(v, mask)
+        if mask is None:
+            context = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            context = torch.lerp(context, masked_mean_values(v, None), self.gamma)
+        else:
+            attn_mask, uniform, empty = FUSED_MASK_TERMS.get(
+                mask, v.dtype, lambda: fused_mask_terms(mask, v.dtype)
+            )
+            context = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+            # (1 - γ)·context + γ·mean; a query with no visible key gets NaN from the kernel and a zero
+            # mean, and ESPnet gives it zero weights.
+            context = torch.lerp(context, torch.matmul(uniform, v), self.gamma).masked_fill(
+                empty, 0.0
+            )
         self.attn = None  # weights were never materialised
         return self.linear_out(self._merge_heads(context))
 

@@ -1,0 +1,50 @@
+"""Values derived from a padding mask, computed once per forward instead of once per layer.
+
+Every layer of an ESPnet encoder (or decoder) forward receives the same mask tensor object. What a layer
+derives from it alone (FlexAttention's block mask, the key counts of relaxed attention's uniform term) is
+the same in every layer, and computing it again costs each layer a handful of small kernels, which on a GPU
+at a real batch cost more than the arithmetic. ``PerMask`` keeps such values for the few mask tensors last
+seen (a decoder layer alternates its self-attention mask and the encoder's):
+
+    BLOCK_MASKS = PerMask()
+    block_mask = BLOCK_MASKS.get(mask, ("band", half), lambda: create_block_mask(...))
+
+The cache holds the mask tensors themselves, so their identities cannot be reused by another batch's masks
+while cached, and it compares each tensor's in-place version, so a mask changed in place is seen. One cache
+per thread: ``torch.nn.DataParallel`` runs the replicas' forwards in threads, each with its own masks.
+Tensors made under ``torch.inference_mode`` have no version counter: their values are not cached.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import torch
+
+
+class PerMask(threading.local):
+    """Values keyed by (a mask tensor, key) for the ``size`` mask tensors last seen; ``compute`` on a miss."""
+
+    def __init__(self, size: int = 4) -> None:
+        self.size = size
+        # id(mask) -> (mask, its version when cached, {key: value}); oldest first
+        self.masks: dict[int, tuple[torch.Tensor, int, dict[Hashable, Any]]] = {}
+
+    def get(self, mask: torch.Tensor | None, key: Hashable, compute: Callable[[], Any]) -> Any:
+        if mask is None or mask.is_inference():  # nothing to key on; no version counter to compare
+            return compute()
+        entry = self.masks.pop(id(mask), None)  # re-inserted last: the most recent
+        if entry is None or entry[1] != mask._version:
+            entry = (mask, mask._version, {})
+        self.masks[id(mask)] = entry
+        while len(self.masks) > self.size:
+            del self.masks[next(iter(self.masks))]
+        values = entry[2]
+        if key not in values:
+            values[key] = compute()
+        return values[key]
+
+    def clear(self) -> None:
+        self.masks = {}
