@@ -122,7 +122,7 @@ done
 # 4. The timing table.
 table="${work_dir}/timing.md"
 step_on timing || TIMING_ROWS=()
-step_on timing && ! ${dry_run} && "${py}" -c 'import torch; print(f"Measured on {torch.cuda.get_device_name()}, torch {torch.__version__}, ${UPDATES} updates each (the first one not counted).")' > "${table}"
+step_on timing && ! ${dry_run} && "${py}" -c 'import sys, torch; print(f"Measured on {torch.cuda.get_device_name()}, torch {torch.__version__}, {sys.argv[1]} updates each (the first one not counted).")' "${UPDATES}" > "${table}"
 step_on timing && ! ${dry_run} && "${py}" -c 'from espnet_ext.analysis.train_timing import HEADER; print(HEADER)' >> "${table}"
 i=0
 for row in "${TIMING_ROWS[@]}"; do

@@ -13,7 +13,9 @@ def test_multiformer_benchmark_smoke_run(run_benchmark, tmp_path):
     stdout = run_benchmark("bench_multiformer.py", "--out_dir", str(tmp_path), "--batch_size", "2")
     assert "4 heads, batch 2, training mode" in stdout
     rows = [line for line in stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    kinds = [r for r in rows if len(r.strip().strip("|").split("|")) == 9]  # T + (ms, MiB) x 4 kinds
+    kinds = [
+        r for r in rows if len(r.strip().strip("|").split("|")) == 9
+    ]  # T + (ms, MiB) x 4 kinds
     dense = [r for r in rows if len(r.strip().strip("|").split("|")) == 4]  # T, blocked, dense, MiB
     assert [r.split("|")[1].strip() for r in kinds] == ["64", "128", "256"]
     assert [r.split("|")[1].strip() for r in dense] == ["64", "128", "256"]  # all <= the threshold

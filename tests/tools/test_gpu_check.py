@@ -103,4 +103,6 @@ def test_steps_select_what_runs_after_the_install(tmp_path):
         text=True,
         timeout=60,
     )
-    assert done.returncode == 2 and "--steps takes tests, bench, timing; not 'timings'" in done.stderr
+    assert (
+        done.returncode == 2 and "--steps takes tests, bench, timing; not 'timings'" in done.stderr
+    )

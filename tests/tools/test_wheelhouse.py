@@ -105,4 +105,6 @@ def test_node_packages_are_left_out_and_only_missing_ones_installed(tmp_path):
     # on the node: the pins whose distribution this Python has no version of
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("pytest==0.0.1\nno-such-distribution-xyz==1.0\n")
-    assert wheelhouse_packages.missing_requirements(requirements) == ["no-such-distribution-xyz==1.0"]
+    assert wheelhouse_packages.missing_requirements(requirements) == [
+        "no-such-distribution-xyz==1.0"
+    ]
