@@ -2,8 +2,9 @@
 README "Smoke runs") on a release-layout corpus of all 8 languages and 13 directions: group head selection
 over the languages, averaged over the last 10 epochs (ASR), and the ST model whose encoder starts from it;
 then the recipes' other real modes in the same runs: the adapter models (ASR per language, ST per direction,
---tasks directions) started from the shared models, and the multi-domain models (--tasks domains) with
-CoVoST 2 and Europarl-ST added, each decoding a few of the test sets it lists."""
+--tasks directions) started from the shared models, and the multi-domain models (--tasks domains: head
+selection, and adapters on a joint shared model) with CoVoST 2 and Europarl-ST added, each decoding a few of
+the test sets it lists."""
 
 import json
 from pathlib import Path
@@ -96,6 +97,26 @@ MODES = {  # mode -> (recipe, options, experiment, test sets run.sh lists, test 
     "st_domains": ("st1", ["--tasks", "domains"], "st_train_st_group_domains",
                    RUNS["st1"][2] + domain_test_sets("st", OTHER_DOMAINS),
                    ["test_el-en", "test_pt-es", "test_covost_ru-en", "test_europarl_fr-pt"]),
+    # Tables 3 and 5's adapter rows: per-domain adapters on the joint shared model of the combined data (the
+    # shared ST model's encoder from scratch here: the ASR init is the modes' above)
+    "asr_shared_domains": ("asr1", ["--tasks", "domains", "--asr_config", "conf/train_asr_shared_domains.yaml",
+                                    "--stage", "9", "--skip_eval", "true"],
+                           "asr_train_asr_shared_domains",
+                           RUNS["asr1"][2] + domain_test_sets("asr", OTHER_DOMAINS), []),
+    "asr_adapter_domains": ("asr1", ["--tasks", "domains", "--asr_config", "conf/train_asr_adapter_domains.yaml",
+                                     "--stage", "9", "--asr_args",
+                                     "--init_param exp/asr_train_asr_shared_domains/last10.pth"],
+                            "asr_train_asr_adapter_domains",
+                            RUNS["asr1"][2] + domain_test_sets("asr", OTHER_DOMAINS), ["test_de", "test_europarl_de"]),
+    "st_shared_domains": ("st1", ["--st_config", "conf/train_st_shared.yaml", "--other_domains", "covost europarl",
+                                  "--st_tag", "shared_domains", "--asr_init", "", "--stage", "6",
+                                  "--skip_eval", "true"],
+                          "st_shared_domains", RUNS["st1"][2] + domain_test_sets("st", OTHER_DOMAINS), []),
+    "st_adapter_domains": ("st1", ["--tasks", "domains", "--st_config", "conf/train_st_adapter_domains.yaml",
+                                   "--stage", "6", "--st_args", "--init_param exp/st_shared_domains/valid.acc.ave.pth"],
+                           "st_train_st_adapter_domains",
+                           RUNS["st1"][2] + domain_test_sets("st", OTHER_DOMAINS),
+                           ["test_el-en", "test_europarl_fr-pt"]),
 }  # fmt: skip
 
 
@@ -189,7 +210,23 @@ def test_st_adapters_start_from_the_shared_st_model(real_runs, mode_runs):
     )
 
 
-@pytest.mark.parametrize("mode", ["asr_domains", "st_domains"])
+@pytest.mark.parametrize("task", ["asr", "st"])
+def test_domain_adapters_start_from_the_joint_shared_model(real_runs, mode_runs, task):
+    shared, adapter = MODES[f"{task}_shared_domains"], MODES[f"{task}_adapter_domains"]
+    for mode in (f"{task}_shared_domains", f"{task}_adapter_domains"):
+        assert mode_runs[mode].returncode == 0, mode_runs[mode].stderr[-4000:]
+    exp = real_runs[adapter[0]] / "exp"
+    # each recipe's real inference model
+    model = {"asr": "last10.pth", "st": "valid.acc.ave.pth"}[task]
+    config = yaml.safe_load((exp / adapter[2] / "config.yaml").read_text())
+    assert config["init_param"] == [f"exp/{shared[2]}/{model}"]
+    assert config["model_conf"]["train_adapters_only"] is True
+    _frozen_as_in(exp / adapter[2] / model, exp / shared[2] / model)
+
+
+@pytest.mark.parametrize(
+    "mode", ["asr_domains", "st_domains", "asr_adapter_domains", "st_adapter_domains"]
+)
 def test_domains_select_by_domain_on_the_combined_data(real_runs, mode_runs, mode):
     assert mode_runs[mode].returncode == 0, mode_runs[mode].stderr[-4000:]
     recipe = real_runs[MODES[mode][0]]
