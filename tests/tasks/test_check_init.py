@@ -29,6 +29,6 @@ def test_adapter_models_need_a_trained_model(tmp_path, capsys, config, args, ok)
         assert f"{path}: key 'model_conf.train_adapters_only'" in err and "--init_param" in err
 
 
-def test_a_missing_config_is_named(tmp_path, capsys):
-    assert check_init.main(["--config", str(tmp_path / "none.yaml")]) == 1
-    assert "none.yaml: no such config" in capsys.readouterr().err
+def test_a_missing_config_is_left_to_the_stage_that_reads_it(tmp_path):
+    # the data stages run without a training config (egs/mustc/st1's test of --asr_init)
+    assert check_init.main(["--config", str(tmp_path / "none.yaml")]) == 0
