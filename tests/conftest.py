@@ -66,6 +66,12 @@ def pytest_unconfigure(config):
 
 
 def pytest_configure(config):
+    # As our entry points do before they import ESPnet: typeguard's checks off (ESPnet's @typechecked run at
+    # import). Without it a test module importing ESPnet first would leave them on for the whole worker,
+    # and a later test would run ESPnet's trainer under checks its entry points never see.
+    from espnet_ext.registry import install
+
+    install(tasks=())
     _start_forkserver(config)
 
 
