@@ -75,7 +75,12 @@ def test_real_release_layout_through_filtering_on_the_fixtures(tmp_path):
     args = ["--mode", "multilingual_m2o", "--stop_stage", "2", "--test_sets", "m2o_test_de"]
     out = run(
         recipe,
-        [*args, "--local_data_opts", "--task multilingual_m2o --langs de"],
+        # the fixture's dev set is WMT14's newstest2013, not the default WMT19 newstest2018
+        [
+            *args,
+            "--local_data_opts",
+            "--task multilingual_m2o --langs de --multilingual_dev de=newstest2013",
+        ],
         {"WMT": str(tmp_path / "wmt")},
     )
     assert out.returncode == 0, out.stderr[-4000:]
