@@ -102,16 +102,17 @@ def test_shared_tables_are_one_parameter_in_the_built_model(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize(
-    "path, decoder",
+    "path, decoder, criterion",
     [
-        (WMT / "train_lego_ctc_deroen.yaml", "legonn_none"),
-        (EUROPARL / "train_legonn_ctc.yaml", "none"),
+        # MT: the paper's checkpoint rule, validation BLEU (of the greedy CTC path: no decoder)
+        (WMT / "train_lego_ctc_deroen.yaml", "legonn_none", ["valid", "bleu", "max"]),
+        (EUROPARL / "train_legonn_ctc.yaml", "none", ["valid", "loss", "min"]),  # no accuracy
     ],
 )
-def test_encoder_only_modules_train_with_ctc_alone(path, decoder):
+def test_encoder_only_modules_train_with_ctc_alone(path, decoder, criterion):
     config = load(path)
     assert config["model"] == "legonn_ctc" and config["decoder"] == decoder
-    assert config["best_model_criterion"] == [["valid", "loss", "min"]]  # no BLEU / accuracy
+    assert config["best_model_criterion"] == [criterion]
 
 
 def test_the_ro_en_encoder_only_module_has_the_v_c1_sizes():

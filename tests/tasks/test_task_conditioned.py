@@ -56,23 +56,27 @@ EXPECTED_HEADS = {0: [0, 2], 1: [1, 3], 2: [0, 3]}
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Records, in order, each utterance's task ids and the heads every layer computes."""
+    """Records, in order, each utterance's task ids and, at every layer call, the heads of the tasks the
+    layer was given (its selection: in eval the layer attends with exactly these,
+    tests/attention/test_head_selection.py pins its gathered path against the general one)."""
     events = []
-    set_task_id, selections = TaskConditionedModel.set_task_id, HeadSelectionAttention.selections
+    set_task_id, forward = TaskConditionedModel.set_task_id, HeadSelectionAttention.forward
+    selections = HeadSelectionAttention.selections
 
     def recording_set_task_id(self, task_id=None, encoder_task_id=None, decoder_task_id=None):
         events.append(("utt", task_id, encoder_task_id, decoder_task_id))
         return set_task_id(self, task_id, encoder_task_id, decoder_task_id)
 
-    def recording_selections(self, tasks=None):
-        heads, scale = selections(self, tasks)
-        ids = range(heads.size(0)) if tasks is None else tasks.tolist()  # None: every task's
-        for task, chosen in zip(ids, heads.tolist()):
+    def recording_forward(self, *args, **kwargs):
+        out = forward(self, *args, **kwargs)
+        tasks = self.task_id.reshape(-1)
+        heads, _ = selections(self, tasks)
+        for task, chosen in zip(tasks.tolist(), heads.tolist()):
             events.append(("heads", task, chosen))
-        return heads, scale
+        return out
 
     monkeypatch.setattr(TaskConditionedModel, "set_task_id", recording_set_task_id)
-    monkeypatch.setattr(HeadSelectionAttention, "selections", recording_selections)
+    monkeypatch.setattr(HeadSelectionAttention, "forward", recording_forward)
     return events
 
 
