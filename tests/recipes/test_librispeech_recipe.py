@@ -52,13 +52,14 @@ def test_lm_fusion_stages_add_a_decoding(finished):
     # The LM is trained here; decoding test alone shows the fusion (dev is the plain run's).
     out = run(recipe, TINY_ARGS + ["--stage", "5", "--use_lm", "true", "--test_sets", "test"])
     assert out.returncode == 0, out.stderr[-4000:]
-    lm_exp = (
-        recipe / "exp" / "lm_extended"
-    )  # run.sh's default LM: transcripts + the extended LM text
+    # run.sh's default LM: transcripts + the extended LM text, named by the token list it is trained on
+    (lm_exp,) = (recipe / "exp").glob("lm_extended_train_*")  # <train set>_<token list>
     assert (lm_exp / "valid.loss.ave.pth").exists()
     assert re.search(r"perplexity [0-9.]+", out.stderr)
     lm_text = (
-        (recipe / "exp" / "lm_stats_extended_bpe" / "text" / "train.txt").read_text().splitlines()
+        (recipe / "exp" / f"lm_stats_{lm_exp.name[3:]}" / "text" / "train.txt")
+        .read_text()
+        .splitlines()
     )
     assert (
         40 + 250 < len(lm_text) <= 40 + 300

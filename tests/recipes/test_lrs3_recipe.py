@@ -70,7 +70,8 @@ def test_every_stage_ran_with_lm_fusion(finished):
         assert wer(recipe, model, DECODE, "test") >= 0  # scored (tiny models learn little)
         log = (recipe / "exp" / model / DECODE / "test/logdir/vsr_inference.1.log").read_text()
         assert "'lm': 0.1" in log  # shallow fusion with the LM of stages 5-7
-    assert (recipe / "exp/lm_extended/valid.loss.ave.pth").exists()
+    (lm_exp,) = (recipe / "exp").glob("lm_extended_*")  # named by the token list it is trained on
+    assert (lm_exp / "valid.loss.ave.pth").exists()
 
 
 def test_self_training_uses_the_pseudo_labels_of_the_unlabeled_set(finished):

@@ -49,7 +49,8 @@ def test_every_stage_runs_on_the_release_layout(real_run):
     exp = recipe / "exp" / "asr_train_asr_small"
     # the real model selection (valid.acc.best.pth) and the LM of the training + SLR11 text
     assert (exp / "valid.acc.best.pth").exists()
-    assert (recipe / "exp" / "lm_extended" / "valid.loss.ave.pth").exists()
+    lm_exp = recipe / "exp" / "lm_extended_train_clean_100_bpe_unigram5000"  # by its token list
+    assert (lm_exp / "valid.loss.ave.pth").exists()
     config = yaml.safe_load((exp / "config.yaml").read_text())
     # the real config's settings, with the smoke overrides only
     assert config["scheduler"] == "tristagelr" and config["batch_bins"] == 22000

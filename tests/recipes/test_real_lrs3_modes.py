@@ -95,6 +95,6 @@ def test_lm_weight_tuned_on_dev_then_used_for_test(lrs3_runs):
     lm_text = (recipe / "data" / "lm_extended" / "text").read_text()
     assert "HE HOPED THERE WOULD BE STEW FOR DINNER" in lm_text
     assert (
-        yaml.safe_load((recipe / "exp" / "lm_extended" / "config.yaml").read_text())["lm"]
+        yaml.safe_load(next((recipe / "exp").glob("lm_extended_*/config.yaml")).read_text())["lm"]
         == "transformer_tied"
     )

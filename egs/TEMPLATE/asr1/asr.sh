@@ -124,9 +124,12 @@ asr_args="$(sed -n 2p <<< "${variant}") ${asr_args}"
 asr_tag=${asr_tag:-$(basename "${asr_config}" .yaml)$(sed -n 1p <<< "${variant}")}
 asr_exp="${expdir}/${exp_kind}_${asr_tag}"
 if [ "${print_exp}" = true ]; then echo "${asr_exp}"; exit 0; fi
-asr_stats_dir=${asr_stats_dir:-${expdir}/${exp_kind}_stats_${train_set}_$(basename "${token_dir}")}
+# What depends on the token list is named by it: two setups of one recipe dir (LibriSpeech 100 h and 960 h)
+# train their own lists, statistics and LMs side by side.
+token_name=${train_set}_$(basename "${token_dir}")
+asr_stats_dir=${asr_stats_dir:-${expdir}/${exp_kind}_stats_${token_name}}
 lm_tag=${lm_tag:-$(basename "${lm_config:-lm}" .yaml)}
-lm_exp=${lm_exp:-${expdir}/lm_${lm_tag}}
+lm_exp=${lm_exp:-${expdir}/lm_${lm_tag}_${token_name}}
 if [ -z "${inference_tag}" ]; then
     inference_tag=decode_$(basename "${inference_config}" .yaml)
     [ "${use_lm}" = true ] && inference_tag+="_lm_${lm_tag}"
@@ -159,7 +162,7 @@ run_lm_stages() {
         --lm_train_text "${train_dir}/text ${lm_train_text}" --lm_dev_text "${valid_dir}/text" \
         --lm_test_text "$(for t in ${test_sets}; do printf '%s ' "${feats_dir}/${t}/text"; done)" \
         --token_type "${token_type}" --token_list "${token_list}" --bpemodel "${bpemodel}" \
-        --lm_exp "${lm_exp}" --lm_stats_dir "${expdir}/lm_stats_${lm_tag}_${token_type}"
+        --lm_exp "${lm_exp}" --lm_stats_dir "${expdir}/lm_stats_${lm_tag}_${token_name}"
 }
 
 # model_data_opts: the training/validation data options of ${train_module} (set in ${model_data})
