@@ -17,6 +17,14 @@ The Swin rows of the paper's Table 4 (CIFAR-100, §4.4) are ``model_conf`` overr
     -> fuzzy_g0.1_s0.03                                                     (the row's experiment tag)
        --model_conf gamma=0.1 --model_conf fuzzy_std=0.03                   (training options)
 
+The sharp-attention paper's recognisers (§4, egs/mnist_seq/ocr1) are ``--model`` choices of one OCR config
+(``SHARP_ROWS``; ``--task ocr``): soft, hard, and sharp attention with the pooling, chain or weighting
+context, or supervised by reference images:
+
+    python -m espnet_ext.attention.variants --config conf/train_ocr_paper.yaml --task ocr --variant chain
+    -> chain
+       --model sharp_attention --model_conf context=chain
+
 Matched inference is not a training option: the same trained model is decoded with or without relaxation
 (``--matched_inference true`` of our inference entry points), as in the paper's tables.
 """
@@ -65,6 +73,20 @@ SWIN_ROWS: dict[str, tuple[str, ...]] = {
     "fuzzy": ("gamma={gamma}", "fuzzy_std={fuzzy_std}"),
 }
 SWIN_DEFAULTS = {"gamma": "0.1", "fuzzy_std": "0.03", "drloc_weight": "0.5"}
+
+
+# The sharp-attention paper's models (espnet_ext/nets/sharp): the recogniser and, for sharp attention, its
+# context (§3.2) or reference-image supervision (§4.1).
+SHARP_ROWS: dict[str, tuple[str, ...]] = {
+    "soft": ("--model", "soft_attention"),
+    "hard": ("--model", "hard_attention"),
+    "pooling": ("--model", "sharp_attention", "--model_conf", "context=pooling"),
+    "chain": ("--model", "sharp_attention", "--model_conf", "context=chain"),
+    "weighting": ("--model", "sharp_attention", "--model_conf", "context=weighting"),
+    "reference": (
+        "--model", "sharp_attention", "--model_conf", "reference_images=data/reference_digits.npy",
+    ),
+}  # fmt: skip
 
 
 class Variant(NamedTuple):
@@ -131,6 +153,13 @@ def resolve_swin_row(row: str, **values: str | None) -> Variant:
     return Variant([w for o in overrides for w in ("--model_conf", o)], tag)
 
 
+def resolve_sharp_row(row: str) -> Variant:
+    """The sharp-attention paper's model ``row`` as OCR training options; its tag is the row's name."""
+    if row not in SHARP_ROWS:
+        raise ConfigError(f"unknown attention '{row}' (known: {', '.join(SHARP_ROWS)})")
+    return Variant(list(SHARP_ROWS[row]), row)
+
+
 def variant_args(
     config: dict, variant: str, gamma: float | None = None, task: str = "asr"
 ) -> list[str]:
@@ -151,14 +180,14 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--variant",
         required=True,
-        help=f"{', '.join(VARIANTS)}; --task cls: {', '.join(SWIN_ROWS)}",
+        help=f"{', '.join(VARIANTS)}; --task cls: {', '.join(SWIN_ROWS)}; --task ocr: {', '.join(SHARP_ROWS)}",
     )
     parser.add_argument("--gamma", default=None, help="relaxation coefficient (default: paper's)")
     parser.add_argument(
         "--task",
-        choices=[*sorted(PAPER_GAMMA), "cls"],
+        choices=[*sorted(PAPER_GAMMA), "cls", "ocr"],
         default="asr",
-        help="whose paper γ to default to; cls: Table 4's Swin rows",
+        help="whose paper γ to default to; cls: Table 4's Swin rows; ocr: the sharp-attention models",
     )
     parser.add_argument("--fuzzy_std", default=None, help="cls: σ of fuzzy relaxation")
     parser.add_argument("--drloc_weight", default=None, help="cls: λ of the L_drloc rows")
@@ -172,6 +201,8 @@ def main(argv=None) -> None:
         if args.task == "cls":
             values = {"gamma": args.gamma, "fuzzy_std": args.fuzzy_std}
             options, tag = resolve_swin_row(args.variant, **values, drloc_weight=args.drloc_weight)
+        elif args.task == "ocr":
+            options, tag = resolve_sharp_row(args.variant)
         else:
             gamma = None if args.gamma is None else _number(args.gamma, "--gamma")
             options, tag = resolve_variant(config, args.variant, gamma, args.task)

@@ -91,3 +91,19 @@ def test_experiment_tags_name_the_variant_and_gamma(tmp_path, capsys):
     assert resolve_variant(CONFIG, "relaxed_cross", gamma=0.15).tag == "_relaxed_cross_g0.15"
     assert resolve_variant(CONFIG, "relaxed_self").tag == "_relaxed_self_g0.01"
     assert resolve_variant(CONFIG, "relaxed_self", task="mt").tag == "_relaxed_self_g0.05"
+
+
+def test_sharp_attention_rows_are_the_papers_models(tmp_path, capsys):
+    config = tmp_path / "ocr.yaml"
+    config.write_text("model: soft_attention\n")
+    expected = {
+        "soft": "--model soft_attention",
+        "hard": "--model hard_attention",
+        "chain": "--model sharp_attention --model_conf context=chain",
+        "reference": "--model sharp_attention --model_conf reference_images=data/reference_digits.npy",
+    }
+    for row, options in expected.items():
+        main(["--config", str(config), "--task", "ocr", "--variant", row])
+        assert capsys.readouterr().out.splitlines() == [row, options]
+    with pytest.raises(SystemExit, match="unknown attention 'sharp'"):
+        main(["--config", str(config), "--task", "ocr", "--variant", "sharp"])

@@ -13,6 +13,7 @@
 # v1.0.0/swin_tiny_patch4_window7_224.pth (timm's state dicts load too).
 set -euo pipefail
 . ./db.sh
+. ./path.sh
 
 variant=baseline        # Table 4 row (see above; espnet_ext/attention/variants.py SWIN_ROWS)
 gamma=0.1               # relaxation coefficient γ (γ0 of fuzzy relaxation); the paper's tuned value

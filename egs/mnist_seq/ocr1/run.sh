@@ -7,6 +7,7 @@
 #   ./run.sh --scene_text true [--attention chain] [--num_stn 1]   the §4.2 scene-text setup (README.md)
 set -euo pipefail
 . ./db.sh
+. ./path.sh
 
 length=5                # digits per strip (the paper: 5, 7, 9, 11, 13)
 rotated=false           # true: the rotated strips
@@ -17,14 +18,13 @@ local_data_opts=""      # more local/data.sh options (e.g. "--num_train 2000"), 
 __options_pass_to=./ocr.sh
 . utils/parse_options.sh
 
-# The paper's models as overrides of one config: the recogniser and, for sharp attention, its context.
-case "${attention}" in
-    soft) model_args="--model soft_attention" ;;
-    hard) model_args="--model hard_attention" ;;
-    pooling | chain | weighting) model_args="--model sharp_attention --model_conf context=${attention}" ;;
-    reference) model_args="--model sharp_attention --model_conf reference_images=data/reference_digits.npy" ;;
-    *) echo "$0: unknown --attention ${attention}" >&2; exit 1 ;;
-esac
+if [ "${scene_text}" = true ]; then config=conf/train_ocr_scene_text.yaml
+elif [ -z "${MNIST}" ]; then config=conf/train_ocr_mini.yaml
+else config=conf/train_ocr_paper.yaml
+fi
+# The paper's models as overrides of one config (espnet_ext/attention/variants.py SHARP_ROWS).
+row=$(python -m espnet_ext.attention.variants --task ocr --config "${config}" --variant "${attention}") || exit 1
+model_args=$(sed -n 2p <<< "${row}")
 if [ "${scene_text}" = true ]; then
     if [ "${attention}" = reference ]; then
         echo "$0: --attention reference supervises with digit images; scene text has no references" >&2
@@ -39,7 +39,7 @@ if [ "${scene_text}" = true ]; then
     fi
     ./ocr.sh --train_set train_st --valid_set dev_st \
         --test_sets "test_iiit5k test_svt test_ic03 test_ic13 test_ic15 test_svtp" \
-        --local_data_opts "--scene_text true ${local_data_opts}" --ocr_config conf/train_ocr_scene_text.yaml \
+        --local_data_opts "--scene_text true ${local_data_opts}" --ocr_config "${config}" \
         --ocr_args "${model_args} --model_conf max_length=16" --ocr_tag "${attention}${tag_suffix}" \
         --results_title "Scene text recognition (sharp attention)" "$@"
     exit 0
@@ -47,11 +47,6 @@ fi
 
 suffix="_l${length}"
 if [ "${rotated}" = true ]; then suffix+=r; fi
-if [ -z "${MNIST}" ]; then
-    config=conf/train_ocr_mini.yaml
-else
-    config=conf/train_ocr_paper.yaml
-fi
 
 ./ocr.sh --train_set "train${suffix}" --valid_set "dev${suffix}" --test_sets "test${suffix}" \
     --local_data_opts "--length ${length} --rotated ${rotated} ${local_data_opts}" --ocr_config "${config}" \
