@@ -13,6 +13,7 @@ import numpy as np
 import soundfile
 
 from tests.data.idx_files import write_idx
+from tests.fairseq_pickles import fairseq_classes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -407,35 +408,6 @@ _TO_FAIRSEQ = [
 ]  # fmt: skip
 
 
-def _fairseq_classes(config: dict) -> dict:
-    """fairseq's and AV-HuBERT's classes that a released checkpoint pickles (the task's Dictionary, the
-    dataclass and enum behind its omegaconf cfg), in modules of their names: {module name: module}."""
-    import dataclasses
-    import enum
-    import types
-
-    modules = {name: types.ModuleType(name) for name in (
-        "fairseq", "fairseq.data", "fairseq.data.dictionary", "fairseq.dataclass",
-        "fairseq.dataclass.constants", "avhubert", "avhubert.hubert")}  # fmt: skip
-
-    class Dictionary:
-        def __init__(self, symbols):
-            self.symbols, self.indices = symbols, {s: i for i, s in enumerate(symbols)}
-
-    class ChoiceEnum(enum.Enum):
-        default = "default"
-        layer_norm = "layer_norm"
-
-    fields = [(key, type(value), value) for key, value in config.items()]
-    fields.append(("extractor_mode", ChoiceEnum, ChoiceEnum.default))
-    AVHubertConfig = dataclasses.make_dataclass("AVHubertConfig", fields)  # noqa: N806
-    for cls, module in ((Dictionary, "fairseq.data.dictionary"), (ChoiceEnum, "fairseq.dataclass.constants"),
-                        (AVHubertConfig, "avhubert.hubert")):  # fmt: skip
-        cls.__module__, cls.__qualname__ = module, cls.__name__
-        setattr(modules[module], cls.__name__, cls)
-    return modules
-
-
 def avhubert_checkpoint(path: Path, config: Path, overrides: list[str]) -> dict:
     """A pre-trained AV-HuBERT checkpoint as fairseq writes it (AVHubertModel's tensor names with the audio
     stream and pre-training heads, an omegaconf cfg of AV-HuBERT's dataclass, the task's fairseq
@@ -488,7 +460,7 @@ def avhubert_checkpoint(path: Path, config: Path, overrides: list[str]) -> dict:
         "layer_norm_first": bool(encoder.layer_norm_first),
         "modality_fuse": str(encoder.modality_fuse),
     }
-    modules = _fairseq_classes(cfg)
+    modules = fairseq_classes(cfg)
     saved = {name: sys.modules.get(name) for name in modules}
     sys.modules.update(modules)  # fairseq "installed" while writing only
     try:

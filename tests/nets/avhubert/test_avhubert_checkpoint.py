@@ -2,12 +2,9 @@
 fine-tuned layouts) gives the same encoder output after the name map; every misfit is listed."""
 
 import argparse
-import dataclasses
-import enum
 import math
 import os
 import sys
-import types
 
 import pytest
 import torch
@@ -21,6 +18,7 @@ from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.avhubert import checkpoint
 from espnet_ext.nets.baselines.visual_frontend import LRS3_PIXEL_MEAN, LRS3_PIXEL_STD
 from espnet_ext.registry import build_model
+from tests.fairseq_pickles import fairseq_classes
 
 # fairseq's checkpoints hold torch.nn.utils.weight_norm's names (weight_g, weight_v): use that API.
 pytestmark = pytest.mark.filterwarnings("ignore:.*weight_norm.*:FutureWarning")
@@ -233,34 +231,16 @@ def test_not_a_checkpoint(tmp_path):
 
 
 def fairseq_modules(pre_ln):
-    """fairseq's and AV-HuBERT's classes as a released checkpoint pickles them (the task's dictionary, the
-    dataclass and enum behind the omegaconf cfg), in modules of their names: {module name: module}."""
-    modules = {name: types.ModuleType(name) for name in (
-        "fairseq", "fairseq.data", "fairseq.data.dictionary", "fairseq.dataclass",
-        "fairseq.dataclass.constants", "avhubert", "avhubert.hubert")}  # fmt: skip
-
-    class Dictionary:
-        def __init__(self, symbols):
-            self.symbols, self.indices = symbols, {s: i for i, s in enumerate(symbols)}
-
-    class ChoiceEnum(enum.Enum):
-        default = "default"
-        layer_norm = "layer_norm"
-
-    @dataclasses.dataclass
-    class AVHubertConfig:
-        encoder_layers: int = LAYERS
-        encoder_embed_dim: int = DIM
-        encoder_attention_heads: int = HEADS
-        layer_norm_first: bool = pre_ln
-        modality_fuse: str = "concat"
-        extractor_mode: ChoiceEnum = ChoiceEnum.default
-
-    for cls, module in ((Dictionary, "fairseq.data.dictionary"), (ChoiceEnum, "fairseq.dataclass.constants"),
-                        (AVHubertConfig, "avhubert.hubert")):  # fmt: skip
-        cls.__module__, cls.__qualname__ = module, cls.__name__
-        setattr(modules[module], cls.__name__, cls)
-    return modules
+    """The classes a released checkpoint of this test's sizes pickles (tests/fairseq_pickles.py)."""
+    return fairseq_classes(
+        {
+            "encoder_layers": LAYERS,
+            "encoder_embed_dim": DIM,
+            "encoder_attention_heads": HEADS,
+            "layer_norm_first": pre_ln,
+            "modality_fuse": "concat",
+        }
+    )
 
 
 @pytest.mark.parametrize("finetuned", [False, True])
