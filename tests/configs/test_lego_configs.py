@@ -19,6 +19,17 @@ def load(path: Path) -> dict:
     return yaml.safe_load(path.read_text())
 
 
+def built_mt_model(tmp_path, config: dict, tokens: list[str]):
+    """``config`` built through ESPnet's MT task, source and target on the token list ``tokens``."""
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "tokens.txt").write_text("\n".join(tokens) + "\n")
+    return build_model(
+        "mt",
+        ["--config", str(tmp_path / "c.yaml"), "--token_list", str(tmp_path / "tokens.txt")]
+        + ["--src_token_list", str(tmp_path / "tokens.txt")],
+    )
+
+
 @pytest.mark.parametrize("ingestor", ["wemb", "beamconv"])
 def test_de_en_models_have_the_v_b_architecture(ingestor):
     config = load(WMT / f"train_lego_{ingestor}_deroen.yaml")
@@ -67,13 +78,7 @@ def test_baseline_encoder_decoder_shares_all_embedding_tables(pair, tmp_path):
     config["encoder_conf"].update(num_blocks=1)
     config["decoder_conf"].update(num_blocks=1)
     tokens = ["<blank>", "<unk>", "a", "b", "<sos/eos>"]
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    (tmp_path / "tokens.txt").write_text("\n".join(tokens) + "\n")
-    model = build_model(
-        "mt",
-        ["--config", str(tmp_path / "c.yaml"), "--token_list", str(tmp_path / "tokens.txt")]
-        + ["--src_token_list", str(tmp_path / "tokens.txt")],
-    )
+    model = built_mt_model(tmp_path, config, tokens)
     table = model.decoder.embed[0].weight
     assert model.frontend.embed[0].weight is table
     assert model.decoder.output_layer.weight is table
@@ -89,13 +94,7 @@ def test_shared_tables_are_one_parameter_in_the_built_model(tmp_path, monkeypatc
     config["encoder_conf"]["modules"][0]["olc"]["num_blocks"] = 1
     config["decoder_conf"].update(num_blocks=1)
     config["decoder_conf"]["ingestor"]["num_blocks"] = 1
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
-    (tmp_path / "tokens.txt").write_text("\n".join(tokens) + "\n")
-    model = build_model(
-        "mt",
-        ["--config", str(tmp_path / "c.yaml"), "--token_list", str(tmp_path / "tokens.txt")]
-        + ["--src_token_list", str(tmp_path / "tokens.txt")],
-    )
+    model = built_mt_model(tmp_path, config, tokens)
     table = model.decoder.embed[0].weight
     assert model.frontend.embed[0].weight is table
     assert any(p is table for p in model.decoder.ingestor.parameters())
