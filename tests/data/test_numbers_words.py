@@ -4,7 +4,7 @@ import pytest
 from num2words import num2words
 
 from espnet_ext.data.numbers.greek import MAX_GREEK, greek_number_words
-from espnet_ext.data.numbers.words import LANGUAGES, normalize_words, number_to_words
+from espnet_ext.data.numbers.words import _IT_WORDS, LANGUAGES, normalize_words, number_to_words
 from espnet_ext.scoring.bleu import score_bleu
 from espnet_ext.scoring.ref_hyp import Pair
 
@@ -81,7 +81,7 @@ KNOWN = {
         9999: "nueve mil novecientos noventa y nueve",
     },
     "fr": {0: "zéro", 21: "vingt et un", 80: "quatre vingts", 312: "trois cent douze"},
-    "it": {0: "zero", 21: "ventuno", 312: "trecentododici", 2000: "duemila"},
+    "it": {0: "zero", 21: "venti uno", 312: "tre cento dodici", 2000: "due mila"},
     "pt": {0: "zero", 21: "vinte e um", 312: "trezentos e doze", 1000: "mil"},
     "ru": {0: "ноль", 21: "двадцать один", 312: "триста двенадцать", 2000: "две тысячи"},
     "ar": {0: "صفر", 7: "سبعة", 1000: "ألف", 100: "مائة"},
@@ -140,20 +140,86 @@ def test_scripts_and_conventions_are_kept():
     assert "ά" in number_to_words(1000, "el") or "ί" in number_to_words(1000, "el")
 
 
-def test_german_mini_targets_have_ngrams_for_bleu():
-    """A German number has >= 2 words (mostly >= 4 from 1,000 on: "drei tausend sieben hundert zwölf"), so
-    BLEU on the mini translation corpora measures n-gram overlap instead of being 0 by construction."""
-    words = {n: number_to_words(n, "de").split() for n in range(10000)}
+@pytest.mark.parametrize("lang", ["de", "it"])
+def test_compound_language_mini_targets_have_ngrams_for_bleu(lang):
+    """A German or Italian number has >= 2 words (mostly >= 4 from 1,000 on: "drei tausend sieben hundert
+    zwölf", "tre mila sette cento dodici"), so BLEU on the mini translation corpora measures n-gram overlap
+    instead of being 0 by construction."""
+    words = {n: number_to_words(n, lang).split() for n in range(10000)}
     assert sum(len(w) >= 2 for w in words.values()) / len(words) > 0.99
     assert sum(len(w) >= 4 for n, w in words.items() if n >= 1000) / 9000 > 0.95
-    assert "hundert" in words[312] and "und" not in words[300]  # the "und" inside "hundert" stays
-    refs = [number_to_words(n, "de") for n in (3712, 4815, 9999, 1207)]
+    refs = [number_to_words(n, lang) for n in (3712, 4815, 9999, 1207)]
     pairs = [Pair(str(i), ref, ref) for i, ref in enumerate(refs)]
     assert score_bleu(pairs)["bleu"] == pytest.approx(100.0)
     # Wrong numbers sharing 2- to 4-grams with the references ("drei tausend sieben hundert" ...).
-    hyps = [number_to_words(n, "de") for n in (3713, 4816, 9998, 1208)]
+    hyps = [number_to_words(n, lang) for n in (3713, 4816, 9998, 1208)]
     near = score_bleu([Pair(str(i), r, h) for i, (r, h) in enumerate(zip(refs, hyps))])
     assert 0.0 < near["bleu"] < 100.0 and near["precisions"][1] > 0.0
+
+
+def test_german_split_keeps_the_und_inside_hundert():
+    words = number_to_words(312, "de").split()
+    assert "hundert" in words and "und" not in number_to_words(300, "de").split()
+
+
+# Italian's own spelling of a compound from its pieces: a tens word loses its final vowel before uno / otto,
+# cento its "o" before otto / ottanta (never before uno: "centouno"), mille and mila nothing. (A final "tre"
+# is accented, ventitré; num2words accents only some, "centotré" but "centoventitre", so the comparison
+# below leaves accents out.)
+def _italian_compound(pieces: list[str]) -> str:
+    tens = {
+        "venti",
+        "trenta",
+        "quaranta",
+        "cinquanta",
+        "sessanta",
+        "settanta",
+        "ottanta",
+        "novanta",
+    }
+    word = ""
+    for i, piece in enumerate(pieces):
+        after = pieces[i + 1] if i + 1 < len(pieces) else ""
+        elided = (piece in tens and after in ("uno", "otto")) or (
+            piece == "cento" and after.startswith("ott")
+        )
+        word += piece[:-1] if elided else piece
+    return word
+
+
+ITALIAN_SPLITS = {
+    21: "venti uno",
+    23: "venti tre",
+    38: "trenta otto",
+    118: "cento diciotto",
+    180: "cento ottanta",
+    281: "due cento ottanta uno",
+    1200: "mille due cento",
+    2000: "due mila",
+    2345: "due mila tre cento quaranta cinque",
+    21000: "venti uno mila",
+    2_000_003: "due milioni e tre",
+}
+
+
+def test_italian_compounds_split_into_the_citation_forms_of_their_morphemes():
+    """Every piece is one of the 31 number words (elided and accented forms restored), and spelling the
+    pieces back as Italian does gives num2words' compound, except for num2words' "centodicotto" (its
+    io -> o contraction firing inside diciotto), whose pieces are the correct "cento diciotto"; "tre" is
+    unaccented wherever it stands."""
+    for n, expected in ITALIAN_SPLITS.items():
+        assert number_to_words(n, "it") == expected, n
+    vocabulary = {*_IT_WORDS, "un", "milione", "milioni", "e"}
+    assert len(_IT_WORDS) == 31
+    for n in [*range(20000), *range(20000, 1_000_000, 97)]:
+        pieces = number_to_words(n, "it").split()
+        assert set(pieces) <= vocabulary, (n, pieces)
+        compound = (
+            normalize_words(num2words(n, lang="it"))
+            .replace("dicotto", "diciotto")
+            .replace("é", "e")
+        )
+        assert _italian_compound(pieces) == compound, (n, pieces)
 
 
 def test_normalize_words():

@@ -50,7 +50,7 @@ from espnet_ext.data.numbers.words import LANGUAGES, normalize_words, number_to_
 from espnet_ext.errors import ConfigError
 from espnet_ext.fileio import atomic_write
 
-GENERATOR_VERSION = 2  # bump when the same settings would produce different output
+GENERATOR_VERSION = 3  # bump when the same settings would produce different output
 COMPLETE = ".complete"
 MAX_RANGE_SIZE = 10_000_000  # the plan permutes the whole range
 # Named digit domains (domain_digits): repeated_tens, the tens digit repeats the hundreds digit (3,335;

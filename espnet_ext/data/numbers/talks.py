@@ -53,7 +53,7 @@ from espnet_ext.data.numbers.words import LANGUAGES, number_to_words
 from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
-GENERATOR_VERSION = 2  # bump when the same settings would produce different output
+GENERATOR_VERSION = 3  # bump when the same settings would produce different output
 LEAD_SILENCE_S = 0.5  # before a talk's first number
 GAP_S = (0.2, 0.8)  # silence after each number, drawn per gap in 10 ms steps
 

@@ -17,10 +17,12 @@ espeak-ng speaks each language with its own voice (``speech.ESPEAK_VOICES``) and
 Speech translation (``TedxSTSpec``, ``generate_st``): per direction ``<src>-<tgt>`` a release dir in the
 same layout, speech and transcript in ``<src>``, the translation in ``<tgt>`` on the same line of
 ``<split>.<tgt>``: the same number's words in the target language (num2words; Greek: our converter), so
-"doscientos tres" translates to "two hundred three". Directions and amounts follow mTEDx (the paper's
-Table 9): ten trained directions with deliberately unequal training amounts, and the zero-shot directions
-it-en, it-es, pt-es (train size 0) released, as in mTEDx, with valid and test lists only. Each direction
-has its own numbers and speakers (its own seed stream).
+"doscientos tres" translates to "two hundred three" and "due cento tre" (Italian compounds are written
+split at their morphemes, ``words.separate_compounds``, so Italian targets have n-grams for BLEU).
+Directions and amounts follow mTEDx (the paper's Table 9): ten trained directions with deliberately
+unequal training amounts, and the zero-shot directions it-en, it-es, pt-es (train size 0) released, as in
+mTEDx, with valid and test lists only. Each direction has its own numbers and speakers (its own seed
+stream).
 
 A second domain (``domain="other"``, for multi-domain ASR and ST) speaks with other voices and at another
 rate: espeak-ng's Klatt variants instead of the m/f ones and ``OTHER_DOMAIN_RATE`` words per minute
@@ -64,7 +66,7 @@ from espnet_ext.data.numbers.words import LANGUAGES as WORD_LANGUAGES
 from espnet_ext.data.numbers.words import number_to_words
 from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 
-GENERATOR_VERSION = 1  # bump when the same settings would produce different output
+GENERATOR_VERSION = 2  # bump when the same settings would produce different output
 DOMAINS = ("tedx", "other")
 
 
