@@ -5,7 +5,7 @@
 Prints and stores sacrebleu's signature (so a number can be reproduced), also sacrebleu's chrF (character
 6-grams, beta 2; with its own signature) and the exact-match rate (share of hypotheses equal to their
 reference after whitespace collapsing, and lowercasing with ``--lowercase``). chrF still measures where BLEU
-cannot: a target of one word (an Italian number, "trecentododici") has no 2-grams, so its BLEU is 0.
+cannot: a target of one word (a number, "dodici") has no 2-grams, so its BLEU is 0.
 Writes ``result.json`` and ``result.txt``. ``--tokenize none`` scores pre-tokenized text as is
 ("tokenized BLEU" as some papers report it).
 
