@@ -27,13 +27,11 @@ SHELLCHECK_ALLOWED = {
     ("egs/TEMPLATE/asr1/cmd.sh", 2148),
     ("egs/TEMPLATE/asr1/db.sh", 2148),
     ("egs/TEMPLATE/asr1/path.sh", 2148),
-    # Unquoted expansions and $(...) word splitting, local x=$(...) masking the return value.
+    # Unquoted expansions and $(...) word splitting.
     ("egs/TEMPLATE/asr1/asr.sh", 2046),
     ("egs/TEMPLATE/asr1/asr.sh", 2086),
-    ("egs/TEMPLATE/asr1/asr.sh", 2155),
     ("egs/TEMPLATE/mt1/mt.sh", 2046),
     ("egs/TEMPLATE/mt1/mt.sh", 2086),
-    ("egs/TEMPLATE/mt1/mt.sh", 2155),
     ("egs/TEMPLATE/lm1/lm.sh", 2086),
     ("egs/TEMPLATE/ocr1/ocr.sh", 2046),
     # Variables the sourcing pipeline sets (stage, cmd wrappers, ngpu); a for-loop over $(cat ...).

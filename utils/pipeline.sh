@@ -29,7 +29,11 @@
 #   decode_set DIR KEYS MODULE HYP -- ARGS...   sharded decoding of one test set into DIR/text
 #   merge_shards DIR PATTERN OUT                 per-job outputs of the last decode_set -> OUT, atomically
 #   score_set SCORER REF DIR LINES [ARGS...]    utils/SCORER.py on DIR/text -> DIR/SCORER/result.txt
-# They need ${decode_cmd}, ${train_cmd} (cmd.sh) and ${inference_nj}. --gpu_inference true (ESPnet's option):
+#   score_sets SCORER REF DIR LINES [ARGS...]   score_set of every test set's DIR/<set> ("{}": the set's name)
+#   test_set_files DIR NAME                     DIR/<set>/NAME of every test set (a scoring stage's inputs)
+#   write_results_md SCAN LAST NOTES            ${results_md}: the scored decodings of ${expdir}, NOTES, wall time
+# They need ${decode_cmd}, ${train_cmd} (cmd.sh), ${inference_nj} and ${test_sets}; write_results_md needs
+# ${command_line} and the options ${results_title} ${results_md} ${results_notes} (utils/pipeline_options.sh). --gpu_inference true (ESPnet's option):
 # each decoding job is a ${cuda_cmd} job given one GPU (--gpu 1, which Slurm requests), and the pipelines pass
 # ${inference_ngpu} (ESPnet's --ngpu) or ${inference_device} (our image/video decoders' --device) to it.
 # The pipeline that sources this file sets the options read here (see above).
@@ -372,4 +376,37 @@ score_set() {
     ${train_cmd} "${dir}/${scorer}/score.log" \
         "utils/${scorer}.py" --ref "${ref}" --hyp "${dir}/text" --out_dir "${dir}/${scorer}" "$@" || return 1
     log "$(basename "${dir}"): $(sed -n "${lines}p" "${dir}/${scorer}/result.txt" | tr '\n' ' ')"
+}
+
+# score_sets SCORER REF DIR LINES [ARGS...] : score_set of each of ${test_sets}, decoded into DIR/<set>, every
+# "{}" in REF and ARGS replaced by the set's name. Fails at the first set that fails.
+score_sets() {
+    local scorer=$1 ref=$2 dir=$3 lines=$4 dset
+    shift 4
+    for dset in ${test_sets}; do
+        score_set "${scorer}" "${ref//\{\}/${dset}}" "${dir}/${dset}" "${lines}" "${@//\{\}/${dset}}" || return 1
+    done
+}
+
+# test_set_files DIR NAME : DIR/<set>/NAME of each of ${test_sets}, one a line
+test_set_files() {
+    local dset
+    for dset in ${test_sets}; do echo "$1/${dset}/$2"; done
+}
+
+# write_results_md SCAN LAST NOTES : ${results_md} (default ${expdir}/RESULTS.md, as ESPnet), titled
+# ${results_title}: espnet_ext.results' scan SCAN of the scored decodings in ${expdir}, under NOTES (the
+# pipeline's: its configs), the wall time of this invocation when it ran a stage before LAST (the pipeline's
+# RESULTS.md stage; an invocation of that stage alone, as a sweep's report, has none to tell) and
+# --results_notes.
+write_results_md() {
+    local scan=$1 last=$2 notes=$3
+    if [ "${stage}" -lt "${last}" ]; then
+        notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < last ? stop_stage : last))):"
+        notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
+    fi
+    [ -z "${results_notes}" ] || notes+=" ${results_notes}"
+    python -m espnet_ext.results --scan "${scan}" --exp_dir "${expdir}" --test_sets "${test_sets}" \
+        --title "${results_title}" --notes "${notes}" --out "${results_md:-${expdir}/RESULTS.md}" \
+        --command "${command_line}"
 }

@@ -1,7 +1,9 @@
 """utils/parse_options.sh and utils/pipeline.sh: Kaldi-style options and the fingerprinted stage runner."""
 
 import os
+import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -383,3 +385,113 @@ def test_task_id_opts_name_each_table_of_both_sets(tmp_path):
     ]  # fmt: skip
     bad = run("--task_ids", "task_id")
     assert bad.returncode != 0 and "--task_ids: 'task_id' is not NAME=TABLE" in bad.stderr
+
+
+# A scorer standing in for utils/score_*.py: writes what it was given; fails on a reference named "fail".
+FAKE_SCORER = """#!/usr/bin/env python3
+import argparse, pathlib, sys
+p = argparse.ArgumentParser()
+for name in ("--ref", "--hyp", "--out_dir", "--extra"):
+    p.add_argument(name)
+a = p.parse_args()
+if "fail" in a.ref:
+    sys.exit("cannot score " + a.ref)
+out = pathlib.Path(a.out_dir)
+out.mkdir(parents=True, exist_ok=True)
+(out / "result.txt").write_text(f"ref {a.ref}\\nhyp {a.hyp}\\nextra {a.extra}\\n")
+"""
+FAKE_CMD = """#!/usr/bin/env bash
+log=$1
+shift
+mkdir -p "$(dirname "${log}")"
+"$@" > "${log}" 2>&1
+"""
+SCORE_SETS = pipeline(
+    'test_sets="a b"\n',
+    """train_cmd=./fake_cmd.sh
+test_set_files exp/dec text > files.txt
+run_stage 1 scoring exp/dec "$(fingerprint $(test_set_files exp/dec text))" \\
+    score_sets score_fake "data/{{}}/ref" exp/dec 1,2 --extra "exp/dec/{{}}/extra"
+""",
+)
+
+
+def make_scoring(tmp_path, sets):
+    (tmp_path / "utils").mkdir()
+    for path, text in (
+        (tmp_path / "utils" / "score_fake.py", FAKE_SCORER),
+        (tmp_path / "fake_cmd.sh", FAKE_CMD),
+    ):
+        path.write_text(text)
+        path.chmod(0o755)
+    for dset in sets:
+        (tmp_path / "data" / dset).mkdir(parents=True)
+        (tmp_path / "data" / dset / "ref").write_text("u1 x\n")
+        (tmp_path / "exp" / "dec" / dset).mkdir(parents=True)
+        (tmp_path / "exp" / "dec" / dset / "text").write_text("u1 x\n")
+    return write_script(tmp_path, SCORE_SETS)
+
+
+def test_score_sets_scores_each_test_set_under_its_name(tmp_path):
+    run = make_scoring(tmp_path, ["a", "b"])
+    out = run()
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "files.txt").read_text() == "exp/dec/a/text\nexp/dec/b/text\n"
+    for dset in ("a", "b"):
+        result = (tmp_path / f"exp/dec/{dset}/score_fake/result.txt").read_text()
+        assert result == (
+            f"ref data/{dset}/ref\nhyp exp/dec/{dset}/text\nextra exp/dec/{dset}/extra\n"
+        )
+        assert f"{dset}: ref data/{dset}/ref hyp exp/dec/{dset}/text" in out.stderr  # lines 1,2
+
+
+def test_score_sets_stops_at_the_first_set_that_fails(tmp_path):
+    run = make_scoring(tmp_path, ["a", "fail", "b"])
+    out = run("--test_sets", "a fail b")
+    assert out.returncode != 0 and "Stage 1 (scoring) failed" in out.stderr
+    assert (tmp_path / "exp/dec/a/score_fake/result.txt").exists()
+    assert not (tmp_path / "exp/dec/b/score_fake").exists()
+    assert (
+        "cannot score data/fail/ref" in (tmp_path / "exp/dec/fail/score_fake/score.log").read_text()
+    )
+
+
+RESULTS = pipeline(
+    'expdir=exp\ntest_sets="test"\nresults_title="A title"\nresults_md=""\nresults_notes=""\n'
+    'command_line="./pipe.sh --x 1"\n',
+    'write_results_md mt 11 "Configs: \\`c.yaml\\`."\n',
+)
+
+
+def test_write_results_md_tells_the_wall_time_of_the_stages_run(tmp_path):
+    write_script(tmp_path, RESULTS)
+    # espnet_ext.results of this tree, run by this interpreter
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+    }
+
+    def run(*args):
+        return subprocess.run(
+            ["./pipe.sh", *args], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+        )
+
+    def notes(*args, out="exp/RESULTS.md"):
+        done = run(*args)
+        assert done.returncode == 0, done.stderr
+        lines = (tmp_path / out).read_text().splitlines()
+        assert lines[0] == "# A title" and "./pipe.sh --x 1" in (tmp_path / out).read_text()
+        return lines[2]
+
+    (tmp_path / "exp").mkdir()
+    assert re.fullmatch(
+        r"Configs: `c\.yaml`\. Wall time of this invocation \(stages 3-11\): 0 min [0-9]+ s\.",
+        notes("--stage", "3"),
+    )
+    assert "(stages 1-5)" in notes("--stop_stage", "5")
+    # the RESULTS.md stage alone (a sweep's report) has no wall time to tell; --results_notes come last
+    assert notes("--stage", "11", "--results_notes", "λ tuned.") == "Configs: `c.yaml`. λ tuned."
+    assert (
+        notes("--stage", "11", "--results_md", "out/R.md", out="out/R.md") == "Configs: `c.yaml`."
+    )

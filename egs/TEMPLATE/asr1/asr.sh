@@ -23,28 +23,11 @@
 set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
-stage=1
-stop_stage=100
+. utils/pipeline_options.sh sequence speech attention_variants lm_fusion  # the options asr.sh shares
 skip_data_prep=false    # skip stages 1-4
 skip_train=false        # skip stages 5-9
 skip_eval=false         # skip stages 10-12 and 15-16
-nj=2                    # parallel jobs for features / statistics
-inference_nj=2          # parallel decoding jobs
-gpu_inference=false     # true: each decoding job on one GPU (ESPnet's option; Slurm requests it)
-ngpu=0                  # GPUs per node for training (0: CPU)
-train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
-num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
-cmd_backend=local       # local or slurm (see cmd.sh)
-dumpdir=dump
-expdir=exp
-local_data_opts=""      # options for local/data.sh (e.g. "--download true")
-train_set=train
 valid_set=dev
-test_sets="test"
-fbank_conf=""           # options for espnet_ext.features.fbank (e.g. --n_mels 80)
-min_frames=10           # filtering: utterances outside [min_frames, max_frames] are dropped from training
-max_frames=3000
-max_text_chars=1000
 token_type=bpe          # bpe (SentencePiece) or char
 nbpe=100
 bpemode=unigram
@@ -55,7 +38,6 @@ token_list_dir=""       # the token list (tokens.txt [+ bpe.model]; stage 4 make
 input=speech            # speech (fbank features, asr_train) or video (grey mouth crops, vsr_train/vsr_inference)
 asr_config=""
 asr_args=""             # extra arguments for asr_train / vsr_train
-task_ids=""             # "NAME=TABLE ...": per-utterance task ids, <set>_filtered/TABLE as model input NAME
 avhubert_checkpoint=""  # video: fairseq AV-HuBERT checkpoint initialising the front-end and encoder
 unlabeled_set=""        # self-training (stages 13-16): the data/<set> to pseudo-label
 pseudo_label_exp=""     # the experiment whose model pseudo-labels it (default: this one's, stage 9)
@@ -65,32 +47,14 @@ asr_tag=""
 asr_stats_dir=""        # statistics (stage 8; default ${expdir}/asr_stats_<train_set>_<token list name>, as ESPnet's
                         # asr_stats_<feats>_<lang>_<token>): one per config lets trainings of several configs on the
                         # same data run side by side
-attention_variant=baseline  # baseline, smooth_focus, relaxed_cross or relaxed_self (espnet_ext.attention.variants)
-relax_gamma=""          # relaxation coefficient of the relaxed variants (default: the paper's)
-matched_inference=false # relaxed attention also when decoding (the paper's "matched inference")
-inference_config=""
 lm_inference_config=""  # inference config with --use_lm true (default: --inference_config); espresso adds
                         # LM-only decoding options (its EOS threshold) with LM fusion
-inference_args=""
-inference_tag=""
-inference_model=valid.acc.ave.pth  # or last<N>.pth: average of the last N epochs
 wer_opts=""             # scoring options of utils/score_wer.py, e.g. "--tokenizer 13a --lowercase --remove_punct"
-use_lm=false
-lm_config=""
-lm_args=""
-lm_train_text=""        # extra LM text (Kaldi text files); the training transcripts are always included
-lm_tag=""
-lm_exp=""
-inference_lm=valid.loss.ave.pth
 results_title="ASR results"
-results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
-smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
-results_notes=""        # extra markdown for RESULTS.md (e.g. how a λ grid chose its weight)
 print_exp=false         # true: print the experiment dir these options name, and exit
 
 . ./path.sh
 . utils/parse_options.sh
-results_md=${results_md:-${expdir}/RESULTS.md}
 . ./cmd.sh
 . utils/pipeline.sh
 . utils/speech_stages.sh
@@ -244,34 +208,21 @@ decode() {
 }
 
 score() {
-    local dset wer_args
+    local wer_args
     read -ra wer_args <<< "${wer_opts}"
-    for dset in ${test_sets}; do
-        score_set score_wer "${feats_dir}/${dset}/text" "${asr_exp}/${inference_tag}/${dset}" 3,4 \
-            "${wer_args[@]}" || return 1
-    done
+    score_sets score_wer "${feats_dir}/{}/text" "${asr_exp}/${inference_tag}" 3,4 "${wer_args[@]}"
 }
 
 write_results() {
-    local notes="Configs: \`${asr_config}\`, \`${inference_config}\`$([ "${use_lm}" = true ] && echo ", LM \`${lm_config}\`")."
     local last=12
     [ -z "${unlabeled_set}" ] || last=16
-    notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < last ? stop_stage : last))):"
-    notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
-    [ -z "${results_notes}" ] || notes+=" ${results_notes}"
-    python -m espnet_ext.results --scan asr --exp_dir "${expdir}" --test_sets "${test_sets}" \
-        --title "${results_title}" --notes "${notes}" --out "${results_md}" --command "${command_line}"
+    write_results_md asr "${last}" \
+        "Configs: \`${asr_config}\`, \`${inference_config}\`$([ "${use_lm}" = true ] && echo ", LM \`${lm_config}\`")."
 }
 
 # Video: tables checked (an unlabeled set needs no text), then every video decoded and counted.
 prepare_video_data() {
-    local dset
-    # shellcheck disable=SC2086
-    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
-    for dset in ${train_set} ${valid_set} ${test_sets}; do
-        ${train_cmd} "data/log/validate_${dset}.log" \
-            python -m espnet_ext.data.datadir validate "data/${dset}" --require text,video.scp || return 1
-    done
+    prepare_data_dirs python -m espnet_ext.data.datadir validate "data/{}" --require text,video.scp || return 1
     if [ -n "${unlabeled_set}" ]; then
         ${train_cmd} "data/log/validate_${unlabeled_set}.log" \
             python -m espnet_ext.data.datadir validate "data/${unlabeled_set}" --require video.scp || return 1
@@ -341,7 +292,7 @@ run_stage 8 "ASR statistics" "${asr_stats_dir}" "$(fingerprint "${train_dir}/${i
 run_stage 9 "ASR training" "${asr_exp}" "$(fingerprint "${asr_stats_dir}/train/${input_name}_shape" "${asr_stats_dir}/train/feats_stats.npz" "${token_list}" "${asr_config}" "${asr_args}" "${avhubert_checkpoint}")" asr_train
 average_stage 10 "${asr_exp}"  # --inference_model last<N>.pth (utils/pipeline.sh)
 run_stage 10 "decoding" "${asr_exp}/${inference_tag}" "$(decode_fp "${asr_exp}")" decode ${test_sets}
-run_stage 11 "scoring" "${asr_exp}/${inference_tag}" "$(fingerprint ${wer_opts:+"wer_opts=${wer_opts}"} $(for t in ${test_sets}; do echo "${asr_exp}/${inference_tag}/${t}/text"; done))" score
+run_stage 11 "scoring" "${asr_exp}/${inference_tag}" "$(fingerprint ${wer_opts:+"wer_opts=${wer_opts}"} $(test_set_files "${asr_exp}/${inference_tag}" text))" score
 run_stage 12 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
 if [ -n "${unlabeled_set}" ]; then
     [ "${input}" = video ] || die "--unlabeled_set (self-training) needs --input video"

@@ -14,36 +14,17 @@
 set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
-stage=1
-stop_stage=100
-nj=2                    # parallel jobs for statistics
-inference_nj=2          # parallel evaluation jobs
-gpu_inference=false     # true: each decoding job on one GPU (ESPnet's option; Slurm requests it)
-inference_batch_size=1  # images per decoding batch (batched on CPU and GPU; e.g. 64 with --gpu_inference true)
-ngpu=0                  # GPUs per node for training (0: CPU)
-train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
-num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
-cmd_backend=local       # local or slurm (see cmd.sh)
-expdir=exp
-local_data_opts=""      # options for local/data.sh
-train_set=train
+. utils/pipeline_options.sh image  # the options cls.sh shares
 valid_set=valid         # picks the checkpoint (valid.acc.best.pth): never one of ${test_sets}
-test_sets="test"
 class_list=data/class_list
 cls_config=""
 cls_args=""             # extra arguments for cls_train, e.g. "--model_conf gamma=0.1"
 cls_tag=""
 pretrained_checkpoint=""  # ImageNet Swin checkpoint ({'model': state_dict} or timm's) to start from
-inference_args=""       # extra arguments for cls_inference, e.g. "--matched_inference true"
-inference_tag=decode
-inference_model=valid.acc.best.pth
 results_title="Image classification results"
-results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
-smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
 
 . ./path.sh
 . utils/parse_options.sh
-results_md=${results_md:-${expdir}/RESULTS.md}
 . ./cmd.sh
 . utils/pipeline.sh
 
@@ -117,18 +98,8 @@ evaluate() {
     done
 }
 
-score() {
-    local dset dir
-    for dset in ${test_sets}; do
-        dir="${cls_exp}/${inference_tag}/${dset}"
-        score_set score_topk "data/${dset}/text" "${dir}" 1 --topk "${dir}/topk" || return 1
-    done
-}
-
 write_results() {
-    python -m espnet_ext.results --scan cls --exp_dir "${expdir}" --test_sets "${test_sets}" \
-        --title "${results_title}" --notes "Config: \`${cls_config}\`; stages ${stage}-${stop_stage}, ${SECONDS} s." \
-        --out "${results_md}" --command "${command_line}"
+    write_results_md cls 7 "Config: \`${cls_config}\`."
 }
 
 run_stage 1 "data preparation" "data/.markers/${train_set}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
@@ -139,6 +110,7 @@ run_stage 3 "statistics" "${stats_dir}" "$(fingerprint "data/${train_set}/image.
 run_stage 4 "training" "${cls_exp}" "$(fingerprint "${stats_dir}/train/image_shape" "${class_list}" "${cls_config}" "${cls_args}" "${pretrained_checkpoint}")" cls_train
 run_stage 5 "evaluation" "${cls_exp}/${inference_tag}" "$(fingerprint "${cls_exp}/${inference_model}" "${inference_args}" "${test_sets}")" evaluate
 # shellcheck disable=SC2046
-run_stage 6 "scoring" "${cls_exp}/${inference_tag}" "$(fingerprint $(for t in ${test_sets}; do echo "${cls_exp}/${inference_tag}/${t}/topk"; done))" score
+run_stage 6 "scoring" "${cls_exp}/${inference_tag}" "$(fingerprint $(test_set_files "${cls_exp}/${inference_tag}" topk))" \
+    score_sets score_topk "data/{}/text" "${cls_exp}/${inference_tag}" 1 --topk "${cls_exp}/${inference_tag}/{}/topk"
 run_stage 7 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
 log "Finished: ${cls_exp}"

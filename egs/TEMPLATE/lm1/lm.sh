@@ -10,13 +10,7 @@
 # soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
 
-stage=1
-stop_stage=100
-nj=2
-ngpu=0
-num_nodes=1
-train_num_threads=1
-cmd_backend=local
+. utils/pipeline_options.sh lm  # stages, jobs, training resources, --smoke
 lm_train_text=""        # space-separated Kaldi text files (<id> <text>) or plain text files (--lm_text_has_ids false)
 lm_text_has_ids=true
 lm_dev_text=""          # Kaldi text file
@@ -30,7 +24,6 @@ lm_config=""
 lm_args=""              # extra arguments for lm_train
 lm_exp=""               # experiment dir
 lm_stats_dir=""
-smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
 
 . ./path.sh
 . utils/parse_options.sh

@@ -17,66 +17,25 @@
 set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
-stage=1
-stop_stage=100
+. utils/pipeline_options.sh sequence translation attention_variants lm_fusion  # the options mt.sh shares
 skip_data_prep=false    # skip stages 1-3
 skip_train=false        # skip stages 4-8
 skip_eval=false         # skip stages 9-11
-nj=2                    # parallel jobs for statistics
-inference_nj=2          # parallel decoding jobs
-gpu_inference=false     # true: each decoding job on one GPU (ESPnet's option; Slurm requests it)
-ngpu=0                  # GPUs per node for training (0: CPU)
-train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
-num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
-cmd_backend=local       # local or slurm (see cmd.sh)
-dumpdir=dump
-expdir=exp
-local_data_opts=""      # options for local/data.sh (e.g. "--download true")
-train_set=train
 valid_set=valid
-test_sets="test"
 src_lang=de
 tgt_lang=en
 max_text_words=250      # filtering: pairs with a longer source or target are dropped from training
 max_length_ratio=""     # filtering: drop pairs whose longer side has more than this times the words (empty: off)
-token_joint=false       # true: one SentencePiece model on source + target text (size --tgt_nbpe)
-src_token_type=bpe      # bpe (SentencePiece) or char
-tgt_token_type=bpe
-src_nbpe=100
-tgt_nbpe=100
-bpemode=unigram
-src_bpe_opts=""         # extra options for espnet_ext.text.token_list (source / joint model)
-tgt_bpe_opts=""         # extra options for espnet_ext.text.token_list (target model)
 token_list_dir=""       # an existing vocabulary (tokens.txt [+ bpe.model]) for both sides: stage 3 trains
                         # none (one joint dictionary shared by several language pairs, LegoNN §V-C1)
 mt_config=""
 mt_args=""              # extra arguments for mt_train
-task_ids=""             # "NAME=TABLE ...": per-utterance task ids, <set>_filtered/TABLE as model input NAME
 mt_tag=""
-attention_variant=baseline  # baseline, smooth_focus, relaxed_cross or relaxed_self (espnet_ext.attention.variants)
-relax_gamma=""          # relaxation coefficient of the relaxed variants (default: the paper's for MT)
-matched_inference=false # relaxed attention also when decoding (the paper's "matched inference")
-inference_config=""
-inference_args=""       # e.g. "--lm_weight 0.1"
-inference_tag=""
-inference_model=valid.acc.ave.pth  # or last<N>.pth: average of the last N epochs
-bleu_opts=""            # e.g. "--tokenized_bleu --moses_lang en": also the papers' tokenized, compound-split BLEU
-use_lm=false
-lm_config=""
-lm_args=""
-lm_train_text=""        # extra LM text (Kaldi text files); the training targets are always included
-lm_tag=""
-lm_exp=""
-inference_lm=valid.loss.ave.pth
 results_title="MT results"
-results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
-smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
-results_notes=""        # extra markdown for RESULTS.md (e.g. how a λ grid chose its weight)
 print_exp=false         # true: print the MT experiment dir these options name, and exit
 
 . ./path.sh
 . utils/parse_options.sh
-results_md=${results_md:-${expdir}/RESULTS.md}
 . ./cmd.sh
 . utils/pipeline.sh
 
@@ -208,23 +167,9 @@ export_stage() {
             --model_file "${mt_exp}/${inference_model}" --output_dir "${mt_exp}/modules"
 }
 
-score() {
-    local dset
-    for dset in ${test_sets}; do
-        # shellcheck disable=SC2086
-        score_set score_bleu "${raw_dir}/${dset}/${tgt_text}" "${mt_exp}/${inference_tag}/${dset}" 3,4 ${bleu_opts} || return 1
-    done
-}
-
 write_results() {
-    local notes="Configs: \`${mt_config}\`, \`${inference_config}\`$([ "${use_lm}" = true ] && echo ", LM \`${lm_config}\`")."
-    if [ "${stage}" -lt 11 ]; then
-        notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < 11 ? stop_stage : 11))):"
-        notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
-    fi
-    [ -z "${results_notes}" ] || notes+=" ${results_notes}"
-    python -m espnet_ext.results --scan mt --exp_dir "${expdir}" --test_sets "${test_sets}" \
-        --title "${results_title}" --notes "${notes}" --out "${results_md}" --command "${command_line}"
+    write_results_md mt 11 \
+        "Configs: \`${mt_config}\`, \`${inference_config}\`$([ "${use_lm}" = true ] && echo ", LM \`${lm_config}\`")."
 }
 
 run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_data
@@ -245,6 +190,7 @@ run_stage 8 "MT training" "${mt_exp}" "$(fingerprint "${mt_stats_dir}/train/text
 average_stage 9 "${mt_exp}"  # --inference_model last<N>.pth (utils/pipeline.sh)
 export_stage 9
 run_stage 9 "decoding" "${mt_exp}/${inference_tag}" "$(fingerprint "${mt_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" "${lm_exp}/${inference_lm}")" decode
-run_stage 10 "scoring" "${mt_exp}/${inference_tag}" "$(fingerprint "${bleu_opts}" $(for t in ${test_sets}; do echo "${mt_exp}/${inference_tag}/${t}/text"; done))" score
+run_stage 10 "scoring" "${mt_exp}/${inference_tag}" "$(fingerprint "${bleu_opts}" $(test_set_files "${mt_exp}/${inference_tag}" text))" \
+    score_sets score_bleu "${raw_dir}/{}/${tgt_text}" "${mt_exp}/${inference_tag}" 3,4 ${bleu_opts}
 run_stage 11 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
 log "Finished: ${mt_exp}"

@@ -13,35 +13,16 @@
 set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
-stage=1
-stop_stage=100
-nj=2                    # parallel jobs for statistics
-inference_nj=2          # parallel decoding jobs
-gpu_inference=false     # true: each decoding job on one GPU (ESPnet's option; Slurm requests it)
-inference_batch_size=1  # images per decoding batch (batched on CPU and GPU; e.g. 64 with --gpu_inference true)
-ngpu=0                  # GPUs per node for training (0: CPU)
-train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
-num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
-cmd_backend=local       # local or slurm (see cmd.sh)
-expdir=exp
-local_data_opts=""      # options for local/data.sh
-train_set=train
+. utils/pipeline_options.sh image  # the options ocr.sh shares
 valid_set=dev
-test_sets="test"
 ocr_config=""
 ocr_args=""             # extra arguments for ocr_train, e.g. "--model sharp_attention --model_conf context=chain"
 ocr_tag=""
-inference_args=""       # extra arguments for ocr_inference
-inference_tag=decode
-inference_model=valid.acc.best.pth
 num_plots=8             # per-step attention pictures of the first test images of each decoding job
 results_title="Text recognition results"
-results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
-smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
 
 . ./path.sh
 . utils/parse_options.sh
-results_md=${results_md:-${expdir}/RESULTS.md}
 . ./cmd.sh
 . utils/pipeline.sh
 
@@ -85,14 +66,17 @@ ocr_train() {
         ${ocr_args}
 }
 
+attention_model() {  # the trained model attends (ESPnet's config: model), so it has attention to report
+    python -c "import sys, yaml; sys.exit(0 if 'attention' in yaml.safe_load(open('${ocr_exp}/config.yaml'))['model'] else 1)"
+}
+
 decode() {
     local dset dir extra i
     require_files "${ocr_exp}/${inference_model}"
     for dset in ${test_sets}; do
         dir="${ocr_exp}/${inference_tag}/${dset}"
         extra=""
-        python -c "import sys, yaml; sys.exit(0 if 'attention' in yaml.safe_load(open('${ocr_exp}/config.yaml'))['model'] else 1)" \
-            && extra="--entropy_file ${dir}/logdir/entropy.JOB --plot_dir ${dir}/plots.JOB --num_plots ${num_plots}"
+        ! attention_model || extra="--entropy_file ${dir}/logdir/entropy.JOB --plot_dir ${dir}/plots.JOB --num_plots ${num_plots}"
         rm -f "${dir}/entropy"
         # shellcheck disable=SC2086
         decode_set "${dir}" "data/${dset}/image.scp" espnet_ext.bin.ocr_inference text.JOB -- \
@@ -110,20 +94,14 @@ decode() {
     done
 }
 
-score() {
-    local dset dir
-    for dset in ${test_sets}; do
-        dir="${ocr_exp}/${inference_tag}/${dset}"
-        # shellcheck disable=SC2046
-        score_set score_acc "data/${dset}/text" "${dir}" 1 $([ -f "${dir}/entropy" ] && echo --entropy "${dir}/entropy") \
-            || return 1
-    done
+score() {  # an attention model's decoding also wrote each image's attention entropy
+    local entropy=()
+    ! attention_model || entropy=(--entropy "${ocr_exp}/${inference_tag}/{}/entropy")
+    score_sets score_acc "data/{}/text" "${ocr_exp}/${inference_tag}" 1 "${entropy[@]}"
 }
 
 write_results() {
-    python -m espnet_ext.results --scan ocr --exp_dir "${expdir}" --test_sets "${test_sets}" \
-        --title "${results_title}" --notes "Config: \`${ocr_config}\`; stages ${stage}-${stop_stage}, ${SECONDS} s." \
-        --out "${results_md}" --command "${command_line}"
+    write_results_md ocr 7 "Config: \`${ocr_config}\`."
 }
 
 run_stage 1 "data preparation" "data/.markers/${train_set}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
@@ -131,6 +109,6 @@ run_stage 2 "token list" "${token_dir}" "$(fingerprint "data/${train_set}/text")
 run_stage 3 "statistics" "${stats_dir}" "$(fingerprint "data/${train_set}/image.scp" "data/${valid_set}/image.scp" "${token_list}" "${ocr_config}")" ocr_stats
 run_stage 4 "training" "${ocr_exp}" "$(fingerprint "${stats_dir}/train/image_shape" "${token_list}" "${ocr_config}" "${ocr_args}")" ocr_train
 run_stage 5 "decoding" "${ocr_exp}/${inference_tag}" "$(fingerprint "${ocr_exp}/${inference_model}" "${inference_args}" "${test_sets}")" decode
-run_stage 6 "scoring" "${ocr_exp}/${inference_tag}" "$(fingerprint $(for t in ${test_sets}; do echo "${ocr_exp}/${inference_tag}/${t}/text"; done))" score
+run_stage 6 "scoring" "${ocr_exp}/${inference_tag}" "$(fingerprint $(test_set_files "${ocr_exp}/${inference_tag}" text))" score
 run_stage 7 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
 log "Finished: ${ocr_exp}"

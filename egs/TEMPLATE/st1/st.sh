@@ -16,7 +16,8 @@
 # --valid_set --test_sets, --st_config --inference_config (required), --asr_init, --token_joint
 # --src_token_type --tgt_token_type --src_nbpe --tgt_nbpe --bpemode, --min_frames --max_frames --max_text_chars,
 # --nj --inference_nj --gpu_inference --ngpu --num_nodes --train_num_threads --cmd_backend, --st_args --task_ids --inference_args
-# --st_tag --st_stats_dir --inference_tag --inference_model --bleu_opts, --results_title --results_md; the list below is complete.
+# --st_tag --st_stats_dir --inference_tag --inference_model --bleu_opts, --results_title --results_md --results_notes;
+# the declarations below and those of utils/pipeline_options.sh are complete (--help lists them).
 # --asr_init FILE starts the ST encoder (and frontend/normalisation, when present) from the ASR model FILE
 # (e.g. ../asr1/exp/asr_x/valid.acc.ave.pth, trained on the same features); utils/asr_init.py refuses a
 # model of another architecture, naming the file and the keys. The decoder starts from scratch.
@@ -25,56 +26,22 @@
 set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
-stage=1
-stop_stage=100
+. utils/pipeline_options.sh sequence speech translation  # the options st.sh shares
 skip_data_prep=false    # skip stages 1-4
 skip_train=false        # skip stages 5-6
 skip_eval=false         # skip stages 7-9
-nj=2                    # parallel jobs for features / statistics
-inference_nj=2          # parallel decoding jobs
-gpu_inference=false     # true: each decoding job on one GPU (ESPnet's option; Slurm requests it)
-ngpu=0                  # GPUs per node for training (0: CPU)
-train_num_threads=1     # CPU threads of the training job (Slurm: --cpus-per-task)
-num_nodes=1             # nodes for training (>1: Slurm + ESPnet's --dist_launcher slurm)
-cmd_backend=local       # local or slurm (see cmd.sh)
-dumpdir=dump
-expdir=exp
-local_data_opts=""      # options for local/data.sh
-train_set=train
 valid_set=dev
-test_sets="test"
 src_lang=en
 tgt_lang=de
-fbank_conf=""           # options for espnet_ext.features.fbank (e.g. --n_mels 80)
-min_frames=10           # filtering: utterances outside [min_frames, max_frames] are dropped from training
-max_frames=3000
-max_text_chars=1000     # filtering: longer transcripts or translations are dropped from training
-token_joint=false       # true: one SentencePiece model on source + target text (size --tgt_nbpe)
-src_token_type=bpe      # bpe (SentencePiece) or char
-tgt_token_type=bpe
-src_nbpe=100
-tgt_nbpe=100
-bpemode=unigram
-src_bpe_opts=""         # extra options for espnet_ext.text.token_list (source / joint model)
-tgt_bpe_opts=""         # extra options for espnet_ext.text.token_list (target model)
 st_config=""
 st_args=""              # extra arguments for st_train
-task_ids=""             # "NAME=TABLE ...": per-utterance task ids, <set>_filtered/TABLE as model input NAME
 st_tag=""
 st_stats_dir=""         # statistics (stage 5; default ${expdir}/st_stats_<token lists>): one per training set
 asr_init=""             # ASR model file whose encoder (+ frontend/normalize) starts the ST model
-inference_config=""
-inference_args=""
-inference_tag=""
-inference_model=valid.acc.ave.pth  # or last<N>.pth: average of the last N epochs
-bleu_opts=""            # e.g. "--tokenized_bleu --moses_lang en": also the papers' tokenized, compound-split BLEU
 results_title="ST results"
-results_md=""           # the summary of every model in ${expdir} (default ${expdir}/RESULTS.md, as ESPnet)
-smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
 
 . ./path.sh
 . utils/parse_options.sh
-results_md=${results_md:-${expdir}/RESULTS.md}
 . ./cmd.sh
 . utils/pipeline.sh
 . utils/speech_stages.sh
@@ -100,7 +67,6 @@ st_tag=${st_tag:-$(basename "${st_config}" .yaml)$([ -z "${asr_init}" ] || echo 
 st_exp="${expdir}/st_${st_tag}"
 st_stats_dir=${st_stats_dir:-${expdir}/st_stats_$(basename "${src_token_dir}")_$(basename "${tgt_token_dir}")}
 inference_tag=${inference_tag:-decode_$(basename "${inference_config}" .yaml)}
-
 
 data_opts() {  # data_opts train|valid DIR : speech, translation (text) and transcript (src_text)
     echo "--$1_data_path_and_name_and_type $2/feats.scp,speech,kaldi_ark" \
@@ -163,21 +129,9 @@ decode() {
     done
 }
 
-score() {
-    local dset
-    for dset in ${test_sets}; do
-        # shellcheck disable=SC2086
-        score_set score_bleu "${feats_dir}/${dset}/${tgt_text}" "${st_exp}/${inference_tag}/${dset}" 3,4 ${bleu_opts} || return 1
-    done
-}
-
 write_results() {
-    local notes
-    notes="Configs: \`${st_config}\`, \`${inference_config}\`$([ -z "${asr_init}" ] || echo ", encoder from \`${asr_init}\`")."
-    notes+=" Wall time of this invocation (stages ${stage}-$((stop_stage < 9 ? stop_stage : 9))):"
-    notes+=" $((SECONDS / 60)) min $((SECONDS % 60)) s."
-    python -m espnet_ext.results --scan st --exp_dir "${expdir}" --test_sets "${test_sets}" \
-        --title "${results_title}" --notes "${notes}" --out "${results_md}" --command "${command_line}"
+    write_results_md st 9 \
+        "Configs: \`${st_config}\`, \`${inference_config}\`$([ -z "${asr_init}" ] || echo ", encoder from \`${asr_init}\`")."
 }
 
 run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_speech_data --require "${src_text},${tgt_text}"
@@ -190,6 +144,8 @@ run_stage 5 "ST statistics" "${st_stats_dir}" "$(fingerprint "${train_dir}/feats
 run_stage 6 "ST training" "${st_exp}" "$(fingerprint "${st_stats_dir}/train/feats_stats.npz" "${src_token_list}" "${tgt_token_list}" "${st_config}" "${task_ids}" "${st_args}" "${asr_init}")" st_train
 average_stage 7 "${st_exp}"  # --inference_model last<N>.pth (utils/pipeline.sh)
 run_stage 7 "decoding" "${st_exp}/${inference_tag}" "$(fingerprint "${st_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}")" decode
-run_stage 8 "scoring" "${st_exp}/${inference_tag}" "$(fingerprint "${test_sets}" "${bleu_opts}" "${st_exp}/${inference_tag}/"*/text)" score
+# shellcheck disable=SC2086  # the scorer's options
+run_stage 8 "scoring" "${st_exp}/${inference_tag}" "$(fingerprint "${test_sets}" "${bleu_opts}" "${st_exp}/${inference_tag}/"*/text)" \
+    score_sets score_bleu "${feats_dir}/{}/${tgt_text}" "${st_exp}/${inference_tag}" 3,4 ${bleu_opts}
 run_stage 9 "RESULTS.md" "${expdir}" "$(date +%s)" write_results
 log "Finished: ${st_exp}"
