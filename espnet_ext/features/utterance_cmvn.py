@@ -16,20 +16,21 @@ fairseq's S2T recipes before it: their data config lists ``transforms: {_train: 
 ``normalize: utterance_cmvn`` the masked frames (0 in the log-mel domain) enter each band's statistics
 instead and come out at -mean/std (a masked band is constant and comes out 0 either way).
 ``normalize: utterance_cmvn_specaug`` (``UtteranceCMVNSpecAug``) is fairseq's order: the CMVN, then, in
-training only, ESPnet's ``SpecAug`` built from ``normalize_conf.specaug_conf`` (masks of 0 = the mean); the
-config sets ``specaug: null``. It sits in the normalisation slot because the pipelines give ESPnet
-features (``--input_size``), and ESPnet's ASR/ST tasks then build no frontend (``frontend: null``), so a
-frontend cannot run before SpecAugment; the module has no parameters, so its checkpoints are
+training only, fairseq's per-utterance SpecAugment (``espnet_ext.features.specaugment``) built from
+``normalize_conf.specaug_conf`` (masks at the normalised utterance's mean, 0); the config sets
+``specaug: null``. It sits in the normalisation slot because the pipelines give ESPnet features
+(``--input_size``), and ESPnet's ASR/ST tasks then build no frontend (``frontend: null``), so a frontend
+cannot run before SpecAugment; the module has no parameters, so its checkpoints are
 ``utterance_cmvn``'s.
 """
 
 from __future__ import annotations
 
 import torch
-from espnet2.asr.specaug.specaug import SpecAug
 from espnet2.layers.abs_normalize import AbsNormalize
 
 from espnet_ext.errors import ConfigError
+from espnet_ext.features.specaugment import UtteranceSpecAugment
 
 
 class UtteranceCMVN(AbsNormalize):
@@ -61,10 +62,10 @@ class UtteranceCMVNSpecAug(UtteranceCMVN):
         super().__init__(min_var)
         if not isinstance(specaug_conf, dict) or not specaug_conf:
             raise ConfigError(
-                "utterance_cmvn_specaug needs ESPnet SpecAug's options (the config's former specaug_conf)",
+                "utterance_cmvn_specaug needs SpecAugment's options (ESPnet SpecAug's names, fairseq's time_mask_p)",
                 key="normalize_conf.specaug_conf",
             )
-        self.specaug = SpecAug(**specaug_conf)
+        self.specaug = UtteranceSpecAugment(**specaug_conf)
 
     def forward(
         self, x: torch.Tensor, ilens: torch.Tensor | None = None

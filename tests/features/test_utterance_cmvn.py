@@ -9,12 +9,12 @@ import torch
 import yaml
 from espnet2.layers.utterance_mvn import UtteranceMVN
 from espnet2.tasks.asr import ASRTask
-from espnet2.tasks.st import STTask
 
 from espnet_ext.bin.normalize_opts import normalize_opts
 from espnet_ext.errors import ConfigError
 from espnet_ext.features.utterance_cmvn import UtteranceCMVN, UtteranceCMVNSpecAug
 from espnet_ext.registry import install
+from espnet_ext.tasks.st import STTask
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,60 +50,35 @@ def test_espnet_utterance_mvn_counts_padding_in_the_variance():
     assert not np.allclose(y[1, :5].numpy(), fairseq_cmvn(x[1, :5].numpy()), rtol=1e-3)
 
 
-# fairseq's "lb" policy's two kinds of mask, one at a time, so that each masked band / frame is checkable
-FREQ_MASKS = dict(
+# fairseq's "lb" policy (data_utils.py set_specaugment_lb_policy) in ESPnet SpecAug's names
+LB = dict(
     apply_time_warp=False,
-    apply_freq_mask=True,
-    freq_mask_width_range=[3, 4],
-    num_freq_mask=2,
-    apply_time_mask=False,
-)
-TIME_MASKS = dict(
-    apply_time_warp=False,
-    apply_freq_mask=False,
-    apply_time_mask=True,
-    time_mask_width_range=[5, 6],
-    num_time_mask=2,
+    freq_mask_width_range=[0, 27],
+    num_freq_mask=1,
+    time_mask_width_range=[0, 100],
+    num_time_mask=1,
 )
 
 
 def speech_batch(lengths=(50, 41, 30, 12)):
     torch.manual_seed(1)
-    return torch.randn(len(lengths), 50, 16) * 3.0 + 7.0, torch.tensor(lengths)
+    return torch.randn(len(lengths), 50, 40) * 3.0 + 7.0, torch.tensor(lengths)
 
 
-def masked(y: torch.Tensor, n: int, axis: int) -> list[int]:
-    """The frequency bands (axis 1) or frames (axis 0) of an utterance's first n frames that are all 0."""
-    y = y[:n]
-    return [i for i in range(y.size(axis)) if y.select(axis, i).eq(0).all()]
-
-
-@pytest.mark.parametrize(
-    "conf, axis, lengths",
-    # time masks are drawn over the padded length: equal lengths keep them inside the utterances
-    [(FREQ_MASKS, 1, (50, 41, 30, 12)), (TIME_MASKS, 0, (50, 50, 50))],
-)
-def test_specaugment_masks_sit_at_the_normalised_mean(conf, axis, lengths):
-    """fairseq's order: CMVN, then masks of the normalised utterance's mean (0); everything else is exactly
-    utterance_cmvn's."""
-    x, lengths = speech_batch(lengths)
-    y, out_lengths = UtteranceCMVNSpecAug(specaug_conf=conf).train()(x, lengths)
-    assert torch.equal(out_lengths, lengths)
-    cmvn, _ = UtteranceCMVN()(x, lengths)
-    for b, n in enumerate(lengths.tolist()):
-        mean = cmvn[b, :n].mean()  # fairseq's mask value: the normalised spectrogram's mean
-        assert abs(mean.item()) < 1e-5
-        hit = masked(y[b], n, axis)
-        assert 3 <= len(hit) <= 10  # two masks of width 3 (bands) or 5 (frames), maybe overlapping
-        kept = torch.ones(y.size(1 + axis), dtype=torch.bool)
-        kept[hit] = False
-        torch.testing.assert_close(
-            y[b, :n].index_select(axis, kept.nonzero()[:, 0]),
-            cmvn[b, :n].index_select(axis, kept.nonzero()[:, 0]),
-            rtol=0,
-            atol=0,
-        )
-        assert y[b, n:].eq(0).all()
+def test_specaugment_masks_sit_at_the_normalised_mean():
+    """fairseq's order: CMVN, then per-utterance masks (espnet_ext.features.specaugment) at the normalised
+    utterance's mean (0); everything else is exactly utterance_cmvn's, padding included."""
+    x, lengths = speech_batch()
+    module = UtteranceCMVNSpecAug(specaug_conf=LB).train()
+    for seed in range(5):
+        torch.manual_seed(seed)
+        y, out_lengths = module(x, lengths)
+        torch.manual_seed(seed)
+        mask = module.specaug.masks(lengths, 50, 40)
+        assert torch.equal(out_lengths, lengths) and mask.any()
+        cmvn, _ = UtteranceCMVN()(x, lengths)
+        assert torch.equal(y[~mask], cmvn[~mask])
+        assert y[mask].abs().max() < 1e-5  # fairseq's mask value: the normalised spectrogram's mean
 
 
 def test_espnet_order_leaves_masked_frames_off_the_mean():
@@ -112,13 +87,14 @@ def test_espnet_order_leaves_masked_frames_off_the_mean():
     from espnet2.asr.specaug.specaug import SpecAug
 
     x, lengths = speech_batch((50, 50, 50))
-    y, _ = UtteranceCMVN()(*SpecAug(**TIME_MASKS)(x, lengths))
-    assert not any(masked(y[b], 50, 0) for b in range(3))
+    time_masks = dict(apply_time_warp=False, apply_freq_mask=False, time_mask_width_range=[5, 6])
+    y, _ = UtteranceCMVN()(*SpecAug(**time_masks)(x, lengths))
+    assert not any(y[b].eq(0).all(1).any() for b in range(3))
 
 
 def test_inference_is_utterance_cmvn():
     x, lengths = speech_batch()
-    module = UtteranceCMVNSpecAug(specaug_conf=TIME_MASKS)
+    module = UtteranceCMVNSpecAug(specaug_conf=LB)
     y, _ = module.eval()(x, lengths)
     assert torch.equal(y, UtteranceCMVN()(x, lengths)[0])
     assert (
@@ -154,8 +130,11 @@ def test_fairseq_recipes_use_it(config):
     cfg = yaml.safe_load((ROOT / config).read_text())
     assert cfg["normalize"] == "utterance_cmvn_specaug"
     assert cfg["specaug"] is None
-    lb = cfg["normalize_conf"]["specaug_conf"]  # fairseq's "lb" policy (data_utils.py)
-    assert (lb["num_freq_mask"], lb["freq_mask_width_range"]) == (1, [0, 27])
-    assert (lb["num_time_mask"], lb["time_mask_width_range"]) == (1, [0, 100])
-    assert lb["apply_time_warp"] is False
+    specaug = UtteranceCMVNSpecAug(**cfg["normalize_conf"]).specaug
+    lb = (specaug.freq_mask_n, specaug.freq_mask_f, specaug.time_mask_n, specaug.time_mask_t)
+    assert lb == (1, 27, 1, 100)  # fairseq's "lb" policy (data_utils.py), no warping
+    assert (specaug.time_mask_p, specaug.mask_value) == (
+        1.0,
+        None,
+    )  # its p; masks at the utterance's mean
     assert normalize_opts(cfg, "stats.npz") == []  # the pipelines pass no --normalize over it
