@@ -10,7 +10,8 @@ entry point's module and so makes the call too. Library callers that build model
 The same call switches typeguard's ``@typechecked`` off before ESPnet is imported, unless
 ``ESPNET_EXT_TYPECHECK=1`` (``espnet_ext.typecheck``; tools/upstream/ has the ESPnet change that
 would make this unnecessary). Nothing else in ``espnet_ext`` assigns to ESPnet's modules, classes or
-tables: tests/test_no_runtime_patching.py checks it.
+tables: tests/test_no_runtime_patching.py checks it. Where a table is missing (ESPnet2's ST task has no
+model choice), we subclass the task instead (``espnet_ext.tasks.st``).
 """
 
 from __future__ import annotations
@@ -167,12 +168,6 @@ def install(tasks: Iterable[str] = ESPNET_TASKS) -> None:
                         key=key,
                     )
                 choices.classes[key] = cls
-            if (
-                module_name == "espnet2.tasks.st"
-            ):  # its --model choice (issue 36: to become our ST task)
-                from espnet_ext.tasks.task_conditioned import install_st
-
-                install_st()
 
 
 def register(module_name: str, choices_attr: str, name: str, target: str) -> None:
@@ -187,14 +182,19 @@ def _load(target: str):
     return getattr(importlib.import_module(module_name), attr)
 
 
+# ESPnet2 task names whose training entry point runs our subclass of the task
+OUR_TASKS = {"st": "espnet_ext.tasks.st:STTask"}
+
+
 def build_model(task: str, args: list[str]):
     """Build a model the way ``python -m espnet_ext.bin.<task>_train`` would, from command-line style args.
 
-    ``task`` is an ESPnet2 task module name ("asr", "st", "mt", "lm") or "module:TaskClass" for
-    ours. Handy for analyses and tests: ``build_model("asr", ["--config", "conf/x.yaml",
-    "--token_list", ...])``.
+    ``task`` is an ESPnet2 task module name ("asr", "mt", "lm"), "st" (our ST task, which
+    ``espnet_ext.bin.st_train`` runs) or "module:TaskClass" for ours. Handy for analyses and tests:
+    ``build_model("asr", ["--config", "conf/x.yaml", "--token_list", ...])``.
     """
     install()
+    task = OUR_TASKS.get(task, task)
     if ":" in task:
         task_cls = _load(task)
     else:

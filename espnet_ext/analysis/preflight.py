@@ -39,10 +39,10 @@ import yaml
 from espnet_ext.bin.normalize_opts import normalize_opts
 from espnet_ext.errors import ConfigError
 
-# task -> (the ESPnet task class our training entry runs, the data it trains on)
+# task -> (the task class our training entry runs, the data it trains on)
 TASKS = {
     "asr": ("espnet2.tasks.asr:ASRTask", ("speech", "text")),
-    "st": ("espnet2.tasks.st:STTask", ("speech", "text", "src_text")),
+    "st": ("espnet_ext.tasks.st:STTask", ("speech", "text", "src_text")),
     "mt": ("espnet2.tasks.mt:MTTask", ("src_text", "text")),
     "lm": ("espnet2.tasks.lm:LMTask", ("text",)),
     "vsr": ("espnet_ext.tasks.lip_reading:LipReadingTask", ("video", "text")),

@@ -1,6 +1,6 @@
-"""Task-conditioned models (head selection, adapters) in ESPnet2's decoding and in its ST task.
+"""Task ids of task-conditioned models (head selection, adapters) in ESPnet2's decoding.
 
-Decoding. ESPnet's ``Speech2Text`` / ``Text2Text`` see one utterance's input and nothing else, so our
+ESPnet's ``Speech2Text`` / ``Text2Text`` see one utterance's input and nothing else, so our
 inference entry points take the task tags from the data dir being decoded:
 
   ``--task_tag_file NAME``          a file of the data dir (``<utt> <tag>``) giving both sides' task,
@@ -17,16 +17,13 @@ inference classes (``espnet_ext.bin.inference_entry.OurDecoding``) take them off
 ``model.set_task_id`` before ESPnet's own code: every utterance is decoded with its own task's heads (or
 adapters).
 
-ST. ESPnet2's ST task builds ``ESPnetSTModel`` by name and has no ``--model`` choice; ``install_st``
-(run by ``espnet_ext.registry.install`` for ``espnet2.tasks.st``) adds ``--model espnet|task_conditioned`` and
-builds ``TaskConditionedSTModel`` when the config asks for it.
+The models: ``espnet_ext.nets.task_models``; ``model: task_conditioned`` in ESPnet2's ASR and MT tasks
+(our registration) and in our ST task (``espnet_ext.tasks.st``: ESPnet2's has no model choice).
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,57 +104,3 @@ def task_id_data(
             write_task_ids(table, ids)
             extra.append((str(table), TAG_OPTIONS[option], "text_int"))
         yield extra
-
-
-_patch_lock = threading.RLock()
-
-
-def install_st() -> None:
-    """Give ESPnet2's ST task a ``--model`` choice (``espnet`` or ``task_conditioned``); idempotent."""
-    from espnet2.tasks import st
-
-    task = st.STTask
-    if getattr(task, "_task_conditioned_installed", False):
-        return
-    add_task_arguments, build_model = task.add_task_arguments.__func__, task.build_model.__func__
-
-    def add_with_model_choice(cls, parser: argparse.ArgumentParser):
-        add_task_arguments(cls, parser)
-        parser.add_argument(
-            "--model",
-            default="espnet",
-            choices=sorted(ST_MODELS),
-            help="ST model class: ESPnet's, or one taking task ids (head selection, adapters)",
-        )
-
-    def build_chosen_model(cls, args: argparse.Namespace):
-        choice = getattr(args, "model", None) or "espnet"
-        if choice not in ST_MODELS:
-            raise ConfigError(f"'{choice}' is not one of {sorted(ST_MODELS)}", key="model")
-        if choice == "espnet":
-            return build_model(cls, args)
-        # ESPnet's build_model names its model class as a module global: swap it for the call
-        with _patch_lock:
-            espnet_class = st.ESPnetSTModel
-            st.ESPnetSTModel = _load_st_model(choice)
-            try:
-                return build_model(cls, args)
-            finally:
-                st.ESPnetSTModel = espnet_class
-
-    task.add_task_arguments = classmethod(add_with_model_choice)
-    task.build_model = classmethod(build_chosen_model)
-    task._task_conditioned_installed = True
-
-
-ST_MODELS = {
-    "espnet": "espnet2.st.espnet_model:ESPnetSTModel",
-    "task_conditioned": "espnet_ext.nets.task_models:TaskConditionedSTModel",
-}
-
-
-def _load_st_model(choice: str):
-    import importlib
-
-    module, _, name = ST_MODELS[choice].partition(":")
-    return getattr(importlib.import_module(module), name)

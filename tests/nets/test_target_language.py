@@ -5,11 +5,11 @@ import pytest
 import torch
 import yaml
 from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
-from espnet2.tasks.st import STTask
 
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.target_language import TargetLanguageStart, attach_target_language_start
 from espnet_ext.registry import install
+from espnet_ext.tasks.st import STTask
 
 install()  # registration, as in the entry points
 

@@ -1,4 +1,5 @@
-"""Task tags at decoding (ESPnet's own asr/mt inference, run in-process) and task-conditioned ST models."""
+"""Task tags at decoding (our asr/mt/st inference entry points, run in-process) and task-conditioned ST models
+(our ST task, espnet_ext.tasks.st)."""
 
 import numpy as np
 import pytest
@@ -7,17 +8,18 @@ import yaml
 from espnet2.bin import asr_inference
 from espnet2.tasks.asr import ASRTask
 from espnet2.tasks.mt import MTTask
-from espnet2.tasks.st import STTask
 
 from espnet_ext.attention.head_selection import HeadSelectionAttention
 from espnet_ext.bin.asr_inference import main as asr_decode
 from espnet_ext.bin.mt_inference import main as mt_decode
+from espnet_ext.bin.st_inference import main as st_decode
 from espnet_ext.data.task_tags import main as task_tags_main
 from espnet_ext.data.task_tags import task_ids
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.task_models import TaskConditionedModel, TaskConditionedSTModel
 from espnet_ext.registry import install
 from espnet_ext.tasks import task_conditioned
+from espnet_ext.tasks.st import STTask
 
 install()  # registration, as in the entry points
 
@@ -63,9 +65,13 @@ def spy(monkeypatch):
     set_task_id, forward = TaskConditionedModel.set_task_id, HeadSelectionAttention.forward
     selections = HeadSelectionAttention.selections
 
-    def recording_set_task_id(self, task_id=None, encoder_task_id=None, decoder_task_id=None):
+    def recording_set_task_id(
+        self, task_id=None, encoder_task_id=None, decoder_task_id=None, target_language_id=None
+    ):
         events.append(("utt", task_id, encoder_task_id, decoder_task_id))
-        return set_task_id(self, task_id, encoder_task_id, decoder_task_id)
+        if target_language_id is not None:
+            events.append(("language", int(target_language_id.reshape(-1)[0])))
+        return set_task_id(self, task_id, encoder_task_id, decoder_task_id, target_language_id)
 
     def recording_forward(self, *args, **kwargs):
         out = forward(self, *args, **kwargs)
@@ -87,17 +93,18 @@ def per_utterance(events):
         if event[0] == "utt":
             given = [None if x is None else int(x.reshape(-1)[0]) for x in event[1:]]
             utterances.append((given, set(), True))
-        else:
+        elif event[0] == "heads":
             given, tasks, ok = utterances[-1]
             tasks.add(event[1])
             utterances[-1] = (given, tasks, ok and event[2] == EXPECTED_HEADS[event[1]])
     return utterances
 
 
-def asr_setup(tmp_path):
-    config = {
+def speech_config(model_conf: dict) -> dict:
+    """A task-conditioned speech model: head selection in the encoder and the decoder."""
+    return {
         "model": "task_conditioned",
-        "model_conf": {"ctc_weight": 0.3, "task_tags": TAGS},
+        "model_conf": model_conf,
         "frontend": None,
         "normalize": None,
         "encoder": "head_selection_transformer",
@@ -105,9 +112,30 @@ def asr_setup(tmp_path):
         "decoder": "head_selection_transformer",
         "decoder_conf": dict(DECODER, **SELECTION),
     }
+
+
+def asr_setup(tmp_path):
+    config = speech_config({"ctc_weight": 0.3, "task_tags": TAGS})
     exp = save_model(
         tmp_path, ASRTask, config, ["--input_size", str(FEATS), "--token_type", "char"]
     )
+    data = speech_data(tmp_path)
+    return data, speech_decoding_args("asr", exp, data, tmp_path / "out")
+
+
+def speech_decoding_args(task: str, exp, data, out) -> list[str]:
+    """``<task>_inference`` options: the experiment's model, beam 2, on ``data``'s features."""
+    return [
+        "--ngpu", "0", "--batch_size", "1", "--beam_size", "2", "--maxlenratio", "0.5",
+        "--data_path_and_name_and_type", f"{data}/feats.scp,speech,npy",
+        f"--{task}_train_config", str(exp / "config.yaml"),
+        f"--{task}_model_file", str(exp / "model.pth"),
+        "--output_dir", str(out),
+    ]  # fmt: skip
+
+
+def speech_data(tmp_path):
+    """data/test: four utterances of features, their task tags in ``lang``."""
     data = tmp_path / "data" / "test"
     data.mkdir(parents=True)
     rng = np.random.default_rng(0)
@@ -117,14 +145,7 @@ def asr_setup(tmp_path):
         scp.append(f"{utt} {data / utt}.npy\n")
     (data / "feats.scp").write_text("".join(scp))
     (data / "lang").write_text("u1 de\nu2 fr\nu3 de\nu4 es\n")
-    argv = [
-        "--ngpu", "0", "--batch_size", "1", "--beam_size", "2", "--maxlenratio", "0.5",
-        "--data_path_and_name_and_type", f"{data}/feats.scp,speech,npy",
-        "--asr_train_config", str(exp / "config.yaml"),
-        "--asr_model_file", str(exp / "model.pth"),
-        "--output_dir", str(tmp_path / "out"),
-    ]  # fmt: skip
-    return data, argv
+    return data
 
 
 def test_asr_decoding_uses_each_utterances_heads(tmp_path, spy):
@@ -194,6 +215,26 @@ def test_mt_decoding_takes_encoder_and_decoder_tags_apart(tmp_path, spy):
     assert all(u[2] for u in utterances)
 
 
+def test_st_decoding_of_a_task_conditioned_model(tmp_path, spy):
+    """Our ST task's model decoded through ESPnet's Speech2Text (espnet_ext.tasks.st): each utterance with
+    its task's heads on both sides and its target language's decoder start."""
+    config = speech_config({"task_tags": TAGS, "target_languages": ["en", "pt"], "asr_weight": 0.0})
+    tokens = str(tmp_path / "tokens.txt")
+    common = ["--input_size", str(FEATS), "--token_type", "char", "--src_token_type", "char"]
+    exp = save_model(tmp_path, STTask, config, common + ["--src_token_list", tokens])
+    data = speech_data(tmp_path)
+    (data / "tgt").write_text("u1 pt\nu2 en\nu3 en\nu4 pt\n")
+    tags = ["--task_tag_file", "lang", "--target_language_tag_file", "tgt"]
+    st_decode(speech_decoding_args("st", exp, data, tmp_path / "out") + tags)
+    utterances = per_utterance(spy)
+    assert [u[0][0] for u in utterances] == [1, 2, 1, 0]
+    assert [u[1] for u in utterances] == [{1}, {2}, {1}, {0}]
+    assert all(u[2] for u in utterances)
+    assert [e[1] for e in spy if e[0] == "language"] == [1, 0, 0, 1]
+    hyps = (tmp_path / "out" / "1best_recog" / "text").read_text().split("\n")
+    assert [h.split(" ")[0] for h in hyps if h] == ["u1", "u2", "u3", "u4"]
+
+
 def test_tag_file_without_task_tags_in_the_model_is_refused(tmp_path):
     conf = tmp_path / "config.yaml"
     conf.write_text(yaml.safe_dump({"model_conf": {"ctc_weight": 0.3}}))
@@ -247,18 +288,7 @@ def test_st_task_builds_task_conditioned_models(tmp_path):
         task_id=torch.tensor([[2], [0]]),
     )
     assert torch.isfinite(loss) and "selection_kl" in stats
-    from espnet2.st.espnet_model import ESPnetSTModel
-    from espnet2.tasks import st
-
-    assert st.ESPnetSTModel is ESPnetSTModel  # ESPnet's global restored after the build
-    config.update(model="espnet", encoder="transformer", encoder_conf=dict(SMALL))
-    config.pop("model_conf")
-    conf.write_text(yaml.safe_dump(config))
-    plain = STTask.build_model(STTask.get_parser().parse_args(common + ["--input_size", "4"]))
-    assert type(plain) is ESPnetSTModel
     config["model_conf"] = {"task_tags": ["es", "de"]}  # 2 tags for 3 tasks
-    config.update(model="task_conditioned", encoder="head_selection_transformer")
-    config["encoder_conf"] = dict(SMALL, input_layer="linear", **SELECTION)
     conf.write_text(yaml.safe_dump(config))
     with pytest.raises(ConfigError, match="2 task tags, but encoder.encoders.0.self_attn"):
         STTask.build_model(STTask.get_parser().parse_args(common + ["--input_size", "4"]))

@@ -1,6 +1,6 @@
 """Our tasks build their models from YAML in any process: a fresh interpreter and a spawned worker (as DDP starts
 them) get the image/video data types and every class in the tables, including classes registered into ESPnet's
-own ASR tables, which lip reading reuses."""
+own ASR and ST tables, which lip reading and our ST task (its --model choice) reuse."""
 
 import json
 import multiprocessing
@@ -41,6 +41,27 @@ decoder_conf:
     use_flash_attn: false
 """
 
+# Our ST task's model choice, with an encoder espnet_ext registers into espnet2.tasks.st.encoder_choices.
+ST_YAML = """\
+model: task_conditioned
+model_conf:
+    task_tags: [es, fr]
+encoder: head_selection_transformer
+encoder_conf:
+    output_size: 8
+    attention_heads: 2
+    linear_units: 16
+    num_blocks: 1
+    num_tasks: 2
+    head_candidates: 4
+    selection_strategy: group
+decoder: transformer
+decoder_conf:
+    attention_heads: 2
+    linear_units: 16
+    num_blocks: 1
+"""
+
 
 @pytest.fixture()
 def task_cmds(tmp_path):
@@ -60,6 +81,11 @@ def task_cmds(tmp_path):
             ["--token_list", str(tmp_path / "tokens.txt")],
         ),
         ("lip_reading:LipReadingTask", VSR_YAML, ["--token_list", str(tmp_path / "tokens.txt")]),
+        (
+            "st:STTask",
+            ST_YAML,
+            [f"--{side}token_list={tmp_path / 'tokens.txt'}" for side in ("", "src_")],
+        ),
     ]:
         config = tmp_path / f"{name.split(':')[0]}.yaml"
         config.write_text(yaml)
@@ -74,6 +100,11 @@ EXPECTED = {
         "ESPnetVSRModel",
         "Conv3dResNetFrontend",
         "CNNTransformerEncoder",
+    ],
+    "espnet_ext.tasks.st:STTask": [
+        "TaskConditionedSTModel",
+        "DefaultFrontend",
+        "HeadSelectionTransformerEncoder",
     ],
 }
 
