@@ -21,12 +21,16 @@
 #   wait_all GROUP                              every command of GROUP has ended; 1 if one of them failed
 # A pipeline that exits (a stage died) stops the commands it still runs in the background, with their children.
 # Shared stage steps:
+#   require_options NAME...                     every --NAME is given (not empty), else exit naming the first
 #   skip_when FLAG STAGE...                     a --skip_* flag: STAGE... join ${skip_stages} if FLAG is true
 #   prepare_data_dirs CHECK...                  stage 1: local/data.sh, then every set checked by CHECK
+#   local_data_scripts                          local/data.sh and the utils/*.sh it sources (stage 1's fingerprint)
 #   average_stage N EXP                         --inference_model last<N>.pth from EXP's last N epochs
+#   lm_stages N TRAIN DEV "TESTS" TYPE LIST STATS  --use_lm true: stages N..N+2 train ${lm_exp} with ../lm1/lm.sh
 #   task_id_opts TRAIN VALID "NAME=TABLE ..."   --task_ids: the training's data options of the task id tables
 # Evaluation (every pipeline's decoding and scoring stages):
 #   decode_set DIR KEYS MODULE HYP -- ARGS...   sharded decoding of one test set into DIR/text
+#   espnet_decode TASK EXP SET KEYS DATA [ARGS...]  decode_set by ESPnet's TASK_inference (asr, mt, st)
 #   merge_shards DIR PATTERN OUT                 per-job outputs of the last decode_set -> OUT, atomically
 #   score_set SCORER REF DIR LINES [ARGS...]    utils/SCORER.py on DIR/text -> DIR/SCORER/result.txt
 #   score_sets SCORER REF DIR LINES [ARGS...]   score_set of every test set's DIR/<set> ("{}": the set's name)
@@ -131,6 +135,14 @@ kill_tree() {  # kill_tree PID: PID and every process below it
 }
 # a rerun would otherwise find a training of the dead run still writing in its directory
 trap 'for pid in $(jobs -pr); do kill_tree "${pid}"; done' EXIT
+
+# require_options NAME... : each of the options NAME... set (not empty); else exit, naming the first that is not
+require_options() {
+    local name
+    for name in "$@"; do
+        [ -n "${!name}" ] || die "--${name} is required"
+    done
+}
 
 # skip_when FLAG STAGE... : STAGE... join ${skip_stages} when FLAG (the value of a --skip_* option) is true;
 # it is compared with "true", so no value is ever run as a command
@@ -302,6 +314,37 @@ average_stage() {
         python -m espnet_ext.bin.average_checkpoints --exp_dir "$2" --model "${inference_model}"
 }
 
+# local_data_scripts : local/data.sh and the shared shell it sources (utils/<name>.sh; utils/parse_options.sh,
+# which every one sources, aside), one a line: the scripts of stage 1's fingerprint, so that editing any of them
+# redoes the data preparation.
+local_data_scripts() {
+    echo local/data.sh
+    [ -f local/data.sh ] || return 0
+    sed -n 's|^\. \(utils/[a-z_]*\.sh\).*|\1|p' local/data.sh | grep -vx utils/parse_options.sh || true
+}
+
+# lm_stages N TRAIN_TEXT DEV_TEXT "TEST_TEXTS" TOKEN_TYPE TOKEN_LIST STATS_DIR : with --use_lm true (the options of
+# utils/pipeline_options.sh lm_fusion), stages N, N+1 and N+2 are ../lm1/lm.sh's stages 1+3 (text, statistics in
+# STATS_DIR), 4 (training of ${lm_exp}) and 5 (perplexity of DEV_TEXT and TEST_TEXTS), on TRAIN_TEXT and
+# --lm_train_text. lm.sh's stage 2, the token list, is the pipeline's: TOKEN_LIST (and bpe.model beside it), so the
+# LM has the vocabulary of the model it is fused with, as shallow fusion needs. The three stages share one
+# fingerprint (the texts, the token list, the LM's config and arguments).
+lm_stages() {
+    [ "${use_lm}" = true ] || return 0
+    [ -n "${lm_config}" ] || die "--use_lm true needs --lm_config"
+    local n=$1 fp lm_opts
+    lm_opts=(--nj "${nj}" --ngpu "${ngpu}" --num_nodes "${num_nodes}" --train_num_threads "${train_num_threads}"
+             --cmd_backend "${cmd_backend}" --lm_config "${lm_config}" --lm_args "${lm_args}"
+             --lm_train_text "$2 ${lm_train_text}" --lm_dev_text "$3" --lm_test_text "$4"
+             --token_type "$5" --token_list "$6" --bpemodel "$(dirname "$6")/bpe.model"
+             --lm_exp "${lm_exp}" --lm_stats_dir "$7")
+    # shellcheck disable=SC2086  # the extra LM text files, each hashed
+    fp="$(fingerprint "$2" ${lm_train_text} "$6" "${lm_config}" "${lm_args}")"
+    run_stage "${n}" "LM text + statistics" "${lm_exp}" "${fp}" ./lm.sh --stage 1 --stop_stage 3 "${lm_opts[@]}"
+    run_stage $((n + 1)) "LM training" "${lm_exp}" "${fp}" ./lm.sh --stage 4 --stop_stage 4 "${lm_opts[@]}"
+    run_stage $((n + 2)) "LM perplexity" "${lm_exp}" "${fp}" ./lm.sh --stage 5 --stop_stage 5 "${lm_opts[@]}"
+}
+
 # corpus_settings : "NAME=value" of every corpus root db.sh defines, each with the signature of the files under
 # it (part of stage 1's fingerprint, so that pointing db.sh or the environment at another corpus, or a release
 # file edited, replaced, added or removed in place, redoes the data preparation).
@@ -352,6 +395,21 @@ decode_set() {
         rm -f "${dir}/text"
         return 1
     fi
+}
+
+# espnet_decode TASK EXP SET KEYS DATA [ARGS...] : decode_set of the test set SET by ESPnet's decoder of TASK
+# (asr, mt, st: python -m espnet_ext.bin.<TASK>_inference) with EXP's ${inference_model} and ${inference_config},
+# into EXP/${inference_tag}/SET/text; KEYS is the set's key file, DATA its --data_path_and_name_and_type; ARGS
+# (e.g. an LM's options) and then ${inference_args} end the decoder's command line.
+espnet_decode() {
+    local task=$1 exp=$2 dset=$3 keys=$4 data=$5 dir
+    shift 5
+    dir="${exp}/${inference_tag}/${dset}"
+    # shellcheck disable=SC2086  # the decoding's extra arguments
+    decode_set "${dir}" "${keys}" "espnet_ext.bin.${task}_inference" output.JOB/1best_recog/text -- \
+        --batch_size 1 --ngpu "${inference_ngpu}" --config "${inference_config}" --data_path_and_name_and_type "${data}" \
+        "--${task}_train_config" "${exp}/config.yaml" "--${task}_model_file" "${exp}/${inference_model}" \
+        "$@" --output_dir "${dir}/logdir/output.JOB" ${inference_args}
 }
 
 # merge_shards DIR PATTERN OUT : concatenate DIR/logdir/PATTERN for JOB=1..${decode_jobs}, sorted by the first

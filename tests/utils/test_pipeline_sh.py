@@ -495,3 +495,24 @@ def test_write_results_md_tells_the_wall_time_of_the_stages_run(tmp_path):
     assert (
         notes("--stage", "11", "--results_md", "out/R.md", out="out/R.md") == "Configs: `c.yaml`."
     )
+
+
+def test_local_data_scripts_are_data_sh_and_the_shared_shell_it_sources(tmp_path):
+    """Stage 1's fingerprint hashes them: an edit of the shared file redoes the data preparation too."""
+
+    def scripts():
+        out = subprocess.run(
+            ["bash", "-c", f'. "{ROOT}/utils/pipeline.sh" && local_data_scripts'],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0 and not out.stderr, out.stderr
+        return out.stdout.split()
+
+    assert scripts() == ["local/data.sh"]  # none yet: its name alone, as fingerprint takes it
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local/data.sh").write_text(
+        "x=1\n. utils/corpus_options.sh  # shared\n. ./path.sh\n. utils/parse_options.sh\n"
+    )
+    assert scripts() == ["local/data.sh", "utils/corpus_options.sh"]

@@ -59,8 +59,7 @@ print_exp=false         # true: print the experiment dir these options name, and
 . utils/pipeline.sh
 . utils/speech_stages.sh
 
-[ -n "${asr_config}" ] || die "--asr_config is required"
-[ -n "${inference_config}" ] || die "--inference_config is required"
+require_options asr_config inference_config
 if [ "${use_lm}" = true ] && [ -n "${lm_inference_config}" ]; then inference_config=${lm_inference_config}; fi
 skip_stages=""
 skip_when "${skip_data_prep}" 1 2 3 4
@@ -114,19 +113,6 @@ make_tokens() {
     ${train_cmd} "${token_dir}/log/token_list.log" \
         python -m espnet_ext.text.token_list --token_type "${token_type}" --model_type "${bpemode}" \
             --vocab_size "${nbpe}" --text "${train_dir}/text" --out_dir "${token_dir}" ${bpe_opts}
-}
-
-# asr.sh stages 5-7 are lm.sh stages 1+3, 4 and 5 (lm.sh stage 2, the token list, is ours: stage 4).
-run_lm_stages() {
-    local from=$1 to=$2
-    # shellcheck disable=SC2086
-    ./lm.sh --stage "${from}" --stop_stage "${to}" --nj "${nj}" --ngpu "${ngpu}" --num_nodes "${num_nodes}" \
-        --train_num_threads "${train_num_threads}" \
-        --cmd_backend "${cmd_backend}" --lm_config "${lm_config}" --lm_args "${lm_args}" \
-        --lm_train_text "${train_dir}/text ${lm_train_text}" --lm_dev_text "${valid_dir}/text" \
-        --lm_test_text "$(for t in ${test_sets}; do printf '%s ' "${feats_dir}/${t}/text"; done)" \
-        --token_type "${token_type}" --token_list "${token_list}" --bpemodel "${bpemodel}" \
-        --lm_exp "${lm_exp}" --lm_stats_dir "${expdir}/lm_stats_${lm_tag}_${token_name}"
 }
 
 # model_data_opts: the training/validation data options of ${train_module} (set in ${model_data})
@@ -188,17 +174,14 @@ decode() {
     require_files "${asr_exp}/${inference_model}"
     for dset in "$@"; do
         dir="${asr_exp}/${inference_tag}/${dset}"
-        local data=(--data_path_and_name_and_type "${feats_dir}/${dset}/${input_scp},${input_name},${input_type}")
         if [ "${input}" = speech ]; then
-            # shellcheck disable=SC2086
-            decode_set "${dir}" "${feats_dir}/${dset}/${input_scp}" espnet_ext.bin.asr_inference \
-                output.JOB/1best_recog/text -- --batch_size 1 --ngpu "${inference_ngpu}" --config "${inference_config}" "${data[@]}" \
-                --asr_train_config "${asr_exp}/config.yaml" --asr_model_file "${asr_exp}/${inference_model}" \
-                "${lm_opts[@]}" --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
+            espnet_decode asr "${asr_exp}" "${dset}" "${feats_dir}/${dset}/${input_scp}" \
+                "${feats_dir}/${dset}/${input_scp},${input_name},${input_type}" "${lm_opts[@]}" || return 1
         else
             # shellcheck disable=SC2086
             decode_set "${dir}" "${feats_dir}/${dset}/${input_scp}" espnet_ext.bin.vsr_inference \
-                output.JOB/text -- --device "${inference_device}" --config "${inference_config}" "${data[@]}" \
+                output.JOB/text -- --device "${inference_device}" --config "${inference_config}" \
+                --data_path_and_name_and_type "${feats_dir}/${dset}/${input_scp},${input_name},${input_type}" \
                 --train_config "${asr_exp}/config.yaml" --model_file "${asr_exp}/${inference_model}" \
                 "${lm_opts[@]}" --output_file "${dir}/logdir/output.JOB/text" \
                 --score_file "${dir}/logdir/output.JOB/score" ${inference_args} || return 1
@@ -271,7 +254,7 @@ decode_fp() {
         "${lm_exp}/${inference_lm}" "${token_list}"
 }
 
-data_fp="$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${unlabeled_set}")"
+data_fp="$(fingerprint $(local_data_scripts) "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${unlabeled_set}")"
 if [ "${input}" = speech ]; then
     run_stage 1 "data preparation" "${dumpdir}" "${data_fp}" prepare_speech_data
     run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.scp" "data/${valid_set}/text" ${fbank_conf})" extract_features
@@ -281,13 +264,8 @@ else
 fi
 run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/${input_scp}" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_speech_data
 run_stage 4 "token list" "${token_dir}" "$(fingerprint "${train_dir}/text" "${nbpe}" "${bpemode}" ${bpe_opts})" make_tokens
-if [ "${use_lm}" = true ]; then
-    [ -n "${lm_config}" ] || die "--use_lm true needs --lm_config"
-    lm_fp="$(fingerprint "${train_dir}/text" ${lm_train_text} "${token_list}" "${lm_config}" "${lm_args}")"
-    run_stage 5 "LM text + statistics" "${lm_exp}" "${lm_fp}" run_lm_stages 1 3
-    run_stage 6 "LM training" "${lm_exp}" "${lm_fp}" run_lm_stages 4 4
-    run_stage 7 "LM perplexity" "${lm_exp}" "${lm_fp}" run_lm_stages 5 5
-fi
+lm_stages 5 "${train_dir}/text" "${valid_dir}/text" "$(for t in ${test_sets}; do printf '%s ' "${feats_dir}/${t}/text"; done)" \
+    "${token_type}" "${token_list}" "${expdir}/lm_stats_${lm_tag}_${token_name}"  # --use_lm true
 run_stage 8 "ASR statistics" "${asr_stats_dir}" "$(fingerprint "${train_dir}/${input_scp}" "${valid_dir}/${input_scp}" "${token_list}" "${asr_config}")" asr_stats
 run_stage 9 "ASR training" "${asr_exp}" "$(fingerprint "${asr_stats_dir}/train/${input_name}_shape" "${asr_stats_dir}/train/feats_stats.npz" "${token_list}" "${asr_config}" "${asr_args}" "${avhubert_checkpoint}")" asr_train
 average_stage 10 "${asr_exp}"  # --inference_model last<N>.pth (utils/pipeline.sh)

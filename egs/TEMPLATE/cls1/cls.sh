@@ -28,7 +28,7 @@ results_title="Image classification results"
 . ./cmd.sh
 . utils/pipeline.sh
 
-[ -n "${cls_config}" ] || die "--cls_config is required"
+require_options cls_config
 case " ${test_sets} " in
     *" ${valid_set} "*) die "--valid_set ${valid_set} is also a test set: the checkpoint would be picked on \
 the data it is tested on; hold out a validation split of the training data (see local/data.sh)" ;;
@@ -102,7 +102,8 @@ write_results() {
     write_results_md cls 7 "Config: \`${cls_config}\`."
 }
 
-run_stage 1 "data preparation" "data/.markers/${train_set}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
+# shellcheck disable=SC2046  # the data preparation's script names
+run_stage 1 "data preparation" "data/.markers/${train_set}" "$(fingerprint $(local_data_scripts) "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
 if [ -n "${pretrained_checkpoint}" ]; then
     run_stage 2 "ImageNet initialisation" "${cls_exp}/init" "$(fingerprint "${pretrained_checkpoint}" "${cls_config}" "${class_list}")" convert_checkpoint
 fi

@@ -30,9 +30,7 @@ lm_stats_dir=""
 . ./cmd.sh
 . utils/pipeline.sh
 
-[ -n "${lm_config}" ] || die "--lm_config is required"
-[ -n "${lm_train_text}" ] || die "--lm_train_text is required"
-[ -n "${lm_dev_text}" ] || die "--lm_dev_text is required"
+require_options lm_config lm_train_text lm_dev_text
 lm_tag=$(basename "${lm_config}" .yaml)
 lm_exp=${lm_exp:-exp/lm_${lm_tag}}
 lm_stats_dir=${lm_stats_dir:-exp/lm_stats_${token_type}}

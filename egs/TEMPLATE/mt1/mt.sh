@@ -39,8 +39,7 @@ print_exp=false         # true: print the MT experiment dir these options name, 
 . ./cmd.sh
 . utils/pipeline.sh
 
-[ -n "${mt_config}" ] || die "--mt_config is required"
-[ -n "${inference_config}" ] || die "--inference_config is required"
+require_options mt_config inference_config
 skip_stages=""
 skip_when "${skip_data_prep}" 1 2 3
 skip_when "${skip_train}" 4 5 6 7 8
@@ -92,20 +91,6 @@ filter_data() {
     done
 }
 
-# mt.sh stages 4-6 are lm.sh stages 1+3, 4 and 5 on the target language (lm.sh stage 2, the token list, is
-# ours: stage 3, so the LM shares the MT target vocabulary as shallow fusion needs).
-run_lm_stages() {
-    local from=$1 to=$2
-    # shellcheck disable=SC2086
-    ./lm.sh --stage "${from}" --stop_stage "${to}" --nj "${nj}" --ngpu "${ngpu}" --num_nodes "${num_nodes}" \
-        --train_num_threads "${train_num_threads}" \
-        --cmd_backend "${cmd_backend}" --lm_config "${lm_config}" --lm_args "${lm_args}" \
-        --lm_train_text "${train_dir}/${tgt_text} ${lm_train_text}" --lm_dev_text "${valid_dir}/${tgt_text}" \
-        --lm_test_text "$(for t in ${test_sets}; do [ "${t}" = "${valid_set}" ] || printf '%s ' "${raw_dir}/${t}/${tgt_text}"; done)" \
-        --token_type "${tgt_token_type}" --token_list "${tgt_token_list}" --bpemodel "${tgt_token_dir}/bpe.model" \
-        --lm_exp "${lm_exp}" --lm_stats_dir "${expdir}/lm_stats_${lm_tag}_$(basename "${tgt_token_dir}")"
-}
-
 data_opts() {  # data_opts train|valid DIR
     echo "--$1_data_path_and_name_and_type $2/${src_text},src_text,text --$1_data_path_and_name_and_type $2/${tgt_text},text,text"
 }
@@ -148,13 +133,8 @@ decode() {
         return 0
     fi
     for dset in ${test_sets}; do
-        local dir="${mt_exp}/${inference_tag}/${dset}"
-        # shellcheck disable=SC2086
-        decode_set "${dir}" "${raw_dir}/${dset}/${src_text}" espnet_ext.bin.mt_inference \
-            output.JOB/1best_recog/text -- --batch_size 1 --ngpu "${inference_ngpu}" --config "${inference_config}" \
-            --data_path_and_name_and_type "${raw_dir}/${dset}/${src_text},src_text,text" \
-            --mt_train_config "${mt_exp}/config.yaml" --mt_model_file "${mt_exp}/${inference_model}" \
-            "${lm_opts[@]}" --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
+        espnet_decode mt "${mt_exp}" "${dset}" "${raw_dir}/${dset}/${src_text}" \
+            "${raw_dir}/${dset}/${src_text},src_text,text" "${lm_opts[@]}" || return 1
     done
 }
 
@@ -172,19 +152,16 @@ write_results() {
         "Configs: \`${mt_config}\`, \`${inference_config}\`$([ "${use_lm}" = true ] && echo ", LM \`${lm_config}\`")."
 }
 
-run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_data
+run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint $(local_data_scripts) "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_data
 run_stage 2 "filtering" "${dumpdir}" "$(fingerprint "${raw_dir}/${train_set}/${src_text}" "${raw_dir}/${train_set}/${tgt_text}" "${raw_dir}/${valid_set}/${tgt_text}" "${max_text_words}" "${max_length_ratio}")" filter_data
 # Each fingerprint is taken when its stage comes, i.e. of the files the stages before it wrote.
 tokens_fp="$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${token_joint}" "${src_token_type}" \
     "${tgt_token_type}" "${src_nbpe}" "${tgt_nbpe}" "${bpemode}" "${src_bpe_opts}" "${tgt_bpe_opts}")"
 run_stage 3 "token lists" "${tgt_token_dir}" "${tokens_fp}" make_translation_tokens
-if [ "${use_lm}" = true ]; then
-    [ -n "${lm_config}" ] || die "--use_lm true needs --lm_config"
-    lm_fp="$(fingerprint "${train_dir}/${tgt_text}" ${lm_train_text} "${tgt_token_list}" "${lm_config}" "${lm_args}")"
-    run_stage 4 "LM text + statistics" "${lm_exp}" "${lm_fp}" run_lm_stages 1 3
-    run_stage 5 "LM training" "${lm_exp}" "${lm_fp}" run_lm_stages 4 4
-    run_stage 6 "LM perplexity" "${lm_exp}" "${lm_fp}" run_lm_stages 5 5
-fi
+# --use_lm true: the LM of the target language, with the MT target vocabulary (stage 3)
+lm_stages 4 "${train_dir}/${tgt_text}" "${valid_dir}/${tgt_text}" \
+    "$(for t in ${test_sets}; do [ "${t}" = "${valid_set}" ] || printf '%s ' "${raw_dir}/${t}/${tgt_text}"; done)" \
+    "${tgt_token_type}" "${tgt_token_list}" "${expdir}/lm_stats_${lm_tag}_$(basename "${tgt_token_dir}")"
 run_stage 7 "MT statistics" "${mt_stats_dir}" "$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${valid_dir}/${tgt_text}" "${src_token_list}" "${tgt_token_list}" "${mt_config}")" mt_stats
 run_stage 8 "MT training" "${mt_exp}" "$(fingerprint "${mt_stats_dir}/train/text_shape.${tgt_token_type}" "${src_token_list}" "${tgt_token_list}" "${mt_config}" "${mt_args}")" mt_train
 average_stage 9 "${mt_exp}"  # --inference_model last<N>.pth (utils/pipeline.sh)

@@ -26,7 +26,7 @@ results_title="Text recognition results"
 . ./cmd.sh
 . utils/pipeline.sh
 
-[ -n "${ocr_config}" ] || die "--ocr_config is required"
+require_options ocr_config
 token_dir=data/token_list/char_${train_set}
 token_list="${token_dir}/tokens.txt"
 ocr_tag=${ocr_tag:-$(basename "${ocr_config}" .yaml)}
@@ -104,7 +104,7 @@ write_results() {
     write_results_md ocr 7 "Config: \`${ocr_config}\`."
 }
 
-run_stage 1 "data preparation" "data/.markers/${train_set}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
+run_stage 1 "data preparation" "data/.markers/${train_set}" "$(fingerprint $(local_data_scripts) "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}")" prepare_data
 run_stage 2 "token list" "${token_dir}" "$(fingerprint "data/${train_set}/text")" make_tokens
 run_stage 3 "statistics" "${stats_dir}" "$(fingerprint "data/${train_set}/image.scp" "data/${valid_set}/image.scp" "${token_list}" "${ocr_config}")" ocr_stats
 run_stage 4 "training" "${ocr_exp}" "$(fingerprint "${stats_dir}/train/image_shape" "${token_list}" "${ocr_config}" "${ocr_args}")" ocr_train

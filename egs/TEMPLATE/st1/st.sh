@@ -46,8 +46,7 @@ results_title="ST results"
 . utils/pipeline.sh
 . utils/speech_stages.sh
 
-[ -n "${st_config}" ] || die "--st_config is required"
-[ -n "${inference_config}" ] || die "--inference_config is required"
+require_options st_config inference_config
 skip_stages=""
 skip_when "${skip_data_prep}" 1 2 3 4
 skip_when "${skip_train}" 5 6
@@ -119,13 +118,8 @@ decode() {
     local dset
     require_files "${st_exp}/${inference_model}"
     for dset in ${test_sets}; do
-        local dir="${st_exp}/${inference_tag}/${dset}"
-        # shellcheck disable=SC2086
-        decode_set "${dir}" "${feats_dir}/${dset}/feats.scp" espnet_ext.bin.st_inference \
-            output.JOB/1best_recog/text -- --batch_size 1 --ngpu "${inference_ngpu}" --config "${inference_config}" \
-            --data_path_and_name_and_type "${feats_dir}/${dset}/feats.scp,speech,kaldi_ark" \
-            --st_train_config "${st_exp}/config.yaml" --st_model_file "${st_exp}/${inference_model}" \
-            --output_dir "${dir}/logdir/output.JOB" ${inference_args} || return 1
+        espnet_decode st "${st_exp}" "${dset}" "${feats_dir}/${dset}/feats.scp" \
+            "${feats_dir}/${dset}/feats.scp,speech,kaldi_ark" || return 1
     done
 }
 
@@ -134,7 +128,8 @@ write_results() {
         "Configs: \`${st_config}\`, \`${inference_config}\`$([ -z "${asr_init}" ] || echo ", encoder from \`${asr_init}\`")."
 }
 
-run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint local/data.sh "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_speech_data --require "${src_text},${tgt_text}"
+# shellcheck disable=SC2046  # the data preparation's script names
+run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint $(local_data_scripts) "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_speech_data --require "${src_text},${tgt_text}"
 run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.scp" "data/${valid_set}/${tgt_text}" "${fbank_conf}")" extract_features
 run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/feats.scp" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_speech_data --text_names "${src_text},${tgt_text}"
 tokens_fp="$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${token_joint}" "${src_token_type}" \

@@ -30,27 +30,13 @@ tgt_langs=en,es,fr,it,pt                 # the decoder's task order (target lang
 mini_src_langs=es,fr,it,pt               # mini: ../asr1's mini languages, in its task order
 # mini: direction=training utterances (0: zero-shot, test only), in direction-id order
 mini_st_train_sizes=es-en=400,es-fr=60,es-it=80,es-pt=240,fr-en=360,fr-es=240,fr-pt=150,pt-en=360,it-en=0,it-es=0,pt-es=0
-mini_valid_size=40                       # per trained direction
-mini_test_size=60                        # per direction
-mini_range=0:999
-mini_seed=0
-mini_num_speakers=6                      # per direction and split, disjoint
-mini_segments_per_talk=10:20
-mini_other_domain=false                  # also generate the numbers world's second domain ("other")
 mini_other_st_train_sizes=es-en=200,it-en=150,it-es=150,pt-es=150  # it: directions mTEDx lacks
-other_domains=""                         # <domain>=<root of Kaldi data dirs>,... (multi-domain ST)
-nj=2
+. utils/mtedx_data.sh                    # the mini corpus' other options, --other_domains, --nj (shared with ../asr1)
 
 . ./path.sh
 . utils/parse_options.sh
 . ./db.sh
 
-tedx() {  # tedx OUT SIZES [DOMAIN]: the mini corpus' ST releases
-    python -m espnet_ext.data.numbers.tedx --out "$1" --st_train_sizes "$2" --domain "${3:-tedx}" \
-        --valid_size "${mini_valid_size}" --test_size "${mini_test_size}" --range "${mini_range}" \
-        --seed "${mini_seed}" --num_speakers "${mini_num_speakers}" \
-        --segments_per_talk "${mini_segments_per_talk}" --nj "${nj}"
-}
 trained() { tr ',' '\n' <<< "$1" | grep -v '=0$' | cut -d= -f1 | paste -sd' ' -; }
 zero_shot() { tr ',' '\n' <<< "$1" | grep '=0$' | cut -d= -f1 | paste -sd' ' -; }
 
@@ -59,9 +45,9 @@ if [ -z "${MTEDX}" ]; then
     src_langs=${mini_src_langs}
     train_directions=$(trained "${mini_st_train_sizes}")
     zero_shot_directions=$(zero_shot "${mini_st_train_sizes}")
-    tedx "${root}" "${mini_st_train_sizes}"
+    mini_tedx --st_train_sizes "${mini_st_train_sizes}" "${root}"
     if [ "${mini_other_domain}" = true ]; then
-        tedx data/mini_release_other "${mini_other_st_train_sizes}" other
+        mini_tedx --st_train_sizes "${mini_other_st_train_sizes}" data/mini_release_other other
         python -m espnet_ext.data.mtedx prepare_st --root data/mini_release_other --out data/other \
             --train_directions "$(trained "${mini_other_st_train_sizes}")" \
             --test_directions "$(trained "${mini_other_st_train_sizes}") $(zero_shot "${mini_other_st_train_sizes}")"
@@ -72,19 +58,7 @@ else
 fi
 python -m espnet_ext.data.mtedx prepare_st --root "${root}" --train_directions "${train_directions}" \
     --test_directions "${train_directions} ${zero_shot_directions}" --out data
-domains=tedx
-rm -rf data/train_* data/valid_*  # a previous run's domain dirs (combine writes them anew)
-if [ -n "${other_domains}" ]; then  # adds a domain table to train and valid, test_<domain>_* dirs and
-    # each domain's own data/{train,valid}_<domain> (the "separate" models)
-    # shellcheck disable=SC2086
-    python -m espnet_ext.data.domains combine --data data --require text.src,text.tgt,tgt_lang ${other_domains//,/ }
-    domains+=",$(tr ',' '\n' <<< "${other_domains}" | cut -d= -f1 | paste -sd, -)"
-fi
-for dir in data/train data/valid data/test data/test_*; do
-    [ -f "${dir}/domain" ] || awk '{print $1, "tedx"}' "${dir}/text" > "${dir}/domain"
-done
-split_dirs=(data/train data/valid)
-for dir in data/train_* data/valid_*; do [ ! -d "${dir}" ] || split_dirs+=("${dir}"); done
+combine_domains text.src,text.tgt,tgt_lang
 for dir in "${split_dirs[@]}"; do
     python -m espnet_ext.data.task_tags --task_tags "${src_langs//,/ }" "${dir}/src_lang" "${dir}/src_lang_id"
     python -m espnet_ext.data.task_tags --task_tags "${tgt_langs//,/ }" "${dir}/tgt_lang" "${dir}/tgt_lang_id"
