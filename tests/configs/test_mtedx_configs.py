@@ -10,6 +10,7 @@ from espnet_ext.analysis.sweep import load_sweep
 from espnet_ext.nets.adapters import ADAPTER_KEY
 from espnet_ext.registry import build_model
 from tests.configs.separate_runs import check_separate_runs
+from tests.recipes.recipe_fixture import echo_recipe, echoed_args
 
 RECIPE = Path(__file__).resolve().parents[2] / "egs" / "mtedx" / "asr1"
 CONFIGS = sorted(p.name for p in (RECIPE / "conf").glob("train_asr_*.yaml"))
@@ -128,6 +129,15 @@ def test_the_recipe_decodes_the_real_corpus_with_the_last_10_epochs_averaged():
         config = yaml.safe_load((RECIPE / "conf" / name).read_text())
         assert ["train", "total_count", "max"] in config["best_model_criterion"]
         assert config["patience"] == 10 and config["keep_nbest_models"] >= 10
+
+
+def test_the_recipe_scores_wer_as_the_authors(tmp_path):
+    """examples/attention_head_selection/README.md: fairseq-generate --scoring wer --wer-tokenizer 13a
+    --wer-lowercase --wer-remove-punct (the raw WER beside it: tests/scoring/test_wer.py)."""
+    recipe = echo_recipe("mtedx", "asr1", "asr.sh", tmp_path)
+    for corpus in ("/corpora/mtedx", ""):  # real mode, the mini corpus
+        args = echoed_args(recipe, [], {"MTEDX": corpus})
+        assert args["--wer_opts"].split() == ["--tokenizer", "13a", "--lowercase", "--remove_punct"]
 
 
 def test_table3_mini_separate_models_train_on_one_domain_each():
