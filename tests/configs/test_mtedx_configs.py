@@ -64,6 +64,9 @@ def test_selection_adds_exactly_t_x_h_candidates_x_layers_logits(tokens):
     shared, group = build("train_asr_shared.yaml", tokens), build("train_asr_group.yaml", tokens)
     logits = sum(p.numel() for n, p in group.named_parameters() if n.endswith("selection_logits"))
     assert logits == 8 * 8 * (12 + 6)  # T = 8 languages, H' = 8, 12 encoder + 6 decoder layers
+    # docs/head_selection.md's +3.55M: the H' - H = 4 extra candidates' q/k/v rows, 3 x 4 x d_k (d + 1) a layer
+    extra = sum(p.numel() for p in group.parameters()) - sum(p.numel() for p in shared.parameters())
+    assert extra - logits == 18 * 3 * 4 * 64 * 257 == 3_552_768
     shared_names = {n for n, _ in shared.named_parameters()}
     assert shared_names <= {n for n, _ in group.named_parameters()}  # same model, wider q/k/v
 
