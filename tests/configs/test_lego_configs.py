@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from espnet_ext.features.specaugment import UtteranceSpecAugment
 from espnet_ext.registry import build_model
 
 EGS = Path(__file__).resolve().parents[2] / "egs"
@@ -137,8 +138,16 @@ def test_the_europarl_encoder_only_model_is_the_legonn_models_encoder():
     "name", ["train_legonn.yaml", "train_legonn_ctc.yaml", "train_baseline.yaml"]
 )
 def test_europarl_specaugment_without_time_warping(name):
-    """§V-A: 'the SS policy of SpecAugment without time-warping'."""
-    assert load(EUROPARL / name)["specaug_conf"]["apply_time_warp"] is False
+    """§V-A: 'the SS policy of SpecAugment without time-warping', as fairseq (the paper's library) applies it:
+    per utterance, SS of its data_utils.py (freq_mask N 2, F 27; time_mask N 2, T 70, p 0.2)."""
+    config = load(EUROPARL / name)
+    assert (
+        config["specaug"] == "utterance_specaug"
+        and config["specaug_conf"]["apply_time_warp"] is False
+    )
+    ss = UtteranceSpecAugment(**config["specaug_conf"])
+    policy = (ss.freq_mask_n, ss.freq_mask_f, ss.time_mask_n, ss.time_mask_t, ss.time_mask_p)
+    assert policy == (2, 27, 2, 70, 0.2)
 
 
 def test_ro_de_en_training_filter_is_moses_clean_corpus_80_and_ratio_1_5(tmp_path):
