@@ -139,9 +139,7 @@ trap 'for pid in $(jobs -pr); do kill_tree "${pid}"; done' EXIT
 # require_options NAME... : each of the options NAME... set (not empty); else exit, naming the first that is not
 require_options() {
     local name
-    for name in "$@"; do
-        [ -n "${!name}" ] || die "--${name} is required"
-    done
+    for name in "$@"; do [ -n "${!name}" ] || die "--${name} is required"; done
 }
 
 # skip_when FLAG STAGE... : STAGE... join ${skip_stages} when FLAG (the value of a --skip_* option) is true;

@@ -6,8 +6,8 @@
 # Every pipeline gets the options at the top of this file (stages, jobs, training resources, smoke runs); each
 # GROUP adds its own (name at least one: with none, `.` would hand this file the pipeline's arguments):
 #   lm                  lm.sh                nothing more
-#   sequence            asr.sh mt.sh st.sh   evaluation + the dump dir, task ids, ESPnet's decoding config and
-#                                            its averaged model
+#   sequence            asr.sh mt.sh st.sh   evaluation + ESPnet's --skip_* flags, the dump dir, task ids,
+#                                            ESPnet's decoding config and its averaged model
 #   image               cls.sh ocr.sh        evaluation + batched decoding of the best checkpoint
 #   speech              asr.sh st.sh         fbank and length filtering (read by utils/speech_stages.sh)
 #   translation         mt.sh st.sh          source and target vocabularies (utils/translation_tokens.sh), BLEU
@@ -44,6 +44,9 @@ for __group in "$@"; do
         lm) ;;
         sequence)
             __pipeline_evaluation_options
+            skip_data_prep=false    # skip the data stages (the pipeline's skip_when lines name each flag's stages)
+            skip_train=false        # skip the training stages (LM, statistics, model)
+            skip_eval=false         # skip decoding, scoring and RESULTS.md
             dumpdir=dump
             task_ids=""             # "NAME=TABLE ...": per-utterance task ids, <set>_filtered/TABLE as model input NAME
             inference_config=""

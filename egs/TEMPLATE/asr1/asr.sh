@@ -24,9 +24,6 @@ set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
 . utils/pipeline_options.sh sequence speech attention_variants lm_fusion  # the options asr.sh shares
-skip_data_prep=false    # skip stages 1-4
-skip_train=false        # skip stages 5-9
-skip_eval=false         # skip stages 10-12 and 15-16
 valid_set=dev
 token_type=bpe          # bpe (SentencePiece) or char
 nbpe=100

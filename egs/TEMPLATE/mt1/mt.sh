@@ -18,9 +18,6 @@ set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
 . utils/pipeline_options.sh sequence translation attention_variants lm_fusion  # the options mt.sh shares
-skip_data_prep=false    # skip stages 1-3
-skip_train=false        # skip stages 4-8
-skip_eval=false         # skip stages 9-11
 valid_set=valid
 src_lang=de
 tgt_lang=en

@@ -27,9 +27,6 @@ set -euo pipefail
 command_line="$0$(printf " %q" "$@")"
 
 . utils/pipeline_options.sh sequence speech translation  # the options st.sh shares
-skip_data_prep=false    # skip stages 1-4
-skip_train=false        # skip stages 5-6
-skip_eval=false         # skip stages 7-9
 valid_set=dev
 src_lang=en
 tgt_lang=de
