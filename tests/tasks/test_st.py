@@ -11,6 +11,7 @@ from espnet2.tasks import st as espnet_st
 from espnet2.torch_utils.initialize import initialize
 
 from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.nets.target_language import token_embedding
 from espnet_ext.nets.task_models import TaskConditionedSTModel
 from espnet_ext.registry import install
 
@@ -157,6 +158,14 @@ def test_decoding_loads_the_chosen_class_and_all_its_weights(tmp_path):
     assert loaded.keys() == ours.state_dict().keys()
     assert all(torch.equal(loaded[k], v) for k, v in ours.state_dict().items())
     assert decoder.beam_search.full_scorers["decoder"] is model.decoder  # what the search runs
+    embedding = token_embedding(
+        model.decoder
+    )  # the search's decoder starts from the language, once
+    assert len(embedding._forward_hooks) == 1
+    with pytest.raises(InputError, match="needs a target language"):
+        embedding(torch.tensor([[model.sos]]))
+    model.set_task_id(task_id=torch.tensor([0]), target_language_id=torch.tensor([1]))
+    assert torch.equal(embedding(torch.tensor([[model.sos]]))[0, 0], torch.full((8,), 0.25))
     assert decoder.st_train_args.model == "task_conditioned"
     assert isinstance(decoder.st_train_args, argparse.Namespace)
     torch.save(
