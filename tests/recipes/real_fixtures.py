@@ -178,6 +178,12 @@ WMT_DEV = {
     "fr": "newstest2013", "gu": "newsdev2019", "kk": "newsdev2019", "lt": "newsdev2019", "lv": "newsdev2017",
     "ro": "newsdev2016", "ru": "newstest2018", "tr": "newstest2016", "zh": "newsdev2017",
 }  # fmt: skip
+# each language's test set (local/data.sh --multilingual_test), beside an older one of test/
+WMT_TEST = {
+    "cs": "newstest2019", "de": "newstest2019", "es": "newstest2013", "et": "newstest2018", "fi": "newstest2017",
+    "fr": "newstest2014", "gu": "newstest2019", "kk": "newstest2019", "lt": "newstest2019", "lv": "newstest2017",
+    "ro": "newstest2016", "ru": "newstest2019", "tr": "newstest2017", "zh": "newstest2017",
+}  # fmt: skip
 _WMT_LEGO = {  # dir -> (src, tgt, dev set files, test set files): (set, src name, ref name)
     "wmt14/de-en": ("en", "de", [("newstest2013", "newstest2013-src.en.sgm", "newstest2013-ref.de.sgm")], [
         ("newstest2011", "newstest2011-src.en.sgm", "newstest2011-ref.de.sgm"),
@@ -211,24 +217,22 @@ def _write_sgm(path: Path, setid: str, lang: str, sentences: list[str], ref: boo
 
 
 def wmt_release(dest: Path) -> Path:
-    """dest/multilingual/<x>-en/{train,dev,test} (plain text) and dest/wmt14|wmt19|wmt16/... (plain training
-    corpora, sgm dev and test sets): the WMT root."""
+    """dest/multilingual/<x>-en/{train,dev,test} and dest/wmt14|wmt19|wmt16/... (plain training corpora, sgm
+    dev and test sets): the WMT root."""
     for x in WMT_LANGS:
-        for split, count in (("train", 4), ("test", 1)):
+        train = dest / "multilingual" / f"{x}-en" / "train"
+        train.mkdir(parents=True)
+        for lang in (x, "en"):
+            (train / f"corpus.{lang}").write_text("\n".join(_sentences(lang, 4)) + "\n", "utf-8")
+        for split, sets in (("dev", WMT_DEV), ("test", WMT_TEST)):
             directory = dest / "multilingual" / f"{x}-en" / split
-            directory.mkdir(parents=True)
-            name = {"train": "corpus", "test": "newstest"}[split]
-            for lang in (x, "en"):
-                (directory / f"{name}.{lang}").write_text(
-                    "\n".join(_sentences(lang, count)) + "\n", "utf-8"
-                )
-        dev = dest / "multilingual" / f"{x}-en" / "dev"
-        dev.mkdir()
-        for number, setid in enumerate(("newstest2011", WMT_DEV[x])):
-            base = setid if int(setid[-4:]) < 2014 else f"{setid}-{x}en"  # named as WMT names it
-            for side, lang in (("src", x), ("ref", "en")):
-                _write_sgm(dev / f"{base}-{side}.{lang}.sgm", setid, lang,
-                           _sentences(lang, 1, 20 + number), ref=side == "ref")  # fmt: skip
+            directory.mkdir()
+            for number, setid in enumerate(("newstest2011", sets[x])):
+                # named as WMT names it (the pair in the name from 2014 on)
+                base = setid if int(setid[-4:]) < 2014 else f"{setid}-{x}en"
+                for side, lang in (("src", x), ("ref", "en")):
+                    _write_sgm(directory / f"{base}-{side}.{lang}.sgm", setid, lang,
+                               _sentences(lang, 1, 20 + number), ref=side == "ref")  # fmt: skip
     for sub, (src, tgt, dev, test) in _WMT_LEGO.items():
         root = dest / sub
         (root / "train").mkdir(parents=True)

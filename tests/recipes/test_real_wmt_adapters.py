@@ -2,8 +2,8 @@
 README "Smoke runs") on the release-layout corpus: the shared M2O model of the 14 languages trained first
 (--skip_eval: its training and model only), then conf/train_mt_adapter_m2o.yaml, which run.sh starts from
 that shared model of the same mode (--init_param, its header) and trains with it frozen; decoded and scored
-on two of the 14 test sets run.sh lists (test_real_wmt_europarl.py decodes all 14 with the M2O head-selection
-model, which reads the same data dirs; decoding and scoring cost seconds of CPU a set)."""
+on two of the 14 test sets run.sh lists (the M2O head-selection model of test_real_wmt_europarl.py decodes two
+too; each is one data dir and one BLEU per language, so more would cost CPU, not coverage)."""
 
 import json
 

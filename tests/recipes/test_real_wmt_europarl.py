@@ -2,7 +2,9 @@
 and WMT set) end to end as smoke runs (--smoke true, README "Smoke runs") on corpora in the release layouts:
 the multilingual head-selection models, the three LegoNN pairs with their newstest sets as WMT names them,
 the compose -> decode -> fine-tune -> decode path, the swap matrix of two De-En seeds, and the Europarl
-LegoNN ASR that reuses the De-En decoder trained here."""
+LegoNN ASR that reuses the De-En decoder trained here. The multilingual modes decode two of the 14 test sets
+run.sh lists (one data dir and one BLEU per language: decoding more costs CPU, not coverage); an echo run
+checks that run.sh lists all 14."""
 
 import json
 import os
@@ -11,17 +13,24 @@ from pathlib import Path
 
 import pytest
 import yaml
-from real_fixtures import WMT_DEV, WMT_LANGS, wmt_release
-from recipe_fixture import make_recipe_copy, read_table, run
+from real_fixtures import WMT_DEV, WMT_LANGS, WMT_TEST, wmt_release
+from recipe_fixture import echo_recipe, echoed_args, make_recipe_copy, read_table, run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SMOKE = ["--smoke", "true", "--nj", "1", "--inference_nj", "1"]
 DEEN = "train_lego_wemb_deroen"
 ROEN = "train_lego_ctc_deroen"  # Table III's encoder-only module (§IV-B3, §V-C1)
+# of WMT_LANGS, what the multilingual modes' smoke runs decode (--test_sets after run.sh's)
+DECODED = ["cs", "zh"]
 # mode -> (extra options, experiment under exp/<mode>, test sets)
 MODES = {
-    "multilingual_m2o": ([], "mt_train_mt_group_m2o", [f"m2o_test_{x}" for x in WMT_LANGS]),
-    "multilingual_o2m": ([], "mt_train_mt_group_o2m", [f"o2m_test_{x}" for x in WMT_LANGS]),
+    f"multilingual_{d}": (
+        ["--test_sets", " ".join(f"{d}_test_{x}" for x in DECODED)],
+        f"mt_train_mt_group_{d}",
+        [f"{d}_test_{x}" for x in DECODED],
+    )
+    for d in ("m2o", "o2m")
+} | {
     "lego_ende": (
         [],
         "mt_train_lego_wemb_ende",
@@ -100,30 +109,46 @@ def test_mode_trains_decodes_and_scores_every_test_set(wmt_runs, mode):
         assert (recipe / "exp" / mode / exp / "modules" / "decoder.pt").exists() is not encoder_only
 
 
-def test_multilingual_valid_is_each_language_s_dev_set_only(wmt_runs):
-    """Of every dev set in <x>-en/dev/ (the fixture has an older one beside it), the language's own."""
+@pytest.mark.parametrize("split, sets", [("valid", WMT_DEV), ("test", WMT_TEST)])
+def test_multilingual_valid_and_test_are_each_language_s_own_set_only(wmt_runs, split, sets):
+    """Of every set in <x>-en/dev/ and <x>-en/test/ (the fixture has an older one beside each), the
+    language's own (local/data.sh --multilingual_dev, --multilingual_test)."""
     recipe = wmt_runs[0] / "egs" / "wmt" / "mt1"
     for direction in ("m2o", "o2m"):
-        ids = sorted(read_table(recipe / "data" / f"{direction}_valid" / "text"))
-        assert ids == sorted(f"{x}-{WMT_DEV[x]}-1-news-0001" for x in WMT_LANGS), direction
+        for x in WMT_LANGS:
+            ids = list(read_table(recipe / "data" / f"{direction}_{split}_{x}" / "text"))
+            assert ids == [f"{x}-{sets[x]}-1-news-0001"], (direction, x)
+
+
+@pytest.mark.parametrize("direction", ["m2o", "o2m"])
+def test_run_sh_scores_every_language_s_test_set(tmp_path, direction):
+    recipe = echo_recipe("wmt", "mt1", "mt.sh", tmp_path)
+    args = ["--mode", f"multilingual_{direction}", *SMOKE]
+    given = echoed_args(recipe, args, env={"WMT": str(tmp_path / "wmt")})
+    assert given["--test_sets"].split() == [f"{direction}_test_{x}" for x in WMT_LANGS]
 
 
 @pytest.mark.parametrize(
-    "langs, message",
-    [("cs,de", "no cs-en corpus newstest2018 here (found: newstest2011)"),
-     ("de,xx", "--multilingual_dev names no dev set for language 'xx'")],
+    "args, message",
+    [(["--langs", "cs,de"], "cs-en/dev: no cs-en corpus newstest2018 here (found: newstest2011)"),
+     (["--langs", "de,es"], "es-en/test: no es-en corpus newstest2013 here (found: newstest2011)"),
+     (["--langs", "de,xx"], "--multilingual_dev names no dev set for language 'xx'"),
+     (["--langs", "de,es", "--multilingual_test", "de=newstest2019"],
+      "--multilingual_test names no test set for language 'es'")],
 )  # fmt: skip
-def test_multilingual_data_refuses_a_missing_dev_set(tmp_path, langs, message):
+def test_multilingual_data_refuses_a_missing_dev_or_test_set(tmp_path, args, message):
+    """Before any training corpus is read."""
     release = wmt_release(tmp_path / "wmt")
-    for path in (release / "multilingual" / "cs-en" / "dev").glob("newstest2018-*"):
+    for path in [*(release / "multilingual" / "cs-en" / "dev").glob("newstest2018-*"),
+                 *(release / "multilingual" / "es-en" / "test").glob("newstest2013-*")]:  # fmt: skip
         path.unlink()
     recipe = make_recipe_copy("wmt", "mt1", tmp_path)
     out = subprocess.run(
-        ["local/data.sh", "--task", "multilingual_m2o", "--langs", langs],
+        ["local/data.sh", "--task", "multilingual_m2o", *args],
         cwd=recipe, env={**os.environ, "WMT": str(release)}, capture_output=True, text=True,
     )  # fmt: skip
     assert out.returncode != 0 and message in out.stderr, out.stderr[-3000:]
-    assert not (recipe / "data" / "m2o_valid").exists()
+    assert not list((recipe / "data").glob("m2o_train*"))
 
 
 def test_compose_decodes_then_fine_tunes_and_decodes_again(wmt_runs):

@@ -75,11 +75,13 @@ def test_real_release_layout_through_filtering_on_the_fixtures(tmp_path):
     args = ["--mode", "multilingual_m2o", "--stop_stage", "2", "--test_sets", "m2o_test_de"]
     out = run(
         recipe,
-        # the fixture's dev set is WMT14's newstest2013, not the default WMT19 newstest2018
+        # the fixture's dev and test sets are WMT14's newstest2013 and WMT22's wmttest2022, not the
+        # defaults of WMT19 (newstest2018, newstest2019)
         [
             *args,
             "--local_data_opts",
-            "--task multilingual_m2o --langs de --multilingual_dev de=newstest2013",
+            "--task multilingual_m2o --langs de --multilingual_dev de=newstest2013"
+            " --multilingual_test de=wmttest2022",
         ],
         {"WMT": str(tmp_path / "wmt")},
     )

@@ -15,9 +15,10 @@
 #   <root>/<x>-en/dev/     the dev sets (newstest2013-src.de.sgm + newstest2013-ref.en.sgm, or an xml, e.g. all of
 #                          the edition's dev.tgz); valid is one of them: multilingual, the language's
 #                          (--multilingual_dev, below); lego, the setup's (--<pair>_dev, below)
-#   <root>/<x>-en/test/    the test sets, one data dir each (newstest2011..2016 sgm, wmttest2022.de-en.xml), named
-#                          without the pair WMT puts into names from 2014 on: newstest2014-deen-src.en.sgm ->
-#                          data/ende_test_newstest2014 (the -ende/-deen files of one year's set: this direction's)
+#   <root>/<x>-en/test/    the test sets (newstest2011..2016 sgm, wmttest2022.de-en.xml): multilingual, one
+#                          per language (--multilingual_test, below) in data/<dir>_test_<x>; lego, one data dir
+#                          each, named without the pair WMT puts into names from 2014 on: newstest2014-deen-src.en.sgm
+#                          -> data/ende_test_newstest2014 (the -ende/-deen files of one year's set: this direction's)
 #  - WMT empty (db.sh): the embedded mini corpus (espnet_ext/data/numbers/wmt.py) in that layout under
 #    data/mini_release/{multilingual,lego}: number words of --mini_train_sizes' languages <-> English.
 #  - WMT set: ${WMT}/multilingual/<x>-en for the 14 languages of the head-selection paper (Liu et al. 2020's
@@ -44,6 +45,13 @@ mini_seed=0
 # newsdev2017 for them), newsdev2018 (et), newsdev2019 (gu, kk, lt), newstest2018 (ru); cs and de, which it
 # leaves out, get their WMT19 edition's dev set as ru does, newstest2018. Mini release: newsdev for all.
 multilingual_dev=cs=newstest2018,de=newstest2018,es=newstest2012,et=newsdev2018,fi=newstest2016,fr=newstest2013,gu=newsdev2019,kk=newsdev2019,lt=newsdev2019,lv=newsdev2017,ro=newsdev2016,ru=newstest2018,tr=newstest2016,zh=newsdev2017
+# Multilingual test sets, one per language, <x>=<set>: the newstest of the language's WMT edition, as that
+# script's test_files_patterns pick it: newstest2013 (es: wmt13 test.tgz test/newstest*), newstest2014 (fr:
+# wmt14 test-full), newstest2016 (ro), newstest2017 (fi, lv, tr, zh), newstest2018 (et), newstest2019 (gu, kk,
+# lt, ru). cs and de, whose directions it leaves out (cs's wmt18 pattern commented out, de only in the wmt14
+# entry): newstest2019, the test set of their WMT19 edition (Table 7 = mBART's Table 1), whose dev set
+# newstest2018 is valid. Mini release: wmttest for all.
+multilingual_test=cs=newstest2019,de=newstest2019,es=newstest2013,et=newstest2018,fi=newstest2017,fr=newstest2014,gu=newstest2019,kk=newstest2019,lt=newstest2019,lv=newstest2017,ro=newstest2016,ru=newstest2019,tr=newstest2017,zh=newstest2017
 # LegoNN dev sets (valid), one each: the paper's En-De dev set is newstest2013 (§V-B); Ro-En is "the data
 # prepared by [37]" (§V-C1, Lee et al. 2018: dev newsdev2016, test newstest2016); for WMT19 De-En the paper
 # names none, newstest2018 is WMT19's own dev set for it. Empty: those (real), newsdev (the mini release).
@@ -64,28 +72,37 @@ prepare() {
     python -m espnet_ext.data.wmt prepare --out "${out}" --src_lang "${src}" --tgt_lang "${tgt}" --dir "${dir}" "$@"
 }
 
-# multilingual_dev_set X: the dev set of language X (--multilingual_dev; the mini release's newsdev)
-multilingual_dev_set() {
-    [ -n "${WMT}" ] || { echo newsdev; return 0; }
-    local dev
-    dev=$(tr ',' '\n' <<< "${multilingual_dev}" | sed -n "s/^$1=//p")
-    [ -n "${dev}" ] || { echo "$0: --multilingual_dev names no dev set for language '$1'" >&2; return 1; }
-    echo "${dev}"
+# multilingual_set SPLIT X: the set of language X that SPLIT (valid or test) reads: --multilingual_dev's,
+# --multilingual_test's (the mini release's newsdev, wmttest)
+multilingual_set() {
+    local kind=dev table=${multilingual_dev} mini=newsdev name
+    [ "$1" = valid ] || { kind="test"; table=${multilingual_test}; mini=wmttest; }
+    [ -n "${WMT}" ] || { echo "${mini}"; return 0; }
+    name=$(tr ',' '\n' <<< "${table}" | sed -n "s/^$2=//p")
+    [ -n "${name}" ] || { echo "$0: --multilingual_${kind} names no ${kind} set for language '$2'" >&2; return 1; }
+    echo "${name}"
 }
 
-# multilingual DIRECTION: every language's pairs with the non-English side as text.mul, then combined
+# multilingual DIRECTION: every language's pairs with the non-English side as text.mul, then combined. Valid
+# and test are one set per language (multilingual_set), all named before any data is read and all read
+# before the training corpora, so that a missing one stops the run before the long part.
 multilingual() {
-    local direction=$1 x src tgt dev
+    local direction=$1 x src tgt split
     local root=${WMT:+${WMT}/multilingual}
     root=${root:-data/mini_release/multilingual}
+    declare -A sets
     for x in ${langs//,/ }; do
-        if [ "${direction}" = m2o ]; then src=${x}; tgt=en; else src=en; tgt=${x}; fi
-        dev=$(multilingual_dev_set "${x}")
-        for split in train valid test; do
-            local out=data/${direction}_${split}_${x} release=${split/valid/dev} sets=()
-            [ "${split}" = valid ] && sets=(--sets "${dev}")  # only it, of every dev set in dev/
+        for split in valid test; do
+            sets[${split}_${x}]=$(multilingual_set "${split}" "${x}")
+        done
+    done
+    for split in valid test train; do
+        for x in ${langs//,/ }; do
+            if [ "${direction}" = m2o ]; then src=${x}; tgt=en; else src=en; tgt=${x}; fi
+            local out=data/${direction}_${split}_${x} release=${split/valid/dev} only=()
+            [ "${split}" = train ] || only=(--sets "${sets[${split}_${x}]}")  # only it, of every set there
             prepare "${out}" "${src}" "${tgt}" "${root}/${x}-en/${release}" --task_tag "${x}" --id_prefix "${x}-" \
-                "${sets[@]}"
+                "${only[@]}"
             mv "${out}/text.${x}" "${out}/text.mul"
             if [ "${direction}" = o2m ]; then  # the target-language token
                 awk -v tag="<2${x}>" '{ $1 = $1 " " tag; print }' "${out}/text.en" > "${out}/text.en.tmp"
