@@ -1,8 +1,7 @@
 """Test-wide environment: the project's tools on PATH, offline NLTK data, one thread per process; and how
-the suite is spread over pytest-xdist workers (`-n 2 --dist loadfile`)."""
+the suite is spread over pytest-xdist workers (`-n 2 --dist loadgroup`: one work unit per xdist group)."""
 
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -24,7 +23,7 @@ os.environ["LC_ALL"] = "C"
 os.environ["PYTHONNOUSERSITE"] = "1"
 os.environ["PYTHONIOENCODING"] = "UTF-8"
 
-from tests import selection  # noqa: E402 (after the checkout joins sys.path)
+from tests import selection, xdist_groups  # noqa: E402 (after the checkout joins sys.path)
 
 
 def _start_forkserver(config) -> None:
@@ -56,13 +55,15 @@ def _start_forkserver(config) -> None:
 
 
 def pytest_unconfigure(config):
+    import shutil
+
     server, directory = getattr(config, "forkserver", (None, None))
     if server is not None:
         server.terminate()
         server.wait()
-        import shutil
-
         shutil.rmtree(directory, ignore_errors=True)
+    if getattr(config, "xdist_groups_dir", None) is not None:
+        shutil.rmtree(config.xdist_groups_dir, ignore_errors=True)
 
 
 def pytest_configure(config):
@@ -73,6 +74,18 @@ def pytest_configure(config):
 
     install(tasks=())
     _start_forkserver(config)
+    _start_xdist_groups(config)
+
+
+def _start_xdist_groups(config) -> None:
+    """On the controller of ``--dist loadgroup``: the folder of the workers' group tables (tests/xdist_groups.py),
+    and the work units in collection order (xdist would start with the units holding most tests)."""
+    if getattr(config.option, "dist", "no") != "loadgroup" or hasattr(config, "workerinput"):
+        return
+    import tempfile
+
+    config.xdist_groups_dir = Path(tempfile.mkdtemp(prefix="xdist-groups-"))
+    config.option.loadscopereorder = False
 
 
 def pytest_itemcollected(item):
@@ -80,84 +93,35 @@ def pytest_itemcollected(item):
 
 
 TESTS = ROOT / "tests"
-RECIPE_TESTS = TESTS / "recipes"
-SESSION_FIXTURE = re.compile(r'@pytest\.fixture\(scope="session"\)\s*def (\w+)')
 
 
-def shared_run_units() -> dict[str, str]:
-    """Test module name -> the name of the work unit it joins: modules that use the same session-scoped
-    fixture of a conftest.py below tests/ (a recipe run of tests/recipes/conftest.py, a trained model of
-    tests/nets/lego/conftest.py) form one unit, so one worker makes it once. Module names are unique."""
-    unit: dict[str, str] = {}
-    for conftest in sorted(TESTS.rglob("*/conftest.py")):
-        modules = {p.name: p.read_text() for p in sorted(conftest.parent.rglob("test_*.py"))}
-        unit.update({name: unit.get(name, name) for name in modules})
-        for fixture in SESSION_FIXTURE.findall(conftest.read_text()):
-            joined = {unit[n] for n, text in modules.items() if re.search(rf"\b{fixture}\b", text)}
-            if joined:
-                first = min(joined)
-                unit = {n: first if u in joined else u for n, u in unit.items()}
-    return {name: u for name, u in unit.items() if u != name}
-
-
-# The recipe modules' work units, longest first (measured on 2 cores; a module not listed comes after
-# them). Longest first keeps the last unit short, so neither worker ends the suite alone for minutes.
-LONGEST_FIRST = [
-    "test_europarl_asr_recipe.py",  # with test_wmt_lego_recipe.py: WMT De-En, Ro-En, compose, Europarl
-    "test_librispeech_recipe.py",  # with test_librispeech_slurm.py
-    "test_real_wmt_europarl.py",  # real modes (--smoke true): WMT's seven, then Europarl's De-En path
-    "test_real_mtedx.py",
-    "test_real_lrs3.py",
-    "test_real_lrs3_modes.py",  # 433 h from an AV-HuBERT checkpoint, LM λ tuning (15 min under load ~10)
-    "test_real_wmt_adapters.py",  # M2O shared -> adapter (6.5 min under load ~10)
-    "test_real_librispeech.py",
-    "test_real_mustc.py",
-    "test_real_iwslt14.py",
-    "test_real_cifar100.py",
-    "test_real_mnist_seq.py",
-    "test_mtedx_asr_recipe.py",  # with test_mtedx_st_recipe.py
-    "test_mtedx_domains.py",
-    "test_mustc_asr_recipe.py",  # with test_mustc_st_recipe.py
-    "test_lrs3_recipe.py",
-    "test_iwslt14_recipe.py",
-    "test_cifar100_recipe.py",
-    "test_mnist_seq_recipe.py",
-    "test_mnist_seq_scene_text.py",
-    "test_wmt_recipe.py",
-]
-
-
-def schedule_rank(module: str, units: dict[str, str]) -> int:
-    """Where a test module's unit starts: recipe units longest first, then the rest (unit tests)."""
-    unit = units.get(module, module)
-    return LONGEST_FIRST.index(unit) if unit in LONGEST_FIRST else len(LONGEST_FIRST)
-
-
+# tryfirst: xdist's own loadgroup reads the marks in its hook of the same name on each worker.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    # The end-to-end recipe modules (minutes each) start first: queued behind the unit tests, the last of
-    # them would finish alone on one worker while the other waits.
-    units = shared_run_units()
-    items.sort(
-        key=lambda item: (
-            RECIPE_TESTS not in item.path.parents,
-            schedule_rank(item.path.name, units),
-        )
-    )
+    for item in items:
+        xdist_groups.mark(item)
+    items.sort(key=xdist_groups.schedule_key)
+
+
+# tryfirst: the table is written before xdist's worker hook sends the collection to the scheduler.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session):
+    workerinput = getattr(session.config, "workerinput", {})
+    if xdist_groups.WORKERINPUT_KEY in workerinput:
+        directory = Path(workerinput[xdist_groups.WORKERINPUT_KEY])
+        xdist_groups.write(session.items, directory, workerinput["workerid"])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    directory = getattr(node.config, "xdist_groups_dir", None)
+    if directory is not None:
+        node.workerinput[xdist_groups.WORKERINPUT_KEY] = str(directory)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    if config.getvalue("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    units = shared_run_units()
-
-    class SharedRunScheduling(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]  # test module names are unique
-            return units.get(module, module)
-
-    # Keep the collection order above (xdist would otherwise start with the modules holding most tests).
-    config.option.loadscopereorder = False
-    return SharedRunScheduling(config, log)
+    directory = getattr(config, "xdist_groups_dir", None)
+    return (
+        None if directory is None else xdist_groups.ReportedGroupScheduling(config, log, directory)
+    )

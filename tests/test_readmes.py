@@ -157,7 +157,7 @@ def test_top_readme_is_an_index_with_the_ci_command():
         "README.md is an index: at most 200 lines (details go to docs/)"
     )
     ci = (ROOT / ".ci" / "run").read_text()
-    command = "tools/venv/bin/python -m pytest -q -n 2 --dist loadfile tests"
+    command = "tools/venv/bin/python -m pytest -q -n 2 --dist loadgroup tests"
     assert command in ci and command in text, "README.md shows the test command .ci/run runs"
     for recipe in RECIPES:
         assert f"egs/{recipe.parent.name}/{recipe.name}" in text, (

@@ -1,9 +1,9 @@
 """Recipe runs shared by several test modules: each recipe is prepared and trained once per session.
 
 Modules that branch from a shared run (other tags, stages, backends) must leave its outputs as they
-found them. The suite runs on two pytest-xdist workers with ``--dist loadfile``: a module's tests stay on
-one worker, so its module-scoped run is made once; a session run shared by two modules is made once per
-worker that needs it.
+found them. The suite runs on two pytest-xdist workers with ``--dist loadgroup`` (tests/xdist_groups.py): a
+module's tests stay on one worker, so its module-scoped run is made once, and the modules that use one of
+the session runs below declare one xdist group named after it, so the run is made once.
 """
 
 import os

@@ -9,6 +9,9 @@ import re
 import pytest
 from recipe_fixture import TINY_TRAINING, make_recipe_copy, run
 
+# on one worker with the other modules of its session fixture (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("wmt_lego_deen")
+
 BLOCK = "output_size: 32, attention_heads: 2, linear_units: 64, num_blocks: 1, dropout_rate: 0.0"
 INGEST = "num_blocks: 1, attention_heads: 2, linear_units: 64"
 TINY_DECODER = f"""\

@@ -7,6 +7,9 @@ import subprocess
 import pytest
 from recipe_fixture import TINY_ARGS, make_recipe_copy, run, run_until
 
+# on one worker with the other modules of its session fixture (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("librispeech_finished")
+
 
 @pytest.fixture
 def finished(librispeech_finished):

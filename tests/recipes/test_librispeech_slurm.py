@@ -15,7 +15,7 @@ import time
 import pytest
 from recipe_fixture import TINY_ARGS, read_table, run
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("librispeech_finished")]
 
 # Two jobs per stage: features and decoding run as two-task Slurm arrays whose shards are merged.
 SLURM_ARGS = [*TINY_ARGS, "--cmd_backend", "slurm", "--nj", "2", "--inference_nj", "2"]

@@ -11,6 +11,9 @@ from recipe_fixture import make_recipe_copy, read_table, run
 
 from espnet_ext.analysis.head_sharing import analyse
 
+# on one worker with the other modules of its session fixture (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("mtedx_asr_finished")
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mtedx"
 
 

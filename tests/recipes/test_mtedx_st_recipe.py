@@ -16,6 +16,9 @@ from recipe_fixture import make_recipe_copy, mtedx_st_tiny, read_table, run
 from espnet_ext.bin.st_inference import main as st_decode
 from espnet_ext.data.task_tags import task_ids
 
+# on one worker with the other modules of its session fixture (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("mtedx_asr_finished")
+
 LANGUAGES = "encoder_task_tags: [es, it], decoder_task_tags: [en, it], target_languages: [en, it]"
 TINY = {
     "group": mtedx_st_tiny("group", f"selection_kl_weight: 0.1, {LANGUAGES}"),

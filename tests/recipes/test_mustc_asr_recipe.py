@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 from recipe_fixture import make_recipe_copy, read_table, run
 
+# on one worker with the other modules of its session fixture (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("mustc_asr_finished")
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mustc"
 
 

@@ -14,6 +14,9 @@ from recipe_fixture import MUSTC_SHARED_ARGS, MUSTC_TINY_MODEL, make_recipe_copy
 
 from espnet_ext.registry import build_model
 
+# on one worker with the other modules of its session fixture (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("mustc_asr_finished")
+
 TINY_ST = MUSTC_TINY_MODEL + "model_conf: {lsm_weight: 0.1, report_bleu: false}\n"
 ASR_MODEL = "../asr1/exp/asr_tiny_asr/valid.acc.ave.pth"
 ST_ARGS = [

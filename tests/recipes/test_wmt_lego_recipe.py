@@ -10,6 +10,9 @@ import yaml
 from recipe_fixture import read_table, run
 from wmt_fixture import LEGO_ARGS
 
+# on one worker with the other modules of its session fixture (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("wmt_lego_deen")
+
 
 @pytest.fixture(scope="module")
 def composed(wmt_lego_deen):

@@ -23,6 +23,9 @@ from espnet_ext.bin import lego_compose, lego_export
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.lego.inventory import VERSION, compose, export_modules, load_artefact
 
+# on one worker with the other modules of its session fixture (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("trained_experiment")
+
 
 def three_module_config():
     modules = [

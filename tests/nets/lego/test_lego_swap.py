@@ -7,6 +7,9 @@ from tiny_lego import TEXT_VOCAB, experiment_config, module_conf, save_experimen
 
 from espnet_ext.analysis import lego_swap
 
+# on one worker with the other modules of its session fixture (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("trained_experiment")
+
 
 def plain_config(encoder_units: int):
     config = experiment_config([module_conf(TEXT_VOCAB)])

@@ -19,6 +19,9 @@ from tiny_lego import (
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.lego.interface import ctc_loss
 
+# on one worker with the other modules of its session fixture (tests/conftest.py)
+pytestmark = pytest.mark.xdist_group("trained_experiment")
+
 
 def phone_targets(batch=3):
     lengths = torch.tensor([3, 2, 2][:batch])
