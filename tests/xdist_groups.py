@@ -32,6 +32,9 @@ LONGEST_FIRST = [
     "librispeech_finished",  # test_librispeech_recipe.py + test_librispeech_slurm.py
     "test_real_wmt_europarl.py",  # real modes (--smoke true): WMT's seven, then Europarl's De-En path
     "test_real_mtedx.py",
+    # Two units, free to run side by side: their runs reuse no stage of each other's (the data stage's
+    # fingerprint holds the setup's sets, the later ones the recipe's absolute paths), and 433h_self and
+    # 433h both train exp/vsr_train_vsr_large, so one recipe copy cannot hold both.
     "test_real_lrs3.py",
     "test_real_lrs3_modes.py",  # 433 h from an AV-HuBERT checkpoint, LM λ tuning (15 min under load ~10)
     "test_real_wmt_adapters.py",  # M2O shared -> adapter (6.5 min under load ~10)
