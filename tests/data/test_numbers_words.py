@@ -167,16 +167,7 @@ def test_german_split_keeps_the_und_inside_hundert():
 # is accented, ventitré; num2words accents only some, "centotré" but "centoventitre", so the comparison
 # below leaves accents out.)
 def _italian_compound(pieces: list[str]) -> str:
-    tens = {
-        "venti",
-        "trenta",
-        "quaranta",
-        "cinquanta",
-        "sessanta",
-        "settanta",
-        "ottanta",
-        "novanta",
-    }
+    tens = {w for w in _IT_WORDS if w.endswith(("nti", "nta"))}  # venti ... novanta
     word = ""
     for i, piece in enumerate(pieces):
         after = pieces[i + 1] if i + 1 < len(pieces) else ""
