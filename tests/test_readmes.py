@@ -85,7 +85,9 @@ def declared_options(recipe: Path) -> set[str]:
     names = set(PARSE_OPTIONS_OWN)
     for script in scripts:
         names |= set(re.findall(r"^([A-Za-z_][A-Za-z0-9_]*)=", script.read_text(), flags=re.M))
-    return names
+    # the options the pipelines share, declared in groups (indented): utils/pipeline_options.sh
+    shared = (ROOT / "utils" / "pipeline_options.sh").read_text()
+    return names | set(re.findall(r"^ *([a-z][a-z0-9_]*)=", shared, flags=re.M))
 
 
 def is_checked_path(word: str) -> bool:
