@@ -27,6 +27,8 @@
 #   local_data_scripts                          local/data.sh and the utils/*.sh it sources (stage 1's fingerprint)
 #   average_stage N EXP                         --inference_model last<N>.pth from EXP's last N epochs
 #   lm_stages N TRAIN DEV "TESTS" TYPE LIST STATS  --use_lm true: stages N..N+2 train ${lm_exp} with ../lm1/lm.sh
+#   attention_variant TASK CONFIG               --attention_variant: ${variant_tag}, ${variant_args} for training
+#   default_inference_tag                       ${inference_tag} decode_<config>[_lm_<tag>][_matched] unless given
 #   task_id_opts TRAIN VALID "NAME=TABLE ..."   --task_ids: the training's data options of the task id tables
 # Evaluation (every pipeline's decoding and scoring stages):
 #   decode_set DIR KEYS MODULE HYP -- ARGS...   sharded decoding of one test set into DIR/text
@@ -341,6 +343,30 @@ lm_stages() {
     run_stage "${n}" "LM text + statistics" "${lm_exp}" "${fp}" ./lm.sh --stage 1 --stop_stage 3 "${lm_opts[@]}"
     run_stage $((n + 1)) "LM training" "${lm_exp}" "${fp}" ./lm.sh --stage 4 --stop_stage 4 "${lm_opts[@]}"
     run_stage $((n + 2)) "LM perplexity" "${lm_exp}" "${fp}" ./lm.sh --stage 5 --stop_stage 5 "${lm_opts[@]}"
+}
+
+# attention_variant TASK CONFIG : the relaxed-attention paper's variant of the model of CONFIG for TASK (asr, mt;
+# the options of utils/pipeline_options.sh attention_variants, read by espnet_ext.attention.variants): sets
+# ${variant_tag} (the experiment tag's suffix) and ${variant_args} (the training's options). Exits on a bad one.
+# shellcheck disable=SC2034  # variant_tag, variant_args: read by the pipeline
+attention_variant() {
+    local out
+    out=$(python -m espnet_ext.attention.variants --config "$2" --variant "${attention_variant}" --task "$1" \
+        ${relax_gamma:+--gamma "${relax_gamma}"}) || die "bad attention variant"
+    variant_tag=$(sed -n 1p <<< "${out}")
+    variant_args=$(sed -n 2p <<< "${out}")
+}
+
+# default_inference_tag : --inference_tag, when not given, from the decoding options: decode_<inference config>,
+# + _lm_${lm_tag} with --use_lm true, + _matched with --matched_inference true (which also joins
+# ${inference_args}, so the decoder relaxes its attention too)
+default_inference_tag() {
+    if [ -z "${inference_tag}" ]; then
+        inference_tag=decode_$(basename "${inference_config}" .yaml)
+        if [ "${use_lm}" = true ]; then inference_tag+="_lm_${lm_tag}"; fi
+        if [ "${matched_inference}" = true ]; then inference_tag+="_matched"; fi
+    fi
+    if [ "${matched_inference}" = true ]; then inference_args+=" --matched_inference true"; fi
 }
 
 # corpus_settings : "NAME=value" of every corpus root db.sh defines, each with the signature of the files under

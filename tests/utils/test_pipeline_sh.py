@@ -516,3 +516,49 @@ def test_local_data_scripts_are_data_sh_and_the_shared_shell_it_sources(tmp_path
         "x=1\n. utils/corpus_options.sh  # shared\n. ./path.sh\n. utils/parse_options.sh\n"
     )
     assert scripts() == ["local/data.sh", "utils/corpus_options.sh"]
+
+
+DECODING_NAMES = pipeline(
+    'inference_config=conf/decode_x.yaml\ninference_tag=""\ninference_args="--beam_size 2"\nuse_lm=false\n'
+    'lm_tag=lm_a\nmatched_inference=false\nattention_variant=baseline\nrelax_gamma=""\n',
+    """attention_variant mt {config}
+default_inference_tag
+printf '%s\\n' "${{variant_tag}}" "${{variant_args}}" "${{inference_tag}}" "${{inference_args}}" > names.txt
+""",
+)
+
+
+def test_attention_variant_and_the_default_inference_tag(tmp_path):
+    """The experiment and decoding names asr.sh and mt.sh take from the variant and decoding options."""
+    config = ROOT / "egs" / "iwslt14" / "mt1" / "conf" / "train_mt_mini.yaml"
+    (tmp_path / "pipe.sh").write_text(
+        DECODING_NAMES.replace("{config}", str(config)).format(root=ROOT)
+    )
+    (tmp_path / "pipe.sh").chmod(0o755)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+    def names(*args):
+        out = subprocess.run(
+            ["./pipe.sh", *args], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+        )
+        assert out.returncode == 0, out.stderr
+        return (tmp_path / "names.txt").read_text().splitlines()
+
+    assert names() == ["", "", "decode_decode_x", "--beam_size 2"]
+    relaxed = ("--attention_variant", "relaxed_cross", "--relax_gamma", "0.2")
+    assert names(*relaxed, "--use_lm", "true", "--matched_inference", "true") == [
+        "_relaxed_cross_g0.2",
+        "--decoder relaxed_transformer --decoder_conf attention_sites.src_attn.gamma=0.2",
+        "decode_decode_x_lm_lm_a_matched",
+        "--beam_size 2 --matched_inference true",
+    ]
+    given = names("--inference_tag", "mine", "--matched_inference", "true")
+    assert given[2:] == ["mine", "--beam_size 2 --matched_inference true"]
+    bad = subprocess.run(
+        ["./pipe.sh", "--attention_variant", "nonsense"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert bad.returncode != 0 and "bad attention variant" in bad.stderr

@@ -78,10 +78,9 @@ token_dir=${token_type}
 token_dir=${token_list_dir:-data/token_list/${train_set}/${token_dir}}
 token_list="${token_dir}/tokens.txt"
 bpemodel="${token_dir}/bpe.model"
-variant_opts=(--config "${asr_config}" --variant "${attention_variant}" --task asr ${relax_gamma:+--gamma "${relax_gamma}"})
-variant=$(python -m espnet_ext.attention.variants "${variant_opts[@]}") || die "bad attention variant"
-asr_args="$(sed -n 2p <<< "${variant}") ${asr_args}"
-asr_tag=${asr_tag:-$(basename "${asr_config}" .yaml)$(sed -n 1p <<< "${variant}")}
+attention_variant asr "${asr_config}"
+asr_args="${variant_args} ${asr_args}"
+asr_tag=${asr_tag:-$(basename "${asr_config}" .yaml)${variant_tag}}
 asr_exp="${expdir}/${exp_kind}_${asr_tag}"
 if [ "${print_exp}" = true ]; then echo "${asr_exp}"; exit 0; fi
 # What depends on the token list is named by it: two setups of one recipe dir (LibriSpeech 100 h and 960 h)
@@ -90,12 +89,7 @@ token_name=${train_set}_$(basename "${token_dir}")
 asr_stats_dir=${asr_stats_dir:-${expdir}/${exp_kind}_stats_${token_name}}
 lm_tag=${lm_tag:-$(basename "${lm_config:-lm}" .yaml)}
 lm_exp=${lm_exp:-${expdir}/lm_${lm_tag}_${token_name}}
-if [ -z "${inference_tag}" ]; then
-    inference_tag=decode_$(basename "${inference_config}" .yaml)
-    [ "${use_lm}" = true ] && inference_tag+="_lm_${lm_tag}"
-    [ "${matched_inference}" = true ] && inference_tag+="_matched"
-fi
-[ "${matched_inference}" = true ] && inference_args+=" --matched_inference true"
+default_inference_tag
 train_dir="${feats_dir}/${train_set}_filtered"
 valid_dir="${feats_dir}/${valid_set}_filtered"
 asr_args="$(task_id_opts "${train_dir}" "${valid_dir}" "${task_ids}") ${asr_args}"

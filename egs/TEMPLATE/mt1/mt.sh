@@ -50,21 +50,15 @@ valid_dir="${raw_dir}/${valid_set}_filtered"
 src_text=text.${src_lang}
 tgt_text=text.${tgt_lang}
 . utils/translation_tokens.sh
-variant_opts=(--config "${mt_config}" --variant "${attention_variant}" --task mt ${relax_gamma:+--gamma "${relax_gamma}"})
-variant=$(python -m espnet_ext.attention.variants "${variant_opts[@]}") || die "bad attention variant"
-mt_args="$(sed -n 2p <<< "${variant}") $(task_id_opts "${train_dir}" "${valid_dir}" "${task_ids}") ${mt_args}"
-mt_tag=${mt_tag:-$(basename "${mt_config}" .yaml)$(sed -n 1p <<< "${variant}")}
+attention_variant mt "${mt_config}"
+mt_args="${variant_args} $(task_id_opts "${train_dir}" "${valid_dir}" "${task_ids}") ${mt_args}"
+mt_tag=${mt_tag:-$(basename "${mt_config}" .yaml)${variant_tag}}
 mt_exp="${expdir}/mt_${mt_tag}"
 if [ "${print_exp}" = true ]; then echo "${mt_exp}"; exit 0; fi
 mt_stats_dir="${expdir}/mt_stats_$(basename "${src_token_dir}")_$(basename "${tgt_token_dir}")"
 lm_tag=${lm_tag:-$(basename "${lm_config:-lm}" .yaml)}
 lm_exp=${lm_exp:-${expdir}/lm_${lm_tag}}
-if [ -z "${inference_tag}" ]; then
-    inference_tag=decode_$(basename "${inference_config}" .yaml)
-    [ "${use_lm}" = true ] && inference_tag+="_lm_${lm_tag}"
-    [ "${matched_inference}" = true ] && inference_tag+="_matched"
-fi
-[ "${matched_inference}" = true ] && inference_args+=" --matched_inference true"
+default_inference_tag
 
 prepare_data() {
     local dset
