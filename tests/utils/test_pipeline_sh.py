@@ -537,10 +537,13 @@ def test_attention_variant_and_the_default_inference_tag(tmp_path):
     (tmp_path / "pipe.sh").chmod(0o755)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
 
-    def names(*args):
-        out = subprocess.run(
+    def run(*args):
+        return subprocess.run(
             ["./pipe.sh", *args], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
         )
+
+    def names(*args):
+        out = run(*args)
         assert out.returncode == 0, out.stderr
         return (tmp_path / "names.txt").read_text().splitlines()
 
@@ -554,11 +557,5 @@ def test_attention_variant_and_the_default_inference_tag(tmp_path):
     ]
     given = names("--inference_tag", "mine", "--matched_inference", "true")
     assert given[2:] == ["mine", "--beam_size 2 --matched_inference true"]
-    bad = subprocess.run(
-        ["./pipe.sh", "--attention_variant", "nonsense"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    bad = run("--attention_variant", "nonsense")
     assert bad.returncode != 0 and "bad attention variant" in bad.stderr
