@@ -192,7 +192,8 @@ def render(task: str, name: str, mini: bool, downsample: bool = True) -> dict:
         )
     else:
         config["model_conf"] = dict(ctc_weight=0.0, lsm_weight=0.1, length_normalized_loss=False)
-    # SpecAugment as fairseq's MuST-C recipe ("lb" policy: F 27, 1 freq mask, T 100, 1 time mask)
+    # SpecAugment as fairseq's MuST-C recipe ("lb" policy: F 27, 1 freq mask, T 100, 1 time mask, p 1.0; ESPnet's
+    # SpecAug of the mini configs has no time_mask_p)
     specaug_conf = dict(
         apply_time_warp=False,
         apply_freq_mask=True,
@@ -211,7 +212,7 @@ def render(task: str, name: str, mini: bool, downsample: bool = True) -> dict:
         # normalisation (espnet_ext.features.utterance_cmvn; data_utils.py: _train [utterance_cmvn, specaugment])
         config.update(
             normalize="utterance_cmvn_specaug",
-            normalize_conf={"specaug_conf": specaug_conf},
+            normalize_conf={"specaug_conf": {**specaug_conf, "time_mask_p": 1.0}},
             specaug=None,
         )
     config.update(

@@ -138,3 +138,34 @@ def test_fairseq_recipes_use_it(config):
         None,
     )  # its p; masks at the utterance's mean
     assert normalize_opts(cfg, "stats.npz") == []  # the pipelines pass no --normalize over it
+
+
+POLICY_KEYS = {
+    "freq_mask_width_range",
+    "num_freq_mask",
+    "time_mask_width_range",
+    "num_time_mask",
+    "time_mask_p",
+}
+
+
+def test_every_config_spells_out_its_specaugment_policy():
+    """A config running fairseq's SpecAugment names every setting of the policy it follows (time_mask_p
+    included), so its card row reads the config, not a module default."""
+    configs = [
+        path
+        for path in sorted(ROOT.glob("egs/*/*/conf/**/*.yaml"))
+        if "card" not in path.parts and "sweeps" not in path.parts
+    ]
+    checked = 0
+    for path in configs:
+        cfg = yaml.safe_load(path.read_text()) or {}
+        if cfg.get("normalize") == "utterance_cmvn_specaug":
+            spec = cfg["normalize_conf"]["specaug_conf"]
+        elif cfg.get("specaug") == "utterance_specaug":
+            spec = cfg["specaug_conf"]
+        else:
+            continue
+        checked += 1
+        assert set(spec) >= POLICY_KEYS, (path, POLICY_KEYS - set(spec))
+    assert checked >= 55
