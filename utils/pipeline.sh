@@ -208,7 +208,10 @@ split_keys() {
 collect_stats() {
     local module=$1 stats_dir=$2 nj=$3 train_keys=$4 valid_keys=$5
     shift 5
-    local logdir="${stats_dir}/logdir" n_train n_valid
+    local logdir="${stats_dir}/logdir" n_train n_valid smoke_args=()
+    # A smoke run's statistics come from the model it trains (ESPnet builds it to collect them): building the
+    # real-size one costs a tiny corpus' stage most of its time.
+    smoke_overrides smoke_args "$@" || return 1
     rm -rf "${logdir}"
     n_train=$(split_keys "${train_keys}" "${logdir}/train" "${nj}")
     n_valid=$(split_keys "${valid_keys}" "${logdir}/valid" "${nj}")
@@ -221,7 +224,7 @@ collect_stats() {
         python -m "${module}" --collect_stats true --use_preprocessor true \
             --train_shape_file "${logdir}/train/keys.JOB.scp" \
             --valid_shape_file "${logdir}/valid/keys.JOB.scp" \
-            --output_dir "${logdir}/stats.JOB" "$@" || return 1
+            --output_dir "${logdir}/stats.JOB" "$@" "${smoke_args[@]}" || return 1
     local inputs=()
     for i in $(seq "${n_train}"); do inputs+=(--input_dir "${logdir}/stats.${i}"); done
     python -m espnet_ext.bin.aggregate_stats_dirs "${inputs[@]}" --output_dir "${stats_dir}" \
@@ -251,8 +254,9 @@ add_token_dim() {
 }
 
 # smoke_overrides ARRAY OPTION... : ARRAY (a variable name) set to a smoke run's overrides of the training with
-# OPTION... (its --config among them; espnet_ext.smoke train_args), empty outside smoke runs. train_model adds
-# them; a stage that builds the model from the options itself (st.sh's --asr_init check) adds them too.
+# OPTION... (its --config among them; espnet_ext.smoke train_args), empty outside smoke runs. train_model and
+# collect_stats add them; a stage that builds the model from the options itself (st.sh's --asr_init check) adds
+# them too.
 # shellcheck disable=SC2178,SC2034  # a nameref to the caller's array (set here, read by the caller)
 smoke_overrides() {
     local -n overrides=$1

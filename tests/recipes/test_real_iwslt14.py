@@ -43,6 +43,15 @@ def test_training_keeps_the_real_settings_and_averages_the_last_five(real_run):
     config = yaml.safe_load((exp / "config.yaml").read_text())
     assert config["max_epoch"] == 5 and config["num_iters_per_epoch"] == 1
     assert config["encoder_conf"]["num_blocks"] == 6 and config["encoder_conf"]["output_size"] == 64
+    # the statistics stages built the models the smoke run trains, not the real-size ones (their cost)
+    lm_config = yaml.safe_load((recipe / "exp" / "lm_extended" / "config.yaml").read_text())
+    for stats, trained, sections in (
+        ("mt_stats_*", config, ["encoder_conf", "decoder_conf"]),
+        ("lm_stats_*", lm_config, ["lm_conf"]),
+    ):
+        (stats_dir,) = recipe.glob(f"exp/{stats}")
+        built = yaml.safe_load((stats_dir / "logdir" / "stats.1" / "config.yaml").read_text())
+        assert [built[s] for s in sections] == [trained[s] for s in sections], stats
     assert (recipe / "exp" / "lm_extended" / "valid.loss.ave.pth").exists()
     lm_lines = (recipe / "data" / "lm_extended" / "text").read_text().splitlines()
     assert [line.split(" ", 1)[1] for line in lm_lines] == [
