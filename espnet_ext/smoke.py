@@ -12,6 +12,8 @@ pipeline options, changing only what a tiny corpus forces:
   real recipe and still fails where the real training has fewer epochs than it averages); batches counted
   in samples of at most ``BATCH_CAP``; no plots and no TensorBoard logs (``num_att_plot 0``,
   ``use_matplotlib false``, ``use_tensorboard false``: drawing them is most of a tiny epoch's time on a CPU);
+- statistics: ESPnet builds the model to collect them; the statistics stage gets the training's overrides,
+  so it builds the narrowed model the run trains (building a real-size one was most of that stage's time);
 - decoding: a beam no wider than the (soft-limited) output vocabulary, and hypotheses of at most
   ``MAX_HYPOTHESIS_TOKENS`` (a config that sets ``maxlenratio``): a model of a few updates rarely ends a
   hypothesis, so each utterance would run to the real limit (200 tokens x beam 10: seconds per utterance);
