@@ -350,6 +350,28 @@ def release_corpora(
     return [read() for _, _, read in plans], [p for p in files if p.name not in used]
 
 
+def read_release_dir(
+    directory: PathLike,
+    src_lang: str,
+    tgt_lang: str,
+    translator: str | None = None,
+    sets: Sequence[str] | None = None,
+) -> list[Corpus]:
+    """``release_corpora``, naming the files that are not the pair's release files on stderr."""
+    found, others = release_corpora(directory, src_lang, tgt_lang, translator, sets)
+    for path in others:
+        print(f"{path}: not a {src_lang}-{tgt_lang} release file, not read", file=sys.stderr)
+    return found
+
+
+def report(corpora: Sequence[Corpus], outputs: Sequence[PathLike]) -> None:
+    """What was read from each input (pairs kept and dropped) and where it went, on stdout."""
+    for corpus in corpora:
+        dropped = f", {corpus.dropped} dropped (an empty side)" if corpus.dropped else ""
+        print(f"{corpus.source}: {len(corpus.pairs)} pairs{dropped}")
+    print(f"-> {' '.join(map(str, outputs))}: {sum(len(c.pairs) for c in corpora)} pairs")
+
+
 def prepare(
     out: PathLike,
     corpora: Sequence[Corpus],
@@ -358,11 +380,16 @@ def prepare(
     lowercase: bool = False,
     task_tag: str | None = None,
     id_prefix: str = "",
+    src_prefix: str = "",
 ) -> Path:
     """One data dir of the pairs of ``corpora``, written whole or not at all; ``id_prefix`` keeps the
-    ids of several language pairs apart (``europarl-v7-...`` of de-en and fr-en) when combined."""
+    ids of several language pairs apart (``europarl-v7-...`` of de-en and fr-en) when combined;
+    ``src_prefix`` goes before every source sentence (a target-language token, ``<2de> ``). The
+    languages name the files (``text.<src_lang>``, ``text.<tgt_lang>``)."""
     pairs = [
-        Pair(id_prefix + p.id, normalise(p.src, lowercase), normalise(p.tgt, lowercase))
+        Pair(
+            id_prefix + p.id, src_prefix + normalise(p.src, lowercase), normalise(p.tgt, lowercase)
+        )
         for corpus in corpora
         for p in corpus.pairs
     ]
@@ -424,10 +451,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     corpora += [read_sgm(s, r) for s, r in args.sgm]
     corpora += [read_xml(f, src, tgt, args.translator) for f in args.xml]
     for directory in args.dir:
-        found, others = release_corpora(directory, src, tgt, args.translator, args.sets)
-        corpora += found
-        for path in others:
-            print(f"{path}: not a {src}-{tgt} release file, not read", file=sys.stderr)
+        corpora += read_release_dir(directory, src, tgt, args.translator, args.sets)
     if not corpora:
         raise InputError("no --plain, --tsv, --sgm, --xml or --dir corpus found", path=args.out)
     names = [corpus_name(c.source.split(" + ")[0]) for c in corpora]
@@ -437,10 +461,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     groups = [[c] for c in corpora] if args.each else [corpora]
     for out, group in zip(outputs, groups):
         prepare(out, group, src, tgt, args.lowercase, args.task_tag, args.id_prefix)
-    for corpus in corpora:
-        dropped = f", {corpus.dropped} dropped (an empty side)" if corpus.dropped else ""
-        print(f"{corpus.source}: {len(corpus.pairs)} pairs{dropped}")
-    print(f"-> {' '.join(outputs)}: {sum(len(c.pairs) for c in corpora)} pairs")
+    report(corpora, outputs)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 #                    data/m2o_test_<x> per language;
 #  multilingual_o2m  data/o2m_... (English -> every language, target side text.mul); the source starts with
 #                    the target-language token <2x>, which tells every model (the shared one too) what to write;
-#     both with `lang` (the non-English language of the pair: the task) and `task_id` (its index in --langs);
+#     both with `lang` (the non-English language of the pair: the task) and `task_id` (its index in --langs),
+#     written by espnet_ext/data/wmt_multilingual.py in one process;
 #  lego              data/{ende,deen,roen}_{train,valid} and data/<pair>_test_<set> per test set, De-En and
 #                    Ro-En lowercased, and the joint dictionaries of the LegoNN setups (§V): data/token_list/
 #                    lego_ende (En-De, shared BPE) and lego_deroen (one over De-En + Ro-En, so modules compose).
@@ -72,54 +73,6 @@ prepare() {
     python -m espnet_ext.data.wmt prepare --out "${out}" --src_lang "${src}" --tgt_lang "${tgt}" --dir "${dir}" "$@"
 }
 
-# multilingual_set SPLIT X: the set of language X that SPLIT (valid or test) reads: --multilingual_dev's,
-# --multilingual_test's (the mini release's newsdev, wmttest)
-multilingual_set() {
-    local kind=dev table=${multilingual_dev} mini=newsdev name
-    [ "$1" = valid ] || { kind="test"; table=${multilingual_test}; mini=wmttest; }
-    [ -n "${WMT}" ] || { echo "${mini}"; return 0; }
-    name=$(tr ',' '\n' <<< "${table}" | sed -n "s/^$2=//p")
-    [ -n "${name}" ] || { echo "$0: --multilingual_${kind} names no ${kind} set for language '$2'" >&2; return 1; }
-    echo "${name}"
-}
-
-# multilingual DIRECTION: every language's pairs with the non-English side as text.mul, then combined. Valid
-# and test are one set per language (multilingual_set), all named before any data is read and all read
-# before the training corpora, so that a missing one stops the run before the long part.
-multilingual() {
-    local direction=$1 x src tgt split
-    local root=${WMT:+${WMT}/multilingual}
-    root=${root:-data/mini_release/multilingual}
-    declare -A sets
-    for x in ${langs//,/ }; do
-        for split in valid test; do
-            sets[${split}_${x}]=$(multilingual_set "${split}" "${x}")
-        done
-    done
-    for split in valid test train; do
-        for x in ${langs//,/ }; do
-            if [ "${direction}" = m2o ]; then src=${x}; tgt=en; else src=en; tgt=${x}; fi
-            local out=data/${direction}_${split}_${x} release=${split/valid/dev} only=()
-            [ "${split}" = train ] || only=(--sets "${sets[${split}_${x}]}")  # only it, of every set there
-            prepare "${out}" "${src}" "${tgt}" "${root}/${x}-en/${release}" --task_tag "${x}" --id_prefix "${x}-" \
-                "${only[@]}"
-            mv "${out}/text.${x}" "${out}/text.mul"
-            if [ "${direction}" = o2m ]; then  # the target-language token
-                awk -v tag="<2${x}>" '{ $1 = $1 " " tag; print }' "${out}/text.en" > "${out}/text.en.tmp"
-                mv "${out}/text.en.tmp" "${out}/text.en"
-            fi
-        done
-    done
-    for split in train valid; do
-        # shellcheck disable=SC2046
-        python -m espnet_ext.data.datadir combine "data/${direction}_${split}" \
-            $(for x in ${langs//,/ }; do echo "data/${direction}_${split}_${x}"; done)
-    done
-    for dir in "data/${direction}_train" "data/${direction}_valid" "data/${direction}"_test_*; do
-        python -m espnet_ext.data.task_tags --task_tags "${langs//,/ }" "${dir}/lang" "${dir}/task_id"
-    done
-}
-
 # lego_pair NAME SRC TGT ROOT DEV [OPTIONS]: data/NAME_{train,valid}, data/NAME_test_<set>; valid is the dev set DEV
 lego_pair() {
     local name=$1 src=$2 tgt=$3 root=$4 dev=$5
@@ -153,8 +106,16 @@ if [ -z "${WMT}" ]; then
     esac
 fi
 case "${task}" in
-    multilingual_m2o) multilingual m2o ;;
-    multilingual_o2m) multilingual o2m ;;
+    multilingual_*)
+        if [ -z "${WMT}" ]; then  # the mini release: newsdev and wmttest for every language
+            multilingual_dev=$(tr ',' '\n' <<< "${langs}" | sed 's/$/=newsdev/' | paste -sd, -)
+            multilingual_test=$(tr ',' '\n' <<< "${langs}" | sed 's/$/=wmttest/' | paste -sd, -)
+        fi
+        root=${WMT:+${WMT}/multilingual}
+        python -m espnet_ext.data.wmt_multilingual --direction "${task#multilingual_}" \
+            --root "${root:-data/mini_release/multilingual}" --out data --langs "${langs}" \
+            --dev_sets "${multilingual_dev}" --test_sets "${multilingual_test}"
+        ;;
     lego)
         if [ -z "${WMT}" ]; then
             ende=data/mini_release/lego/de-en; deen=${ende}; roen=data/mini_release/lego/ro-en
