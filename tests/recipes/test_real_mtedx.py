@@ -25,12 +25,23 @@ from espnet_ext.data.domains import test_sets as domain_test_sets
 from espnet_ext.nets.adapters import is_adapter_parameter
 
 SMOKE = ["--smoke", "true", "--nj", "1", "--inference_nj", "1", "--train_num_threads", "1"]
-RUNS = {  # recipe -> (experiment, decoding, test sets, metric)
-    "asr1": ("asr_train_asr_group", "decode_decode_asr", [f"test_{x}" for x in MTEDX_LANGS], "wer"),
+# recipe -> (experiment, decoding, test sets run.sh lists, test sets decoded here, metric). The main runs
+# decode a few of the sets they list, as the modes below do: decoding and scoring cost seconds of CPU a set,
+# not coverage (test_main_run_lists_every_test_set checks the lists). Their sets are those the modes that start
+# from their dumps (--stage 6 / 9) decode, and a zero-shot direction.
+RUNS = {
+    "asr1": (
+        "asr_train_asr_group",
+        "decode_decode_asr",
+        [f"test_{x}" for x in MTEDX_LANGS],
+        ["test_ar", "test_de", "test_ru"],
+        "wer",
+    ),
     "st1": (
         "st_train_st_group_asrinit",
         "decode_decode_st",
         [f"test_{p}" for p in MTEDX_ST_TRAINED + MTEDX_ST_ZERO_SHOT],
+        ["test_el-en", "test_fr-pt", "test_it-en"],
         "bleu",
     ),
 }
@@ -41,15 +52,23 @@ def real_runs(tmp_path_factory):
     dest = tmp_path_factory.mktemp("mtedx_real")
     env = {"MTEDX": str(mtedx_release(dest / "mtedx"))}
     recipes = {task: make_recipe_copy("mtedx", task, dest) for task in RUNS}
-    for recipe in recipes.values():
-        out = run(recipe, SMOKE, env=env)
+    for task, recipe in recipes.items():
+        out = run(recipe, [*SMOKE, "--test_sets", " ".join(RUNS[task][3])], env=env)
         assert out.returncode == 0, out.stderr[-4000:]
     return recipes
 
 
 @pytest.mark.parametrize("task", list(RUNS))
-def test_every_language_or_direction_is_decoded_and_scored(real_runs, task):
-    _decoded_and_scored(real_runs[task], *RUNS[task])
+def test_main_run_decodes_and_scores_its_test_sets(real_runs, task):
+    exp, decode, _, decoded, metric = RUNS[task]
+    _decoded_and_scored(real_runs[task], exp, decode, decoded, metric)
+
+
+@pytest.mark.parametrize("task", list(RUNS))
+def test_main_run_lists_every_test_set(tmp_path, task):
+    """What run.sh asks of its pipeline with no options (the pipeline replaced by a script printing it):
+    every language (ASR) or direction, trained and zero-shot (ST)."""
+    _lists(tmp_path, task, [], RUNS[task][2], RUNS[task][3])
 
 
 def test_asr_averages_its_last_ten_epochs_and_starts_the_st_encoder(real_runs):
@@ -72,42 +91,43 @@ def test_asr_averages_its_last_ten_epochs_and_starts_the_st_encoder(real_runs):
 # languages, trained and zero-shot directions, domains): decoding and scoring cost seconds of CPU a set, the
 # runs above decode every mTEDx set, and test_each_mode_lists_its_real_test_sets checks the lists.
 OTHER_DOMAINS = ["covost", "europarl"]
+ASR_SETS, ST_SETS = RUNS["asr1"][2], RUNS["st1"][2]
 MODES = {  # mode -> (recipe, options, experiment, test sets run.sh lists, test sets decoded here)
     "asr_shared": ("asr1", ["--asr_config", "conf/train_asr_shared.yaml", "--stage", "9", "--skip_eval", "true"],
-                   "asr_train_asr_shared", RUNS["asr1"][2], []),
+                   "asr_train_asr_shared", ASR_SETS, []),
     "asr_adapter": ("asr1", ["--asr_config", "conf/train_asr_adapter.yaml", "--stage", "9"],
-                    "asr_train_asr_adapter", RUNS["asr1"][2], ["test_ar", "test_ru"]),
+                    "asr_train_asr_adapter", ASR_SETS, ["test_ar", "test_ru"]),
     "st_shared": ("st1", ["--st_config", "conf/train_st_shared.yaml", "--stage", "6", "--skip_eval", "true",
                           "--asr_init", "../asr1/exp/asr_train_asr_shared/valid.acc.ave.pth"],
-                  "st_train_st_shared_asrinit", RUNS["st1"][2], []),
+                  "st_train_st_shared_asrinit", ST_SETS, []),
     "st_directions": ("st1", ["--tasks", "directions", "--stage", "6"], "st_train_st_adapter",
                       [f"test_{p}" for p in MTEDX_ST_TRAINED],  # no adapter for a zero-shot direction
                       ["test_el-en", "test_fr-pt"]),
     "asr_domains": ("asr1", ["--tasks", "domains", "--asr_config", "conf/train_asr_group_domains.yaml"],
-                    "asr_train_asr_group_domains", RUNS["asr1"][2] + domain_test_sets("asr", OTHER_DOMAINS),
+                    "asr_train_asr_group_domains", ASR_SETS + domain_test_sets("asr", OTHER_DOMAINS),
                     ["test_ar", "test_covost_ru", "test_europarl_de"]),
     "st_domains": ("st1", ["--tasks", "domains"], "st_train_st_group_domains",
-                   RUNS["st1"][2] + domain_test_sets("st", OTHER_DOMAINS),
+                   ST_SETS + domain_test_sets("st", OTHER_DOMAINS),
                    ["test_el-en", "test_pt-es", "test_covost_ru-en", "test_europarl_fr-pt"]),
     # Tables 3 and 5's adapter rows: per-domain adapters on the joint shared model of the combined data (the
     # shared ST model's encoder from scratch here: the ASR init is the modes' above)
     "asr_shared_domains": ("asr1", ["--tasks", "domains", "--asr_config", "conf/train_asr_shared_domains.yaml",
                                     "--stage", "9", "--skip_eval", "true"],
                            "asr_train_asr_shared_domains",
-                           RUNS["asr1"][2] + domain_test_sets("asr", OTHER_DOMAINS), []),
+                           ASR_SETS + domain_test_sets("asr", OTHER_DOMAINS), []),
     "asr_adapter_domains": ("asr1", ["--tasks", "domains", "--asr_config", "conf/train_asr_adapter_domains.yaml",
                                      "--stage", "9", "--asr_args",
                                      "--init_param exp/asr_train_asr_shared_domains/last10.pth"],
                             "asr_train_asr_adapter_domains",
-                            RUNS["asr1"][2] + domain_test_sets("asr", OTHER_DOMAINS), ["test_de", "test_europarl_de"]),
+                            ASR_SETS + domain_test_sets("asr", OTHER_DOMAINS), ["test_de", "test_europarl_de"]),
     "st_shared_domains": ("st1", ["--st_config", "conf/train_st_shared.yaml", "--other_domains", "covost europarl",
                                   "--st_tag", "shared_domains", "--asr_init", "", "--stage", "6",
                                   "--skip_eval", "true"],
-                          "st_shared_domains", RUNS["st1"][2] + domain_test_sets("st", OTHER_DOMAINS), []),
+                          "st_shared_domains", ST_SETS + domain_test_sets("st", OTHER_DOMAINS), []),
     "st_adapter_domains": ("st1", ["--tasks", "domains", "--st_config", "conf/train_st_adapter_domains.yaml",
                                    "--stage", "6", "--st_args", "--init_param exp/st_shared_domains/valid.acc.ave.pth"],
                            "st_train_st_adapter_domains",
-                           RUNS["st1"][2] + domain_test_sets("st", OTHER_DOMAINS),
+                           ST_SETS + domain_test_sets("st", OTHER_DOMAINS),
                            ["test_el-en", "test_europarl_fr-pt"]),
 }  # fmt: skip
 
@@ -117,6 +137,12 @@ def test_each_mode_lists_its_real_test_sets(tmp_path, mode):
     """What run.sh asks of its pipeline in each mode (the pipeline replaced by a script printing it): every
     test set of the real setup; the sets decoded below are among them."""
     task, args, _, listed, decoded = MODES[mode]
+    _lists(tmp_path, task, args, listed, decoded)
+
+
+def _lists(
+    tmp_path: Path, task: str, args: list[str], listed: list[str], decoded: list[str]
+) -> None:
     recipe = echo_recipe("mtedx", task, {"asr1": "asr.sh", "st1": "st.sh"}[task], tmp_path)
     given = echoed_args(recipe, args, env={"MTEDX": str(tmp_path / "mtedx")})
     assert given["--test_sets"].split() == listed
@@ -169,7 +195,7 @@ def _frozen_as_in(adapter_model: Path, shared_model: Path) -> None:
 def test_mode_decodes_and_scores_its_test_sets(real_runs, mode_runs, mode):
     task, _, exp, _, test_sets = MODES[mode]
     assert mode_runs[mode].returncode == 0, mode_runs[mode].stderr[-4000:]
-    _, decode, _, metric = RUNS[task]
+    _, decode, _, _, metric = RUNS[task]
     _decoded_and_scored(real_runs[task], exp, decode, test_sets, metric)
 
 
