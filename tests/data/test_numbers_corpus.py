@@ -267,6 +267,21 @@ def test_data_dirs_are_kaldi_style_sorted_and_aligned(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.endswith((".tmp", ".old"))]
 
 
+def test_compound_languages_keep_compounds_and_regenerate_the_corpus(tmp_path):
+    split = [TextModality(langs=("de", "en"))]
+    compound = [TextModality(langs=("de", "en"), compound_langs=("de",))]
+    assert generate_corpus(tmp_path, SPEC, split) is True
+    separate = read_table(tmp_path / "train" / "text.de")
+    assert generate_corpus(tmp_path, SPEC, compound) is True  # another corpus: regenerated
+    whole = read_table(tmp_path / "train" / "text.de")
+    assert [k for k, _ in whole] == [k for k, _ in separate]
+    assert [w for _, w in whole] == [w.replace(" ", "") for _, w in separate]
+    assert read_table(tmp_path / "train" / "text") == whole  # the first language
+    assert any(len(w.split()) > 1 for _, w in read_table(tmp_path / "train" / "text.en"))
+    with pytest.raises(ConfigError, match="key 'compound_langs': .* among the corpus' languages"):
+        TextModality(langs=("en",), compound_langs=("de",))
+
+
 def test_same_seed_same_bytes_other_seed_differs(tmp_path):
     modalities = [TextModality(langs=("en", "ru", "ar"))]
     generate_corpus(tmp_path / "a", SPEC, modalities)

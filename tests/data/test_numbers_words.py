@@ -157,6 +157,16 @@ def test_compound_language_mini_targets_have_ngrams_for_bleu(lang):
     assert 0.0 < near["bleu"] < 100.0 and near["precisions"][1] > 0.0
 
 
+def test_compounds_keep_the_written_form_whose_split_is_the_default():
+    """A source language may keep its compounds (IWSLT14's German source); the split form is that
+    compound cut at its morphemes, nothing else."""
+    assert number_to_words(3712, "de", compounds=True) == "dreitausendsiebenhundertzwölf"
+    for n in (21, 312, 3712, 9999):  # (Italian's split restores elided forms: venti uno, ventuno)
+        assert number_to_words(n, "de").replace(" ", "") == number_to_words(n, "de", True)
+    assert number_to_words(21, "it", compounds=True) == "ventuno"
+    assert number_to_words(312, "en", compounds=True) == number_to_words(312, "en")
+
+
 def test_german_split_keeps_the_und_inside_hundert():
     words = number_to_words(312, "de").split()
     assert "hundert" in words and "und" not in number_to_words(300, "de").split()

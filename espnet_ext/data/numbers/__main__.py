@@ -27,7 +27,7 @@ from espnet_ext.errors import reports_input_errors
 MODALITIES: dict[str, tuple[str, Callable[[argparse.Namespace], Modality]]] = {
     "text": (
         "number words: 'text' (first language) and 'text.<lang>' for each language",
-        lambda a: TextModality(langs=a.langs),
+        lambda a: TextModality(langs=a.langs, compound_langs=a.compound_langs),
     ),
     "speech": (
         "espeak-ng speech of the first language, 16 kHz wavs + 'wav.scp'",
@@ -105,6 +105,14 @@ examples:
         default="en",
         help=f"comma-separated languages of {','.join(LANGUAGES)}; the first is spoken and goes to 'text' "
         "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--compound_langs",
+        type=comma_list,
+        default="",
+        help="languages of --langs whose number words stay one compound word ('dreihundertzwölf'); the "
+        "others are split at their number morphemes ('drei hundert zwölf') so that targets have n-grams "
+        "for BLEU (default: none)",
     )
     parser.add_argument(
         "--modalities",

@@ -19,21 +19,37 @@ from espnet_ext.errors import ConfigError
 
 @dataclass
 class TextModality(Modality):
-    """``text`` in the primary (first) language and ``text.<lang>`` for every language, aligned by id."""
+    """``text`` in the primary (first) language and ``text.<lang>`` for every language, aligned by id;
+    the languages of ``compound_langs`` keep their compound number words (``words.number_to_words``)."""
 
     langs: tuple[str, ...] = ("en",)
+    compound_langs: tuple[str, ...] = ()
     name = "text"
 
     def __post_init__(self):
         self.langs = tuple(self.langs)
+        self.compound_langs = tuple(self.compound_langs)
         unknown = [lang for lang in self.langs if lang not in LANGUAGES]
         if not self.langs or unknown:
             raise ConfigError(
                 f"languages must be some of {', '.join(LANGUAGES)}, got {', '.join(self.langs)}"
             )
+        stray = [lang for lang in self.compound_langs if lang not in self.langs]
+        if stray:
+            raise ConfigError(
+                f"compound languages must be among the corpus' languages ({', '.join(self.langs)}), "
+                f"got {', '.join(stray)}",
+                key="compound_langs",
+            )
 
     def signature(self) -> dict:
-        return {"langs": list(self.langs)}
+        # compound_langs only when set: corpora written before it keep their signature
+        return {"langs": list(self.langs)} | (
+            {"compound_langs": list(self.compound_langs)} if self.compound_langs else {}
+        )
+
+    def words(self, number: int, lang: str) -> str:
+        return number_to_words(number, lang, lang in self.compound_langs)
 
     def generate(self, utterances: Sequence[Utterance], out_dir: Path) -> None:
         largest = max((u.number for u in utterances), default=0)
@@ -42,11 +58,11 @@ class TextModality(Modality):
         for lang in self.langs:
             write_kaldi_map(
                 out_dir / f"text.{lang}",
-                {u.utt_id: number_to_words(u.number, lang) for u in utterances},
+                {u.utt_id: self.words(u.number, lang) for u in utterances},
             )
         write_kaldi_map(
             out_dir / "text",
-            {u.utt_id: number_to_words(u.number, self.langs[0]) for u in utterances},
+            {u.utt_id: self.words(u.number, self.langs[0]) for u in utterances},
         )
 
 

@@ -79,11 +79,14 @@ def separate_compounds(text: str, lang: str) -> str:
 
 
 @functools.lru_cache(maxsize=200_000, typed=True)  # typed: True must not hit the entry of 1
-def number_to_words(n: int, lang: str) -> str:
-    """Normalised words for the non-negative integer ``n`` in ``lang`` (one of ``LANGUAGES``)."""
+def number_to_words(n: int, lang: str, compounds: bool = False) -> str:
+    """Normalised words for the non-negative integer ``n`` in ``lang`` (one of ``LANGUAGES``); compounds
+    split at their morphemes (``separate_compounds``) unless ``compounds``: a source language, whose
+    n-grams no BLEU counts, may keep its written form ("dreihundertzwölf")."""
     if lang not in LANGUAGES:
         raise ValueError(f"unsupported language '{lang}', choose from {', '.join(LANGUAGES)}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"expected a non-negative integer, got {n!r}")
     raw = greek_number_words(n) if lang == "el" else num2words(n, lang=lang)
-    return separate_compounds(normalize_words(raw), lang)
+    words = normalize_words(raw)
+    return words if compounds else separate_compounds(words, lang)
