@@ -11,7 +11,9 @@ pipeline options, changing only what a tiny corpus forces:
   epochs of the ``last<N>.pth`` / ``window<N>...pth`` average decoded (so that the averaging runs as in the
   real recipe and still fails where the real training has fewer epochs than it averages); batches counted
   in samples of at most ``BATCH_CAP``; no plots and no TensorBoard logs (``num_att_plot 0``,
-  ``use_matplotlib false``, ``use_tensorboard false``: drawing them is most of a tiny epoch's time on a CPU);
+  ``use_matplotlib false``, ``use_tensorboard false``: drawing them is most of a tiny epoch's time on a CPU)
+  and data loading in the training process (``num_workers 0``: ESPnet starts its loader processes anew
+  every epoch, about half of a one-update epoch);
 - statistics: ESPnet builds the model to collect them; the statistics stage gets the training's overrides,
   so it builds the narrowed model the run trains (building a real-size one was most of that stage's time);
 - decoding: a beam no wider than the (soft-limited) output vocabulary, and hypotheses of at most
@@ -186,20 +188,24 @@ def describes_a_trained_model(config: Path) -> bool:
     return any(config.parent.glob("*.pth"))
 
 
-# ESPnet's options that draw or log every epoch, their defaults and the smoke run's values. It plots the
-# attention of num_att_plot validation utterances (one picture per attention module: most of a tiny epoch's
-# minute on a CPU, even for one utterance) and, with use_matplotlib, a curve of every reported value (~15
-# pictures, ~2.5 s of CPU an epoch); use_tensorboard imports TensorBoard into each training (~1 s).
-PLOT_OPTIONS = {
+# ESPnet's options that cost time every epoch whatever its size, their defaults and the smoke run's values.
+# It plots the attention of num_att_plot validation utterances (one picture per attention module: most of a
+# tiny epoch's minute on a CPU, even for one utterance) and, with use_matplotlib, a curve of every reported
+# value (~15 pictures, ~2.5 s of CPU an epoch); use_tensorboard imports TensorBoard into each training
+# (~1 s); num_workers data-loader processes start anew for the training and the validation loader of every
+# epoch (an mTEDx ASR smoke training of 10 one-update epochs: 31 s with its config's 4, 16.5 s loading in the
+# training process, the same loading code).
+EPOCH_OVERHEAD_OPTIONS = {
     "num_att_plot": (3, "0"),
     "use_matplotlib": (True, "false"),
     "use_tensorboard": (True, "false"),
+    "num_workers": (1, "0"),
 }
 
 
-def _no_plots(config: dict) -> list[str]:
+def _no_epoch_overhead(config: dict) -> list[str]:
     args = []
-    for option, (default, off) in PLOT_OPTIONS.items():
+    for option, (default, off) in EPOCH_OVERHEAD_OPTIONS.items():
         if config.get(option, default) not in (0, False):
             args += [f"--{option}", off]
     return args
@@ -224,8 +230,8 @@ def train_args(command: Sequence[str], inference_model: str = "") -> list[str]:
     ):
         args += ["--batch_size", str(BATCH_CAP)]
     if describes_a_trained_model(config_path):
-        return args + _no_plots(config)
-    args += _no_plots(config)
+        return args + _no_epoch_overhead(config)
+    args += _no_epoch_overhead(config)
     for name, section in config.items():
         if name.endswith("_conf") and isinstance(section, dict):
             for key, value in width_overrides(section):

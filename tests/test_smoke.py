@@ -17,8 +17,10 @@ CONFIG = {
 }  # fmt: skip
 
 
-# ESPnet's per-epoch attention plots, curves and TensorBoard logs (defaults: on), off in a smoke run
-PLOTS_OFF = [("--num_att_plot", "0"), ("--use_matplotlib", "false"), ("--use_tensorboard", "false")]
+# ESPnet's per-epoch attention plots, curves and TensorBoard logs (defaults: on) and its data-loader
+# processes started every epoch (default: 1), off in a smoke run
+PLOTS_OFF = [("--num_att_plot", "0"), ("--use_matplotlib", "false"), ("--use_tensorboard", "false"),
+             ("--num_workers", "0")]  # fmt: skip
 
 
 def overrides(tmp_path, config=CONFIG, extra=(), inference_model=""):
@@ -63,13 +65,16 @@ def test_epochs_and_updates(tmp_path, extra, inference_model, epochs):
 
 def test_a_width_stays_a_multiple_of_its_heads_and_plots_already_off_stay_off(tmp_path):
     config = {"encoder_conf": {"output_size": 64, "attention_heads": 16}, "num_att_plot": 0,
-              "use_matplotlib": False, "model_conf": {"embed_dim": 96, "num_heads": [3, 6, 12, 24]}}  # fmt: skip
+              "use_matplotlib": False, "num_workers": 0,
+              "model_conf": {"embed_dim": 96, "num_heads": [3, 6, 12, 24]}}  # fmt: skip
     _, widths = overrides(tmp_path, config)
     assert sorted(widths) == [
         ("--encoder_conf", "output_size=16"),
         ("--model_conf", "embed_dim=24"),
         ("--use_tensorboard", "false"),  # the one still on
     ]
+    _, widths = overrides(tmp_path, {**config, "num_workers": 4})
+    assert ("--num_workers", "0") in widths
 
 
 def test_a_training_command_without_config_is_refused(capsys):
