@@ -19,31 +19,21 @@ layer draws its own), clipped to [0, 1]; at inference γ = γ0 (with ``matched_i
 Relaxation applies in training only unless ``matched_inference``; ``smooth_focus`` replaces the
 softmax by the sigmoid-normalised weights of ``smooth_focus`` (the reference method).
 
-With γ = 0 and softmax weights the module computes exactly Swin's window attention (timm's
-``WindowAttention`` with the same weights gives the same output).
+The module is timm's ``WindowAttention`` (its parameters, relative-position index and initialisation;
+timm's Swin blocks call it with their additive shift mask, 0 or -100) with eq. (3), fuzzy relaxation and
+smooth focus in its forward; with γ = 0 and softmax weights it computes exactly timm's output.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from timm.models.swin_transformer import WindowAttention as TimmWindowAttention
 
 from espnet_ext.attention.gamma import check_gamma
 from espnet_ext.attention.relaxed import masked_mean_values, relax_weights
 from espnet_ext.attention.smooth_focus import smooth_focus_weights
 from espnet_ext.errors import ConfigError
-
-# Swin's additive score for a query/key pair from different regions of a shifted window.
-SHIFT_MASK_SCORE = -100.0
-
-
-def relative_position_index(window: int) -> torch.Tensor:
-    """(M², M²) index into the (2M-1)² bias table: row i, column j -> offset of token i from token j."""
-    coords = torch.stack(
-        torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij")
-    ).flatten(1)  # (2, M²): (row, column) of each token
-    offset = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + (window - 1)
-    return offset[..., 0] * (2 * window - 1) + offset[..., 1]
 
 
 def sample_fuzzy_gamma(gamma0: float, std: float, device=None) -> torch.Tensor:
@@ -51,12 +41,12 @@ def sample_fuzzy_gamma(gamma0: float, std: float, device=None) -> torch.Tensor:
     return torch.empty((), device=device).normal_(gamma0, std).clamp_(0.0, 1.0)
 
 
-class WindowAttention(torch.nn.Module):
-    """Multi-head self-attention inside windows, with a learned relative position bias.
+class WindowAttention(TimmWindowAttention):
+    """Multi-head self-attention inside M x M windows with timm's learned relative position bias.
 
-    Input (B·nW, M², C) window tokens; ``mask`` (nW, M², M²) bool, True = same region (may attend),
-    or None for unshifted windows. Parameter names follow the Swin reference (qkv, proj,
-    relative_position_bias_table).
+    Input (B·nW, M², C) window tokens; ``mask`` (nW, M², M²), Swin's additive shift mask (0 where query
+    and key come from the same region, -100 elsewhere; timm's ``SwinTransformerBlock.attn_mask``), or
+    None for unshifted windows.
 
     Args: ``gamma`` γ0 of eq. (3); ``fuzzy_std`` σ of fuzzy relaxation (0: fixed γ);
     ``matched_inference`` relax at inference too (γ = γ0); ``smooth_focus`` sigmoid instead of exp;
@@ -67,35 +57,23 @@ class WindowAttention(torch.nn.Module):
         self,
         dim: int,
         num_heads: int,
-        window_size: int,
+        window_size: int | tuple[int, int],
         gamma: float = 0.0,
         fuzzy_std: float = 0.0,
         matched_inference: bool = False,
         smooth_focus: bool = False,
         fused: bool = True,
     ):
-        super().__init__()
         if dim % num_heads:
             raise ConfigError(f"embedding dim {dim} is not divisible by {num_heads} heads")
-        self.num_heads = num_heads
-        self.window_size = window_size
-        self.scale = (dim // num_heads) ** -0.5
-        self.qkv = torch.nn.Linear(dim, 3 * dim)
-        self.proj = torch.nn.Linear(dim, dim)
-        self.relative_position_bias_table = torch.nn.Parameter(
-            torch.zeros((2 * window_size - 1) ** 2, num_heads)
-        )
-        torch.nn.init.trunc_normal_(self.relative_position_bias_table, std=0.02)
-        self.register_buffer(
-            "relative_position_index", relative_position_index(window_size), persistent=False
-        )
+        super().__init__(dim, num_heads, window_size=window_size)
         self.gamma = check_gamma(gamma)
         if not fuzzy_std >= 0.0:  # also refuses NaN
             raise ConfigError(f"fuzzy_std: a standard deviation must be >= 0, got {fuzzy_std}")
         self.fuzzy_std = float(fuzzy_std)
         self.matched_inference = bool(matched_inference)
         self.smooth_focus = bool(smooth_focus)
-        self.fused = bool(fused)
+        self.fused_attn = bool(fused)
 
     def extra_repr(self) -> str:
         return (
@@ -112,19 +90,10 @@ class WindowAttention(torch.nn.Module):
             return self.gamma
         return self.gamma if self.matched_inference else 0.0
 
-    def position_bias(self) -> torch.Tensor:
-        """R_pos (H, M², M²)."""
-        n = self.window_size**2
-        bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]
-        return bias.view(n, n, -1).permute(2, 0, 1)
-
     def _scores_bias(self, mask: torch.Tensor | None, dtype) -> torch.Tensor:
-        """R_pos plus the shift mask's -100 as one additive term, (nW | 1, H, M², M²)."""
-        bias = self.position_bias().unsqueeze(0).to(dtype)
-        if mask is None:
-            return bias
-        shift = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
-        return bias + shift.masked_fill(~mask, SHIFT_MASK_SCORE).unsqueeze(1)
+        """R_pos plus the shift mask as one additive term, (nW | 1, H, M², M²)."""
+        bias = self._get_rel_pos_bias().to(dtype)
+        return bias if mask is None else bias + mask.to(dtype).unsqueeze(1)
 
     @staticmethod
     def _by_window(t: torch.Tensor, windows: int) -> torch.Tensor:
@@ -132,8 +101,8 @@ class WindowAttention(torch.nn.Module):
         return t.view(-1, windows, *t.shape[1:])
 
     def _qkv(self, x: torch.Tensor):
-        batch_windows, n, dim = x.shape
-        qkv = self.qkv(x).view(batch_windows, n, 3, self.num_heads, dim // self.num_heads)
+        batch_windows, n, _ = x.shape
+        qkv = self.qkv(x).view(batch_windows, n, 3, self.num_heads, -1)
         return qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B·nW, H, N, d)
 
     def weights(
@@ -144,8 +113,8 @@ class WindowAttention(torch.nn.Module):
         scores = self._by_window((q * self.scale) @ k.transpose(-2, -1), windows)
         scores = (scores + self._scores_bias(mask, q.dtype)).flatten(0, 1)
         if self.smooth_focus:
-            # smooth focus sums over the keys a query may see: the region mask as a hard mask
-            region = None if mask is None else mask.repeat(q.size(0) // mask.size(0), 1, 1)
+            # smooth focus sums over the keys a query may see: the shift mask's regions as a hard mask
+            region = None if mask is None else (mask == 0).repeat(q.size(0) // mask.size(0), 1, 1)
             weights = smooth_focus_weights(scores, region)
         else:
             weights = torch.softmax(scores, dim=-1)
@@ -162,7 +131,7 @@ class WindowAttention(torch.nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         q, k, v = self._qkv(x)
         gamma = self.current_gamma(x.device)
-        if self.fused and not self.smooth_focus:
+        if self.fused_attn and not self.smooth_focus:
             # G̃ V = (1 - γ) softmax(E) V + γ mean_t V_t: the weight matrix is never materialised.
             windows = 1 if mask is None else mask.size(0)
             q, k, v = (self._by_window(t, windows) for t in (q, k, v))
@@ -174,4 +143,5 @@ class WindowAttention(torch.nn.Module):
         else:
             context = self.weights(q, k, mask, gamma) @ v
         batch_windows, heads, n, d = context.shape
-        return self.proj(context.transpose(1, 2).reshape(batch_windows, n, heads * d))
+        out = self.proj(context.transpose(1, 2).reshape(batch_windows, n, heads * d))
+        return self.proj_drop(out)

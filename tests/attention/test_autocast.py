@@ -21,7 +21,7 @@ from espnet_ext.attention.relaxed import RelaxedMultiHeadedAttention
 from espnet_ext.attention.window import WindowAttention
 from espnet_ext.nets.lego.ingestors import WEmbIngestor
 from espnet_ext.nets.lego.olc import OutputLengthController
-from espnet_ext.nets.swin.backbone import shifted_window_mask
+from tests.nets.swin.small_swin import shifted_window_mask
 
 B, T, D, VOCAB = 4, 128, 64, 50
 LENGTHS = [128, 100, 77, 40]

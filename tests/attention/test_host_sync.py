@@ -19,8 +19,8 @@ from espnet_ext.attention.window import WindowAttention
 from espnet_ext.nets.lego.ingestors import BeamConvIngestor, WEmbIngestor
 from espnet_ext.nets.lego.interface import ctc_loss, short_utterances
 from espnet_ext.nets.lego.olc import OutputLengthController
-from espnet_ext.nets.swin.backbone import shifted_window_mask
 from espnet_ext.nets.swin.classifier import SwinClassifier
+from tests.nets.swin.small_swin import shifted_window_mask
 
 B, T, D = 3, 24, 32
 LENGTHS = [24, 17, 9]

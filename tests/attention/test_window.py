@@ -5,9 +5,9 @@ import torch
 from timm.models.swin_transformer import WindowAttention as TimmWindowAttention
 
 from espnet_ext.attention.smooth_focus import smooth_focus_weights
-from espnet_ext.attention.window import WindowAttention, relative_position_index
+from espnet_ext.attention.window import WindowAttention
 from espnet_ext.errors import ConfigError
-from espnet_ext.nets.swin.backbone import shifted_window_mask
+from tests.nets.swin.small_swin import shifted_window_mask
 
 DIM, HEADS, M = 8, 2, 3
 N = M * M
@@ -20,10 +20,10 @@ def make(**config):
 
 @pytest.fixture
 def windows():
-    """2 images x 4 windows of a 6x6 map shifted by 1: the region mask and window tokens."""
+    """2 images x 4 windows of a 6x6 map shifted by 1: timm's shift mask and window tokens."""
     torch.manual_seed(1)
     mask = shifted_window_mask(6, 6, M, 1)
-    assert not mask.all()  # some windows mix regions
+    assert (mask != 0).any()  # some windows mix regions
     return torch.randn(2 * mask.size(0), N, DIM), mask
 
 
@@ -31,15 +31,16 @@ def softmax_weights(attention, x, mask):
     """Swin's weights by hand: softmax(q k^T / sqrt(d) + R_pos - 100 * [other region])."""
     q, k, _ = attention.qkv(x).view(x.size(0), N, 3, HEADS, -1).permute(2, 0, 3, 1, 4)
     scores = q @ k.transpose(-2, -1) / (DIM // HEADS) ** 0.5
-    table = attention.relative_position_bias_table
-    bias = torch.stack([table[relative_position_index(M)[i]] for i in range(N)]).permute(2, 0, 1)
-    shift = (~mask).float() * -100.0
-    scores = scores + bias + shift.repeat(x.size(0) // mask.size(0), 1, 1)[:, None]
+    table, index = attention.relative_position_bias_table, attention.relative_position_index
+    bias = torch.stack([table[index[i]] for i in range(N)]).permute(2, 0, 1)
+    scores = scores + bias + mask.repeat(x.size(0) // mask.size(0), 1, 1)[:, None]
     return scores.softmax(-1)
 
 
 def test_relative_position_index_by_hand():
-    index = relative_position_index(2)  # 2x2 window: offsets (dr, dc) in {-1, 0, 1}², table 3x3
+    index = WindowAttention(
+        DIM, HEADS, 2
+    ).relative_position_index  # 2x2: offsets in {-1, 0, 1}², table 3x3
     # token 0 = (0,0), token 3 = (1,1): offset of 0 from 3 is (-1,-1) -> (0,0) -> 0; of 3 from 0: 8
     assert index[0, 3] == 0 and index[3, 0] == 8 and index[1, 2] == 2 and index[0, 0] == 4
 
@@ -58,7 +59,7 @@ def test_masked_positions_get_only_the_uniform_share(windows):
     x, mask = windows
     with torch.no_grad():
         weights = make(gamma=0.2).train().attention_weights(x, mask)
-    hidden = ~mask.repeat(2, 1, 1)[:, None].expand_as(weights)
+    hidden = (mask != 0).repeat(2, 1, 1)[:, None].expand_as(weights)
     assert hidden.any()
     # eq. (3) spreads γ over all M² positions: the other-region keys get γ / M², not 0
     torch.testing.assert_close(weights[hidden], torch.full_like(weights[hidden], 0.2 / N))
@@ -79,10 +80,10 @@ def test_gamma_zero_is_timm_window_attention(windows, shifted):
     mask = mask if shifted else None
     ours = make(gamma=0.0)
     reference = TimmWindowAttention(DIM, HEADS, window_size=M)
-    reference.load_state_dict(ours.state_dict(), strict=False)  # timm saves no buffers either
-    additive = None if mask is None else (~mask).float() * -100.0
+    assert isinstance(ours, TimmWindowAttention)
+    reference.load_state_dict(ours.state_dict(), strict=True)  # timm's parameters, timm's names
     with torch.no_grad():
-        torch.testing.assert_close(ours(x, mask), reference(x, additive), atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(ours(x, mask), reference(x, mask), atol=1e-6, rtol=1e-5)
 
 
 def test_relaxation_in_training_only_unless_matched(windows):
@@ -142,10 +143,11 @@ def test_smooth_focus_uses_the_region_mask(windows):
     with torch.no_grad():
         weights = attention.attention_weights(x, mask)
         q, k, _ = attention.qkv(x).view(x.size(0), N, 3, HEADS, -1).permute(2, 0, 3, 1, 4)
-        scores = q @ k.transpose(-2, -1) / (DIM // HEADS) ** 0.5 + attention.position_bias()
-        expected = smooth_focus_weights(scores, mask.repeat(2, 1, 1))
+        scores = q @ k.transpose(-2, -1) / (DIM // HEADS) ** 0.5 + attention._get_rel_pos_bias()
+        region = (mask == 0).repeat(2, 1, 1)
+        expected = smooth_focus_weights(scores, region)
     torch.testing.assert_close(weights, expected)
-    assert (weights[~mask.repeat(2, 1, 1)[:, None].expand_as(weights)] == 0).all()
+    assert (weights[~region[:, None].expand_as(weights)] == 0).all()
 
 
 def test_bad_options_are_refused():

@@ -1,4 +1,4 @@
-"""ImageNet-1k Swin checkpoints -> our classifier's backbone, strictly.
+"""ImageNet-1k Swin checkpoints -> our classifier's backbone, strictly, through timm's checkpoint filter.
 
 Two formats are read:
 
@@ -8,11 +8,12 @@ Two formats are read:
 - timm's (``timm.create_model('swin_tiny_patch4_window7_224')``, also a ``{'state_dict': ...}`` wrapper):
   patch merging is the *first* module of stages 2-4, the classifier is ``head.fc``.
 
-Our names are timm's without ``head``: official ``layers.{i}.downsample`` -> ``layers.{i+1}.downsample``,
-buffers dropped (ours are rebuilt from the window size), the 1000-class head dropped (the classifier has
-its own head for the target classes). Every remaining key must match the backbone exactly, in name and
-shape; a relative-position table of another window size is refused (no interpolation: fine-tune with the
-checkpoint's window size and image size).
+timm's ``checkpoint_filter_fn`` maps either to timm's names, which are the backbone's (it is timm's Swin);
+the 1000-class head is dropped (the classifier has its own head for the target classes). Every remaining
+key must match the backbone exactly, in name and shape. Where timm's filter would interpolate, a
+relative-position table of another window size or a patch embedding of another patch size, the checkpoint
+is refused instead: fine-tune with the checkpoint's window, patch and image size (the paper's Swin-T at
+224 x 224, window 7), not a silently resampled model.
 
     python -m espnet_ext.nets.swin.checkpoint --checkpoint swin_tiny_patch4_window7_224.pth \
         --config conf/train_swin_t_pretrained.yaml --num_classes 100 --out exp/init/swin_t.pth [-- OPTIONS]
@@ -23,16 +24,14 @@ from __future__ import annotations
 
 import argparse
 import pickle
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from timm.models.swin_transformer import checkpoint_filter_fn
 
 from espnet_ext.errors import InputError, reports_input_errors
-
-_BUFFERS = ("relative_position_index", "attn_mask")
 
 
 def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
@@ -48,36 +47,41 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def to_backbone_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Official or timm names -> ours; heads and saved buffers dropped."""
-    official = any(k.startswith("layers.0.downsample.") for k in state)
-    mapped = {}
+def _refuse_resampling(
+    state: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], path: str | Path
+) -> None:
+    """The tensors timm's filter would interpolate to fit, and tables of blocks the model lacks (the filter
+    looks their module up), refused with the reason."""
     for key, value in state.items():
-        if key.startswith("head.") or key.rsplit(".", 1)[-1] in _BUFFERS:
-            continue
-        if official:
-            key = re.sub(
-                r"^layers\.(\d+)\.downsample\.",
-                lambda m: f"layers.{int(m.group(1)) + 1}.downsample.",
-                key,
+        if key.endswith("relative_position_bias_table"):
+            if key not in expected:
+                raise InputError(
+                    f"checkpoint does not fit the backbone: unexpected {key}", path=path
+                )
+            if value.shape != expected[key].shape:
+                raise InputError(
+                    f"{key}: the checkpoint's relative-position table is {tuple(value.shape)} "
+                    f"((2M-1)² x heads), the model's {tuple(expected[key].shape)}: another window "
+                    "size or head count; use the checkpoint's (no interpolation is done)",
+                    path=path,
+                )
+        elif key == "patch_embed.proj.weight" and value.shape[-2:] != expected[key].shape[-2:]:
+            raise InputError(
+                f"{key}: {tuple(value.shape[-2:])} patches in the checkpoint, "
+                f"{tuple(expected[key].shape[-2:])} in the model: use the checkpoint's patch size "
+                "(no resampling is done)",
+                path=path,
             )
-        mapped[key] = value
-    return mapped
 
 
 def load_backbone(backbone: torch.nn.Module, path: str | Path) -> None:
     """Load an official/timm checkpoint into ``backbone`` (a ``SwinTransformer``); every key must fit."""
-    state = to_backbone_names(read_state_dict(path))
     expected = backbone.state_dict()
-    for key, value in state.items():
-        table = key.endswith("relative_position_bias_table") and key in expected
-        if table and value.shape != expected[key].shape:
-            raise InputError(
-                f"{key}: the checkpoint's relative-position table is {tuple(value.shape)} "
-                f"((2M-1)² x heads), the model's {tuple(expected[key].shape)}: another window "
-                "size or head count; use the checkpoint's (no interpolation is done)",
-                path=path,
-            )
+    raw = read_state_dict(path)
+    _refuse_resampling(raw, expected, path)
+    state = {
+        k: v for k, v in checkpoint_filter_fn(raw, backbone).items() if not k.startswith("head.")
+    }
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:

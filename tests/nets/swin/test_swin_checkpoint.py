@@ -88,6 +88,17 @@ def test_other_window_size_is_refused(tmp_path, imagenet):
     assert error.value.path == str(path)
 
 
+def test_other_patch_size_is_refused(tmp_path, imagenet):
+    # timm's filter would resample the patch embedding; the loader refuses it instead
+    path = tmp_path / "swin.pth"
+    torch.save(imagenet.state_dict(), path)
+    other = SwinTransformer(**{**SMALL_SWIN, "img_size": 64, "patch_size": 4})
+    with pytest.raises(
+        InputError, match=r"\(2, 2\) patches in the checkpoint, \(4, 4\) in the model"
+    ):
+        checkpoint.load_backbone(other, path)
+
+
 def test_missing_and_foreign_keys_are_refused(tmp_path, imagenet):
     state = dict(imagenet.state_dict())
     state.pop("norm.weight")
