@@ -4,8 +4,9 @@ For a direction (``m2o``: every language -> English, ``o2m``: English -> every l
 in task-id order, from the release layout ``<root>/<x>-en/{train,dev,test}`` (``espnet_ext.data.wmt``):
 
   data/<d>_{train,valid,test}_<x>   each language's pairs, the non-English side as ``text.mul``;
-                                    valid and test are the language's one dev / test set of ``--dev_sets``
-                                    / ``--test_sets`` (``x=name,...``), none of the others in dev/ or test/
+                                    valid and test are the language's one dev / test set of
+                                    ``--multilingual_dev`` / ``--multilingual_test`` (``x=name,...``, the
+                                    options of local/data.sh), none of the others in dev/ or test/
   data/<d>_{train,valid}            every language's train / valid combined
   lang, task_id                     the language of each pair (the task tag) and its index in ``--langs``,
                                     in every combined dir and every test dir
@@ -15,7 +16,8 @@ what to write. Every valid and test set is read before any training corpus, so a
 before the long part; ids start with ``<x>-`` so that the languages' ids stay apart when combined.
 
     python -m espnet_ext.data.wmt_multilingual --direction m2o --root WMT/multilingual --out data \\
-        --langs de,ro --dev_sets de=newstest2018,ro=newsdev2016 --test_sets de=newstest2019,ro=newstest2016
+        --langs de,ro --multilingual_dev de=newstest2018,ro=newsdev2016 \\
+        --multilingual_test de=newstest2019,ro=newstest2016
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ DIRECTIONS = ("m2o", "o2m")
 SPLITS = {"valid": "dev", "test": "test", "train": "train"}  # split -> release directory
 
 
-def set_table(value: str, langs: Sequence[str], option: str) -> dict[str, str]:
-    """``x=name,...`` as ``{x: name}`` for every language of ``langs`` (others may be listed)."""
+def set_table(value: str, langs: Sequence[str], option: str, kind: str) -> dict[str, str]:
+    """``x=name,...`` (the ``option`` naming each language's ``kind`` set) as ``{x: name}`` for every
+    language of ``langs`` (others may be listed)."""
     table = {}
     for item in filter(None, value.split(",")):
         lang, sep, name = item.partition("=")
@@ -44,7 +47,8 @@ def set_table(value: str, langs: Sequence[str], option: str) -> dict[str, str]:
         table[lang] = name
     missing = [x for x in langs if x not in table]
     if missing:
-        raise ConfigError(f"names no set for language(s) {', '.join(missing)}", key=option)
+        named = ", ".join(f"language '{x}'" for x in missing)
+        raise ConfigError(f"names no {kind} set for {named}", key=option)
     return {x: table[x] for x in langs}
 
 
@@ -96,8 +100,12 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--langs", required=True, help="the non-English languages in task-id order: cs,de,..."
     )
-    parser.add_argument("--dev_sets", required=True, help="each language's dev set: x=name,...")
-    parser.add_argument("--test_sets", required=True, help="each language's test set: x=name,...")
+    parser.add_argument(
+        "--multilingual_dev", required=True, help="each language's dev set: x=name,..."
+    )
+    parser.add_argument(
+        "--multilingual_test", required=True, help="each language's test set: x=name,..."
+    )
     return parser
 
 
@@ -110,8 +118,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.out,
         args.direction,
         langs,
-        set_table(args.dev_sets, langs, "--dev_sets"),
-        set_table(args.test_sets, langs, "--test_sets"),
+        set_table(args.multilingual_dev, langs, "--multilingual_dev", "dev"),
+        set_table(args.multilingual_test, langs, "--multilingual_test", "test"),
     )
 
 

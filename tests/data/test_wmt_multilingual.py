@@ -71,13 +71,14 @@ def test_a_missing_test_set_stops_before_any_training_corpus_is_read(release, tm
 
 
 def test_set_tables_name_every_language():
-    assert wmt_multilingual.set_table(
-        "de=newstest2018,cs=x,ro=newsdev2016", ["ro", "de"], "--dev_sets"
-    ) == {
+    table = "de=newstest2018,cs=x,ro=newsdev2016"
+    assert wmt_multilingual.set_table(table, ["ro", "de"], "--multilingual_dev", "dev") == {
         "ro": "newsdev2016",
         "de": "newstest2018",
     }
-    with pytest.raises(ConfigError, match=r"key '--test_sets': names no set for language\(s\) kk"):
-        wmt_multilingual.set_table("de=a", ["de", "kk"], "--test_sets")
+    with pytest.raises(
+        ConfigError, match="key '--multilingual_test': names no test set for language 'kk'"
+    ):
+        wmt_multilingual.set_table("de=a", ["de", "kk"], "--multilingual_test", "test")
     with pytest.raises(ConfigError, match="'de' is not <language>=<set name>"):
-        wmt_multilingual.set_table("de", ["de"], "--dev_sets")
+        wmt_multilingual.set_table("de", ["de"], "--multilingual_dev", "dev")

@@ -132,9 +132,9 @@ def test_run_sh_scores_every_language_s_test_set(tmp_path, direction):
     "args, message",
     [(["--langs", "cs,de"], "cs-en/dev: no cs-en corpus newstest2018 here (found: newstest2011)"),
      (["--langs", "de,es"], "es-en/test: no es-en corpus newstest2013 here (found: newstest2011)"),
-     (["--langs", "de,xx"], "--multilingual_dev names no dev set for language 'xx'"),
+     (["--langs", "de,xx"], "key '--multilingual_dev': names no dev set for language 'xx'"),
      (["--langs", "de,es", "--multilingual_test", "de=newstest2019"],
-      "--multilingual_test names no test set for language 'es'")],
+      "key '--multilingual_test': names no test set for language 'es'")],
 )  # fmt: skip
 def test_multilingual_data_refuses_a_missing_dev_or_test_set(tmp_path, args, message):
     """Before any training corpus is read."""

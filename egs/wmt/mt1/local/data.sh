@@ -114,7 +114,7 @@ case "${task}" in
         root=${WMT:+${WMT}/multilingual}
         python -m espnet_ext.data.wmt_multilingual --direction "${task#multilingual_}" \
             --root "${root:-data/mini_release/multilingual}" --out data --langs "${langs}" \
-            --dev_sets "${multilingual_dev}" --test_sets "${multilingual_test}"
+            --multilingual_dev "${multilingual_dev}" --multilingual_test "${multilingual_test}"
         ;;
     lego)
         if [ -z "${WMT}" ]; then
