@@ -9,6 +9,10 @@ from espnet_ext.analysis.sweep import load_sweep
 from tests.configs.real_configs import EGS, GROUPS, RECIPES, check_two_updates, configs_of
 from tests.recipes.recipe_fixture import echo_recipe, echoed_args
 
+# One worker trains the full-size models one after another (real_configs.py: two of the largest at once do
+# not fit a 24 GB machine).
+pytestmark = pytest.mark.xdist_group("real_configs_full_size")
+
 
 def test_every_real_training_config_is_listed():
     """A new recipe or config directory must be known to the harness, and every config is run."""
