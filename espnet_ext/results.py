@@ -27,9 +27,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -167,15 +169,59 @@ def _version(package: str) -> str:
         return "not installed"
 
 
+def _torch_version() -> str:
+    """torch's ``__version__`` with its build tag ("2.12.1+cu130"), read from ``torch/version.py`` (the
+    installed metadata drops the tag): importing torch would be most of the RESULTS.md stage's time."""
+    spec = importlib.util.find_spec("torch")
+    for directory in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            text = (Path(directory) / "version.py").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+        if found:
+            return found[1]
+    return _version("torch")
+
+
+def visible_gpus(smi_rows: str, visible: str | None) -> list[str]:
+    """GPU names of ``nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader`` output that
+    ``CUDA_VISIBLE_DEVICES`` (indices or UUIDs, in the order CUDA numbers them) lets this process use;
+    all of them where it is unset."""
+    rows = [[field.strip() for field in line.split(",", 2)] for line in smi_rows.splitlines()]
+    rows = [row for row in rows if len(row) == 3]
+    if visible is None:
+        return [name for _, _, name in rows]
+    names = []
+    for wanted in filter(None, (v.strip() for v in visible.split(","))):
+        match = [name for index, uuid, name in rows if wanted == index or uuid.startswith(wanted)]
+        if not match:
+            break  # CUDA stops at the first entry it cannot resolve
+        names.append(match[0])
+    return names
+
+
+def _gpus() -> list[str]:
+    try:
+        rows = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,uuid,name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return visible_gpus(rows, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
 def environment() -> dict[str, str]:
     """What produced the numbers: date, software versions, hardware, code version."""
-    import torch
-
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    gpus = _gpus()
     return {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "torch": _torch_version(),
         "espnet": _version("espnet"),
         "os": platform.platform(),
         "cpu": f"{_cpu_model()} ({os.cpu_count()} logical cores)",

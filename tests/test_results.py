@@ -17,6 +17,7 @@ from espnet_ext.results import (
     load_spec,
     render_results,
     render_table,
+    visible_gpus,
     write_results,
 )
 
@@ -94,7 +95,11 @@ def test_environment_block():
     assert env["python"] == platform.python_version()
     assert env["torch"] == torch.__version__
     assert env["espnet"] == "202511"
-    assert env["gpu"] == ("none" if not torch.cuda.is_available() else env["gpu"])
+    assert env["gpu"] == (
+        "none"
+        if not torch.cuda.is_available()
+        else ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+    )
     assert len(env["git commit"].split()[0]) == 40 or env["git commit"].startswith("none")
     assert str(os.cpu_count()) in env["cpu"]
 
@@ -245,3 +250,32 @@ def test_scan_tables_finds_every_scored_decoding(tmp_path):
     assert "| asr_a / decode_x | 12.50 | - |" in text
     assert "| asr_b / decode_x_lm | 3.25 | - |" in text
     assert "| asr_b / decode_x_lm | 1.62 | - |" in text  # CER table (3.25 / 2 rounded half-even)
+
+
+SMI_ROWS = """0, GPU-1a2b3c4d-0000-0000-0000-000000000000, NVIDIA H100 80GB HBM3
+1, GPU-9f8e7d6c-0000-0000-0000-000000000000, NVIDIA A100-SXM4-40GB
+"""
+
+
+@pytest.mark.parametrize(
+    "visible, names",
+    [
+        (None, ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"]),
+        ("1", ["NVIDIA A100-SXM4-40GB"]),
+        ("1,0", ["NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"]),
+        ("GPU-9f8e", ["NVIDIA A100-SXM4-40GB"]),
+        ("", []),
+        ("0,7,1", ["NVIDIA H100 80GB HBM3"]),  # CUDA stops at the first device it cannot find
+    ],
+)
+def test_gpus_are_those_cuda_visible_devices_lets_the_process_use(visible, names):
+    assert visible_gpus(SMI_ROWS, visible) == names
+
+
+def test_environment_names_the_gpus_nvidia_smi_lists(tmp_path, monkeypatch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\ncat <<'EOF'\n{SMI_ROWS}EOF\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert environment()["gpu"] == "NVIDIA H100 80GB HBM3"
