@@ -1,9 +1,10 @@
 """Every real (non-mini) training and fine-tuning config takes two optimizer updates at its real size
-(tests/configs/test_real_configs_*.py, one module per group of recipes, all in one xdist group: a LegoNN
-41k-vocabulary config (515M parameters) or LRS3 large (478M) with its gradients, Adam's state and the copy
-the check compares takes about 12 GB, so two at once on the two workers overflowed a 24 GB machine; after
-each check the freed heap goes back to the system, so the worker's size is one model's, not the largest
-run's plus fragmentation).
+(tests/configs/test_real_configs_*.py, one module per group of recipes). The largest (``is_large``: a LegoNN
+41k-vocabulary config is 515M parameters, LRS3 large 478M) take about 12 GB with their gradients, Adam's
+state and the copy the check compares, so two at once on the two workers overflowed a 24 GB machine: they
+share one xdist group (one worker trains them one after another); the others (4 GB at most) go to either
+worker. After each check the freed heap goes back to the system, so a worker's size is one model's, not the
+largest run's plus fragmentation.
 
 Each config goes through ``espnet_ext.analysis.preflight``: its ESPnet task builds it as the recipe's
 training stage does (model, frontend, normalisation, SpecAugment, optimizer, scheduler, grad clip, batch
@@ -24,6 +25,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 import yaml
 
 from espnet_ext.analysis.preflight import preflight
@@ -135,3 +137,24 @@ def _release_memory() -> None:
         trim = getattr(ctypes.CDLL(libc), "malloc_trim", None)
         if trim is not None:
             trim(0)
+
+
+# The configs of ~12 GB in training: one worker runs them one after another.
+FULL_SIZE_GROUP = pytest.mark.xdist_group("real_configs_full_size")
+
+
+def is_large(name: str) -> bool:
+    """The WMT LegoNN and encoder-decoder models at their 32k / 41k dictionaries, LRS3 large."""
+    stem = Path(name).stem
+    wmt_pair_model = stem.startswith(("train_lego", "train_encdec", "finetune_lego"))
+    return (name.startswith("wmt/mt1/") and wmt_pair_model) or (
+        name.startswith("lrs3/vsr1/") and "large" in stem
+    )
+
+
+def config_params(group: str) -> list:
+    """``configs_of(group)`` as pytest parameters, the large ones in FULL_SIZE_GROUP."""
+    return [
+        pytest.param(name, marks=[FULL_SIZE_GROUP] if is_large(name) else [])
+        for name in configs_of(group)
+    ]

@@ -2,13 +2,9 @@
 
 import pytest
 
-from tests.configs.real_configs import check_two_updates, configs_of
-
-# One worker trains the full-size models one after another (real_configs.py: two of the largest at once do
-# not fit a 24 GB machine).
-pytestmark = pytest.mark.xdist_group("real_configs_full_size")
+from tests.configs.real_configs import check_two_updates, config_params
 
 
-@pytest.mark.parametrize("name", configs_of("mt"))
+@pytest.mark.parametrize("name", config_params("mt"))
 def test_real_config_takes_two_updates(name, tmp_path):
     check_two_updates(name, tmp_path)

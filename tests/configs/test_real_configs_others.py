@@ -6,12 +6,15 @@ from pathlib import Path
 import pytest
 
 from espnet_ext.analysis.sweep import load_sweep
-from tests.configs.real_configs import EGS, GROUPS, RECIPES, check_two_updates, configs_of
+from tests.configs.real_configs import (
+    EGS,
+    GROUPS,
+    RECIPES,
+    check_two_updates,
+    config_params,
+    configs_of,
+)
 from tests.recipes.recipe_fixture import echo_recipe, echoed_args
-
-# One worker trains the full-size models one after another (real_configs.py: two of the largest at once do
-# not fit a 24 GB machine).
-pytestmark = pytest.mark.xdist_group("real_configs_full_size")
 
 
 def test_every_real_training_config_is_listed():
@@ -27,7 +30,7 @@ def test_every_real_training_config_is_listed():
     assert sum(len(configs_of(group)) for group in GROUPS) >= 80
 
 
-@pytest.mark.parametrize("name", configs_of("others"))
+@pytest.mark.parametrize("name", config_params("others"))
 def test_real_config_takes_two_updates(name, tmp_path):
     check_two_updates(name, tmp_path)
 
