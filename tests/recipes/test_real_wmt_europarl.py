@@ -22,6 +22,11 @@ DEEN = "train_lego_wemb_deroen"
 ROEN = "train_lego_ctc_deroen"  # Table III's encoder-only module (§IV-B3, §V-C1)
 # of WMT_LANGS, what the multilingual modes' smoke runs decode (--test_sets after run.sh's)
 DECODED = ["cs", "zh"]
+# The En-De test sets run.sh lists (§V-B: newstest2011-16 without 2013); lego_ende decodes one of each naming
+# (WMT names its sets with the pair from 2014 on: newstest2012-src.en.sgm, newstest2014-deen-src.en.sgm), data
+# preparation makes all of them (test_lego_ende_prepares_and_lists_every_newstest_set)
+ENDE_TESTS = [f"ende_test_newstest{y}" for y in (2011, 2012, 2014, 2015, 2016)]
+ENDE_DECODED = ["ende_test_newstest2012", "ende_test_newstest2014"]
 # mode -> (extra options, experiment under exp/<mode>, test sets)
 MODES = {
     f"multilingual_{d}": (
@@ -32,9 +37,9 @@ MODES = {
     for d in ("m2o", "o2m")
 } | {
     "lego_ende": (
-        [],
+        ["--test_sets", " ".join(ENDE_DECODED)],
         "mt_train_lego_wemb_ende",
-        [f"ende_test_newstest{y}" for y in (2011, 2012, 2014, 2015, 2016)],
+        ENDE_DECODED,
     ),
     "lego_deen": ([], f"mt_{DEEN}", ["deen_test_newstest2019"]),
     "lego_roen": ([], f"mt_{ROEN}", ["roen_test_newstest2016"]),
@@ -126,6 +131,15 @@ def test_run_sh_scores_every_language_s_test_set(tmp_path, direction):
     args = ["--mode", f"multilingual_{direction}", *SMOKE]
     given = echoed_args(recipe, args, env={"WMT": str(tmp_path / "wmt")})
     assert given["--test_sets"].split() == [f"{direction}_test_{x}" for x in WMT_LANGS]
+
+
+def test_lego_ende_prepares_and_lists_every_newstest_set(wmt_runs, tmp_path):
+    recipe = wmt_runs[0] / "egs" / "wmt" / "mt1"
+    for dset in ENDE_TESTS:
+        assert read_table(recipe / "data" / dset / "text"), dset
+    echo = echo_recipe("wmt", "mt1", "mt.sh", tmp_path)
+    given = echoed_args(echo, ["--mode", "lego_ende", *SMOKE], env={"WMT": str(tmp_path / "wmt")})
+    assert given["--test_sets"].split() == ENDE_TESTS
 
 
 @pytest.mark.parametrize(
