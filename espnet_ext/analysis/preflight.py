@@ -43,7 +43,7 @@ from espnet_ext.errors import ConfigError
 TASKS = {
     "asr": ("espnet2.tasks.asr:ASRTask", ("speech", "text")),
     "st": ("espnet_ext.tasks.st:STTask", ("speech", "text", "src_text")),
-    "mt": ("espnet2.tasks.mt:MTTask", ("src_text", "text")),
+    "mt": ("espnet_ext.tasks.mt:MTTask", ("src_text", "text")),
     "lm": ("espnet2.tasks.lm:LMTask", ("text",)),
     "vsr": ("espnet_ext.tasks.lip_reading:LipReadingTask", ("video", "text")),
     "ocr": ("espnet_ext.tasks.image_to_sequence:ImageToSequenceTask", ("image", "text")),

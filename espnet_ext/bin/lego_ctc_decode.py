@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if speech:
         from espnet2.tasks.asr import ASRTask as task
     else:
-        from espnet2.tasks.mt import MTTask as task
+        from espnet_ext.tasks.mt import MTTask as task
     config = args.asr_train_config if speech else args.mt_train_config
     model_file = args.asr_model_file if speech else args.mt_model_file
     model, train_args = task.build_model_from_file(config, model_file, args.device)

@@ -7,9 +7,9 @@ from espnet_ext.registry import install
 install()  # our classes into ESPnet2's tasks, before ESPnet is imported (espnet_ext.registry)
 
 from espnet2.bin import mt_inference
-from espnet2.tasks.mt import MTTask
 
 from espnet_ext.bin.inference_entry import OurDecoding, run
+from espnet_ext.tasks.mt import MTTask
 
 
 class Text2Text(OurDecoding, mt_inference.Text2Text):

@@ -54,7 +54,7 @@ def task_of(config: dict) -> str:
 
 def task_class(task: str):
     if task == "mt":
-        from espnet2.tasks.mt import MTTask
+        from espnet_ext.tasks.mt import MTTask
 
         return MTTask
     from espnet2.tasks.asr import ASRTask
