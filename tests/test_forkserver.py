@@ -160,3 +160,10 @@ def test_a_job_reads_the_descriptors_its_client_inherited(probe):
         timeout=120,
     )
     assert (out.returncode, out.stdout) == (0, "substituted\n"), out.stderr
+
+
+def test_the_server_preloads_every_task_module_install_fills():
+    """A job's ``install()`` then imports nothing of ESPnet's: it only adds our classes to the tables."""
+    from espnet_ext.registry import ESPNET_TASKS
+
+    assert set(ESPNET_TASKS) <= set(forkserver.PRELOAD)
