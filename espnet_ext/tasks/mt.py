@@ -24,24 +24,10 @@ from espnet2.torch_utils.initialize import initialize
 
 from espnet_ext.errors import ConfigError
 from espnet_ext.nets.lego.ctc_only import LEGONN_MODELS
+from espnet_ext.tasks.abs_ext_task import read_list
 
 # Pieces of ESPnet's MT model a LegoNN model has no use for: set, they are refused, not dropped.
 _UNUSED_BY_LEGONN = ("specaug", "preencoder", "postencoder")
-
-
-def _portable_token_list(args: argparse.Namespace, key: str) -> list[str] | None:
-    """``args.<key>`` read as ESPnet does (a file -> its lines) and stored back as a list, so the config
-    a run writes is self-contained."""
-    value = getattr(args, key)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        with open(value, encoding="utf-8") as f:
-            value = [line.rstrip() for line in f]
-    elif not isinstance(value, tuple | list):
-        raise ConfigError("a token list file or a list of tokens", key=key)
-    setattr(args, key, list(value))
-    return list(value)
 
 
 class MTTask(mt.MTTask):
@@ -58,11 +44,12 @@ class MTTask(mt.MTTask):
                     path=getattr(args, "config", None),
                     key=key,
                 )
-        token_list = _portable_token_list(args, "token_list")
-        if token_list is None:
-            raise ConfigError("the target token list is required", key="token_list")
-        src_token_list = _portable_token_list(args, "src_token_list")
-        src_vocab_size = None if src_token_list is None else len(src_token_list)
+        # read as ESPnet does and stored back as lists, so the config a run writes is self-contained
+        token_list = args.token_list = read_list(args.token_list, "token_list")
+        src_token_list = src_vocab_size = None
+        if args.src_token_list is not None:
+            src_token_list = args.src_token_list = read_list(args.src_token_list, "src_token_list")
+            src_vocab_size = len(src_token_list)
         if args.input_size is None:  # token ids in, embedded by the frontend
             frontend_class = mt.frontend_choices.get_class(args.frontend)
             frontend = frontend_class(input_size=src_vocab_size, **args.frontend_conf)
