@@ -192,8 +192,10 @@ def render(task: str, name: str, mini: bool, downsample: bool = True) -> dict:
         )
     else:
         config["model_conf"] = dict(ctc_weight=0.0, lsm_weight=0.1, length_normalized_loss=False)
-    # SpecAugment as fairseq's MuST-C recipe ("lb" policy: F 27, 1 freq mask, T 100, 1 time mask, p 1.0; ESPnet's
-    # SpecAug of the mini configs has no time_mask_p)
+    # fairseq's MuST-C recipe at both scales: utterance CMVN (means and variances), then SpecAugment ("lb"
+    # policy: F 27, 1 freq mask, T 100, 1 time mask, p 1.0), both run by the normalisation
+    # (espnet_ext.features.utterance_cmvn; data_utils.py: _train [utterance_cmvn, specaugment]). The mini
+    # utterances last 1-3 s, so their time mask is at most 20 frames.
     specaug_conf = dict(
         apply_time_warp=False,
         apply_freq_mask=True,
@@ -202,19 +204,10 @@ def render(task: str, name: str, mini: bool, downsample: bool = True) -> dict:
         apply_time_mask=True,
         time_mask_width_range=[0, 100 if not mini else 20],
         num_time_mask=1,
+        time_mask_p=1.0,
     )
     config["frontend"] = None
-    if mini:
-        # ESPnet's utterance_mvn (means only) after SpecAugment, which their RESULTS.md tables were measured with
-        config.update(normalize="utterance_mvn", specaug="specaug", specaug_conf=specaug_conf)
-    else:
-        # fairseq's MuST-C recipe: utterance CMVN (means and variances), then SpecAugment, both run by the
-        # normalisation (espnet_ext.features.utterance_cmvn; data_utils.py: _train [utterance_cmvn, specaugment])
-        config.update(
-            normalize="utterance_cmvn_specaug",
-            normalize_conf={"specaug_conf": {**specaug_conf, "time_mask_p": 1.0}},
-            specaug=None,
-        )
+    config.update(normalize="utterance_cmvn_specaug", normalize_conf={"specaug_conf": specaug_conf}, specaug=None)
     config.update(
         optim=training.pop("optim"),
         optim_conf={"lr": LR[task], "betas": [0.9, 0.999]},
