@@ -289,13 +289,25 @@ def _build_schedulers(
 _ABSENT_TASK = re.compile(r"\.per_task\.(?!(?:0|1)\.)\d+\.")
 
 
-def _trainable(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Name -> a copy of each parameter the optimizer trains and the synthetic batch reaches."""
+def _trainable(model: torch.nn.Module) -> dict[str, int]:
+    """Name -> the fingerprint of each parameter the optimizer trains and the synthetic batch reaches."""
     return {
-        name: p.detach().clone()
+        name: _fingerprint(p)
         for name, p in model.named_parameters()
         if p.requires_grad and not _ABSENT_TASK.search(name)
     }
+
+
+_SAME_WIDTH_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _fingerprint(tensor: torch.Tensor) -> int:
+    """The sum of the elements' bit patterns read as integers: a change of any element changes it (a weight
+    moved by its last bit included) unless changes elsewhere cancel it exactly. A copy of every parameter
+    would take the model's size in memory again: on a machine where fresh memory is slow to touch (first-touch
+    page faults) the optimizer's state then pays for it."""
+    values = tensor.detach().contiguous()
+    return int(values.view(_SAME_WIDTH_INT[values.element_size()]).sum(dtype=torch.int64))
 
 
 def preflight(
@@ -386,7 +398,7 @@ def preflight(
         for name, p in model.named_parameters():
             if name not in start:
                 continue
-            if torch.equal(p.detach(), start[name]):
+            if _fingerprint(p) == start[name]:
                 unchanged.append(name)
             else:
                 changed += p.numel()
@@ -395,7 +407,7 @@ def preflight(
             updates=updates,
             iterations=iterations,
             train_loss=float(reporter.get_value("train", "loss")),
-            parameters=sum(p.numel() for p in start.values()),
+            parameters=sum(p.numel() for name, p in model.named_parameters() if name in start),
             changed=changed,
             unchanged_names=unchanged,
         )

@@ -48,3 +48,19 @@ def test_speech_normalisation_is_the_pipelines(tmp_path):
     assert "--normalize" not in own and "--normalize_conf" not in own
     default = options({})
     assert default[default.index("--normalize") + 1] == "global_mvn"
+
+
+def test_the_fingerprint_sees_one_weight_moved_by_its_last_bit():
+    import torch
+
+    from espnet_ext.analysis.preflight import _fingerprint
+
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        weights = torch.randn(1000, 7).to(dtype)
+        before = _fingerprint(weights)
+        assert _fingerprint(weights.clone()) == before
+        moved = weights.clone()
+        moved[123, 4] = torch.nextafter(moved[123, 4], torch.tensor(float("inf"), dtype=dtype))
+        assert _fingerprint(moved) != before, dtype
+    nan = torch.full((3,), float("nan"))
+    assert _fingerprint(nan) == _fingerprint(nan.clone())
