@@ -105,12 +105,33 @@ def test_deterministic_per_language_and_rerun_keeps_finished_output(corpus, tmp_
     assert (out / "de-en" / ".complete").stat().st_mtime_ns == stamp
 
 
+def test_compound_languages_keep_the_written_form_of_the_same_numbers(corpus, tmp_path):
+    """The De-En source of the mini LegoNN release: German as German writes numbers, the same numbers and
+    English as the split release; a release without the option keeps its signature (not rewritten)."""
+    out, spec, _ = corpus
+    compound = mini.WmtSpec((("de", 30),), 5, 7, doc_size=3, compound_langs=("de",))
+    (release,) = mini.generate(tmp_path, compound)
+    split = wmt.read_plain(out / "de-en/train/train.de-en.de", out / "de-en/train/train.de-en.en")
+    joined = wmt.read_plain(release / "train/train.de-en.de", release / "train/train.de-en.en")
+    numbers = spec.numbers("de")["train"]
+    assert [p.src for p in joined.pairs] == [mini.words(n, "de", compounds=True) for n in numbers]
+    assert [p.src.replace(" ", "") for p in split.pairs] == [p.src for p in joined.pairs]
+    assert [p.tgt for p in split.pairs] == [p.tgt for p in joined.pairs]
+    assert mini.words(312, "de", compounds=True) == "dreihundertzwölf"
+    assert "compound_langs" not in mini.signature(spec, "de")["spec"]
+    assert mini.signature(compound, "de")["spec"]["compound_langs"] == ("de",)
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
         (dict(train_sizes=(("zh", 10),)), "needs distinct languages"),
         (dict(train_sizes=(("de", 10), ("de", 5))), "needs distinct languages"),
         (dict(train_sizes=(("de", 90),), num_range=(0, 99)), "cannot hold 290 distinct numbers"),
+        (
+            dict(train_sizes=(("de", 10),), compound_langs=("ro",)),
+            "compound languages must be among",
+        ),
     ],
 )
 def test_bad_settings_are_refused(kwargs, match):

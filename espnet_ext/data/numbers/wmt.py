@@ -7,18 +7,19 @@ Per language X a release dir that ``espnet_ext.data.wmt`` reads as it reads WMT'
     <out>/<X>-en/test/wmttest.<X>-en.xml, wmttest.en-<X>.xml  test set, WMT21+ XML, both directions
     <out>/<X>-en/.complete                                    the settings, written last
 
-the layout ``espnet_ext.data.wmt prepare --dir`` reads, so the mini corpus runs the same readers as the
-real releases. Each sentence is one integer written as words (num2words; normalised as
-``words.normalize_words``, German, Finnish and Turkish compounds split by ``words.separate_compounds``, so
-that BLEU has n-grams to match). The languages are those of the head-selection
-paper's WMT set (footnote 2) that num2words writes -- cs, de, es, fi, fr, kk, lt, lv, ro, ru, tr (not zh,
-et, gu) -- and el from our converter. Training sizes differ per language on purpose (``train_sizes``: the
-high- and low-resource directions of Table 1); dev and test have the same size for every language so
-BLEU per language compares like with like. Each language draws its own numbers (its own seed stream);
-within a language, train, dev and test numbers are disjoint. For the LegoNN corpora (German and
-Romanian -> English sharing the English decoder, English -> German) the same writer runs with de and ro.
+the layout ``espnet_ext.data.wmt prepare --dir`` reads, so the mini corpus runs the same readers as the real
+releases. Each sentence is one integer written as words (num2words; normalised as ``words.normalize_words``,
+German, Finnish and Turkish compounds split by ``words.separate_compounds``, so that BLEU has n-grams to
+match, but in ``compound_langs``: a source language may keep its written form). The languages are those of
+the head-selection paper's WMT set (footnote 2) that num2words writes -- cs, de, es, fi, fr, kk, lt, lv, ro,
+ru, tr (not zh, et, gu) -- and el from our converter. Training sizes differ per language on purpose
+(``train_sizes``: the high- and low-resource directions of Table 1); dev and test have the same size for
+every language so BLEU per language compares like with like. Each language draws its own numbers (its own
+seed stream); within a language, train, dev and test numbers are disjoint. For the LegoNN corpora (German
+and Romanian -> English sharing the English decoder, English -> German) the same writer runs with de and ro,
+and once more with German compounds for the De-En source (as WMT19 De-En is a release of its own).
 
-    python -m espnet_ext.data.numbers.wmt --out DIR --train_sizes de=2000,fr=2000,ro=200,kk=100
+    python -m espnet_ext.data.numbers.wmt --out DIR --train_sizes de=2000,fr=2000,ro=200,kk=100 [--compound_langs de]
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from num2words import num2words
 from espnet_ext.data.datadir import atomic_dir
 from espnet_ext.data.numbers.corpus import (
     COMPLETE,
+    comma_list,
     marker_matches,
     release_parser,
     write_marker,
@@ -50,13 +52,12 @@ LANGUAGES = ("cs", "de", "es", "fi", "fr", "kk", "lt", "lv", "ro", "ru", "tr", "
 NUM2WORDS_CODES = {"kk": "kz"}
 
 
-def words(n: int, lang: str) -> str:
-    """Normalised number words of ``n`` in ``lang`` (English: "en")."""
+def words(n: int, lang: str, compounds: bool = False) -> str:
+    """Normalised number words of ``n`` in ``lang`` (English: "en"), compounds split unless ``compounds``."""
     if lang == "el":
         return normalize_words(greek_number_words(n))
-    return separate_compounds(
-        normalize_words(num2words(n, lang=NUM2WORDS_CODES.get(lang, lang))), lang
-    )
+    written = normalize_words(num2words(n, lang=NUM2WORDS_CODES.get(lang, lang)))
+    return written if compounds else separate_compounds(written, lang)
 
 
 @dataclass(frozen=True)
@@ -67,12 +68,18 @@ class WmtSpec:
     num_range: tuple[int, int] = (0, 9999)
     seed: int = 0
     doc_size: int = 10  # segments per document of the dev/test sets
+    compound_langs: tuple[str, ...] = ()  # languages whose number words stay compounds
 
     def __post_init__(self):
         langs = [lang for lang, _ in self.train_sizes]
         if not langs or len(set(langs)) != len(langs) or set(langs) - set(LANGUAGES):
             raise ConfigError(
                 f"needs distinct languages of {' '.join(LANGUAGES)}, got {langs}", key="train_sizes"
+            )
+        if set(self.compound_langs) - set(langs):
+            raise ConfigError(
+                f"compound languages must be among {langs}, got {list(self.compound_langs)}",
+                key="compound_langs",
             )
         lo, hi = self.num_range
         needed = max(size for _, size in self.train_sizes) + self.valid_size + self.test_size
@@ -127,7 +134,10 @@ def _xml(setid: str, src: tuple[str, list[list[str]]], ref: tuple, doc_prefix: s
 
 
 def signature(spec: WmtSpec, lang: str) -> dict:
-    return {"generator_version": GENERATOR_VERSION, "language": lang, "spec": asdict(spec)}
+    settings = asdict(spec)
+    if not spec.compound_langs:  # releases written before the option keep their signature
+        del settings["compound_langs"]
+    return {"generator_version": GENERATOR_VERSION, "language": lang, "spec": settings}
 
 
 def generate_language(out: Path, spec: WmtSpec, lang: str) -> Path:
@@ -138,7 +148,7 @@ def generate_language(out: Path, spec: WmtSpec, lang: str) -> Path:
         return release
     numbers = spec.numbers(lang)
     text = {
-        (split, side): [words(n, side) for n in numbers[split]]
+        (split, side): [words(n, side, side in spec.compound_langs) for n in numbers[split]]
         for split in numbers
         for side in (lang, "en")
     }
@@ -177,9 +187,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         "espnet_ext.data.numbers.wmt", __doc__, "writes OUT/<lang>-en/", WmtSpec()
     )
     parser.add_argument("--doc_size", type=int, default=10, help="segments per dev/test document")
+    parser.add_argument(
+        "--compound_langs",
+        type=comma_list,
+        default="",
+        help="languages whose number words stay one compound ('dreihundertzwölf'; default: none)",
+    )
     args = parser.parse_args(argv)
     spec = WmtSpec(
-        args.train_sizes, args.valid_size, args.test_size, args.range, args.seed, args.doc_size
+        args.train_sizes,
+        args.valid_size,
+        args.test_size,
+        args.range,
+        args.seed,
+        args.doc_size,
+        tuple(args.compound_langs),
     )
     for release in generate(args.out, spec):
         print(release)

@@ -21,7 +21,10 @@
 #                          each, named without the pair WMT puts into names from 2014 on: newstest2014-deen-src.en.sgm
 #                          -> data/ende_test_newstest2014 (the -ende/-deen files of one year's set: this direction's)
 #  - WMT empty (db.sh): the embedded mini corpus (espnet_ext/data/numbers/wmt.py) in that layout under
-#    data/mini_release/{multilingual,lego}: number words of --mini_train_sizes' languages <-> English.
+#    data/mini_release/{multilingual,lego}: number words of --mini_train_sizes' languages <-> English, German
+#    split at its number morphemes ("drei hundert zwölf", so En->De BLEU has n-grams to match); the De-En
+#    source, a release of its own as WMT19's, under data/mini_release/lego_compound as German writes numbers
+#    ("dreihundertzwölf": split, every morpheme starts a word and the short mini training swaps them).
 #  - WMT set: ${WMT}/multilingual/<x>-en for the 14 languages of the head-selection paper (Liu et al. 2020's
 #    WMT collection), ${WMT}/wmt14/de-en (En-De, 4.5M pairs), ${WMT}/wmt19/de-en (De-En without ParaCrawl:
 #    leave it out of train/), ${WMT}/wmt16/ro-en (Ro-En). No download: WMT's corpora come from several
@@ -101,8 +104,11 @@ if [ -z "${WMT}" ]; then
     case "${task}" in
         multilingual_*) python -m espnet_ext.data.numbers.wmt --out data/mini_release/multilingual \
             --train_sizes "${mini_train_sizes}" "${mini[@]}" ;;
-        lego) python -m espnet_ext.data.numbers.wmt --out data/mini_release/lego \
-            --train_sizes "${mini_lego_sizes}" "${mini[@]}" ;;
+        lego)
+            python -m espnet_ext.data.numbers.wmt --out data/mini_release/lego \
+                --train_sizes "${mini_lego_sizes}" "${mini[@]}"
+            python -m espnet_ext.data.numbers.wmt --out data/mini_release/lego_compound --compound_langs de \
+                --train_sizes "$(tr ',' '\n' <<< "${mini_lego_sizes}" | grep '^de=')" "${mini[@]}" ;;
     esac
 fi
 case "${task}" in
@@ -118,7 +124,8 @@ case "${task}" in
         ;;
     lego)
         if [ -z "${WMT}" ]; then
-            ende=data/mini_release/lego/de-en; deen=${ende}; roen=data/mini_release/lego/ro-en
+            ende=data/mini_release/lego/de-en; deen=data/mini_release/lego_compound/de-en
+            roen=data/mini_release/lego/ro-en
             dev=(newsdev newsdev newsdev)
         else
             ende=${WMT}/wmt14/de-en; deen=${WMT}/wmt19/de-en; roen=${WMT}/wmt16/ro-en
@@ -128,9 +135,9 @@ case "${task}" in
         lego_pair deen de en "${deen}" "${deen_dev:-${dev[1]}}" --lowercase
         lego_pair roen ro en "${roen}" "${roen_dev:-${dev[2]}}" --lowercase
         deroen=(data/deen_train/text.de data/deen_train/text.en data/roen_train/text.ro data/roen_train/text.en)
-        if [ -z "${WMT}" ]; then  # one dictionary for every mini module
+        if [ -z "${WMT}" ]; then  # one dictionary for every mini module: both forms of German numbers
             bpe_opts="${bpe_opts} ${mini_bpe_opts}"
-            dictionary lego_mini "${mini_nbpe}" "${deroen[@]}"
+            dictionary lego_mini "${mini_nbpe}" "${deroen[@]}" data/ende_train/text.de
         else
             dictionary lego_ende "${ende_nbpe}" data/ende_train/text.en data/ende_train/text.de
             dictionary lego_deroen "${deroen_nbpe}" "${deroen[@]}"
