@@ -1,10 +1,10 @@
 """Every real (non-mini) training and fine-tuning config takes two optimizer updates at its real size
 (tests/configs/test_real_configs_*.py, one module per group of recipes). The largest (``is_large``: a LegoNN
-41k-vocabulary config is 515M parameters, LRS3 large 478M) take about 12 GB with their gradients, Adam's
-state and the copy the check compares, so two at once on the two workers overflowed a 24 GB machine: they
-share one xdist group (one worker trains them one after another); the others (4 GB at most) go to either
-worker. After each check the freed heap goes back to the system, so a worker's size is one model's, not the
-largest run's plus fragmentation.
+41k-vocabulary config is 515M parameters, LRS3 large 478M) take about 10 GB with their gradients and Adam's
+state (the check compares fingerprints of the weights, not a copy), too much for two at once on a 24 GB
+machine: they share one xdist group (one worker trains them one after another); the others (4 GB at most) go
+to either worker. After each check the freed heap goes back to the system, so a worker's size is one
+model's, not the largest run's plus fragmentation.
 
 Each config goes through ``espnet_ext.analysis.preflight``: its ESPnet task builds it as the recipe's
 training stage does (model, frontend, normalisation, SpecAugment, optimizer, scheduler, grad clip, batch
