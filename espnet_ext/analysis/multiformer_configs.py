@@ -207,7 +207,11 @@ def render(task: str, name: str, mini: bool, downsample: bool = True) -> dict:
         time_mask_p=1.0,
     )
     config["frontend"] = None
-    config.update(normalize="utterance_cmvn_specaug", normalize_conf={"specaug_conf": specaug_conf}, specaug=None)
+    config.update(
+        normalize="utterance_cmvn_specaug",
+        normalize_conf={"specaug_conf": specaug_conf},
+        specaug=None,
+    )
     config.update(
         optim=training.pop("optim"),
         optim_conf={"lr": LR[task], "betas": [0.9, 0.999]},
