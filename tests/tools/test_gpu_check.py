@@ -61,13 +61,13 @@ def test_gpu_tests_and_every_benchmark_run_on_cuda(tmp_path):
     assert all(c[2:] == ["--device", "cuda"] for c in benches)
 
 
-def test_one_real_config_per_paper_family_is_timed_for_10_updates(tmp_path):
+def test_one_real_config_per_paper_family_is_timed_for_6_updates(tmp_path):
     commands, families, _ = dry_run(tmp_path)
     timings = [c for c in commands if c[1:3] == ["-m", "espnet_ext.analysis.train_timing"]]
     assert len(timings) == len(families) and set(families) == FAMILIES
     for command in timings:
         option = {command[i]: command[i + 1] for i in range(3, len(command) - 1, 2)}
-        assert option["--ngpu"] == "1" and option["--updates"] == "10"
+        assert option["--ngpu"] == "1" and option["--updates"] == "6"
         assert int(option["--num_workers"]) > 0  # batches loaded as a real run loads them
         config = ROOT / option["--config"]
         assert config.is_file() and "mini" not in config.name, config
