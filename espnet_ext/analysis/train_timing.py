@@ -9,6 +9,11 @@ accum_grad) makes the batches, so an update holds what the config's updates hold
 Everything else is espnet_ext.analysis.preflight: the model, optimizer, scheduler, AMP setting and
 ``Trainer.train_one_epoch``. The first update warms up (kernel selection, allocator) and is not counted.
 
+``--profile N``: the run under PyTorch's profiler, then its N most expensive operators (by device time on
+CUDA, CPU time otherwise) and how busy the device was: its kernels' time against the wall time. It tells a
+launch- or input-bound update (a device idle most of the time) from a compute-bound one; the profiler's own
+overhead lengthens the update times printed beside it.
+
 Printed as one markdown row (``--header`` first prints the table's head):
 
     | config | task | AMP | inputs / update | update ms | inputs / s | peak GiB | schedule updates | hours |
@@ -178,6 +183,28 @@ def measure(
     )
 
 
+def profiled(run, device: torch.device, rows: int):
+    """``run()`` under PyTorch's profiler -> (its result, the report: top ``rows`` operators and the device's
+    busy fraction over the wall time)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    start = time.perf_counter()
+    with profile(activities=activities) as prof:
+        result = run()
+    wall = time.perf_counter() - start
+    events = prof.key_averages()
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
+    report = events.table(sort_by=key, row_limit=rows)
+    if cuda:
+        # the kernels' own time: the CPU operators that launched them would count it twice
+        kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+        busy = sum(e.self_device_time_total for e in kernels) / 1e6
+        report += f"\ndevice kernels {busy:.2f} s of {wall:.2f} s wall ({busy / wall:.0%} busy)"
+    return result, report
+
+
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -192,10 +219,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--vocab", type=int, default=100, help="token list size (the recipe's nbpe)"
     )
     parser.add_argument("--header", action="store_true", help="print the table's head first")
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="profile; print the top N operators"
+    )
     args, extra = parser.parse_known_args(argv)
     logging.basicConfig(level=logging.WARNING)
     size = CorpusSize(args.utterances, args.frames, args.tokens)
-    timing = measure(args.task, args.config, size, args.updates, args.ngpu, args.vocab, extra)
+
+    def run() -> Timing:
+        return measure(args.task, args.config, size, args.updates, args.ngpu, args.vocab, extra)
+
+    if args.profile > 0:
+        device = torch.device("cuda" if args.ngpu > 0 else "cpu")
+        timing, report = profiled(run, device, args.profile)
+        print(report)
+    else:
+        timing = run()
     if args.header:
         print(HEADER)
     print(timing.row(), flush=True)

@@ -138,8 +138,10 @@ class WindowAttention(TimmWindowAttention):
             bias = self._scores_bias(mask, q.dtype)
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=self.scale)
             context, v = context.flatten(0, 1), v.flatten(0, 1)
+            if isinstance(gamma, torch.Tensor):  # fuzzy: lerp takes a tensor weight of its dtype
+                gamma = gamma.to(context.dtype)
             if isinstance(gamma, torch.Tensor) or gamma > 0:
-                context = (1.0 - gamma) * context + gamma * masked_mean_values(v, None)
+                context = torch.lerp(context, masked_mean_values(v, None), gamma)  # one kernel
         else:
             context = self.weights(q, k, mask, gamma) @ v
         batch_windows, heads, n, d = context.shape

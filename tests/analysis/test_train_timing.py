@@ -85,3 +85,15 @@ def test_schedule_updates_of_the_real_configs(config, updates):
 def test_fewer_than_two_updates_are_refused():
     with pytest.raises(ConfigError, match="--updates.*warms up|warms up"):
         train_timing.measure("st", MINI_ST, CorpusSize(2, 50, 4), updates=1, ngpu=0)
+
+
+def test_profile_prints_the_costliest_operators_beside_the_row(capsys):
+    argv = ["--task", "st", "--config", str(MINI_ST), "--ngpu", "0", "--updates", "2"]
+    argv += ["--utterances", "4", "--frames", "100", "--tokens", "6", "--profile", "5"]
+    assert train_timing.main(argv) == 0
+    out = capsys.readouterr().out
+    table, row = out.rsplit("\n|", 1)
+    assert "Self CPU" in table and "aten::" in table  # the profiler's operator table
+    operators = [line for line in table.splitlines() if line.strip().startswith("aten::")]
+    assert 0 < len(operators) <= 5
+    assert row.split("|")[1].strip() == "st"  # the timing row follows it
