@@ -8,9 +8,9 @@ ESPnet's key mask ``mask`` (B, 1, T), 1 = real frame, and returns the heads' con
   (or, dilated by δ, keys i + δ·t for |t| ≤ w/2). Computed in blocks of w/2 queries against their block
   and the two neighbours, so time and memory are O(n·w) instead of O(n²); ``sliding_window`` recomputes
   the weights in backward. On CUDA, up to ``LOCAL_DENSE_MAX_FRAMES`` frames the band is a mask over one
-  fused dense attention instead (fewer, larger kernels win there); beyond, without attention dropout, the
-  band runs through PyTorch's FlexAttention (a compiled kernel that visits only the band's blocks). The
-  blocked path stays the reference and the CPU's path.
+  fused dense attention instead (fewer, larger kernels win there); beyond, the blocked path (PyTorch's
+  FlexAttention, ``FLEX_ON_CUDA``, measured slower). The blocked path stays the reference and the CPU's
+  path.
 - **Local**, block form (the thesis' code: lucidrains ``LocalAttention(window_size=w//3, look_backward=1,
   look_forward=1)``): blocks of b = ⌊w/3⌋ queries, each seeing every key of its block and the two
   neighbours, 3b keys (63 for w = 64) at offsets that depend on the query's place in its block.
@@ -150,9 +150,12 @@ def block_local_attention(q, k, v, mask, window: int, dropout=None) -> torch.Ten
     return block_window_attention(q, k, v, keep, window // 3, drop)
 
 
-# Local heads on CUDA through FlexAttention (torch.nn.attention.flex_attention); tests switch it off to
-# compare with the blocked path on the same device.
-FLEX_ON_CUDA = True
+# Local heads past LOCAL_DENSE_MAX_FRAMES on CUDA through FlexAttention (torch.nn.attention.flex_attention)
+# instead of the blocked path: off. On one H100 (torch 2.11, bench_multiformer, batch 16, 2 layers, no
+# attention dropout) the Local(64) encoder took 70 / 138 ms through it at T = 2048 / 4096, the blocked path
+# 29 / 55 ms (with dropout 0.1), the 4 x Full encoder 49 / 158 ms. The path stays, tested equal to the
+# blocked one, for a PyTorch whose kernel does better.
+FLEX_ON_CUDA = False
 # torch 2.11's FlexAttention lowering: "embedding dimension ... must be at least 16"
 FLEX_MIN_HEAD_DIM = 16
 _compiled_flex_attention = None

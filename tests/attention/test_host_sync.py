@@ -160,6 +160,9 @@ LONG_PATH = ("blocked path", "FlexAttention")
 def local_paths(request, monkeypatch):
     if any(word in request.node.callspec.params["name"] for word in LONG_PATH):
         monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)
+        monkeypatch.setattr(
+            head_kinds, "FLEX_ON_CUDA", "FlexAttention" in request.node.callspec.params["name"]
+        )
     else:  # short Local heads dense, as on CUDA, on the CPU too
         monkeypatch.setattr(head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"})
 

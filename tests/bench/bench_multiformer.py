@@ -2,7 +2,7 @@
 """Cost of the Multiformer head kinds against sequence length, side by side in one process.
 
     python tests/bench/bench_multiformer.py [--quick] [--device cpu|cuda] [--batch_size B]
-        [--attention_dropout P] [--out_dir DIR]
+        [--attention_dropout P] [--flex] [--out_dir DIR]
 
 For T = 512, 1024, 2048, 4096 frames, one encoder (s2t_transformer_s layer sizes: d 256, FFN 2048, 4 heads,
 dropout 0.1, training mode; 2 layers on the frames directly, no front end) per head kind -- 4 x Full,
@@ -16,8 +16,8 @@ The Local(64) column is the O(T·w) blocked path at every T (the algorithm whose
 utterances of at most ``head_kinds.LOCAL_DENSE_MAX_FRAMES`` frames take a band mask over one fused dense
 attention on CUDA instead, measured beside it at those T on any device ("dense <= blocked" checks that
 threshold).
---attention_dropout (default 0.1, the real configs'): 0 measures long Local heads through FlexAttention on
-CUDA, which has no dropout on the attention weights.
+--attention_dropout (default 0.1, the real configs'); --flex: Local heads past the dense threshold through
+FlexAttention on CUDA (``head_kinds.FLEX_ON_CUDA``; it has no dropout on the weights: with --attention_dropout 0).
 
 Goals: at T=4096 Local >= 8x less peak memory and >= 4x faster than Full; Conv(5,2) >= 3x faster than
 Full at T=2048; Fast and Local grow linearly (time and memory ~ T^k, k <= 1.2 fitted over all T: 1 is
@@ -261,9 +261,13 @@ def main() -> int:
     device_options(parser, CUDA_BATCH, 1)
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--attention_dropout", type=float, default=0.1)
+    parser.add_argument(
+        "--flex", action="store_true", help="long Local heads through FlexAttention"
+    )
     parser.add_argument("--out_dir", type=Path, default=None, help="where the PNG goes")
     args = parser.parse_args()
     device = torch.device(args.device)
+    head_kinds.FLEX_ON_CUDA = args.flex
     if args.quick:
         lengths, size, ffn, layers, window, rounds = [64, 128, 256], 32, 64, 1, 8, 1
     else:
@@ -292,7 +296,7 @@ def main() -> int:
 
     print(
         f"encoder: {layers} layers, d {size}, FFN {ffn}, 4 heads, batch {batch}, training mode, "
-        f"attention dropout {args.attention_dropout}, {device}, "
+        f"attention dropout {args.attention_dropout}{', FlexAttention' if args.flex else ''}, {device}, "
         f"{torch.get_num_threads()} threads, best of {rounds} interleaved rounds"
     )
     print("| T | " + " | ".join(f"{k} ms | {k} MiB" for k in KINDS) + " |")

@@ -77,7 +77,9 @@ def _train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, inputs
 
 
 def _inference_step(model: torch.nn.Module, inputs: tuple) -> None:
-    with torch.inference_mode():
+    # no_grad, as ESPnet's inference runs (Speech2Text.__call__): tensors made under inference_mode have no
+    # version counter, so the per-mask caches (attention/mask_cache.py) would recompute in every layer
+    with torch.no_grad():
         model(*inputs)
 
 
