@@ -56,11 +56,13 @@ def masked_mean_values(value: torch.Tensor, mask: torch.Tensor | None) -> torch.
 
 
 def fused_mask_terms(mask: torch.Tensor, dtype: torch.dtype):
-    """What the fused path derives from ``mask`` (B, 1|L, T): the kernel's boolean mask (B, 1, 1|L, T),
-    the uniform weights 1/T over each query's unmasked keys (B, 1, 1|L, T) in ``dtype`` (so the masked
-    mean of V is one product), and the queries with no visible key (B, 1, 1|L, 1)."""
+    """What the fused path derives from ``mask`` (B, 1|L, T): the kernel's additive mask (B, 1, 1|L, T), 0
+    or -inf in ``dtype`` (a boolean one the kernel would convert in every layer), the uniform weights 1/T
+    over each query's unmasked keys (B, 1, 1|L, T) in ``dtype`` (so the masked mean of V is one product),
+    and the queries with no visible key (B, 1, 1|L, 1)."""
     keep = mask.unsqueeze(1).bool()
-    return keep, keep.to(dtype) / unmasked_keys(mask).to(dtype), ~keep.any(dim=-1, keepdim=True)
+    bias = torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill_(~keep, -math.inf)
+    return bias, keep.to(dtype) / unmasked_keys(mask).to(dtype), ~keep.any(dim=-1, keepdim=True)
 
 
 FUSED_MASK_TERMS = PerMask()  # per padding mask: computed once per forward, not per layer
