@@ -327,42 +327,56 @@ class HeadSelectionAttention(TaskConditioned):
     def qkv(self) -> tuple[nn.Linear, nn.Linear, nn.Linear]:
         return self.linear_q, self.linear_k, self.linear_v
 
-    def fixed_projections(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Inference without noise: every task's selected heads' (weight, bias) rows of the q, k and v
-        projections, (num_tasks, H * d_k, d) and (num_tasks, H * d_k), gathered once and reused while the
-        parameters are the ones they were gathered from. The selection is then fixed per task, and a beam
-        search calls each decoder layer once per step: the selection's and the gather's kernels would
-        otherwise run at every step of every layer. The key is each parameter's storage, in-place version
-        and dtype (an optimizer step, ``load_state_dict`` or ``.to()`` changes one of them)."""
+    def fixed_projections(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inference without noise: every task's selected heads' rows of the q, k and v projections, one
+        (weight, bias) of (num_tasks, 3 * H * d_k, d) and (num_tasks, 3 * H * d_k) (q, k, v rows in turn),
+        gathered once and reused while the parameters are the ones they were gathered from. The selection
+        is then fixed per task, and a beam search calls each decoder layer once per step: the selection's
+        and the gather's kernels would otherwise run at every step of every layer; q, k and v side by side
+        make self-attention's projections one product. The key is each parameter's storage, in-place
+        version and dtype (an optimizer step, ``load_state_dict`` or ``.to()`` changes one of them)."""
         params = (self.selection_logits, *(p for lin in self.qkv for p in (lin.weight, lin.bias)))
         state = tuple((p.data_ptr(), p._version, p.dtype) for p in params)
         if self._fixed is None or self._fixed[0] != state:
             heads, _ = self.selections()
-            rows = self.head_rows(heads)  # (num_tasks, H * d_k)
-            gathered = [
-                (
-                    lin.weight.index_select(0, rows.flatten()).unflatten(0, rows.shape),
-                    lin.bias.index_select(0, rows.flatten()).unflatten(0, rows.shape),
-                )
-                for lin in self.qkv
-            ]
-            self._fixed = (state, gathered)
+            rows = self.head_rows(heads).flatten()  # (num_tasks * H * d_k,)
+            tasks = heads.size(0)
+            weight = torch.cat(
+                [lin.weight.index_select(0, rows).unflatten(0, (tasks, -1)) for lin in self.qkv], 1
+            )
+            bias = torch.cat(
+                [lin.bias.index_select(0, rows).unflatten(0, (tasks, -1)) for lin in self.qkv], 1
+            )
+            self._fixed = (state, (weight, bias))
         return self._fixed[1]
 
     def attend_fixed(self, task_id, query, key, value, mask) -> torch.Tensor:
         """``attend`` with ``fixed_projections``: ESPnet's attention at H heads, every scale 1 (eval)."""
-        one_task = self.task_id.numel() == 1
-        projected = []
-        for x, (weight, bias) in zip((query, key, value), self.fixed_projections()):
-            if one_task:  # one matmul at H heads' width, as ESPnet's attention
-                y = F.linear(
-                    x, weight.index_select(0, task_id[:1])[0], bias.index_select(0, task_id[:1])[0]
+        weight, bias = self.fixed_projections()
+        if self.task_id.numel() == 1:  # one task for every row (beam search): its rows alone
+            weight, bias = weight.index_select(0, task_id[:1]), bias.index_select(0, task_id[:1])
+        else:  # each row its task's rows
+            weight, bias = weight.index_select(0, task_id), bias.index_select(0, task_id)
+        if query is key and key is value:  # self-attention: q, k and v in one product
+            projected = self._project_fixed(query, weight, bias).chunk(3, dim=-1)
+        else:
+            width = self.h * self.d_k
+            projected = [
+                self._project_fixed(
+                    x, weight[:, i * width : (i + 1) * width], bias[:, i * width : (i + 1) * width]
                 )
-            else:  # each row its task's rows
-                weight, bias = weight.index_select(0, task_id), bias.index_select(0, task_id)
-                y = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
-            projected.append(y.unflatten(-1, (self.h, self.d_k)).transpose(1, 2))
-        return self.attention(*projected, mask)
+                for i, x in enumerate((query, key, value))
+            ]
+        heads = [y.unflatten(-1, (self.h, self.d_k)).transpose(1, 2) for y in projected]
+        return self.attention(*heads, mask)
+
+    @staticmethod
+    def _project_fixed(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """x (b, T, d) through rows (1 | b, n, d) and bias (1 | b, n) -> (b, T, n): one matmul for one
+        task, one batched matmul for a row per task."""
+        if weight.size(0) == 1:
+            return F.linear(x, weight[0], bias[0])
+        return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
 
     def kl(self, task_id: torch.Tensor, sample: torch.Tensor | None = None) -> torch.Tensor:
         """The KL term per utterance of tasks ``task_id`` (B,), averaged over the H' heads -> (B,).

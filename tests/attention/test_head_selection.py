@@ -375,5 +375,12 @@ def test_inference_gathers_each_tasks_heads_once_and_again_when_a_parameter_chan
         assert len(gathers) == 3
     with torch.enable_grad():
         torch.testing.assert_close(attn(x, x, x, mask).detach(), reselected, rtol=1e-6, atol=1e-6)
+        memory = torch.randn(3, 7, DIM)  # query apart from key and value (source attention)
+        cross = attn(x, memory, memory, padding_mask([7, 6, 3])).detach()
+    with torch.no_grad():  # q, k and v projected one by one, from the same gathered rows
+        torch.testing.assert_close(
+            attn(x, memory, memory, padding_mask([7, 6, 3])), cross, rtol=1e-6, atol=1e-6
+        )
+    with torch.enable_grad():
         attn(x, x, x, mask).sum().backward()  # the general path: the weights get gradients
     assert attn.linear_q.weight.grad is not None
