@@ -80,7 +80,7 @@ def local_attention(q, k, v, mask, window: int, dilation: int = 1, dropout=None)
     half = window // 2
     drop = dropout.p if dropout is not None and dropout.training else 0.0
     if q.device.type in LOCAL_DENSE_DEVICES and length <= LOCAL_DENSE_MAX_FRAMES:
-        return dense_local_attention(q, k, v, keep, half, dilation, drop)
+        return dense_local_attention(q, k, v, keep, half, dilation, drop, mask_source=mask)
     # FlexAttention has no dropout on the weights, and its CUDA kernels need heads of >= 16 dimensions
     if FLEX_ON_CUDA and q.is_cuda and drop == 0.0 and q.size(-1) >= FLEX_MIN_HEAD_DIM:
         return flex_local_attention(q, k, v, keep, half, dilation, mask_source=mask)
@@ -121,14 +121,34 @@ def local_band(
     return visible | empty, empty
 
 
+def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean attention mask as the additive one PyTorch's fused attention turns it into (0 where
+    visible, -inf elsewhere) in ``dtype``: made once per padding mask instead of by every layer's call."""
+    bias = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
+    return bias.masked_fill_(~visible, -math.inf)
+
+
+MASK_TERMS = (
+    PerMask()
+)  # per padding mask: what Local (dense) and Conv heads derive from it, once a forward
+
+
 def dense_local_attention(
-    q, k, v, keep: torch.Tensor, half: int, dilation: int = 1, drop: float = 0.0
+    q, k, v, keep: torch.Tensor, half: int, dilation: int = 1, drop: float = 0.0, mask_source=None
 ):
     """A Local head's context through PyTorch's fused attention over the band mask (O(T²), one kernel);
-    a query with no visible key gets zeros, as in the blocked path."""
-    visible, empty = local_band(keep, half, dilation)
+    a query with no visible key gets zeros, as in the blocked path. The band is built once per
+    ``mask_source`` (the padding mask ``keep`` was read from) and reused by the other layers."""
+
+    def band():
+        visible, empty = local_band(keep, half, dilation)
+        return additive_mask(visible, q.dtype), empty
+
+    bias, empty = MASK_TERMS.get(
+        mask_source, ("band", half, dilation, tuple(keep.shape), q.dtype), band
+    )
     context = torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, attn_mask=visible, dropout_p=drop
+        q, k, v, attn_mask=bias, dropout_p=drop
     )
     return context.masked_fill(empty, 0.0)
 
@@ -223,35 +243,54 @@ def depthwise_input_length(length: int, kernel: int, stride: int) -> int:
     return kernel + stride * -(-(length - kernel) // stride) if length > kernel else kernel
 
 
-def _compressed_attention(q, kc, vc, kept, mask, dropout):
-    """Attention of the queries over the first ``kept`` (B,) compressed frames of kc/vc (B, h, T', d_k);
-    a row with ``kept`` <= 0 gets a zero context. Returns (context, compressed mask (B, 1, T'))."""
-    positions = torch.arange(kc.size(2), device=kc.device)
-    cmask = (positions[None, :] < kept[:, None]).unsqueeze(1)  # (B, 1, T')
-    # Each row sees >= 1 compressed frame (an empty utterance its first, then zeroed), so no query is
-    # left without keys and PyTorch's fused attention (flash / memory-efficient kernels where the
-    # device has them) gives Full's result, with no NaN for the backward to carry.
+def conv_mask_terms(
+    mask, length: int, kernel: int, stride: int, padding: int, compressed: int, dtype
+):
+    """What a Conv group derives from ESPnet's key ``mask`` (B, 1|L, T), once per mask tensor and
+    compression: (the real frames as a (B, 1, T, 1) factor in ``dtype``, zeroing the padding; ``kept``
+    (B,) compressed frames per utterance; the compressed mask (B, 1, T'); the fused attention's additive
+    mask (B, 1, 1, T') over at least one compressed frame per row, so no query is left without keys and
+    PyTorch's fused attention gives Full's result, with no NaN for the backward to carry; the rows keeping
+    no frame (B, 1, 1, 1), whose context is zeroed)."""
+
+    def compute():
+        real = mask[:, -1]
+        kept = conv_output_lengths(real.sum(-1), kernel, stride, padding)
+        positions = torch.arange(compressed, device=mask.device)
+        cmask = (positions[None, :] < kept[:, None]).unsqueeze(1)
+        visible = (positions[None, :] < kept.clamp(min=1)[:, None])[:, None, None, :]
+        keep = real.to(dtype)[:, None, :, None]
+        return keep, kept, cmask, additive_mask(visible, dtype), (kept <= 0)[:, None, None, None]
+
+    key = ("conv", length, kernel, stride, padding, compressed, dtype)
+    return MASK_TERMS.get(mask, key, compute)
+
+
+def _compressed_attention(q, kc, vc, terms, unmasked_kept, dropout):
+    """Attention of the queries over the compressed frames kc/vc (B, h, T', d_k) that ``terms``
+    (``conv_mask_terms``) leave visible; without a mask (``terms`` None) over every frame, the compressed
+    mask then keeping ``unmasked_kept`` frames. Returns (context, compressed mask (B, 1, T'))."""
     drop = dropout.p if dropout is not None and dropout.training else 0.0
-    if mask is None:
+    if terms is None:
+        positions = torch.arange(kc.size(2), device=kc.device)
+        cmask = (positions[None, :] < unmasked_kept[:, None]).unsqueeze(1)
         return torch.nn.functional.scaled_dot_product_attention(q, kc, vc, dropout_p=drop), cmask
-    visible = (positions[None, :] < kept.clamp(min=1)[:, None])[:, None, None, :]
+    _, _, cmask, bias, dead = terms
     context = torch.nn.functional.scaled_dot_product_attention(
-        q, kc, vc, attn_mask=visible, dropout_p=drop
+        q, kc, vc, attn_mask=bias, dropout_p=drop
     )
-    return context.masked_fill((kept <= 0)[:, None, None, None], 0.0), cmask
+    return context.masked_fill(dead, 0.0), cmask
 
 
-def _real_lengths(k, mask):
-    batch, length = k.size(0), k.size(2)
-    return torch.full((batch,), length, device=k.device) if mask is None else mask[:, -1].sum(-1)
-
-
-def _zero_padding(k, v, mask):
-    """Padded frames set to zero, so they never leak into a real compressed frame."""
+def _conv_inputs(k, v, mask, kernel: int, stride: int, padding: int, compressed: int):
+    """(k, v with padded frames set to zero, so they never leak into a real compressed frame; the
+    group's ``conv_mask_terms``, None without a mask; the kept frames of an unmasked batch, else None)."""
+    batch, _, length, _ = k.shape
     if mask is None:
-        return k, v
-    keep = mask[:, -1].to(k.dtype)[:, None, :, None]  # (B, 1, T, 1)
-    return k * keep, v * keep
+        full = torch.full((batch,), length, device=k.device)
+        return k, v, None, conv_output_lengths(full, kernel, stride, padding)
+    terms = conv_mask_terms(mask, length, kernel, stride, padding, compressed, k.dtype)
+    return k * terms[0], v * terms[0], terms, None
 
 
 def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
@@ -265,14 +304,15 @@ def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
     """
     batch, heads, length, d_k = k.shape
     kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
-    kept = conv_output_lengths(_real_lengths(k, mask), kernel, stride)
-    k, v = _zero_padding(k, v, mask)
+    padding = kernel // 2
+    compressed = (length + 2 * padding - kernel) // stride + 1
+    k, v, terms, kept = _conv_inputs(k, v, mask, kernel, stride, padding, compressed)
 
     def compress(x, conv):  # (B, h, T, d_k) -> (B, h, T', d_k), each head its own convolution
         y = conv(x.transpose(-2, -1).reshape(batch, heads * d_k, length))
         return y.reshape(batch, heads, d_k, -1).transpose(-2, -1)
 
-    return _compressed_attention(q, compress(k, k_conv), compress(v, v_conv), kept, mask, dropout)
+    return _compressed_attention(q, compress(k, k_conv), compress(v, v_conv), terms, kept, dropout)
 
 
 def depthwise_conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
@@ -287,9 +327,10 @@ def depthwise_conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
     """
     batch, heads, length, d_k = k.shape
     kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
-    kept = conv_output_lengths(_real_lengths(k, mask), kernel, stride, stride // 2)
-    k, v = _zero_padding(k, v, mask)
-    extra = depthwise_input_length(length, kernel, stride) - length
+    padding, padded = stride // 2, depthwise_input_length(length, kernel, stride)
+    compressed = (padded + 2 * padding - kernel) // stride + 1
+    k, v, terms, kept = _conv_inputs(k, v, mask, kernel, stride, padding, compressed)
+    extra = padded - length
 
     def compress(x, conv):  # (B, h, T, d_k) -> (B·h, d_k, T + extra) -> (B, h, T', d_k)
         y = conv(
@@ -299,7 +340,7 @@ def depthwise_conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
         )
         return y.reshape(batch, heads, d_k, -1).transpose(-2, -1)
 
-    return _compressed_attention(q, compress(k, k_conv), compress(v, v_conv), kept, mask, dropout)
+    return _compressed_attention(q, compress(k, k_conv), compress(v, v_conv), terms, kept, dropout)
 
 
 # ----------------------------------------------------------------------------------------- Fast

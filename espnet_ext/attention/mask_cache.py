@@ -1,9 +1,9 @@
 """Values derived from a padding mask, computed once per forward instead of once per layer.
 
 Every layer of an ESPnet encoder (or decoder) forward receives the same mask tensor object. What a layer
-derives from it alone (FlexAttention's block mask, the key counts of relaxed attention's uniform term) is
-the same in every layer, and computing it again costs each layer a handful of small kernels, which on a GPU
-at a real batch cost more than the arithmetic. ``PerMask`` keeps such values for the few mask tensors last
+derives from it alone (a Local head's band, a Conv head's compressed mask, FlexAttention's block mask,
+relaxed attention's uniform term) is the same in every layer, and computing it again costs each layer a
+handful of small kernels, which on a GPU at a real batch cost more than the arithmetic. ``PerMask`` keeps such values for the few mask tensors last
 seen (a decoder layer alternates its self-attention mask and the encoder's):
 
     BLOCK_MASKS = PerMask()

@@ -708,3 +708,42 @@ def test_masked_softmax_gives_espnets_zero_row_to_a_query_without_keys():
         weights[0, 0, 0], torch.stack([expected[0], torch.tensor(0.0), expected[1]])
     )
     assert torch.equal(weights[0, 0, 1], torch.zeros(3))
+
+
+def test_local_and_conv_heads_derive_their_mask_terms_once_per_mask(monkeypatch):
+    """Every layer of a forward gets the same mask tensor: the dense band (Local) and the compressed
+    lengths and masks (Conv) are made by the first layer and reused; another mask makes them anew."""
+    monkeypatch.setattr(
+        head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"}
+    )  # the band path, as on CUDA
+    head_kinds.MASK_TERMS.clear()
+    calls = {"band": 0, "lengths": 0}
+    band, lengths = head_kinds.local_band, head_kinds.conv_output_lengths
+
+    def counted(name, fn):
+        return lambda *a, **k: calls.__setitem__(name, calls[name] + 1) or fn(*a, **k)
+
+    monkeypatch.setattr(head_kinds, "local_band", counted("band", band))
+    monkeypatch.setattr(head_kinds, "conv_output_lengths", counted("lengths", lengths))
+    torch.manual_seed(0)
+    layers = [
+        MultiHeadMultiAttention(4, 32, 0.0, ["2 x Local(4)", "2 x Conv(5, 2)"], conv_form=form)
+        for form in ("depthwise", "dense")
+    ]
+    x = torch.randn(3, 23, 32)
+    mask = key_mask()
+    outputs = [layer(x, x, x, mask) for layer in layers]
+    assert calls == {"band": 1, "lengths": 2}  # one band; one compression per form
+    again = [layer(x, x, x, mask) for layer in layers]
+    assert calls == {"band": 1, "lengths": 2}
+    for got, expected in zip(again, outputs):
+        torch.testing.assert_close(got, expected)
+    next_mask = key_mask()  # the next batch's mask, equal in value
+    fresh = [layer(x, x, x, next_mask) for layer in layers]
+    assert calls == {"band": 2, "lengths": 4}
+    for got, expected in zip(fresh, outputs):
+        torch.testing.assert_close(got, expected)
+    head_kinds.MASK_TERMS.clear()
+    uncached = [layer(x, x, x, mask) for layer in layers]
+    for got, expected in zip(uncached, outputs):
+        torch.testing.assert_close(got, expected)
