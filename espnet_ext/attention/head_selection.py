@@ -29,10 +29,13 @@ Selected heads are concatenated in ascending head order (eq. 1), which for the g
 g's head in output slot g (eq. 7). In training each selected head is scaled by the straight-through value
 s + q - stop_grad(q) (= 1 forward, gradient into φ through q).
 
-Only the selected heads are computed: the q/k/v projections use the H selected heads' rows of the H'-head
-weight matrices. A batch that mixes tasks is not split: every task's selection is drawn at once (one Gumbel
-draw per task, shared by its utterances) and each utterance projects with its task's rows, gathered per row
-(one batched matmul), so every utterance gets exactly what it would alone with its task. No step reads a
+Only the selected heads attend: with one task id for the batch the q/k/v projections use the H selected
+heads' rows of the H'-head weight matrices. A batch that mixes tasks (and ESPnet's model passes one id per
+utterance) is not split: every task's selection is drawn at once (one Gumbel draw per task, shared by its
+utterances), every candidate head is projected (as the authors' in-projection over all ``total_num_heads``,
+fairseq ``examples/attention_head_selection/src/modules/multihead_functional.py``) and each utterance's
+heads gathered, so every utterance gets exactly what it would alone with its task; the authors then attend
+with all H' heads and keep the selected ones, here only the H selected attend. No step reads a
 value back to the host (no ``nonzero``, ``unique`` or loop over the tasks present): on a GPU the layer
 never waits for the device.
 
@@ -291,13 +294,14 @@ class HeadSelectionAttention(TaskConditioned):
         """The selected heads of ``x`` (b, T, d) -> (b, H, T, d_k), projected at H heads' width.
 
         ``rows`` (H * d_k,) serve every utterance (one matmul); (b, H * d_k) give each utterance its own
-        task's rows (one batched matmul of the gathered weights)."""
+        task's rows: every candidate head projected (one matmul at H' heads' width), then each utterance's
+        columns gathered. Gathering each utterance's weights instead would copy the weight matrix b times
+        (kept for the backward: per layer and projection b x H * d_k x d numbers) in more kernels."""
         if rows.dim() == 1:
             y = F.linear(x, linear.weight.index_select(0, rows), linear.bias.index_select(0, rows))
         else:
-            weight = linear.weight.index_select(0, rows.flatten()).unflatten(0, rows.shape)
-            bias = linear.bias.index_select(0, rows.flatten()).unflatten(0, rows.shape)
-            y = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))  # (b, T, H * d_k)
+            y = F.linear(x, linear.weight, linear.bias)  # (b, T, H' * d_k)
+            y = y.gather(-1, rows.unsqueeze(1).expand(-1, x.size(1), -1))  # (b, T, H * d_k)
         return y.unflatten(-1, (self.h, self.d_k)).transpose(1, 2)
 
     def attend(self, heads, scale, query, key, value, mask) -> torch.Tensor:

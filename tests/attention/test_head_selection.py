@@ -189,26 +189,48 @@ def test_training_samples_and_straight_through_gradient_reaches_the_logits():
     assert len(picks) > 1
 
 
-def test_only_selected_heads_are_projected(monkeypatch):
+def test_only_selected_heads_attend(monkeypatch):
+    """Rows of several tasks: every candidate projected (the authors' in-projection over all
+    total_num_heads, multihead_functional.py), each row's heads gathered, attention at H heads; one task:
+    its heads' rows alone projected."""
     attn = layer(candidates=8, tasks=2).train()
-    widths = []
-    real_linear, real_baddbmm = torch.nn.functional.linear, torch.baddbmm
+    widths, heads_attending = [], []
+    real_linear, real_attention = torch.nn.functional.linear, attn.attention
 
     def recording_linear(x, weight, bias=None):
         widths.append(weight.shape[0])
         return real_linear(x, weight, bias)
 
-    def recording_baddbmm(bias, x, weight):  # per-utterance weights (b, d, H * d_k)
-        widths.append(weight.shape[-1])
-        return real_baddbmm(bias, x, weight)
+    def recording_attention(q, k, v, mask, scale=None):
+        heads_attending.append(q.size(1))
+        return real_attention(q, k, v, mask, scale)
 
     monkeypatch.setattr(head_selection.F, "linear", recording_linear)
-    monkeypatch.setattr(head_selection.torch, "baddbmm", recording_baddbmm)
+    monkeypatch.setattr(attn, "attention", recording_attention)
     x = torch.randn(2, 3, DIM)
     set_task_id(attn, torch.tensor([0, 1]))  # rows of two tasks: gathered per row
-    attn(x, x, x, None)
-    # q, k, v of H heads' width (not the 8 candidates' 32), then the output projection
-    assert widths == [H * attn.d_k] * 3 + [DIM]
+    mixed = attn(x, x, x, None)
+    # q, k, v of the 8 candidates' width, then the output projection; attention over H heads
+    assert widths == [8 * attn.d_k] * 3 + [DIM] and heads_attending == [H]
+    # the same as each row's heads' weights applied alone (the general formula)
+    torch.manual_seed(11)
+    set_task_id(attn, torch.tensor([0, 1]))
+    again = attn(x, x, x, None)
+    torch.manual_seed(11)
+    set_task_id(attn, torch.tensor([0, 1]))
+    heads, scale = (t.index_select(0, torch.tensor([0, 1])) for t in attn.selections())
+    rows = attn.head_rows(heads)
+    expected = []
+    for r in range(2):
+        w = [lin.weight[rows[r]] for lin in attn.qkv]
+        b = [lin.bias[rows[r]] for lin in attn.qkv]
+        q, k, v = (
+            real_linear(x[r : r + 1], wi, bi).unflatten(-1, (H, attn.d_k)).transpose(1, 2)
+            for wi, bi in zip(w, b)
+        )
+        expected.append(real_attention(q, k, v, None, scale[r : r + 1]))
+    torch.testing.assert_close(again, torch.cat(expected), rtol=1e-5, atol=1e-6)
+    assert mixed.shape == again.shape
     widths.clear()
     set_task_id(attn, torch.tensor([1]))  # one task for every row
     torch.manual_seed(5)
