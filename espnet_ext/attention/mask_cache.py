@@ -3,8 +3,9 @@
 Every layer of an ESPnet encoder (or decoder) forward receives the same mask tensor object. What a layer
 derives from it alone (a Local head's band, a Conv head's compressed mask, FlexAttention's block mask,
 relaxed attention's uniform term) is the same in every layer, and computing it again costs each layer a
-handful of small kernels, which on a GPU at a real batch cost more than the arithmetic. ``PerMask`` keeps such values for the few mask tensors last
-seen (a decoder layer alternates its self-attention mask and the encoder's):
+handful of small kernels, which on a GPU at a real batch cost more than the arithmetic. ``PerMask`` keeps
+such values for the few mask tensors last seen (a decoder layer alternates its self-attention mask and the
+encoder's):
 
     BLOCK_MASKS = PerMask()
     block_mask = BLOCK_MASKS.get(mask, ("band", half), lambda: create_block_mask(...))
