@@ -252,12 +252,14 @@ def test_ids_that_differ_between_source_and_target_fail_stage_one(finished):
         key, text = lines[3].split(" ", 1)
         lines[3] = f"{key}x {text}"  # still sorted, but no longer the id of the German side
         mini.write_text("".join(lines), encoding="utf-8")
+        # the corpus changed under a finished stage 1: its marker removed, as its log line says to redo it
+        (recipe / "data" / ".markers" / "train" / ".stages" / "stage1.done").unlink()
         out = run(recipe, TINY_ARGS + ["--stop_stage", "1", "--dumpdir", "dump_badids"])
         assert out.returncode != 0
         log = (recipe / "data" / "log" / "validate_valid.log").read_text()
         assert f"data/valid/text:4: key '{key}x': id is not in text.de" in log, log
         assert "validate_valid.log" in out.stderr
-        assert not (recipe / "dump_badids" / ".stages" / "stage1.done").exists()
+        assert not (recipe / "data" / ".markers" / "train" / ".stages" / "stage1.done").exists()
     finally:
         mini.write_text(good, encoding="utf-8")
 

@@ -19,8 +19,11 @@ def finished(librispeech_finished):
 
 def test_all_stages_run_and_write_results(finished):
     recipe, out = finished
-    for n in (1, 2, 3, 4):
-        assert (recipe / "dump" / ".stages" / f"stage{n}.done").exists() or n == 4
+    assert (
+        recipe / "data" / ".markers" / "train" / ".stages" / "stage1.done"
+    ).exists()  # beside data/
+    for n in (2, 3):
+        assert (recipe / "dump" / ".stages" / f"stage{n}.done").exists()
     exp = recipe / "exp" / "asr_tiny_asr"
     assert (exp / "valid.acc.ave.pth").exists()
     assert (exp / "config.yaml").exists()
@@ -171,7 +174,10 @@ def test_corpus_dir_that_is_not_librispeech_fails_stage_one(finished, tmp_path):
     assert "data/log/data_prep.log" in out.stderr
     log = (recipe / "data" / "log" / "data_prep.log").read_text()
     assert "LibriSpeech" in log and str(tmp_path / "somewhere") in log
-    assert not (recipe / "dump" / ".stages" / "stage1.done").exists()
+    # the real mode's stage 1 (train_clean_100) left no marker of being done
+    assert not (
+        recipe / "data" / ".markers" / "train_clean_100" / ".stages" / "stage1.done"
+    ).exists()
 
 
 def test_bad_transcript_fails_validation_naming_file_and_line(finished):
@@ -184,6 +190,8 @@ def test_bad_transcript_fails_validation_naming_file_and_line(finished):
         mini_text.write_bytes(
             b"".join(lines[:2] + [lines[2].split(b" ")[0] + b" f\xfcnf\n"] + lines[3:])
         )
+        # the corpus changed under a finished stage 1: its marker removed, as its log line says to redo it
+        (recipe / "data" / ".markers" / "train" / ".stages" / "stage1.done").unlink()
         out = run(recipe, TINY_ARGS + ["--stop_stage", "1", "--dumpdir", "dump_badtext"])
         assert out.returncode != 0
         # The mini data prep reads data/dev/text itself (the LM text leaves its sentences out), so the error
@@ -191,9 +199,17 @@ def test_bad_transcript_fails_validation_naming_file_and_line(finished):
         log = (recipe / "data" / "log" / "data_prep.log").read_text()
         assert "data/dev/text:3" in log and "UTF-8" in log
         assert "data_prep.log" in out.stderr
-        assert not (recipe / "dump_badtext" / ".stages" / "stage1.done").exists()
+        # stage 1's marker lives beside data/, which every --dumpdir shares: the failed preparation
+        # removed the finished run's marker too
+        assert not (recipe / "data" / ".markers" / "train" / ".stages" / "stage1.done").exists()
     finally:
         mini_text.write_bytes(good)
+    # so the finished run's next invocation prepares data/ again instead of trusting what the failed one
+    # left there
+    out = run(recipe, TINY_ARGS + ["--stop_stage", "1"])
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Stage 1: data preparation: already done" not in out.stderr
+    assert (recipe / "data" / ".markers" / "train" / ".stages" / "stage1.done").exists()
 
 
 def test_test_domain_puts_its_pattern_in_dev_test_and_the_extended_lm_only(tmp_path):

@@ -56,7 +56,9 @@ def test_failed_slurm_job_stops_the_stage_with_its_log(slurm_cluster, recipe, tm
     )
     assert out.returncode != 0
     assert "data/log/data_prep.log" in out.stderr
-    assert not (recipe / "dump_bad" / ".stages" / "stage1.done").exists()
+    assert not (
+        recipe / "data" / ".markers" / "train_clean_100" / ".stages" / "stage1.done"
+    ).exists()
 
 
 def test_gpu_request_is_refused_at_submit_time(slurm_cluster, recipe):

@@ -246,11 +246,14 @@ decode_fp() {
 }
 
 data_fp="$(fingerprint $(local_data_scripts) "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${unlabeled_set}")"
+# Stage 1 writes data/, which every --dumpdir of the recipe shares: its marker lives there, so a run that
+# prepared data/ otherwise (another --local_data_opts, another --dumpdir) makes the next one prepare it again.
+data_markers="data/.markers/${train_set}"
 if [ "${input}" = speech ]; then
-    run_stage 1 "data preparation" "${dumpdir}" "${data_fp}" prepare_speech_data
+    run_stage 1 "data preparation" "${data_markers}" "${data_fp}" prepare_speech_data
     run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.scp" "data/${valid_set}/text" ${fbank_conf})" extract_features
 else
-    run_stage 1 "data preparation" "${dumpdir}" "${data_fp}" prepare_video_data
+    run_stage 1 "data preparation" "${data_markers}" "${data_fp}" prepare_video_data
     run_stage 2 "video checks" "${dumpdir}" "$(fingerprint "${data_fp}" "data/${train_set}/video.scp" "data/${valid_set}/text")" check_videos
 fi
 run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/${input_scp}" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_speech_data

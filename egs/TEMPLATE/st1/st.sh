@@ -126,7 +126,8 @@ write_results() {
 }
 
 # shellcheck disable=SC2046  # the data preparation's script names
-run_stage 1 "data preparation" "${dumpdir}" "$(fingerprint $(local_data_scripts) "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_speech_data --require "${src_text},${tgt_text}"
+# the marker beside data/, which every --dumpdir shares (asr.sh: data_markers)
+run_stage 1 "data preparation" "data/.markers/${train_set}" "$(fingerprint $(local_data_scripts) "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_speech_data --require "${src_text},${tgt_text}"
 run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.scp" "data/${valid_set}/${tgt_text}" "${fbank_conf}")" extract_features
 run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/feats.scp" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_speech_data --text_names "${src_text},${tgt_text}"
 tokens_fp="$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${token_joint}" "${src_token_type}" \
