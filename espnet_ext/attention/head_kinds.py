@@ -37,7 +37,7 @@ import math
 
 import torch
 
-from espnet_ext.attention.mask_cache import PerMask
+from espnet_ext.attention.mask_cache import PerMask, additive_mask
 from espnet_ext.attention.sliding_window import block_window_attention, sliding_window_attention
 
 
@@ -119,13 +119,6 @@ def local_band(
     visible = band[None, None] & keep[:, None, None, :]
     empty = ~visible.any(dim=-1, keepdim=True)
     return visible | empty, empty
-
-
-def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """A boolean attention mask as the additive one PyTorch's fused attention turns it into (0 where
-    visible, -inf elsewhere) in ``dtype``: made once per padding mask instead of by every layer's call."""
-    bias = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
-    return bias.masked_fill_(~visible, -math.inf)
 
 
 MASK_TERMS = (

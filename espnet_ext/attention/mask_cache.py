@@ -18,6 +18,7 @@ Tensors made under ``torch.inference_mode`` have no version counter: their value
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -49,3 +50,10 @@ class PerMask(threading.local):
 
     def clear(self) -> None:
         self.masks = {}
+
+
+def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean attention mask as the additive one PyTorch's fused attention turns it into (0 where
+    visible, -inf elsewhere) in ``dtype``: made once per padding mask instead of by every layer's call."""
+    bias = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
+    return bias.masked_fill_(~visible, -math.inf)

@@ -28,7 +28,7 @@ import torch
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
 
 from espnet_ext.attention.gamma import check_gamma
-from espnet_ext.attention.mask_cache import PerMask
+from espnet_ext.attention.mask_cache import PerMask, additive_mask
 from espnet_ext.attention.smooth_focus import smooth_focus_weights
 from espnet_ext.errors import ConfigError
 
@@ -61,8 +61,11 @@ def fused_mask_terms(mask: torch.Tensor, dtype: torch.dtype):
     over each query's unmasked keys (B, 1, 1|L, T) in ``dtype`` (so the masked mean of V is one product),
     and the queries with no visible key (B, 1, 1|L, 1)."""
     keep = mask.unsqueeze(1).bool()
-    bias = torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill_(~keep, -math.inf)
-    return bias, keep.to(dtype) / unmasked_keys(mask).to(dtype), ~keep.any(dim=-1, keepdim=True)
+    return (
+        additive_mask(keep, dtype),
+        keep.to(dtype) / unmasked_keys(mask).to(dtype),
+        ~keep.any(dim=-1, keepdim=True),
+    )
 
 
 FUSED_MASK_TERMS = PerMask()  # per padding mask: computed once per forward, not per layer

@@ -143,7 +143,8 @@ write_results() {
         "Configs: \`${mt_config}\`, \`${inference_config}\`$([ "${use_lm}" = true ] && echo ", LM \`${lm_config}\`")."
 }
 
-# the marker beside data/, which every --dumpdir shares (asr.sh: data_markers)
+# stage 1 writes data/, shared by every --dumpdir: its marker lives there, so a run that prepared data/
+# otherwise makes the next one prepare it again
 run_stage 1 "data preparation" "data/.markers/${train_set}" "$(fingerprint $(local_data_scripts) "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_data
 run_stage 2 "filtering" "${dumpdir}" "$(fingerprint "${raw_dir}/${train_set}/${src_text}" "${raw_dir}/${train_set}/${tgt_text}" "${raw_dir}/${valid_set}/${tgt_text}" "${max_text_words}" "${max_length_ratio}")" filter_data
 # Each fingerprint is taken when its stage comes, i.e. of the files the stages before it wrote.

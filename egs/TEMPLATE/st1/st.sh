@@ -126,7 +126,8 @@ write_results() {
 }
 
 # shellcheck disable=SC2046  # the data preparation's script names
-# the marker beside data/, which every --dumpdir shares (asr.sh: data_markers)
+# stage 1 writes data/, shared by every --dumpdir: its marker lives there, so a run that prepared data/
+# otherwise makes the next one prepare it again
 run_stage 1 "data preparation" "data/.markers/${train_set}" "$(fingerprint $(local_data_scripts) "$(corpus_settings)" "${local_data_opts}" "${train_set}" "${valid_set}" "${test_sets}" "${src_lang}" "${tgt_lang}")" prepare_speech_data --require "${src_text},${tgt_text}"
 run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.scp" "data/${valid_set}/${tgt_text}" "${fbank_conf}")" extract_features
 run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/feats.scp" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_speech_data --text_names "${src_text},${tgt_text}"
