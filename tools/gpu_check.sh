@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Verifies an install on a CUDA machine and measures the project there, on a node with PyTorch and no network.
-#   tools/gpu_check.sh [--wheelhouse DIR] [--work_dir DIR] [--python PY] [--steps tests,bench,timing] [--dry_run]
+#   tools/gpu_check.sh [--wheelhouse DIR] [--work_dir DIR] [--python PY] [--steps tests,bench,timing]
+#                      [--rows REGEX] [--dry_run]
 #  1. what the node's Python lacks, installed offline from the wheelhouse tools/wheelhouse.sh built
 #     (--wheelhouse, default tools/wheelhouse) into WORK_DIR/site, put first on PYTHONPATH
 #  2. pytest -m gpu: host syncs, autocast fp16/bf16, FlexAttention against the reference, on CUDA
@@ -8,7 +9,8 @@
 #  4. for each paper family one real config: 6 updates on synthetic batches of the paper's size through
 #     ESPnet's trainer (espnet_ext.analysis.train_timing), fp32 and AMP where a goal compares them; one table:
 #     update time, frames / images / tokens per second, peak memory, GPU hours of the config's schedule
-# --steps: which of 2-4 to run (default all; the install of 1 is done once per --work_dir).
+# --steps: which of 2-4 to run (default all; the install of 1 is done once per --work_dir). --rows: only the
+# timing rows whose line (family|task|config|sizes|options, TIMING_ROWS below) matches the extended REGEX.
 # Logs and the table go to --work_dir (default ${TMPDIR:-/tmp}/gpu_check). --dry_run prints every command
 # and runs none. Exit status 1 when the install, a GPU test or a timing run failed (a missed speed goal is
 # reported, not a failure).
@@ -20,14 +22,16 @@ work_dir="${TMPDIR:-/tmp}/gpu_check"
 python="${PYTHON:-python3}"
 dry_run=false
 steps="tests,bench,timing"
+rows=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --wheelhouse) wheelhouse=$2; shift 2 ;;
         --work_dir) work_dir=$2; shift 2 ;;
         --python) python=$2; shift 2 ;;
         --steps) steps=$2; shift 2 ;;
+        --rows) rows=$2; shift 2 ;;
         --dry_run) dry_run=true; shift ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
         *) echo "$0: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -129,6 +133,7 @@ step_on timing && ! ${dry_run} && "${py}" -c 'import sys, torch; print(f"Measure
 step_on timing && ! ${dry_run} && "${py}" -c 'from espnet_ext.analysis.train_timing import HEADER; print(HEADER)' >> "${table}"
 i=0
 for row in "${TIMING_ROWS[@]}"; do
+    [[ -z "${rows}" || "${row}" =~ ${rows} ]] || continue
     IFS='|' read -r family task config size extra <<< "${row}"
     read -r utterances frames tokens vocab <<< "${size}"
     i=$((i + 1))
