@@ -29,15 +29,17 @@ Selected heads are concatenated in ascending head order (eq. 1), which for the g
 g's head in output slot g (eq. 7). In training each selected head is scaled by the straight-through value
 s + q - stop_grad(q) (= 1 forward, gradient into φ through q).
 
-Only the selected heads attend: with one task id for the batch the q/k/v projections use the H selected
-heads' rows of the H'-head weight matrices. A batch that mixes tasks (and ESPnet's model passes one id per
-utterance) is not split: every task's selection is drawn at once (one Gumbel draw per task, shared by its
-utterances), every candidate head is projected (as the authors' in-projection over all ``total_num_heads``,
-fairseq ``examples/attention_head_selection/src/modules/multihead_functional.py``) and each utterance's
-heads gathered, so every utterance gets exactly what it would alone with its task; the authors then attend
-with all H' heads and keep the selected ones, here only the H selected attend. No step reads a
-value back to the host (no ``nonzero``, ``unique`` or loop over the tasks present): on a GPU the layer
-never waits for the device.
+Only the selected heads are projected and attend: with one task id for the batch the q/k/v projections use
+the H selected heads' rows of the H'-head weight matrices (self-attention: q, k and v rows side by side, one
+product). A batch that mixes tasks (and ESPnet's model passes one id per utterance) is not split: every
+task's selection is drawn at once (one Gumbel draw per task, shared by its utterances) and each utterance
+projects with its task's rows, gathered per row (one batched product), so every utterance gets exactly
+what it would alone with its task. (The authors project all H' candidates, fairseq
+``examples/attention_head_selection/src/modules/multihead_functional.py``, and keep the selected ones; at
+H' = 2H that doubles the products and was slower on an H100.) The encoders and decoders of
+``espnet_ext.nets.head_selection_transformer`` draw all their layers' selections at once
+(``draw_together``). No step reads a value back to the host (no ``nonzero``, ``unique`` or loop over the
+tasks present): on a GPU the layer never waits for the device.
 
 The task of each utterance is set on the module before the forward (``set_task_id``), because ESPnet's
 layers call self-attention as ``self_attn(q, k, v, mask)``; a task id of shape (1,) serves every row (beam
@@ -47,7 +49,8 @@ search decodes one utterance with many hypotheses).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -261,24 +264,36 @@ class HeadSelectionAttention(TaskConditioned):
         self.prior = n_head / head_candidates
         self.selection_kl: torch.Tensor | None = None
         self.sample: torch.Tensor | None = None  # the posterior of the last selections
+        self.drawn: tuple | None = (
+            None  # this forward's draw, made with other layers' (draw_together)
+        )
         self._fixed: tuple | None = None  # see fixed_projections
 
-    def selections(self, tasks: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Selected heads of ``tasks`` (n,) (every task when None): ascending head indices (n, H) and
-        their scales (n, H). In training (and at inference with ``inference_noise``) one Gumbel draw per
-        task, tasks in the given order. ``sample`` keeps the posterior (n, H') they were selected from."""
-        logits = self.selection_logits
-        logits = logits if tasks is None else logits.index_select(0, tasks)
+    def draw(
+        self, logits: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Selections of the logits ``logits`` (..., n, H') of n tasks (of one layer, or of several stacked):
+        ascending head indices (..., n, H), their scales (..., n, H), the posterior they were selected
+        from (..., n, H') and the KL term of each task (..., n), the mean over its H' heads (``kl``). In
+        training (and at inference with ``inference_noise``) one Gumbel draw per task, layer by layer and
+        task by task in the given order, as drawing each task's (2, H') in turn."""
         noise = None
         if self.training or self.inference_noise:
-            # (n, 2, H'): task by task, as drawing each task's (2, H') in turn
-            noise = sample_gumbel((logits.size(0), 2, logits.size(1)), logits).transpose(0, 1)
+            shape = (*logits.shape[:-1], 2, logits.size(-1))
+            noise = sample_gumbel(shape, logits).movedim(-2, 0)  # (2, ..., n, H')
         posterior = gumbel_posterior(logits, self.temperature, noise)
-        self.sample = posterior
         hard = SELECTION_MASKS[self.strategy](posterior, self.h)
         heads = selected_heads(hard, self.h)
         scale = (hard + posterior - posterior.detach()) if self.training else hard
-        return heads, scale.gather(-1, heads)
+        return heads, scale.gather(-1, heads), posterior, self.task_kl(logits, posterior)
+
+    def selections(self, tasks: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Selected heads of ``tasks`` (n,) (every task when None): ascending head indices (n, H) and
+        their scales (n, H) (``draw``). ``sample`` keeps the posterior (n, H') they were selected from."""
+        logits = self.selection_logits
+        logits = logits if tasks is None else logits.index_select(0, tasks)
+        heads, scale, self.sample, _ = self.draw(logits)
+        return heads, scale
 
     def selection(self, task: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Selected heads of one ``task``: ascending head indices (H,) and their scales (H,)."""
@@ -290,26 +305,38 @@ class HeadSelectionAttention(TaskConditioned):
         offsets = torch.arange(self.d_k, device=heads.device)
         return (heads.unsqueeze(-1) * self.d_k + offsets).flatten(-2)
 
-    def project(self, linear: nn.Linear, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """The selected heads of ``x`` (b, T, d) -> (b, H, T, d_k), projected at H heads' width.
+    @staticmethod
+    def project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, rows: torch.Tensor):
+        """``x`` (b, T, d) through the ``rows`` of ``weight`` (n, d) and ``bias`` (n,) -> (b, T, len(rows)).
 
-        ``rows`` (H * d_k,) serve every utterance (one matmul); (b, H * d_k) give each utterance its own
-        task's rows: every candidate head projected (one matmul at H' heads' width), then each utterance's
-        columns gathered. Gathering each utterance's weights instead would copy the weight matrix b times
-        (kept for the backward: per layer and projection b x H * d_k x d numbers) in more kernels."""
+        ``rows`` (r,) serve every utterance (one matmul); (b, r) give each utterance its own task's rows
+        (one batched matmul of the gathered weights: the FLOPs of one task's product, at the price of a
+        copy of the rows per utterance. Projecting all H' candidates and gathering each utterance's
+        columns instead doubles the products at H' = 2H, measured slower on an H100: docs/gpu.md)."""
         if rows.dim() == 1:
-            y = F.linear(x, linear.weight.index_select(0, rows), linear.bias.index_select(0, rows))
-        else:
-            y = F.linear(x, linear.weight, linear.bias)  # (b, T, H' * d_k)
-            y = y.gather(-1, rows.unsqueeze(1).expand(-1, x.size(1), -1))  # (b, T, H * d_k)
-        return y.unflatten(-1, (self.h, self.d_k)).transpose(1, 2)
+            return F.linear(x, weight.index_select(0, rows), bias.index_select(0, rows))
+        gathered = weight.index_select(0, rows.flatten()).unflatten(0, rows.shape)  # (b, r, d)
+        row_bias = bias.index_select(0, rows.flatten()).unflatten(0, rows.shape)
+        return torch.baddbmm(row_bias.unsqueeze(1), x, gathered.transpose(1, 2))
 
     def attend(self, heads, scale, query, key, value, mask) -> torch.Tensor:
         """ESPnet's scaled dot-product attention over the selected heads -> (b, T1, d).
 
-        ``heads``/``scale`` (1, H) for every utterance or (b, H) per utterance."""
+        ``heads``/``scale`` (1, H) for every utterance or (b, H) per utterance. Self-attention projects
+        q, k and v in one product (their rows side by side)."""
         rows = self.head_rows(heads[0] if heads.size(0) == 1 else heads)
-        q, k, v = (self.project(lin, x, rows) for lin, x in zip(self.qkv, (query, key, value)))
+        if query is key and key is value:
+            width = self.head_candidates * self.d_k
+            rows = torch.cat([rows, rows + width, rows + 2 * width], -1)
+            weight = torch.cat([lin.weight for lin in self.qkv])
+            bias = torch.cat([lin.bias for lin in self.qkv])
+            projected = self.project(query, weight, bias, rows).chunk(3, dim=-1)
+        else:
+            projected = [
+                self.project(x, lin.weight, lin.bias, rows)
+                for lin, x in zip(self.qkv, (query, key, value))
+            ]
+        q, k, v = (y.unflatten(-1, (self.h, self.d_k)).transpose(1, 2) for y in projected)
         return self.attention(q, k, v, mask, scale)
 
     def attention(self, q, k, v, mask, scale: torch.Tensor | None = None) -> torch.Tensor:
@@ -382,23 +409,28 @@ class HeadSelectionAttention(TaskConditioned):
             return F.linear(x, weight[0], bias[0])
         return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
 
-    def kl(self, task_id: torch.Tensor, sample: torch.Tensor | None = None) -> torch.Tensor:
-        """The KL term per utterance of tasks ``task_id`` (B,), averaged over the H' heads -> (B,).
+    def task_kl(self, logits: torch.Tensor, posterior: torch.Tensor) -> torch.Tensor:
+        """The KL term of each task of ``logits`` / ``posterior`` (..., n, H'), averaged over the H' heads
+        -> (..., n).
 
         ``kl_form`` "bernoulli": eq. (3), KL(B(σ(φ)) || B(H/H')); "authors": the authors' term,
-        ``authors_kl`` of ``sample`` (B, H'), each utterance's row of the posterior its selection was
-        drawn from. The mean over heads (not the sum) is the authors' normalisation (``HeadSelectionLoss``
-        divides by layers x heads). With H' = H every head is used whatever φ says (prior 1): there is no
-        selection to regularise.
+        ``authors_kl`` of the posterior the selection was drawn from. The mean over heads (not the sum) is
+        the authors' normalisation (``HeadSelectionLoss`` divides by layers x heads). With H' = H every
+        head is used whatever φ says (prior 1): there is no selection to regularise.
         """
         if self.head_candidates == self.h:
-            return self.selection_logits.new_zeros(task_id.shape)
+            return logits.new_zeros(logits.shape[:-1])
         if self.kl_form == "authors":
-            if sample is None:
-                raise InputError("the authors' KL needs the sampled posterior", key="sample")
-            return authors_kl(sample, self.prior).mean(-1)
-        posterior = torch.sigmoid(self.selection_logits.index_select(0, task_id))
-        return bernoulli_kl(posterior, self.prior).mean(-1)
+            return authors_kl(posterior, self.prior).mean(-1)
+        return bernoulli_kl(torch.sigmoid(logits), self.prior).mean(-1)
+
+    def kl(self, task_id: torch.Tensor, sample: torch.Tensor | None = None) -> torch.Tensor:
+        """The KL term per utterance of tasks ``task_id`` (B,) -> (B,) (``task_kl``); the authors' form
+        needs ``sample`` (B, H'), each utterance's row of the posterior its selection was drawn from."""
+        if self.kl_form == "authors" and sample is None and self.head_candidates != self.h:
+            raise InputError("the authors' KL needs the sampled posterior", key="sample")
+        logits = self.selection_logits.index_select(0, task_id)
+        return self.task_kl(logits, logits if sample is None else sample)
 
     def forward(self, query, key, value, mask, expand_kv: bool = False) -> torch.Tensor:
         if expand_kv:
@@ -409,11 +441,55 @@ class HeadSelectionAttention(TaskConditioned):
                 None  # a fixed selection per task: gathered once (fixed_projections)
             )
             return self.attend_fixed(task_id, query, key, value, mask)
-        if self.task_id.numel() == 1:  # one task for every row (beam search): its selection alone
-            heads, scale = self.selections(task_id[:1])
-            sample = self.sample.expand(task_id.size(0), -1)
+        one_task = (
+            self.task_id.numel() == 1
+        )  # one task for every row (beam search): its selection alone
+        if self.drawn is not None:  # drawn with the other layers' (draw_together)
+            heads, scale, self.sample, task_kl = self.drawn
+        else:
+            logits = self.selection_logits
+            heads, scale, self.sample, task_kl = self.draw(
+                logits.index_select(0, task_id[:1]) if one_task else logits
+            )
+        if one_task:
+            kl = task_kl.expand(task_id.size(0))
         else:  # every task's selection, gathered per row
-            heads, scale = (x.index_select(0, task_id) for x in self.selections())
-            sample = self.sample.index_select(0, task_id)
-        self.selection_kl = self.kl(task_id, sample) if self.training else None
+            heads, scale, kl = (x.index_select(0, task_id) for x in (heads, scale, task_kl))
+        self.selection_kl = kl if self.training else None
         return self.attend(heads, scale, query, key, value, mask)
+
+
+@contextmanager
+def draw_together(layers: Sequence[HeadSelectionAttention]):
+    """Within the block, ``layers`` (the self-attention of a stack of layers, given the same task ids by
+    ``set_task_id``) select with one draw for all: their logits stacked (L, n, H'), one Gumbel draw, mask,
+    top-k, straight-through scale and KL for all L layers (``HeadSelectionAttention.draw``), each layer
+    then taking its slice. Per layer these are some 40 small kernels of each forward and backward, which on
+    a GPU cost launches, not arithmetic. Layer by layer and task by task, the noise is drawn in the order
+    the layers would draw it themselves. Layers of other options or task ids draw on their own; the
+    fixed-selection inference path (``fixed_projections``) needs no draw."""
+
+    def setting(layer):  # what the draw depends on; the task ids as views of one tensor
+        ids = layer.task_id
+        ids = None if ids is None else (ids.data_ptr(), ids.shape, ids.device)
+        options = (layer.training, layer.inference_noise, layer.strategy, layer.temperature)
+        return ids, options, layer.h, layer.kl_form, layer.selection_logits.shape
+
+    first = layers[0] if layers else None
+    together = (
+        first is not None
+        and first.task_id is not None
+        and (first.training or first.inference_noise or torch.is_grad_enabled())
+        and all(setting(layer) == setting(first) for layer in layers)
+    )
+    if together:
+        logits = torch.stack([layer.selection_logits for layer in layers])  # (L, tasks, H')
+        if first.task_id.numel() == 1:
+            logits = logits.index_select(1, first.task_id.reshape(1).to(logits.device))
+        for layer, drawn in zip(layers, zip(*first.draw(logits))):
+            layer.drawn = drawn
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.drawn = None

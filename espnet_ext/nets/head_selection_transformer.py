@@ -18,7 +18,11 @@ from __future__ import annotations
 from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
 
-from espnet_ext.attention.head_selection import HeadSelectionAttention, check_selection_config
+from espnet_ext.attention.head_selection import (
+    HeadSelectionAttention,
+    check_selection_config,
+    draw_together,
+)
 from espnet_ext.nets.cnn_transformer_encoder import CNNTransformerEncoder
 from espnet_ext.nets.multiformer_encoder import S2TTransformerEncoder
 
@@ -79,6 +83,11 @@ class _SelectsHeads:
         super().__init__(*args, **kwargs)
         layers = getattr(self, self._selecting)
         select_self_attention_heads(layers, *options, bool(selection_inference_noise))
+
+    def forward(self, *args, **kwargs):
+        # every layer's selection in one draw (draw_together); step-by-step decoding draws per layer
+        with draw_together([layer.self_attn for layer in getattr(self, self._selecting)]):
+            return super().forward(*args, **kwargs)
 
 
 class HeadSelectionTransformerEncoder(_SelectsHeads, TransformerEncoder):

@@ -189,29 +189,38 @@ def test_training_samples_and_straight_through_gradient_reaches_the_logits():
     assert len(picks) > 1
 
 
-def test_only_selected_heads_attend(monkeypatch):
-    """Rows of several tasks: every candidate projected (the authors' in-projection over all
-    total_num_heads, multihead_functional.py), each row's heads gathered, attention at H heads; one task:
-    its heads' rows alone projected."""
+def test_only_selected_heads_are_projected_and_attend(monkeypatch):
+    """Self-attention: q, k and v of the selected heads in one product, of 3 H heads' width (not the H'
+    candidates'); rows of several tasks: each row's weights gathered (one batched product); one task: its
+    heads' rows alone (one matmul). Attention over the H selected heads."""
     attn = layer(candidates=8, tasks=2).train()
     widths, heads_attending = [], []
     real_linear, real_attention = torch.nn.functional.linear, attn.attention
+    real_baddbmm = torch.baddbmm
 
     def recording_linear(x, weight, bias=None):
         widths.append(weight.shape[0])
         return real_linear(x, weight, bias)
+
+    def recording_baddbmm(bias, x, weight):  # per-utterance weights (b, d, 3 H d_k)
+        widths.append(("per row", weight.shape[-1]))
+        return real_baddbmm(bias, x, weight)
 
     def recording_attention(q, k, v, mask, scale=None):
         heads_attending.append(q.size(1))
         return real_attention(q, k, v, mask, scale)
 
     monkeypatch.setattr(head_selection.F, "linear", recording_linear)
+    monkeypatch.setattr(head_selection.torch, "baddbmm", recording_baddbmm)
     monkeypatch.setattr(attn, "attention", recording_attention)
     x = torch.randn(2, 3, DIM)
     set_task_id(attn, torch.tensor([0, 1]))  # rows of two tasks: gathered per row
     mixed = attn(x, x, x, None)
-    # q, k, v of the 8 candidates' width, then the output projection; attention over H heads
-    assert widths == [8 * attn.d_k] * 3 + [DIM] and heads_attending == [H]
+    assert widths == [("per row", 3 * H * attn.d_k), DIM] and heads_attending == [H]
+    widths.clear()
+    memory = torch.randn(2, 5, DIM)  # query apart from key and value: three products
+    attn(x, memory, memory, None)
+    assert widths == [("per row", H * attn.d_k)] * 3 + [DIM]
     # the same as each row's heads' weights applied alone (the general formula)
     torch.manual_seed(11)
     set_task_id(attn, torch.tensor([0, 1]))
@@ -235,7 +244,7 @@ def test_only_selected_heads_attend(monkeypatch):
     set_task_id(attn, torch.tensor([1]))  # one task for every row
     torch.manual_seed(5)
     out = attn(x, x, x, None)
-    assert widths == [H * attn.d_k] * 3 + [DIM]
+    assert widths == [3 * H * attn.d_k, DIM]
     out.sum().backward()
     torch.manual_seed(5)
     heads, _ = attn.selection(1)  # the same draw as in the forward

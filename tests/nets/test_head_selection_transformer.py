@@ -9,6 +9,7 @@ from espnet2.asr.ctc import CTC
 from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
 
+from espnet_ext.attention import head_selection
 from espnet_ext.attention.head_selection import HeadSelectionAttention, set_task_id
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.nets.head_selection_transformer import (
@@ -371,3 +372,53 @@ def test_model_sets_the_kl_form_of_every_layer():
     assert torch.isfinite(stats["selection_kl"])
     with pytest.raises(ConfigError, match="selection_kl_form"):
         asr_model(selection_kl_form="reverse")
+
+
+@pytest.mark.parametrize("kl_form", ["bernoulli", "authors"])
+@pytest.mark.parametrize("task_id", [[2, 0, 1], [1]])
+def test_layers_drawn_together_equal_layers_drawing_one_by_one(task_id, kl_form, monkeypatch):
+    """The encoder's forward draws every layer's selection at once (draw_together): the same noise in
+    the same order as each layer drawing its own, so the same outputs, KL terms and gradients to the
+    input, the weights and every layer's logits; one draw. (The noise from a generator of its own: ESPnet's
+    MultiSequential draws its layer-drop numbers from the global one between the two orders.)"""
+    enc = encoder(num_tasks=3, head_candidates=4, gumbel_temperature=2.0).train()
+    for m in enc.modules():
+        if isinstance(m, HeadSelectionAttention):
+            m.kl_form = kl_form
+    x, lengths = torch.randn(3, 6, FEATS), torch.tensor([6, 4, 5])
+    draws = []
+    draw = HeadSelectionAttention.draw
+    monkeypatch.setattr(
+        HeadSelectionAttention,
+        "draw",
+        lambda self, logits: draws.append(logits.shape) or draw(self, logits),
+    )
+    noise = torch.Generator()
+    gumbel = lambda shape, like: -torch.log(-torch.log(torch.rand(shape, generator=noise)))  # noqa: E731
+    monkeypatch.setattr(head_selection, "sample_gumbel", gumbel)
+    results = []
+    for forward in (
+        enc.forward,
+        lambda *a: TransformerEncoder.forward(enc, *a),
+    ):  # together, one by one
+        enc.zero_grad()
+        inputs = x.clone().requires_grad_()
+        set_task_id(enc, torch.tensor(task_id))
+        noise.manual_seed(4), torch.manual_seed(5)  # the noise; dropout and layer drop
+        out = forward(inputs, lengths)[0]
+        kl = torch.stack(
+            [m.selection_kl for m in enc.modules() if isinstance(m, HeadSelectionAttention)]
+        )
+        (out.sum() + kl.sum()).backward()
+        results.append(
+            (out.detach(), kl.detach(), [inputs.grad] + [p.grad.clone() for p in enc.parameters()])
+        )
+    tasks = 1 if len(task_id) == 1 else 3
+    assert draws == [(3, tasks, 4)] + [(tasks, 4)] * 3  # all layers at once, then layer by layer
+    (out, kl, grads), (expected_out, expected_kl, expected_grads) = results
+    torch.testing.assert_close(out, expected_out)
+    torch.testing.assert_close(kl, expected_kl)
+    assert kl.shape == (3, 3) and kl.abs().sum() > 0
+    for got, expected in zip(grads, expected_grads):
+        torch.testing.assert_close(got, expected)
+    assert all(m.drawn is None for m in enc.modules() if isinstance(m, HeadSelectionAttention))
