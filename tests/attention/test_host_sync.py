@@ -19,6 +19,7 @@ from espnet_ext.attention.window import WindowAttention
 from espnet_ext.nets.lego.ingestors import BeamConvIngestor, WEmbIngestor
 from espnet_ext.nets.lego.interface import ctc_loss, short_utterances
 from espnet_ext.nets.lego.olc import OutputLengthController
+from espnet_ext.nets.s2t_conv1d_subsampler import S2TConv1dSubsampler
 from espnet_ext.nets.swin.classifier import SwinClassifier
 from tests.nets.swin.small_swin import shifted_window_mask
 
@@ -110,6 +111,14 @@ def interface_ctc(device):
     return step
 
 
+def s2t_subsampler(device):
+    """The Multiformer's front end (fairseq's Conv1dSubsampler); ESPnet's encoder after it reads the
+    lengths back itself (make_pad_mask), which no module of ours controls."""
+    module = S2TConv1dSubsampler(D, D, 0.1, channels=16).to(device).train()
+    x, lengths, _ = _padded(device)
+    return lambda: module(x, lengths)[0].sum()
+
+
 def swin(device):
     model = SwinClassifier(num_classes=5, img_size=16, patch_size=2, embed_dim=8, depths=(2, 2),
                            num_heads=(1, 2), window_size=4, gamma=0.1, fuzzy_std=0.05,
@@ -149,6 +158,7 @@ CASES = {
     "BeamConv ingestor": ingestor(BeamConvIngestor),
     "LegoNN interface CTC, short utterances counted": interface_ctc,
     "Swin classifier, relaxed + L_drloc": swin,
+    "S2T conv1d subsampler": s2t_subsampler,
 }
 
 
