@@ -259,7 +259,7 @@ def conv_mask_terms(
     return MASK_TERMS.get(mask, key, compute)
 
 
-def _compressed_attention(q, kc, vc, terms, unmasked_kept, dropout):
+def compressed_attention(q, kc, vc, terms, unmasked_kept, dropout):
     """Attention of the queries over the compressed frames kc/vc (B, h, T', d_k) that ``terms``
     (``conv_mask_terms``) leave visible; without a mask (``terms`` None) over every frame, the compressed
     mask then keeping ``unmasked_kept`` frames. Returns (context, compressed mask (B, 1, T'))."""
@@ -275,65 +275,82 @@ def _compressed_attention(q, kc, vc, terms, unmasked_kept, dropout):
     return context.masked_fill(dead, 0.0), cmask
 
 
-def _conv_inputs(k, v, mask, kernel: int, stride: int, padding: int, compressed: int):
-    """(k, v with padded frames set to zero, so they never leak into a real compressed frame; the
-    group's ``conv_mask_terms``, None without a mask; the kept frames of an unmasked batch, else None)."""
-    batch, _, length, _ = k.shape
+def _conv_inputs(kv, mask, kernel: int, stride: int, padding: int, compressed: int):
+    """(K and V side by side, ``kv`` (B, h', T, d'), with padded frames set to zero, so they never leak
+    into a real compressed frame; the group's ``conv_mask_terms``, None without a mask; the kept frames of
+    an unmasked batch, else None)."""
+    batch, _, length, _ = kv.shape
     if mask is None:
-        full = torch.full((batch,), length, device=k.device)
-        return k, v, None, conv_output_lengths(full, kernel, stride, padding)
-    terms = conv_mask_terms(mask, length, kernel, stride, padding, compressed, k.dtype)
-    return k * terms[0], v * terms[0], terms, None
+        full = torch.full((batch,), length, device=kv.device)
+        return kv, None, conv_output_lengths(full, kernel, stride, padding)
+    terms = conv_mask_terms(mask, length, kernel, stride, padding, compressed, kv.dtype)
+    return kv * terms[0], terms, None
+
+
+def _convolve_both(x, k_conv, v_conv):
+    """``k_conv`` on the first half of the channels of ``x`` (N, 2C, L), ``v_conv`` on the second, as one
+    grouped convolution (their weights side by side): one kernel instead of two, forward and backward."""
+    weight = torch.cat([k_conv.weight, v_conv.weight])
+    bias = torch.cat([k_conv.bias, v_conv.bias])
+    return torch.nn.functional.conv1d(
+        x, weight, bias, k_conv.stride, k_conv.padding, k_conv.dilation, 2 * k_conv.groups
+    )
+
+
+def conv_compress(k, v, mask, k_conv, v_conv):
+    """The dense form's compression: K, V (B, h, T, d_k) -> (kc, vc (B, h, T', d_k), ``conv_mask_terms``
+    or None without a mask, the kept frames of an unmasked batch or None), one standard
+    Conv1d(h·d_k, h·d_k, groups=h, padding ⌊κ/2⌋) per projection: each head its own convolution."""
+    batch, heads, length, d_k = k.shape
+    kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
+    padding = kernel // 2
+    compressed = (length + 2 * padding - kernel) // stride + 1
+    kv, terms, kept = _conv_inputs(torch.cat([k, v], 1), mask, kernel, stride, padding, compressed)
+    y = _convolve_both(kv.transpose(-2, -1).reshape(batch, 2 * heads * d_k, length), k_conv, v_conv)
+    kc, vc = y.reshape(batch, 2 * heads, d_k, -1).transpose(-2, -1).chunk(2, dim=1)
+    return kc, vc, terms, kept
+
+
+def depthwise_conv_compress(k, v, mask, k_conv, v_conv):
+    """The depthwise form's compression (the thesis' code), as ``conv_compress``: one depthwise
+    Conv1d(d_k, d_k, groups=d_k, padding ⌊χ/2⌋) for every head of the group, heads folded into the batch,
+    the input right-padded to ``depthwise_input_length`` frames."""
+    batch, heads, length, d_k = k.shape
+    kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
+    padding, padded = stride // 2, depthwise_input_length(length, kernel, stride)
+    compressed = (padded + 2 * padding - kernel) // stride + 1
+    kv, terms, kept = _conv_inputs(torch.cat([k, v], -1), mask, kernel, stride, padding, compressed)
+    # (B, h, T, 2 d_k) -> (B·h, 2 d_k, T + extra) -> (B, h, T', 2 d_k)
+    x = torch.nn.functional.pad(
+        kv.reshape(batch * heads, length, 2 * d_k), (0, 0, 0, padded - length)
+    )
+    y = _convolve_both(x.transpose(1, 2), k_conv, v_conv)
+    kc, vc = y.reshape(batch, heads, 2 * d_k, -1).transpose(-2, -1).chunk(2, dim=-1)
+    return kc, vc, terms, kept
 
 
 def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
-    """ConvAttention, dense form: K, V compressed by ``k_conv``/``v_conv``, Conv1d(h·d_k, h·d_k,
-    groups=h, padding ⌊κ/2⌋): one standard convolution per head.
+    """ConvAttention, dense form: K, V compressed by ``k_conv``/``v_conv`` (``conv_compress``): one
+    standard convolution per head.
 
     Padded frames are zeroed before the convolution so they never leak into a real compressed frame;
     the compressed mask keeps the first ``conv_output_lengths(n)`` frames of an utterance of n frames
     (at least one for n >= 1). An utterance of no frames (a padded row) gets a zero context, as a query
     without visible keys gets from the other kinds. Returns (context, compressed mask (B, 1, T')).
     """
-    batch, heads, length, d_k = k.shape
-    kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
-    padding = kernel // 2
-    compressed = (length + 2 * padding - kernel) // stride + 1
-    k, v, terms, kept = _conv_inputs(k, v, mask, kernel, stride, padding, compressed)
-
-    def compress(x, conv):  # (B, h, T, d_k) -> (B, h, T', d_k), each head its own convolution
-        y = conv(x.transpose(-2, -1).reshape(batch, heads * d_k, length))
-        return y.reshape(batch, heads, d_k, -1).transpose(-2, -1)
-
-    return _compressed_attention(q, compress(k, k_conv), compress(v, v_conv), terms, kept, dropout)
+    return compressed_attention(q, *conv_compress(k, v, mask, k_conv, v_conv), dropout)
 
 
 def depthwise_conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
     """ConvAttention, depthwise form (the thesis' code): K, V of every head of the group compressed by
-    one depthwise ``k_conv``/``v_conv``, Conv1d(d_k, d_k, groups=d_k, padding ⌊χ/2⌋), heads folded into
-    the batch; the input right-padded to ``depthwise_input_length`` frames; an utterance of n frames keeps
+    one depthwise ``k_conv``/``v_conv`` (``depthwise_conv_compress``); an utterance of n frames keeps
     ``conv_output_lengths(n, κ, χ, ⌊χ/2⌋)`` compressed frames (a row keeping none gets a zero context).
 
     Padded frames are zeroed first: the thesis' code convolves a padded batch as it is, so the last
     compressed frames of an utterance read the next frames' padding; here an utterance's result is the
     one the thesis' code gives it alone in its batch. Returns (context, compressed mask (B, 1, T')).
     """
-    batch, heads, length, d_k = k.shape
-    kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
-    padding, padded = stride // 2, depthwise_input_length(length, kernel, stride)
-    compressed = (padded + 2 * padding - kernel) // stride + 1
-    k, v, terms, kept = _conv_inputs(k, v, mask, kernel, stride, padding, compressed)
-    extra = padded - length
-
-    def compress(x, conv):  # (B, h, T, d_k) -> (B·h, d_k, T + extra) -> (B, h, T', d_k)
-        y = conv(
-            torch.nn.functional.pad(
-                x.reshape(batch * heads, length, d_k), (0, 0, 0, extra)
-            ).transpose(1, 2)
-        )
-        return y.reshape(batch, heads, d_k, -1).transpose(-2, -1)
-
-    return _compressed_attention(q, compress(k, k_conv), compress(v, v_conv), terms, kept, dropout)
+    return compressed_attention(q, *depthwise_conv_compress(k, v, mask, k_conv, v_conv), dropout)
 
 
 # ----------------------------------------------------------------------------------------- Fast

@@ -35,6 +35,7 @@ from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttenti
 
 from espnet_ext.attention import head_kinds
 from espnet_ext.attention.gamma import check_gamma
+from espnet_ext.attention.mask_cache import additive_mask
 from espnet_ext.attention.relaxed import relax_weights
 from espnet_ext.attention.smooth_focus import smooth_focus_weights
 from espnet_ext.errors import ConfigError
@@ -206,13 +207,15 @@ class ConvHeads(HeadGroup):
             for _ in range(2)
         )
 
-    def forward(self, q, k, v, mask, dropout):
-        attention = (
-            head_kinds.conv_attention
-            if self.form == "dense"
-            else head_kinds.depthwise_conv_attention
+    def compress(self, k, v, mask):
+        """(kc, vc (B, h, T', d_k), ``conv_mask_terms`` or None, kept frames of an unmasked batch)."""
+        compress = (
+            head_kinds.conv_compress if self.form == "dense" else head_kinds.depthwise_conv_compress
         )
-        context, _ = attention(q, k, v, mask, self.conv_k, self.conv_v, dropout)
+        return compress(k, v, mask, self.conv_k, self.conv_v)
+
+    def forward(self, q, k, v, mask, dropout):
+        context, _ = head_kinds.compressed_attention(q, *self.compress(k, v, mask), dropout)
         return context, None
 
     def extra_repr(self) -> str:
@@ -405,6 +408,13 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
                 self.redraw_features()
             self.calls_since_redraw += 1
         q, k, v = self.forward_qkv(query, key, value, expand_kv)
+        if self._one_call(q, k, mask):
+            self.attn = (
+                None  # training: nothing reads the weights (relaxed / smooth focus layers excluded)
+            )
+            context = self._attention_in_one_call(q, k, v, mask)
+            batch, heads, length, d_k = context.shape
+            return self.linear_out(context.transpose(1, 2).reshape(batch, length, heads * d_k))
         contexts, full_weights = [], []
         for group in self.groups:
             heads = slice(group.first, group.stop)
@@ -420,3 +430,82 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
         )  # (B, H, L, d_k)
         batch, heads, length, d_k = context.shape
         return self.linear_out(context.transpose(1, 2).reshape(batch, length, heads * d_k))
+
+    # ------------------------------------------------------------------ all groups in one attention call
+
+    def _one_call(self, q, k, mask) -> bool:
+        """Whether this forward takes ``_attention_in_one_call``: training self-attention over a padding
+        mask, every group Full (neither relaxed nor smooth focus), Local in the band form or Conv, more
+        than one group, and utterances short enough for Local heads' dense band on this device."""
+        return (
+            self.training
+            and len(self.groups) > 1
+            and mask is not None
+            and q.size(2) == k.size(2)
+            and q.device.type in head_kinds.LOCAL_DENSE_DEVICES
+            and q.size(2) <= head_kinds.LOCAL_DENSE_MAX_FRAMES
+            and not (self.relaxing or self.smooth_focus)
+            and all(
+                isinstance(g, (FullHeads, ConvHeads))
+                or (isinstance(g, LocalHeads) and g.form == "band")
+                for g in self.groups
+            )
+        )
+
+    def _attention_in_one_call(self, q, k, v, mask):
+        """Every group's heads through one fused attention call -> context (B, H, T, d_k).
+
+        The keys are the T frames followed by each Conv group's T'_g compressed frames (put at its heads,
+        zeros elsewhere); the additive mask (``_one_call_mask``) shows each head the keys its kind sees:
+        Full heads the real frames, Local heads their band, a Conv group's heads its compressed frames, every
+        other key -inf, so each head's softmax is the one its own group computes. Per layer that is one
+        attention kernel forward and one backward instead of one per group, on a GPU where these small
+        layers cost launches, not arithmetic."""
+        keys, values, conv_terms = [k], [v], []
+        for group in self._groups_of(ConvHeads):
+            heads = slice(group.first, group.stop)
+            kc, vc, terms, _ = group.compress(k[:, heads], v[:, heads], mask)
+            at_heads = (0, 0, 0, 0, group.first, self.h - group.stop)  # pads the head dimension
+            keys.append(torch.nn.functional.pad(kc, at_heads))
+            values.append(torch.nn.functional.pad(vc, at_heads))
+            conv_terms.append((terms[1], kc.size(2)))
+        layout = tuple((g.head, g.first, g.stop, getattr(g, "form", None)) for g in self.groups)
+        bias, zero_rows = head_kinds.MASK_TERMS.get(
+            mask,
+            ("one call", layout, q.size(2), q.dtype),
+            lambda: self._one_call_mask(mask[:, -1].bool(), conv_terms, q.dtype),
+        )
+        drop = getattr(self.dropout, "p", 0.0) if self.training else 0.0
+        context = torch.nn.functional.scaled_dot_product_attention(
+            q, torch.cat(keys, dim=2), torch.cat(values, dim=2), attn_mask=bias, dropout_p=drop
+        )
+        return context.masked_fill(zero_rows, 0.0)
+
+    def _one_call_mask(self, keep, conv_terms, dtype):
+        """(additive mask (B, H, T, T + Σ T'_g) in ``dtype``, rows to zero (B, H, T, 1)) for
+        ``_attention_in_one_call``; ``keep`` (B, T) the real frames, ``conv_terms`` (kept frames (B,), T')
+        per Conv group. A query that would see no key (an utterance without frames; a Conv group keeping
+        none) is shown its group's keys and zeroed afterwards, as each group's own path does."""
+        batch, length = keep.shape
+        frames = keep.new_zeros(batch, self.h, length, length)
+        zero_rows = keep.new_zeros(batch, self.h, length, 1)
+        segments = [frames]
+        conv = iter(conv_terms)
+        for group in self.groups:
+            heads = slice(group.first, group.stop)
+            if isinstance(group, LocalHeads):
+                visible, empty = head_kinds.local_band(keep, group.window // 2, group.dilation)
+            elif isinstance(group, FullHeads):
+                empty = ~keep.any(-1)[:, None, None, None]
+                visible = keep[:, None, None, :] | empty
+            else:
+                kept, compressed = next(conv)
+                positions = torch.arange(compressed, device=keep.device)
+                segment = keep.new_zeros(batch, self.h, length, compressed)
+                segment[:, heads] = (positions < kept.clamp(min=1)[:, None])[:, None, None, :]
+                segments.append(segment)
+                zero_rows[:, heads] = (kept <= 0)[:, None, None, None]
+                continue
+            frames[:, heads] = visible
+            zero_rows[:, heads] = empty
+        return additive_mask(torch.cat(segments, dim=-1), dtype), zero_rows

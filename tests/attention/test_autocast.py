@@ -15,6 +15,7 @@ import pytest
 import torch
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
 
+from espnet_ext.attention import head_kinds
 from espnet_ext.attention.head_selection import HeadSelectionAttention, set_task_id
 from espnet_ext.attention.multi_attention import MultiHeadMultiAttention
 from espnet_ext.attention.relaxed import RelaxedMultiHeadedAttention
@@ -46,8 +47,8 @@ def modules(device):
     mask = (torch.arange(T, device=device)[None] < lengths[:, None]).unsqueeze(1)
     x = torch.randn(B, T, D, device=device)
 
-    def attention(module):
-        module.to(device).eval()
+    def attention(module, training=False):
+        module.to(device).train(training)
         return lambda x: module(x, x, x, mask)
 
     def olc(sigma):
@@ -79,6 +80,9 @@ def modules(device):
         "MHMA Conv(5, 2)": (attention(MultiHeadMultiAttention(4, D, 0.0, ["4 x Conv(5, 2)"])),
                             x, control, x, 2.0),
         "MHMA mixed kinds, relaxed Full": (attention(_relaxed_mixed()), x, control, x, 2.0),
+        # training with every group in one attention call (on CUDA; the CPU test below forces it)
+        "MHMA Full + Local + Conv, training": (attention(MultiHeadMultiAttention(
+            4, D, 0.0, ["Full", "Local(16)", "2 x Conv(5, 2)"]), training=True), x, control, x, 2.0),
         "relaxed fused (matched inference)": (attention(RelaxedMultiHeadedAttention(
             4, D, 0.0, gamma=0.1, matched_inference=True)), x, control, x, 2.0),
         "smooth focus": (attention(RelaxedMultiHeadedAttention(4, D, 0.0, smooth_focus=True)),
@@ -112,6 +116,11 @@ def check(name, device, dtype):
 @pytest.mark.parametrize("name", CASES)
 def test_bf16_input_gradient_is_as_good_as_espnets(name):
     check(name, "cpu", torch.bfloat16)
+
+
+def test_bf16_input_gradient_of_one_attention_call_in_training(monkeypatch):
+    monkeypatch.setattr(head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"})  # as on CUDA
+    check("MHMA Full + Local + Conv, training", "cpu", torch.bfloat16)
 
 
 def test_unstable_operations_run_in_float32_under_autocast():

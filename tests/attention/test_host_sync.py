@@ -135,6 +135,7 @@ CASES = {
     "head selection, mixed tasks (training)": head_selection([2, 0, 1], training=True),
     "MHMA Full + Local + Conv + Fast": mhma(["Full", "Local(8)", "Conv(5, 2)", "Fast(16)"]),
     "MHMA Local dilated": mhma(["2 x Local(4, 2)", "2 x Local(8)"]),
+    "MHMA Full + Local + Conv, one attention call": mhma(["Full", "Local(8)", "2 x Conv(5, 2)"]),
     "MHMA Local dilated, blocked path": mhma(["2 x Local(4, 2)", "2 x Local(8)"]),
     # heads of 16 dimensions: FlexAttention's least (head_kinds.FLEX_MIN_HEAD_DIM)
     "MHMA Local, inference (FlexAttention on CUDA)": self_attention(

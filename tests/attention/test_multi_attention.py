@@ -712,7 +712,8 @@ def test_masked_softmax_gives_espnets_zero_row_to_a_query_without_keys():
 
 def test_local_and_conv_heads_derive_their_mask_terms_once_per_mask(monkeypatch):
     """Every layer of a forward gets the same mask tensor: the dense band (Local) and the compressed
-    lengths and masks (Conv) are made by the first layer and reused; another mask makes them anew."""
+    lengths and masks (Conv) are made by the first layer and reused; another mask makes them anew.
+    (Each group's own path: in eval; training computes the groups in one call, tested below.)"""
     monkeypatch.setattr(
         head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"}
     )  # the band path, as on CUDA
@@ -727,7 +728,9 @@ def test_local_and_conv_heads_derive_their_mask_terms_once_per_mask(monkeypatch)
     monkeypatch.setattr(head_kinds, "conv_output_lengths", counted("lengths", lengths))
     torch.manual_seed(0)
     layers = [
-        MultiHeadMultiAttention(4, 32, 0.0, ["2 x Local(4)", "2 x Conv(5, 2)"], conv_form=form)
+        MultiHeadMultiAttention(
+            4, 32, 0.0, ["2 x Local(4)", "2 x Conv(5, 2)"], conv_form=form
+        ).eval()
         for form in ("depthwise", "dense")
     ]
     x = torch.randn(3, 23, 32)
@@ -747,3 +750,57 @@ def test_local_and_conv_heads_derive_their_mask_terms_once_per_mask(monkeypatch)
     uncached = [layer(x, x, x, mask) for layer in layers]
     for got, expected in zip(uncached, outputs):
         torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize(
+    "heads, conv_form",
+    [
+        (["2 x Local(4)", "2 x Conv(5, 2)"], "depthwise"),
+        (["2 x Local(4)", "2 x Conv(5, 2)"], "dense"),
+        (["2 x Full", "2 x Conv(7, 3)"], "depthwise"),
+        (["Full", "Local(6, 2)", "2 x Conv(3, 2)"], "dense"),
+        (["2 x Conv(5, 2)", "2 x Conv(3, 1)"], "depthwise"),
+    ],
+)
+@pytest.mark.parametrize("lengths", [[23, 9, 2], [23, 0, 5]])
+def test_training_computes_every_group_in_one_attention_call(
+    heads, conv_form, lengths, monkeypatch
+):
+    """Training on short utterances: one fused attention call for all groups, the same outputs and
+    gradients (input, projections, convolutions) as each group's own path, a Conv group keeping no frame
+    (2 frames) and an utterance of none included; the mask made once per layout and padding mask."""
+    monkeypatch.setattr(head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"})  # as on CUDA
+    head_kinds.MASK_TERMS.clear()
+    torch.manual_seed(0)
+    layer = MultiHeadMultiAttention(4, 32, 0.0, heads, conv_form=conv_form).train()
+    lengths = torch.tensor(lengths)
+    x, mask = torch.randn(3, 23, 32), key_mask(lengths, 23)
+    calls = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(
+        F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or sdpa(*a, **k)
+    )
+    results = []
+    for one_call in (True, False):
+        monkeypatch.setattr(MultiHeadMultiAttention, "_one_call", lambda *a, on=one_call: on)
+        layer.zero_grad()
+        inputs = x.clone().requires_grad_()
+        calls.clear()
+        out = layer(inputs, inputs, inputs, mask)
+        assert len(calls) == (1 if one_call else sum(g.head.kind != "full" for g in layer.groups))
+        assert layer.attn is None or not one_call  # no weight matrix made
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        results.append((out.detach(), [inputs.grad] + [p.grad.clone() for p in layer.parameters()]))
+    (got, got_grads), (expected, expected_grads) = results
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    for g, e in zip(got_grads, expected_grads):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)  # sums of many products
+    monkeypatch.undo()
+    # the real condition takes it; eval, long utterances and the CPU's default do not
+    monkeypatch.setattr(head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"})
+    q = torch.zeros(3, 4, 23, 8)
+    assert layer._one_call(q, q, mask) and not layer.eval()._one_call(q, q, mask)
+    monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 16)
+    assert not layer.train()._one_call(q, q, mask)
+    monkeypatch.undo()
+    assert not layer._one_call(q, q, mask)  # the CPU keeps each group's path (LOCAL_DENSE_DEVICES)
