@@ -9,10 +9,11 @@ accum_grad) makes the batches, so an update holds what the config's updates hold
 Everything else is espnet_ext.analysis.preflight: the model, optimizer, scheduler, AMP setting and
 ``Trainer.train_one_epoch``. The first update warms up (kernel selection, allocator) and is not counted.
 
-``--profile N``: the run under PyTorch's profiler, then its N most expensive operators (by device time on
-CUDA, CPU time otherwise) and how busy the device was: its kernels' time against the wall time. It tells a
-launch- or input-bound update (a device idle most of the time) from a compute-bound one; the profiler's own
-overhead lengthens the update times printed beside it.
+``--profile N``: the measured updates (not the model's build, its copy to the device or the warm-up
+update) under PyTorch's profiler, then their N most expensive operators (by device time on CUDA, CPU time
+otherwise) and how busy the device was: its kernels' time against the wall time. It tells a launch- or
+input-bound update (a device idle most of the time) from a compute-bound one; the profiler's own overhead
+lengthens the update times printed beside it.
 
 Printed as one markdown row (``--header`` first prints the table's head):
 
@@ -58,10 +59,12 @@ HEADER = (
 
 class StepTimer:
     """Wraps the trainer's iterator: a timestamp at every batch handed out and at the end, and the batch's
-    input count (preflight's ``timer``)."""
+    input count (preflight's ``timer``). A ``profiler`` (``torch.profiler.profile``) runs from the first
+    batch after the warm-up update to the end; ``profiled_seconds`` is then that span's wall time."""
 
-    def __init__(self, task: str):
+    def __init__(self, task: str, profiler=None):
         self.key, self.unit = INPUTS[task]
+        self.profiler, self.profiled_seconds = profiler, None
         self.marks: list[float] = []
         self.inputs: list[int] = []
         self.accum_grad = 1
@@ -72,14 +75,20 @@ class StepTimer:
         self.accum_grad, self.device = accum_grad, torch.device(device)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        for ids, batch in iterator:
+        for index, (ids, batch) in enumerate(iterator):
             self._mark()
+            if self.profiler is not None and index == accum_grad:  # the warm-up update is done
+                self.profiler.start()
+                self.profiled_seconds = -self.marks[-1]
             value = batch[self.key]
             self.inputs.append(len(value) if self.key == "image" else int(value.sum()))
             yield ids, batch
 
     def stop(self) -> None:
         self._mark()
+        if self.profiled_seconds is not None and self.profiled_seconds < 0:
+            self.profiler.stop()
+            self.profiled_seconds += self.marks[-1]
 
     def _mark(self) -> None:
         if self.device.type == "cuda":
@@ -156,14 +165,16 @@ def measure(
     ngpu: int = 1,
     vocab: int = 100,
     extra_args: Sequence[str] = (),
+    timer: StepTimer | None = None,
 ) -> Timing:
-    """``updates`` updates of ``config`` on the synthetic corpus ``size`` (see the module docstring)."""
+    """``updates`` updates of ``config`` on the synthetic corpus ``size`` (see the module docstring);
+    ``timer`` a StepTimer of ``task`` (one with a profiler, say)."""
     if updates < 2:
         raise ConfigError("needs >= 2 updates: the first one warms up", key="--updates")
     settings = yaml.safe_load(Path(config).read_text()) or {}
     amp_option = _option(extra_args, "use_amp")
     amp = settings.get("use_amp", False) if amp_option is None else amp_option.lower() == "true"
-    timer = StepTimer(task)
+    timer = timer or StepTimer(task)
     preflight(task, config, vocab, updates, ngpu, extra_args, size=size, timer=timer)
     measured = timer.updates()[1:]
     if not measured:
@@ -183,18 +194,10 @@ def measure(
     )
 
 
-def profiled(run, device: torch.device, rows: int):
-    """``run()`` under PyTorch's profiler -> (its result, the report: top ``rows`` operators and the device's
-    busy fraction over the wall time)."""
-    from torch.profiler import ProfilerActivity, profile
-
+def profile_report(profiler, wall: float, device: torch.device, rows: int) -> str:
+    """The top ``rows`` operators of a finished ``profiler`` and the device's busy fraction of ``wall``."""
     cuda = device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    start = time.perf_counter()
-    with profile(activities=activities) as prof:
-        result = run()
-    wall = time.perf_counter() - start
-    events = prof.key_averages()
+    events = profiler.key_averages()
     key = "self_device_time_total" if cuda else "self_cpu_time_total"
     report = events.table(sort_by=key, row_limit=rows)
     if cuda:
@@ -202,7 +205,7 @@ def profiled(run, device: torch.device, rows: int):
         kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
         busy = sum(e.self_device_time_total for e in kernels) / 1e6
         report += f"\ndevice kernels {busy:.2f} s of {wall:.2f} s wall ({busy / wall:.0%} busy)"
-    return result, report
+    return report
 
 
 @reports_input_errors
@@ -226,15 +229,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     size = CorpusSize(args.utterances, args.frames, args.tokens)
 
-    def run() -> Timing:
-        return measure(args.task, args.config, size, args.updates, args.ngpu, args.vocab, extra)
-
+    profiler = None
     if args.profile > 0:
+        from torch.profiler import ProfilerActivity, profile
+
+        cuda = args.ngpu > 0
+        profiler = profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda)
+    timer = StepTimer(args.task, profiler)
+    timing = measure(
+        args.task, args.config, size, args.updates, args.ngpu, args.vocab, extra, timer
+    )
+    if profiler is not None:
         device = torch.device("cuda" if args.ngpu > 0 else "cpu")
-        timing, report = profiled(run, device, args.profile)
-        print(report)
-    else:
-        timing = run()
+        print(profile_report(profiler, timer.profiled_seconds, device, args.profile))
     if args.header:
         print(HEADER)
     print(timing.row(), flush=True)

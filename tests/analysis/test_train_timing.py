@@ -24,6 +24,23 @@ def test_iterations_are_grouped_into_updates_and_inputs_counted():
     timer.stop()
     # iterations take 1, 2, 1, 0.5, 2.5 s; two updates of 2 (the fifth iteration completes none)
     assert timer.updates() == [(3.0, 60), (1.5, 140)]
+    # a profiler runs from the first batch after the warm-up update to the end, not over the build
+    events, clock = [], iter([0.0, 1.0, 3.0, 4.0, 4.5, 7.0])
+
+    class Profiler:
+        def start(self):
+            events.append(("start", len(timer.marks)))
+
+        def stop(self):
+            events.append(("stop", len(timer.marks)))
+
+    timer = train_timing.StepTimer("asr", Profiler())
+    timer.clock = lambda: next(clock)
+    for _ in timer.wrap(batches, accum_grad=2, device="cpu"):
+        events.append("batch")
+    timer.stop()
+    assert events == ["batch", "batch", ("start", 3), "batch", "batch", "batch", ("stop", 6)]
+    assert timer.profiled_seconds == 7.0 - 3.0
     images = train_timing.StepTimer("cls")
     list(images.wrap([("ids", {"image": torch.zeros(7, 3, 8, 8)})], 1, "cpu"))
     assert images.inputs == [7] and images.unit == "images"
