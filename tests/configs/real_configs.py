@@ -3,8 +3,12 @@
 41k-vocabulary config is 515M parameters, LRS3 large 478M) take about 10 GB with their gradients and Adam's
 state (the check compares fingerprints of the weights, not a copy), too much for two at once on a 24 GB
 machine: they share one xdist group (one worker trains them one after another); the others (4 GB at most) go
-to either worker. After each check the freed heap goes back to the system, so a worker's size is one
-model's, not the largest run's plus fragmentation.
+to either worker. The checks of one test module reuse one heap (``_keep_heap``: glibc serves every allocation
+from it and keeps what is freed), so a check touches little memory that an earlier one has not touched: on a
+virtual machine where fresh memory is slow to touch, first-touch page faults were most of a large check's time
+(a 515M-parameter LegoNN check: 13-18 s of system time of 20-25 s). At the end of each module
+(tests/configs/conftest.py) the freed heap goes back to the system, so a worker's size after it is its other
+tests', not the largest run's plus fragmentation.
 
 Each config goes through ``espnet_ext.analysis.preflight``: its ESPnet task builds it as the recipe's
 training stage does (model, frontend, normalisation, SpecAugment, optimizer, scheduler, grad clip, batch
@@ -117,10 +121,11 @@ def check_two_updates(name: str, tmp_path: Path, options: Sequence[str] = ()) ->
     large = "large" in Path(name).stem  # ~478M parameters: one update fits the 2-core test machine
     updates = 1 if large else 2
     extra = [*options] if own_accum else [*options, "--accum_grad", "1"]
+    _keep_heap()
     result = preflight(
         task, config, vocab=vocab, updates=updates, extra_args=extra, workdir=tmp_path
     )
-    _release_memory()
+    gc.collect()  # the model, its gradients and optimizer state: freed into the kept heap
     assert math.isfinite(result.train_loss), name
     # Nine tenths of the trainable weights (by size, whole tensors) move: some get no gradient by
     # construction at this size (a key bias under softmax, the layers LayerDrop skips in both
@@ -128,15 +133,43 @@ def check_two_updates(name: str, tmp_path: Path, options: Sequence[str] = ()) ->
     assert result.changed_fraction > 0.9, (name, result.unchanged_names[:20])
 
 
-def _release_memory() -> None:
-    """The model, its gradients and optimizer state are garbage now: collect them and hand glibc's freed
-    heap back to the system (``malloc_trim``; elsewhere a no-op)."""
+# glibc's mallopt parameters and their defaults (malloc.h)
+M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
+DEFAULT_TRIM_THRESHOLD, DEFAULT_MMAP_MAX = 128 * 1024, 65536
+_kept = False
+
+
+def _libc():
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    return libc if libc is not None and hasattr(libc, "mallopt") else None  # glibc only
+
+
+def _keep_heap() -> None:
+    """Serve the checks' tensors from glibc's heap and keep what they free: torch's large tensors are
+    otherwise mmapped and unmapped one by one, so every update, and every check after the first, faults its
+    memory in anew (each fresh 4 kB page zeroed by the kernel). Until ``return_heap``."""
+    global _kept
+    libc = _libc()
+    if _kept or libc is None:
+        return
+    libc.mallopt(M_MMAP_MAX, 0)
+    libc.mallopt(M_TRIM_THRESHOLD, 2**31 - 1)
+    _kept = True
+
+
+def return_heap() -> None:
+    """Collect what the checks left, hand glibc's freed heap back to the system (``malloc_trim``) and go back
+    to glibc's defaults; nothing when no check kept the heap (tests/configs/conftest.py: after each module)."""
+    global _kept
+    libc = _libc()
+    if not _kept or libc is None:
+        return
     gc.collect()
-    libc = ctypes.util.find_library("c")
-    if libc:
-        trim = getattr(ctypes.CDLL(libc), "malloc_trim", None)
-        if trim is not None:
-            trim(0)
+    libc.mallopt(M_MMAP_MAX, DEFAULT_MMAP_MAX)
+    libc.mallopt(M_TRIM_THRESHOLD, DEFAULT_TRIM_THRESHOLD)
+    libc.malloc_trim(0)
+    _kept = False
 
 
 # The configs of ~12 GB in training: one worker runs them one after another.
