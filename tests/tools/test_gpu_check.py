@@ -98,7 +98,9 @@ def test_steps_select_what_runs_after_the_install(tmp_path):
     assert not families and any(c[1:3] == ["-m", "pytest"] for c in commands)
     assert any(c[1].startswith("tests/bench/") for c in commands)
     # --rows: the timing rows whose line matches, e.g. the ones a change touched
-    commands, families, _ = dry_run(tmp_path, "--steps", "timing", "--rows", "Multiformer|train_vsr")
+    commands, families, _ = dry_run(
+        tmp_path, "--steps", "timing", "--rows", "Multiformer|train_vsr"
+    )
     configs = [c[c.index("--config") + 1] for c in commands[1:]]
     assert families == ["relaxed attention"] * 2 + ["Multiformer"] * 2
     assert all("train_vsr_large" in c or "mustc/st1" in c for c in configs) and len(configs) == 4
