@@ -23,6 +23,7 @@ import functools
 from collections.abc import Mapping
 
 import torch
+import torch.nn.functional as F
 from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
 from torch import nn
@@ -68,9 +69,41 @@ class TaskAdapters(TaskConditioned):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return per_task(
-            self.task_ids_for(x.size(0), x.device), lambda t, rows: self.per_task[t](rows), x
-        )
+        """(B, T, d): each row through its task's adapter.
+
+        With gradients (training) each task present runs its own adapter on its rows (``per_task``,
+        which reads the tasks present back to the host): a task absent from the batch must get no
+        gradient at all, so that the optimizer skips its adapter as fairseq's does (a zero gradient
+        would still move it under Adam's momentum and weight decay). Without gradients (validation,
+        decoding) every row's parameters are gathered and applied in batched products: no id is read
+        back to the host and no loop runs over the tasks present."""
+        if torch.is_grad_enabled():
+            return per_task(
+                self.task_ids_for(x.size(0), x.device), lambda t, rows: self.per_task[t](rows), x
+            )
+        one = self.task_id is not None and self.task_id.numel() == 1  # decoding: one adapter
+        task_id = self.task_ids_for(1 if one else x.size(0), x.device)
+        return self._adapt(x, *(p.index_select(0, task_id) for p in self._stacked()))
+
+    def _stacked(self) -> list[torch.Tensor]:
+        """Every task's parameters stacked: norm weight, norm bias (tasks, d), W_down (tasks, a, d),
+        b_down (tasks, a), W_up (tasks, d, a), b_up (tasks, d)."""
+        adapters = self.per_task
+        return [
+            torch.stack([getattr(getattr(a, module), name) for a in adapters])
+            for module, name in (("norm", "weight"), ("norm", "bias"), ("down", "weight"),
+                                 ("down", "bias"), ("up", "weight"), ("up", "bias"))
+        ]  # fmt: skip
+
+    def _adapt(self, x, norm_weight, norm_bias, down_weight, down_bias, up_weight, up_bias):
+        """``BottleneckAdapter`` with each row's parameters (rows: B, or 1 for the whole batch)."""
+        eps = self.per_task[0].norm.eps
+        normed = F.layer_norm(x, x.shape[-1:], eps=eps) * norm_weight[:, None] + norm_bias[:, None]
+        if down_weight.size(0) == 1:  # one adapter for the batch: plain products
+            hidden = torch.relu(F.linear(normed, down_weight[0], down_bias[0]))
+            return x + F.linear(hidden, up_weight[0], up_bias[0])
+        hidden = torch.relu(torch.baddbmm(down_bias[:, None], normed, down_weight.transpose(1, 2)))
+        return x + torch.baddbmm(up_bias[:, None], hidden, up_weight.transpose(1, 2))
 
 
 def _adapt_output(adapters: TaskAdapters, module, args, kwargs, output):

@@ -163,3 +163,28 @@ def test_zero_shot_direction_is_refused():
             joint_network=None,
             train_adapters_only=True,
         )
+
+
+def test_without_gradients_rows_gather_their_tasks_adapter_and_never_synchronise():
+    """Validation and decoding (no gradients): each row's adapter parameters gathered, batched products;
+    the same as each task's own adapter on its rows (the training path, which reads the tasks present
+    back to the host), with nothing read back."""
+    from host_sync import HostSyncs
+
+    enc = AdapterTransformerEncoder(FEATS, num_tasks=3, adapter_dim=4, **ENC).eval()
+    torch.manual_seed(1)
+    for p in enc.adapters.parameters():
+        torch.nn.init.normal_(p)  # LayerNorm scale and shift too
+    x, lengths, hidden = torch.randn(3, 6, FEATS), torch.tensor([6, 3, 5]), torch.randn(3, 6, 8)
+    for tasks in ([2, 0, 2], [1]):
+        set_task_id(enc, torch.tensor(tasks))
+        with HostSyncs() as syncs:
+            expected = enc.adapters[0](hidden)
+        assert syncs.found  # the training path's unique / nonzero
+        with torch.no_grad(), HostSyncs() as syncs:
+            got = enc.adapters[0](hidden)
+        assert syncs.found == []
+        torch.testing.assert_close(got, expected.detach(), rtol=1e-5, atol=1e-6)
+        expected = enc(x, lengths)[0].detach()
+        with torch.no_grad():
+            torch.testing.assert_close(enc(x, lengths)[0], expected, rtol=1e-5, atol=1e-6)
