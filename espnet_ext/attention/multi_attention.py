@@ -435,12 +435,13 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
 
     def _one_call(self, q, k, mask) -> bool:
         """Whether this forward takes ``_attention_in_one_call``: training self-attention over a padding
-        mask, every group Full (neither relaxed nor smooth focus), Local in the band form or Conv, more
+        mask (B, 1, T), every group Full (neither relaxed nor smooth focus), Local in the band form or Conv, more
         than one group, and utterances short enough for Local heads' dense band on this device."""
         return (
             self.training
             and len(self.groups) > 1
             and mask is not None
+            and mask.size(1) == 1  # a padding mask (B, 1, T), not per query (a causal one)
             and q.size(2) == k.size(2)
             and q.device.type in head_kinds.LOCAL_DENSE_DEVICES
             and q.size(2) <= head_kinds.LOCAL_DENSE_MAX_FRAMES

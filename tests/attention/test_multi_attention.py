@@ -800,6 +800,8 @@ def test_training_computes_every_group_in_one_attention_call(
     monkeypatch.setattr(head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"})
     q = torch.zeros(3, 4, 23, 8)
     assert layer._one_call(q, q, mask) and not layer.eval()._one_call(q, q, mask)
+    causal = mask & torch.ones(23, 23, dtype=torch.bool).tril()  # (B, T, T): per query
+    assert not layer.train()._one_call(q, q, causal)
     monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 16)
     assert not layer.train()._one_call(q, q, mask)
     monkeypatch.undo()
