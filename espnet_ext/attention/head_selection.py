@@ -424,14 +424,6 @@ class HeadSelectionAttention(TaskConditioned):
             return authors_kl(posterior, self.prior).mean(-1)
         return bernoulli_kl(torch.sigmoid(logits), self.prior).mean(-1)
 
-    def kl(self, task_id: torch.Tensor, sample: torch.Tensor | None = None) -> torch.Tensor:
-        """The KL term per utterance of tasks ``task_id`` (B,) -> (B,) (``task_kl``); the authors' form
-        needs ``sample`` (B, H'), each utterance's row of the posterior its selection was drawn from."""
-        if self.kl_form == "authors" and sample is None and self.head_candidates != self.h:
-            raise InputError("the authors' KL needs the sampled posterior", key="sample")
-        logits = self.selection_logits.index_select(0, task_id)
-        return self.task_kl(logits, logits if sample is None else sample)
-
     def forward(self, query, key, value, mask, expand_kv: bool = False) -> torch.Tensor:
         if expand_kv:
             raise ConfigError("head selection does not support expand_kv decoding", key="expand_kv")

@@ -469,7 +469,7 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
             at_heads = (0, 0, 0, 0, group.first, self.h - group.stop)  # pads the head dimension
             keys.append(torch.nn.functional.pad(kc, at_heads))
             values.append(torch.nn.functional.pad(vc, at_heads))
-            conv_terms.append((terms[1], kc.size(2)))
+            conv_terms.append(terms)
         layout = tuple((g.head, g.first, g.stop, getattr(g, "form", None)) for g in self.groups)
         bias, zero_rows = head_kinds.MASK_TERMS.get(
             mask,
@@ -484,29 +484,28 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
 
     def _one_call_mask(self, keep, conv_terms, dtype):
         """(additive mask (B, H, T, T + Σ T'_g) in ``dtype``, rows to zero (B, H, T, 1)) for
-        ``_attention_in_one_call``; ``keep`` (B, T) the real frames, ``conv_terms`` (kept frames (B,), T')
-        per Conv group. A query that would see no key (an utterance without frames; a Conv group keeping
-        none) is shown its group's keys and zeroed afterwards, as each group's own path does."""
+        ``_attention_in_one_call``; ``keep`` (B, T) the real frames, ``conv_terms`` each Conv group's
+        ``conv_mask_terms``. A query that would see no key (an utterance without frames; a Conv group
+        keeping none) is shown its group's keys and zeroed afterwards, as each group's own path does."""
         batch, length = keep.shape
         frames = keep.new_zeros(batch, self.h, length, length)
         zero_rows = keep.new_zeros(batch, self.h, length, 1)
-        segments = [frames]
+        compressed = []
         conv = iter(conv_terms)
         for group in self.groups:
             heads = slice(group.first, group.stop)
+            if isinstance(group, ConvHeads):  # its own additive mask and dead rows, -inf elsewhere
+                *_, bias, dead = next(conv)
+                segment = bias.new_full((batch, self.h, length, bias.size(-1)), -math.inf)
+                segment[:, heads] = bias
+                compressed.append(segment.to(dtype))
+                zero_rows[:, heads] = dead
+                continue
             if isinstance(group, LocalHeads):
                 visible, empty = head_kinds.local_band(keep, group.window // 2, group.dilation)
-            elif isinstance(group, FullHeads):
+            else:  # Full
                 empty = ~keep.any(-1)[:, None, None, None]
                 visible = keep[:, None, None, :] | empty
-            else:
-                kept, compressed = next(conv)
-                positions = torch.arange(compressed, device=keep.device)
-                segment = keep.new_zeros(batch, self.h, length, compressed)
-                segment[:, heads] = (positions < kept.clamp(min=1)[:, None])[:, None, None, :]
-                segments.append(segment)
-                zero_rows[:, heads] = (kept <= 0)[:, None, None, None]
-                continue
             frames[:, heads] = visible
             zero_rows[:, heads] = empty
-        return additive_mask(torch.cat(segments, dim=-1), dtype), zero_rows
+        return torch.cat([additive_mask(frames, dtype), *compressed], dim=-1), zero_rows

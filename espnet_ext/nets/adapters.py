@@ -96,14 +96,11 @@ class TaskAdapters(TaskConditioned):
         ]  # fmt: skip
 
     def _adapt(self, x, norm_weight, norm_bias, down_weight, down_bias, up_weight, up_bias):
-        """``BottleneckAdapter`` with each row's parameters (rows: B, or 1 for the whole batch)."""
+        """``BottleneckAdapter`` with each row's parameters (leading dimension B, or 1 for the batch)."""
         eps = self.per_task[0].norm.eps
         normed = F.layer_norm(x, x.shape[-1:], eps=eps) * norm_weight[:, None] + norm_bias[:, None]
-        if down_weight.size(0) == 1:  # one adapter for the batch: plain products
-            hidden = torch.relu(F.linear(normed, down_weight[0], down_bias[0]))
-            return x + F.linear(hidden, up_weight[0], up_bias[0])
-        hidden = torch.relu(torch.baddbmm(down_bias[:, None], normed, down_weight.transpose(1, 2)))
-        return x + torch.baddbmm(up_bias[:, None], hidden, up_weight.transpose(1, 2))
+        hidden = torch.relu(normed @ down_weight.transpose(1, 2) + down_bias[:, None])
+        return x + hidden @ up_weight.transpose(1, 2) + up_bias[:, None]
 
 
 def _adapt_output(adapters: TaskAdapters, module, args, kwargs, output):

@@ -57,13 +57,14 @@ def test_kl_to_prior_by_hand():
     assert float(bernoulli_kl(torch.tensor(0.5), 0.25)) == pytest.approx(expected)
     assert float(bernoulli_kl(torch.tensor(0.25), 0.25)) == pytest.approx(0.0, abs=1e-7)
     attn = layer(candidates=4, logit_init="zero")  # logits 0 -> q = 1/2 for all 4 heads, prior 2/4
-    assert attn.kl(torch.tensor([0, 1])).detach().tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
+    logits = attn.selection_logits
+    assert attn.task_kl(logits, logits).detach().tolist() == pytest.approx([0.0] * 3, abs=1e-6)
     with torch.no_grad():
         attn.selection_logits[1] = math.log(3.0)  # q = 3/4 against p = 1/2
         attn.selection_logits[2, :2] = math.log(3.0)
     per_head = 0.75 * math.log(1.5) + 0.25 * math.log(0.5)
-    # per utterance, the mean over the 4 heads (the authors divide by heads, not sum)
-    kl = attn.kl(torch.tensor([0, 1, 2])).detach().tolist()
+    # per task, the mean over the 4 heads (the authors divide by heads, not sum)
+    kl = attn.task_kl(logits, logits).detach().tolist()
     assert kl == pytest.approx([0.0, per_head, per_head / 2], rel=1e-5)
 
 
