@@ -13,7 +13,8 @@ encoder's):
 The cache holds the mask tensors themselves, so their identities cannot be reused by another batch's masks
 while cached, and it compares each tensor's in-place version, so a mask changed in place is seen. One cache
 per thread: ``torch.nn.DataParallel`` runs the replicas' forwards in threads, each with its own masks.
-Tensors made under ``torch.inference_mode`` have no version counter: their values are not cached.
+Tensors made under ``torch.inference_mode`` have no version counter: their values are not cached. Under
+``torch.compile`` nothing is cached either: the traced graph computes each value once where layers share it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ class PerMask(threading.local):
         self.masks: dict[int, tuple[torch.Tensor, int, dict[Hashable, Any]]] = {}
 
     def get(self, mask: torch.Tensor | None, key: Hashable, compute: Callable[[], Any]) -> Any:
-        if mask is None or mask.is_inference():  # nothing to key on; no version counter to compare
+        # nothing to key on; no version counter to compare; a compiled graph shares the values itself
+        if mask is None or torch.compiler.is_compiling() or mask.is_inference():
             return compute()
         entry = self.masks.pop(id(mask), None)  # re-inserted last: the most recent
         if entry is None or entry[1] != mask._version:

@@ -78,6 +78,8 @@ class _Band:
         batch, heads = self.q.shape[:2]
         per_block = batch * heads * self.size * 3 * self.size
         step = max(1, CHUNK_SCORES // per_block)
+        if self.blocks <= step:  # one chunk: under torch.compile a guard, not a graph per length
+            return [slice(0, self.blocks)]
         return [slice(n, min(n + step, self.blocks)) for n in range(0, self.blocks, step)]
 
     def weights(self, part: slice, lse: torch.Tensor | None = None):

@@ -37,6 +37,7 @@ from espnet_ext.attention.multi_attention import (
 )
 from espnet_ext.attention.sites import check_site_config
 from espnet_ext.errors import ConfigError
+from espnet_ext.nets.compiled_layers import compile_each
 from espnet_ext.nets.s2t_conv1d_subsampler import S2TConv1dSubsampler
 
 S2T_INPUT_LAYER = "s2t_conv1d"
@@ -89,7 +90,8 @@ class S2TTransformerEncoder(TransformerEncoder):
     """ESPnet's Transformer encoder; ``input_layer: s2t_conv1d`` selects fairseq's S2T front end.
 
     Front-end options: ``conv_channels`` (1024), ``conv_kernel_sizes`` ([5, 5]), ``conv_strides``
-    ([2, 2]; [1, 1] = no downsampling, thesis Anexo B).
+    ([2, 2]; [1, 1] = no downsampling, thesis Anexo B). ``compile_layers: true`` compiles each layer
+    with ``torch.compile`` (``compile_backend``, default inductor; ``espnet_ext.nets.compiled_layers``).
     """
 
     def __init__(
@@ -102,6 +104,8 @@ class S2TTransformerEncoder(TransformerEncoder):
         conv_channels: int = 1024,
         conv_kernel_sizes: Sequence[int] = (5, 5),
         conv_strides: Sequence[int] = (2, 2),
+        compile_layers: bool = False,
+        compile_backend: str = "inductor",
         **kwargs,
     ):
         _check_divisible(output_size, attention_heads)
@@ -124,6 +128,8 @@ class S2TTransformerEncoder(TransformerEncoder):
                 kernel_sizes=conv_kernel_sizes,
                 strides=conv_strides,
             )
+        if compile_layers:  # traced at the first call: a subclass may still replace the attention
+            compile_each(self.encoders, compile_backend, "encoder_conf.compile_backend")
 
     def forward(self, xs_pad, ilens, prev_states=None, ctc=None, return_all_hs=False):
         if self.subsample is not None:
