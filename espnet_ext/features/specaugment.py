@@ -31,6 +31,7 @@ import torch
 from espnet2.asr.specaug.abs_specaug import AbsSpecAug
 
 from espnet_ext.errors import ConfigError
+from espnet_ext.nets.padding import padding_mask
 
 
 def _upper(width_range: int | Sequence[int], name: str) -> int:
@@ -146,7 +147,7 @@ class UtteranceSpecAugment(AbsSpecAug):
         if self.mask_value is not None:
             value = x.new_full([x.size(0), 1, 1], self.mask_value)
         else:  # fairseq's "local mean": the utterance's own frames, all bins
-            valid = (torch.arange(x.size(1), device=x.device) < lengths[:, None]).to(x.dtype)
+            valid = (~padding_mask(lengths, x.size(1))).to(x.dtype)
             total = (x * valid[..., None]).sum((1, 2))
             value = (total / (lengths.to(x.dtype) * x.size(2)).clamp(min=1.0))[:, None, None]
         return torch.where(mask, value, x), x_lengths

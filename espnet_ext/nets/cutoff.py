@@ -21,12 +21,13 @@ At inference (``eval()``) the model is ESPnet's ``ESPnetMTModel`` unchanged.
 from __future__ import annotations
 
 import torch
-from espnet.nets.pytorch_backend.nets_utils import make_pad_mask, th_accuracy
+from espnet.nets.pytorch_backend.nets_utils import th_accuracy
 from espnet.nets.pytorch_backend.transformer.add_sos_eos import add_sos_eos
 from espnet2.mt.espnet_model import ESPnetMTModel
 from espnet2.torch_utils.device_funcs import force_gatherable
 
 from espnet_ext.errors import ConfigError
+from espnet_ext.nets.padding import padding_mask
 
 
 def check_rate(name: str, rate: float) -> float:
@@ -112,7 +113,7 @@ class CutoffMTModel(ESPnetMTModel):
         self, src_text: torch.Tensor, lengths: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Source ids (B, T) with Bernoulli <unk>, then features; embedded ones get feature cutoff."""
-        valid = ~make_pad_mask(lengths, maxlen=src_text.size(1)).to(src_text.device)
+        valid = ~padding_mask(lengths, src_text.size(1), src_text.device)
         masked = bernoulli_unk(src_text, valid, self.token_cutoff_rate, self.src_unk_id)
         feats, feats_lengths = self._extract_feats(masked, lengths)
         if feats.dim() == 3:
@@ -121,7 +122,7 @@ class CutoffMTModel(ESPnetMTModel):
 
     def augment_target(self, ys_in: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Decoder input (B, L) = <sos> + target: every target token may become <unk>, <sos> stays."""
-        maskable = ~make_pad_mask(lengths + 1, maxlen=ys_in.size(1)).to(ys_in.device)
+        maskable = ~padding_mask(lengths + 1, ys_in.size(1), ys_in.device)
         maskable[:, 0] = False
         return bernoulli_unk(ys_in, maskable, self.token_cutoff_rate, self.unk_id)
 

@@ -22,6 +22,7 @@ from espnet.nets.pytorch_backend.transformer.embedding import PositionalEncoding
 
 from espnet_ext.attention.head_kinds import conv_output_lengths
 from espnet_ext.errors import ConfigError
+from espnet_ext.nets.padding import padding_mask
 
 
 class S2TConv1dSubsampler(torch.nn.Module):
@@ -69,9 +70,7 @@ class S2TConv1dSubsampler(torch.nn.Module):
         """(B, T, F), (B,) -> (B, T', d) with positional encoding, (B,) output lengths."""
         x = xs.transpose(1, 2)  # (B, F, T)
         for conv, kernel, stride in zip(self.convs, self.kernel_sizes, self.strides):
-            # padding made on the device (ESPnet's make_pad_mask reads the lengths back to the host)
-            padded = torch.arange(x.size(-1), device=x.device) >= lengths.to(x.device)[:, None]
-            x = x.masked_fill(padded.unsqueeze(1), 0.0)
+            x = x.masked_fill(padding_mask(lengths, x.size(-1), x.device).unsqueeze(1), 0.0)
             x = torch.nn.functional.glu(conv(x), dim=1)
             lengths = conv_output_lengths(lengths, kernel, stride)
         return self.pos_enc(x.transpose(1, 2)), lengths

@@ -16,6 +16,7 @@ from espnet_ext.attention.head_selection import HeadSelectionAttention, set_task
 from espnet_ext.attention.multi_attention import MultiHeadMultiAttention
 from espnet_ext.attention.relaxed import RelaxedMultiHeadedAttention
 from espnet_ext.attention.window import WindowAttention
+from espnet_ext.nets.avhubert.encoder import AVHubertEncoder
 from espnet_ext.nets.lego.ingestors import BeamConvIngestor, WEmbIngestor
 from espnet_ext.nets.lego.interface import ctc_loss, short_utterances
 from espnet_ext.nets.lego.olc import OutputLengthController
@@ -119,6 +120,15 @@ def s2t_subsampler(device):
     return lambda: module(x, lengths)[0].sum()
 
 
+def avhubert(device):
+    """The AV-HuBERT encoder after its front end (LayerDrop 0: its draw is the CPU generator's)."""
+    module = AVHubertEncoder(D, output_size=D, attention_heads=4, linear_units=64, num_blocks=2,
+                             layer_norm_first=True, layerdrop=0.0, conv_pos=8, conv_pos_groups=4)  # fmt: skip
+    module.to(device).train()
+    x, lengths, _ = _padded(device)
+    return lambda: module(x, lengths)[0].sum()
+
+
 def swin(device):
     model = SwinClassifier(num_classes=5, img_size=16, patch_size=2, embed_dim=8, depths=(2, 2),
                            num_heads=(1, 2), window_size=4, gamma=0.1, fuzzy_std=0.05,
@@ -160,6 +170,7 @@ CASES = {
     "LegoNN interface CTC, short utterances counted": interface_ctc,
     "Swin classifier, relaxed + L_drloc": swin,
     "S2T conv1d subsampler": s2t_subsampler,
+    "AV-HuBERT encoder": avhubert,
 }
 
 

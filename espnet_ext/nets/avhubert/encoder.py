@@ -29,12 +29,12 @@ from collections.abc import Mapping
 
 import torch
 import torch.nn.functional as F
-from espnet.nets.pytorch_backend.nets_utils import make_pad_mask
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
 from espnet2.asr.encoder.abs_encoder import AbsEncoder
 
 from espnet_ext.attention.sites import check_site_config, configure_attention_sites
 from espnet_ext.errors import ConfigError
+from espnet_ext.nets.padding import padding_mask
 
 # The paper's two sizes (AV-HuBERT BASE and LARGE): layers, model dim, heads, FFN dim, pre-LN.
 SIZES = {
@@ -191,7 +191,7 @@ class AVHubertEncoder(AbsEncoder):
     def forward(
         self, xs_pad: torch.Tensor, ilens: torch.Tensor, prev_states: torch.Tensor = None
     ) -> tuple[torch.Tensor, torch.Tensor, None]:
-        padding = make_pad_mask(ilens, maxlen=xs_pad.size(1)).to(xs_pad.device)  # (B, T) True = pad
+        padding = padding_mask(ilens, xs_pad.size(1), xs_pad.device)  # (B, T) True = pad
         x = self.video_proj(xs_pad)
         if self.modality_fuse == "concat":  # the absent audio stream's half is zeros
             x = torch.cat([torch.zeros_like(x), x], dim=-1)
@@ -205,7 +205,8 @@ class AVHubertEncoder(AbsEncoder):
         x = self.dropout(x)
         mask = ~padding[:, None, :]
         for layer in self.layers:
-            if self.training and torch.rand(()).item() < self.layerdrop:
+            # a host-side draw: the generator is the CPU's, nothing is read back from a GPU
+            if self.training and self.layerdrop > 0 and torch.rand(()).item() < self.layerdrop:
                 continue  # LayerDrop (Fan et al. 2020): the layer is skipped for this batch
             x = layer(x, mask)
         if self.layer_norm_first:

@@ -32,12 +32,12 @@ import contextlib
 
 import torch
 import torch.nn.functional as F
-from espnet.nets.pytorch_backend.nets_utils import make_pad_mask
 from espnet2.asr.encoder.avhubert_encoder import ResEncoder
 from espnet2.asr.espnet_model import ESPnetASRModel
 from espnet2.asr.frontend.abs_frontend import AbsFrontend
 
 from espnet_ext.errors import ConfigError
+from espnet_ext.nets.padding import padding_mask
 
 # Mean and standard deviation of LRS3 grey mouth crops in [0, 1] (the AV-HuBERT preprocessing).
 LRS3_PIXEL_MEAN = 0.421
@@ -103,7 +103,7 @@ class Conv3dResNetFrontend(AbsFrontend):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if input.dim() != 4:
             raise ValueError(f"expected grey video (B, T, H, W), got shape {tuple(input.shape)}")
-        padding = make_pad_mask(input_lengths, maxlen=input.size(1)).to(input.device)  # (B, T)
+        padding = padding_mask(input_lengths, input.size(1), input.device)  # (B, T)
         if self.crop_size is not None:
             input = self.crop(input)
         x = (input - self.pixel_mean) / self.pixel_std
