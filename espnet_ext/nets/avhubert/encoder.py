@@ -34,6 +34,7 @@ from espnet2.asr.encoder.abs_encoder import AbsEncoder
 
 from espnet_ext.attention.sites import check_site_config, configure_attention_sites
 from espnet_ext.errors import ConfigError
+from espnet_ext.nets.compiled_layers import compile_each
 from espnet_ext.nets.padding import padding_mask
 
 # The paper's two sizes (AV-HuBERT BASE and LARGE): layers, model dim, heads, FFN dim, pre-LN.
@@ -113,7 +114,8 @@ class AVHubertEncoder(AbsEncoder):
 
     ``size: base|large`` fills the architecture (``SIZES``); explicit options override it. Defaults
     follow AV-HuBERT's fine-tuning configs: dropout 0.1 (residual), 0.1 (activation), 0.0
-    (attention), LayerDrop 0.1, positional convolution 128 wide in 16 groups.
+    (attention), LayerDrop 0.1, positional convolution 128 wide in 16 groups. ``compile_layers: true``
+    compiles each layer with ``torch.compile`` (``espnet_ext.nets.compiled_layers``).
     """
 
     def __init__(
@@ -134,6 +136,8 @@ class AVHubertEncoder(AbsEncoder):
         conv_pos_groups: int = 16,
         modality_fuse: str = "concat",
         attention_sites: Mapping | None = None,
+        compile_layers: bool = False,
+        compile_backend: str = "inductor",
     ):
         super().__init__()
         if size is not None and size not in SIZES:
@@ -177,6 +181,8 @@ class AVHubertEncoder(AbsEncoder):
         self.layer_norm = torch.nn.LayerNorm(dim)
         self._init_bert_params()
         configure_attention_sites(self.layers, sites)
+        if compile_layers:
+            compile_each(self.layers, compile_backend, "encoder_conf.compile_backend")
 
     def _init_bert_params(self) -> None:
         """fairseq's init_bert_params on the linear layers: N(0, 0.02) weights, zero biases."""
