@@ -388,6 +388,14 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
             group.redraw()
         self.calls_since_redraw = 0
 
+    # A compiled layer runs this eagerly: traced, its Python counter would give a graph per value.
+    @torch.compiler.disable
+    def _count_training_call(self) -> None:
+        """Performer's redraw schedule: new features once ``redraw_interval`` training calls have passed."""
+        if self.calls_since_redraw >= self.redraw_interval:
+            self.redraw_features()
+        self.calls_since_redraw += 1
+
     # Checkpoints from before the head groups: <old key> -> <key under groups.<g>.>
     _OLD_KEYS = re.compile(r"^(?:(conv_k|conv_v)\.(\d+)\.(weight|bias)|fast_draw_(\d+))$")
 
@@ -404,9 +412,7 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
         if self.all_full and not self.relaxing and not self.smooth_focus:
             return super().forward(query, key, value, mask, expand_kv)  # exactly ESPnet's attention
         if self.training and self._groups_of(FastHeads):
-            if self.calls_since_redraw >= self.redraw_interval:
-                self.redraw_features()
-            self.calls_since_redraw += 1
+            self._count_training_call()
         q, k, v = self.forward_qkv(query, key, value, expand_kv)
         if self._one_call(q, k, mask):
             self.attn = (

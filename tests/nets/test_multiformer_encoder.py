@@ -304,3 +304,30 @@ def test_an_unknown_compile_backend_is_refused_naming_the_key():
         ConfigError, match="encoder_conf.compile_backend.*not a torch.compile backend"
     ):
         S2TTransformerEncoder(20, compile_layers=True, compile_backend="nope", **TINY)
+
+
+def test_compiled_fast_heads_redraw_on_schedule_without_new_graphs():
+    # Performer's redraw counter runs outside the compiled graph (one break), so calls add no graphs
+    options = dict(layers=["2 x (2 x Fast(16), 2 x Full)"], conv_channels=16, redraw_interval=2)
+    options.update(
+        dropout_rate=0.0, positional_dropout_rate=0.0, attention_dropout_rate=0.0, **TINY
+    )
+    built = []
+    for extra in ({}, dict(compile_layers=True, compile_backend="aot_eager")):
+        torch.manual_seed(0)
+        built.append(MultiformerEncoder(20, **options, **extra).train())
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    xs, ilens = batch()
+    for call in range(5):  # redraws before calls 3 and 5
+        outs = []
+        for encoder in built:
+            torch.manual_seed(call)
+            outs.append(encoder(xs, ilens)[0])
+            outs[-1].sum().backward()
+        torch.testing.assert_close(outs[1], outs[0])
+        if call == 0:
+            graphs = counters["stats"]["unique_graphs"]
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert [layer.self_attn.calls_since_redraw for layer in built[1].encoders] == [1, 1]
