@@ -8,11 +8,11 @@ its forward and its backward as one graph each, its element-wise operations fuse
 Each layer is compiled in place (``torch.nn.Module.compile``): parameter names, checkpoints, averaging
 and ``--init_param`` are unchanged. Layers of one structure share a graph (the parameters are graph
 inputs), so an encoder compiles once per kind of layer, on its first batch, and again in eval mode;
-``dynamic=True`` since utterance lengths change every batch. The mask cache
-(``espnet_ext.attention.mask_cache``) steps aside inside a compiled graph: the graph computes each mask
-term once itself. The first batch pays the compilation (about a minute per kind of layer with inductor);
-``compile_backend`` names another of ``torch._dynamo.list_backends()`` (``aot_eager``: no code
-generation, for checking a model traces).
+``dynamic=True`` since utterance lengths change every batch. Inside a compiled layer the mask cache
+(``espnet_ext.attention.mask_cache``) steps aside: the layer's graph computes its mask terms, fused. The
+first batch pays the compilation (train_st.yaml's encoder, 4 x 700 frames, inductor on 2 CPU cores: 80 s
+for its first forward and backward, 0.7 s eager). ``compile_backend`` names another backend of
+``torch._dynamo.list_backends()`` (``aot_eager``: no code generation, to check that a model traces).
 """
 
 from __future__ import annotations
