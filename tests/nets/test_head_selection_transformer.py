@@ -340,6 +340,9 @@ def test_st_model_selects_heads_per_target_language():
 def test_s2t_encoders_are_the_s2t_transformer_plus_selection_or_adapters():
     from espnet_ext.nets.adapters import AdapterS2TTransformerEncoder
     from espnet_ext.nets.head_selection_transformer import HeadSelectionS2TTransformerEncoder
+
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
     from espnet_ext.nets.multiformer_encoder import S2TTransformerEncoder
 
     conf = dict(SMALL, num_blocks=3, conv_channels=8)
@@ -424,10 +427,14 @@ def test_layers_drawn_together_equal_layers_drawing_one_by_one(task_id, kl_form,
     assert all(m.drawn is None for m in enc.modules() if isinstance(m, HeadSelectionAttention))
 
 
-def test_compiled_s2t_layers_equal_the_eager_encoder_on_mixed_and_one_task_batches():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_compiled_s2t_layers_equal_the_eager_encoder_on_mixed_and_one_task_batches(device):
     # the mTEDx encoder (head_selection_s2t_transformer) with compile_layers: one graph for its layers
     # whatever the tasks of a batch; the Gumbel draw is the encoder's, outside the compiled layers
     from espnet_ext.nets.head_selection_transformer import HeadSelectionS2TTransformerEncoder
+
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
 
     options = dict(SMALL, num_blocks=2, conv_channels=16, num_tasks=4, head_candidates=4)
     options.update(attention_dropout_rate=0.0, positional_dropout_rate=0.0, gumbel_temperature=5.0)
@@ -435,20 +442,22 @@ def test_compiled_s2t_layers_equal_the_eager_encoder_on_mixed_and_one_task_batch
     for compiled in (False, True):
         torch.manual_seed(0)
         extra = dict(compile_layers=True, compile_backend="aot_eager") if compiled else {}
-        built.append(HeadSelectionS2TTransformerEncoder(FEATS, **options, **extra).train())
+        built.append(
+            HeadSelectionS2TTransformerEncoder(FEATS, **options, **extra).to(device).train()
+        )
     torch._dynamo.reset()
     counters = torch._dynamo.utils.counters
     counters.clear()
     for frames, tasks in [(42, [0, 3, 3]), (34, [1, 1, 1])]:  # 11 and 9 frames: not d (8)
-        xs = torch.randn(3, frames, FEATS)
-        lengths = torch.tensor([frames, frames - 5, frames // 2])
+        xs = torch.randn(3, frames, FEATS, device=device)
+        lengths = torch.tensor([frames, frames - 5, frames // 2], device=device)
         results = []
         for model in built:
             model.zero_grad()
-            set_task_id(model, torch.tensor(tasks))
+            set_task_id(model, torch.tensor(tasks, device=device))
             torch.manual_seed(1)  # the same Gumbel noise
             out, _, _ = model(xs, lengths)
-            (out * torch.linspace(-1, 1, out.size(-1))).sum().backward()
+            (out * torch.linspace(-1, 1, out.size(-1), device=device)).sum().backward()
             results.append((out, [p.grad for p in model.parameters()]))
         torch.testing.assert_close(results[1], results[0])
     assert not counters["graph_break"], dict(counters["graph_break"])

@@ -204,24 +204,27 @@ def test_built_through_the_lip_reading_task(tmp_path):
     assert torch.isfinite(loss) and model.encoder.pos_conv.weight_g.grad is not None
 
 
-def test_compiled_layers_trace_whole_and_equal_the_eager_encoder():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_compiled_layers_trace_whole_and_equal_the_eager_encoder(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
     # the relaxed large config's layer kind (pre-LN, relaxed self-attention); lengths 9 and 11, not d
     sites = {"self_attn": {"gamma": 0.25}}
     built = []
     for extra in ({}, dict(compile_layers=True, compile_backend="aot_eager")):
         torch.manual_seed(0)
         options = quiet(layer_norm_first=True, attention_sites=sites, **extra)
-        built.append(AVHubertEncoder(10, **options).train())
+        built.append(AVHubertEncoder(10, **options).to(device).train())
     torch._dynamo.reset()
     counters = torch._dynamo.utils.counters
     counters.clear()
     for lengths in ([9, 6], [11, 11]):
-        x = torch.randn(2, max(lengths), 10)
+        x = torch.randn(2, max(lengths), 10, device=device)
         results = []
         for encoder in built:
             encoder.zero_grad()
-            out, _, _ = encoder(x, torch.tensor(lengths))
-            (out * torch.linspace(-1, 1, out.size(-1))).sum().backward()
+            out, _, _ = encoder(x, torch.tensor(lengths, device=device))
+            (out * torch.linspace(-1, 1, out.size(-1), device=device)).sum().backward()
             results.append((out, [p.grad for p in encoder.parameters()]))
         torch.testing.assert_close(results[1], results[0])
     assert not counters["graph_break"], dict(counters["graph_break"])
