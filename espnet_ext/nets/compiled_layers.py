@@ -13,6 +13,9 @@ inputs), so an encoder compiles once per kind of layer, on its first batch, and 
 first batch pays the compilation (train_st.yaml's encoder, 4 x 700 frames, inductor on 2 CPU cores: 80 s
 for its first forward and backward, 0.7 s eager). ``compile_backend`` names another backend of
 ``torch._dynamo.list_backends()`` (``aot_eager``: no code generation, to check that a model traces).
+Several GPUs: DDP, as ``espnet_ext.jobs.launch`` runs ESPnet for ``--ngpu`` > 1
+(``--multiprocessing_distributed true``); ``torch.nn.DataParallel`` copies modules whose compiled call
+would still run the original layer.
 """
 
 from __future__ import annotations
