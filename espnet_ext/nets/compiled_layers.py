@@ -14,8 +14,8 @@ first batch pays the compilation (train_st.yaml's encoder, 4 x 700 frames, induc
 for its first forward and backward, 0.7 s eager). ``compile_backend`` names another backend of
 ``torch._dynamo.list_backends()`` (``aot_eager``: no code generation, to check that a model traces).
 Several GPUs: DDP, as ``espnet_ext.jobs.launch`` runs ESPnet for ``--ngpu`` > 1
-(``--multiprocessing_distributed true``); ``torch.nn.DataParallel`` copies modules whose compiled call
-would still run the original layer.
+(``--multiprocessing_distributed true``). ``torch.nn.DataParallel``'s replicas would call the original
+layers (the compiled call is bound to them): ``refuse_replica`` stops such a forward.
 """
 
 from __future__ import annotations
@@ -38,3 +38,14 @@ def compile_each(
         )
     for layer in layers:
         layer.compile(backend=backend, dynamic=True)
+
+
+def refuse_replica(encoder: torch.nn.Module) -> None:
+    """Raise if ``encoder`` is a ``torch.nn.DataParallel`` replica: its compiled layers would run the
+    original module's parameters."""
+    if getattr(encoder, "_is_replica", False):
+        raise ConfigError(
+            "compile_layers runs on one GPU or under DDP (--multiprocessing_distributed true), not "
+            "torch.nn.DataParallel",
+            key="encoder_conf.compile_layers",
+        )

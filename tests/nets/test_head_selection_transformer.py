@@ -340,9 +340,6 @@ def test_st_model_selects_heads_per_target_language():
 def test_s2t_encoders_are_the_s2t_transformer_plus_selection_or_adapters():
     from espnet_ext.nets.adapters import AdapterS2TTransformerEncoder
     from espnet_ext.nets.head_selection_transformer import HeadSelectionS2TTransformerEncoder
-
-    if device == "cuda" and not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
     from espnet_ext.nets.multiformer_encoder import S2TTransformerEncoder
 
     conf = dict(SMALL, num_blocks=3, conv_channels=8)
@@ -432,6 +429,9 @@ def test_compiled_s2t_layers_equal_the_eager_encoder_on_mixed_and_one_task_batch
     # the mTEDx encoder (head_selection_s2t_transformer) with compile_layers: one graph for its layers
     # whatever the tasks of a batch; the Gumbel draw is the encoder's, outside the compiled layers
     from espnet_ext.nets.head_selection_transformer import HeadSelectionS2TTransformerEncoder
+
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
 
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")

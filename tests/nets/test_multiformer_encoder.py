@@ -331,3 +331,12 @@ def test_compiled_fast_heads_redraw_on_schedule_without_new_graphs():
             graphs = counters["stats"]["unique_graphs"]
     assert counters["stats"]["unique_graphs"] == graphs
     assert [layer.self_attn.calls_since_redraw for layer in built[1].encoders] == [1, 1]
+
+
+def test_a_dataparallel_replica_of_compiled_layers_is_refused():
+    # a replica's compiled layers would run the original's parameters (the compiled call is bound to them)
+    encoder = S2TTransformerEncoder(20, compile_layers=True, compile_backend="aot_eager", **TINY)
+    replica = encoder._replicate_for_data_parallel()
+    with pytest.raises(ConfigError, match="DDP.*not torch.nn.DataParallel"):
+        replica(*batch())
+    assert encoder(*batch())[0].shape == (3, 10, 32)  # the module itself runs
