@@ -14,7 +14,7 @@ The cache holds the mask tensors themselves, so their identities cannot be reuse
 while cached, and it compares each tensor's in-place version, so a mask changed in place is seen. One cache
 per thread: ``torch.nn.DataParallel`` runs the replicas' forwards in threads, each with its own masks.
 Tensors made under ``torch.inference_mode`` have no version counter: their values are not cached. Under
-``torch.compile`` nothing is cached either: the traced graph computes each value once where layers share it.
+``torch.compile`` nothing is cached either: a compiled layer computes the values inside its graph.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class PerMask(threading.local):
         self.masks: dict[int, tuple[torch.Tensor, int, dict[Hashable, Any]]] = {}
 
     def get(self, mask: torch.Tensor | None, key: Hashable, compute: Callable[[], Any]) -> Any:
-        # nothing to key on; no version counter to compare; a compiled graph shares the values itself
+        # nothing to key on; no version counter to compare; a compiled layer computes them in its graph
         if mask is None or torch.compiler.is_compiling() or mask.is_inference():
             return compute()
         entry = self.masks.pop(id(mask), None)  # re-inserted last: the most recent
