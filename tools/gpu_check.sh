@@ -144,6 +144,7 @@ for row in "${TIMING_ROWS[@]}"; do
         --updates "${UPDATES}" --num_workers "${NUM_WORKERS}" --utterances "${utterances}" --frames "${frames}" --tokens "${tokens}" \
         --vocab "${vocab}" ${extra}; then
         ${dry_run} || grep '^| ' "${log}" | tail -n 1 >> "${table}"
+        ${dry_run} || grep '^waiting for the data loader' "${log}" || true
     else
         failed+=("timing of ${config} ${extra} (${log})")
         ${dry_run} || echo "| ${config} ${extra} | ${task} | failed: ${log} | | | | | | |" >> "${table}"

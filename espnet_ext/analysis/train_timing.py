@@ -20,7 +20,8 @@ Printed as one markdown row (``--header`` first prints the table's head):
     | config | task | AMP | inputs / update | update ms | inputs / s | peak GiB | schedule updates | hours |
 
 update ms: the median update (every batch of it, data loading included; on CUDA the clock waits for the
-device); inputs: speech / video frames, images, or tokens (mt: source tokens, lm: text tokens); peak GiB:
+device; a line before the row says how much of it the trainer waited for the data loader); inputs: speech /
+video frames, images, or tokens (mt: source tokens, lm: text tokens); peak GiB:
 ``torch.cuda.max_memory_allocated`` over the run (CUDA only); hours: update time x the config's schedule
 (max_epoch x num_iters_per_epoch / accum_grad), when the config fixes its epoch length.
 """
@@ -60,12 +61,15 @@ HEADER = (
 class StepTimer:
     """Wraps the trainer's iterator: a timestamp at every batch handed out and at the end, and the batch's
     input count (preflight's ``timer``). A ``profiler`` (``torch.profiler.profile``) runs from the first
-    batch after the warm-up update to the end; ``profiled_seconds`` is then that span's wall time."""
+    batch after the warm-up update to the end; ``profiled_seconds`` is then that span's wall time.
+    ``waits``: how long the trainer waited for each batch from the data loader (asked for it to got it,
+    before the clock waits for the device), the last one for the loader to say it has no more."""
 
     def __init__(self, task: str, profiler=None):
         self.key, self.unit = INPUTS[task]
         self.profiler, self.profiled_seconds = profiler, None
         self.marks: list[float] = []
+        self.waits: list[float] = []
         self.inputs: list[int] = []
         self.accum_grad = 1
         self.device = torch.device("cpu")
@@ -75,7 +79,9 @@ class StepTimer:
         self.accum_grad, self.device = accum_grad, torch.device(device)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
+        asked = self.clock()
         for index, (ids, batch) in enumerate(iterator):
+            self.waits.append(self.clock() - asked)
             self._mark()
             if self.profiler is not None and index == accum_grad:  # the warm-up update is done
                 self.profiler.start()
@@ -83,6 +89,8 @@ class StepTimer:
             value = batch[self.key]
             self.inputs.append(len(value) if self.key == "image" else int(value.sum()))
             yield ids, batch
+            asked = self.clock()
+        self.waits.append(self.clock() - asked)
 
     def stop(self) -> None:
         self._mark()
@@ -104,6 +112,13 @@ class StepTimer:
             for i in range(0, len(seconds) - n + 1, n)
         ]
 
+    def loader_waits(self) -> list[float]:
+        """Seconds of each update (as ``updates``) spent waiting for the data loader: the waits inside
+        its iterations, each iteration ending when the next batch (or the end) arrived."""
+        waits = self.waits[1 : len(self.marks)]  # iteration i waited for batch i + 1
+        n = self.accum_grad
+        return [sum(waits[i : i + n]) for i in range(0, len(waits) - n + 1, n)]
+
 
 @dataclasses.dataclass
 class Timing:
@@ -116,6 +131,7 @@ class Timing:
     inputs_per_update: float
     peak_bytes: int | None  # CUDA only
     schedule_updates: int | None
+    loader_wait_seconds: float = 0.0  # median, of the measured updates
 
     @property
     def inputs_per_second(self) -> float:
@@ -191,6 +207,7 @@ def measure(
             torch.cuda.max_memory_allocated(timer.device) if timer.device.type == "cuda" else None
         ),
         schedule_updates=schedule_updates(settings),
+        loader_wait_seconds=statistics.median(timer.loader_waits()[1:]),
     )
 
 
@@ -242,6 +259,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if profiler is not None:
         device = torch.device("cuda" if args.ngpu > 0 else "cpu")
         print(profile_report(profiler, timer.profiled_seconds, device, args.profile))
+    print(
+        f"waiting for the data loader: {timing.loader_wait_seconds * 1e3:.0f} ms of the "
+        f"{timing.update_seconds * 1e3:.0f} ms update (median)"
+    )
     if args.header:
         print(HEADER)
     print(timing.row(), flush=True)

@@ -1,5 +1,6 @@
 """espnet_ext.analysis.train_timing: a real config's update time through ESPnet's trainer (the preflight)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,33 @@ EGS = Path(__file__).resolve().parents[2] / "egs"
 MINI_ST = EGS / "mustc/st1/conf/tuning/train_st_s2t_transformer_s_mini.yaml"
 
 
+# The clock's reads: asked for the first batch; per batch: it arrived, its mark (after the device), the
+# next one asked for; the loader's end arrived; the final mark. Marks at 0, 1, 3, 4, 4.5 and 7; the
+# loader kept the trainer waiting 0.25 s for batch 0, 0.25, 0.5, 0, 0.25 for the next ones, 1.0 for its end.
+READS = [
+    -0.5,
+    -0.25,
+    0.0,
+    0.75,
+    1.0,
+    1.0,
+    2.5,
+    3.0,
+    3.0,
+    4.0,
+    4.0,
+    4.0,
+    4.25,
+    4.5,
+    4.5,
+    6.0,
+    7.0,
+    7.0,
+]
+
+
 def test_iterations_are_grouped_into_updates_and_inputs_counted():
-    clock = iter([0.0, 1.0, 3.0, 4.0, 4.5, 7.0])  # a mark at each batch handed out, one at the end
+    clock = iter(READS)
     timer = train_timing.StepTimer("asr")
     timer.clock = lambda: next(clock)
     batches = [("ids", {"speech_lengths": torch.tensor([n, n])}) for n in (10, 20, 30, 40, 50)]
@@ -24,8 +50,11 @@ def test_iterations_are_grouped_into_updates_and_inputs_counted():
     timer.stop()
     # iterations take 1, 2, 1, 0.5, 2.5 s; two updates of 2 (the fifth iteration completes none)
     assert timer.updates() == [(3.0, 60), (1.5, 140)]
+    assert timer.marks == [0.0, 1.0, 3.0, 4.0, 4.5, 7.0]
+    # the waits inside each update's iterations: for batches 1 and 2, then 3 and 4
+    assert timer.loader_waits() == [0.75, 0.25]
     # a profiler runs from the first batch after the warm-up update to the end, not over the build
-    events, clock = [], iter([0.0, 1.0, 3.0, 4.0, 4.5, 7.0])
+    events, clock = [], iter(READS)
 
     class Profiler:
         def start(self):
@@ -53,6 +82,7 @@ def test_a_small_config_is_timed_on_cpu_through_the_trainer():
     assert timing.updates == 1  # the first of the two is the warm-up
     assert timing.inputs_per_update == 6 * 120 and timing.unit == "frames"
     assert timing.update_seconds > 0 and timing.peak_bytes is None  # peak memory: CUDA only
+    assert 0 <= timing.loader_wait_seconds < timing.update_seconds
     assert (
         timing.schedule_updates is None and timing.schedule_hours is None
     )  # epochs over the corpus
@@ -72,8 +102,11 @@ def test_the_cli_overrides_reach_espnet_and_amp_is_reported(capsys):
         == 0
     )
     lines = capsys.readouterr().out.splitlines()
-    assert lines[:2] == train_timing.HEADER.splitlines()
-    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert re.fullmatch(
+        r"waiting for the data loader: \d+ ms of the \d+ ms update \(median\)", lines[0]
+    )
+    assert lines[1:3] == train_timing.HEADER.splitlines()
+    cells = [c.strip() for c in lines[3].strip("|").split("|")]
     assert cells[2:4] == ["yes", "200 frames"]  # ESPnet's --batch_size 2 made the batches
 
 
