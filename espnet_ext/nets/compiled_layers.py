@@ -1,4 +1,5 @@
-"""An encoder's layers compiled with ``torch.compile``: ``encoder_conf: {compile_layers: true}``.
+"""An encoder's or decoder's layers compiled with ``torch.compile``: ``encoder_conf`` (``decoder_conf``)
+``{compile_layers: true}``.
 
 Why: at the Multiformer recipe's batch (d 256, 28 x 700 frames) an H100 is idle most of an update,
 waiting for PyTorch to dispatch the model's operators one by one; the Multiformer's layers dispatch more
@@ -40,12 +41,12 @@ def compile_each(
         layer.compile(backend=backend, dynamic=True)
 
 
-def refuse_replica(encoder: torch.nn.Module) -> None:
-    """Raise if ``encoder`` is a ``torch.nn.DataParallel`` replica: its compiled layers would run the
-    original module's parameters."""
-    if getattr(encoder, "_is_replica", False):
+def refuse_replica(module: torch.nn.Module, key: str = "encoder_conf.compile_layers") -> None:
+    """Raise (naming ``key``) if ``module`` is a ``torch.nn.DataParallel`` replica: its compiled layers
+    would run the original module's parameters."""
+    if getattr(module, "_is_replica", False):
         raise ConfigError(
             "compile_layers runs on one GPU or under DDP (--multiprocessing_distributed true), not "
             "torch.nn.DataParallel",
-            key="encoder_conf.compile_layers",
+            key=key,
         )

@@ -14,6 +14,7 @@ from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
 
 from espnet_ext.attention.sites import check_site_config, configure_attention_sites
 from espnet_ext.nets.cnn_transformer_encoder import CNNTransformerEncoder
+from espnet_ext.nets.compiled_layers import compile_each, refuse_replica
 
 ENCODER_SITES = ("self_attn",)
 DECODER_SITES = ("self_attn", "src_attn")
@@ -41,13 +42,26 @@ class RelaxedCNNTransformerEncoder(CNNTransformerEncoder):
 
 
 class RelaxedTransformerDecoder(TransformerDecoder):
+    """``compile_layers: true`` compiles each layer with ``torch.compile`` (``compile_backend``, default
+    inductor; ``espnet_ext.nets.compiled_layers``); step-by-step decoding traces its first few lengths."""
+
     def __init__(
         self,
         vocab_size: int,
         encoder_output_size: int,
         attention_sites: Mapping | None = None,
+        compile_layers: bool = False,
+        compile_backend: str = "inductor",
         **kwargs,
     ):
         sites = _prepare(attention_sites, DECODER_SITES, "decoder relaxed_transformer", kwargs)
         super().__init__(vocab_size, encoder_output_size, **kwargs)
         configure_attention_sites(self.decoders, sites)
+        self.compiled = bool(compile_layers)
+        if compile_layers:
+            compile_each(self.decoders, compile_backend, "decoder_conf.compile_backend")
+
+    def forward(self, *args, **kwargs):
+        if self.compiled:
+            refuse_replica(self, "decoder_conf.compile_layers")
+        return super().forward(*args, **kwargs)

@@ -149,3 +149,51 @@ def test_lm_shallow_fusion_changes_hypotheses_as_the_weight_grows(tmp_path):
     assert hyps[0.0] != hyps[3.0]
     assert lm_score(hyps[3.0]) > lm_score(hyps[0.0])
     assert TOKENS.index("d") in hyps[3.0]
+
+
+def test_compiled_decoder_layers_equal_the_eager_decoder_in_training_and_decoding():
+    from espnet_ext.nets.relaxed_transformer import RelaxedTransformerDecoder
+
+    sites = {"src_attn": {"gamma": 0.25}, "self_attn": {"gamma": 0.1}}
+    options = dict(attention_heads=4, linear_units=64, num_blocks=2, dropout_rate=0.0)
+    options.update(
+        self_attention_dropout_rate=0.0, src_attention_dropout_rate=0.0, positional_dropout_rate=0.0
+    )
+    built = []
+    for extra in ({}, dict(compile_layers=True, compile_backend="aot_eager")):
+        torch.manual_seed(0)
+        built.append(RelaxedTransformerDecoder(50, 32, attention_sites=sites, **options, **extra))
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    for tokens, frames in ((7, 20), (9, 17)):  # lengths other than d (32) and the heads
+        memory = torch.randn(3, frames, 32)
+        memory_lengths = torch.tensor([frames, frames - 3, frames - 6])
+        ys = torch.randint(1, 49, (3, tokens))
+        ys_lengths = torch.tensor([tokens, tokens - 2, tokens - 4])
+        results = []
+        for decoder in built:
+            decoder.train().zero_grad()
+            out, _ = decoder(memory, memory_lengths, ys, ys_lengths)
+            (out * torch.linspace(-1, 1, out.size(-1))).sum().backward()
+            results.append((out, [p.grad for p in decoder.parameters()]))
+        torch.testing.assert_close(results[1], results[0])
+    assert not counters["graph_break"] and counters["stats"]["unique_graphs"] == 1
+    memory = torch.randn(2, 20, 32)  # step-by-step decoding with the layers' caches, two hypotheses
+    steps = []
+    for decoder in built:
+        decoder.eval()
+        ys, cache, scores = torch.full((2, 1), 49), None, []
+        with torch.no_grad():
+            for _ in range(5):
+                causal = torch.ones(ys.size(1), ys.size(1), dtype=torch.bool).tril()[None]
+                logp, cache = decoder.forward_one_step(ys, causal, memory, cache=cache)
+                scores.append(logp)
+                ys = torch.cat([ys, logp.argmax(-1, keepdim=True)], 1)
+        steps.append((ys, scores))
+    torch.testing.assert_close(steps[1], steps[0])
+    assert not counters["graph_break"]
+    with pytest.raises(ConfigError, match="decoder_conf.compile_layers"):  # a DataParallel replica
+        built[1]._replicate_for_data_parallel()(
+            memory, torch.tensor([20, 20]), ys, torch.tensor([6, 6])
+        )
