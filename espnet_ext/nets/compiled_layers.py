@@ -29,16 +29,21 @@ from espnet_ext.errors import ConfigError
 
 
 def compile_each(
-    layers: Iterable[torch.nn.Module], backend: str = "inductor", key: str = "compile_backend"
+    layers: Iterable[torch.nn.Module],
+    backend: str = "inductor",
+    key: str = "compile_backend",
+    dynamic: bool | None = True,
 ) -> None:
-    """Compile every module of ``layers`` in place with ``backend`` (an error names ``key``)."""
+    """Compile every module of ``layers`` in place with ``backend`` (an error names ``key``). ``dynamic``
+    True: shapes symbolic from the first trace (utterance lengths); None: PyTorch's default, static until a
+    shape changes (images of one size, where symbolic window arithmetic traced 20x slower)."""
     backends = torch._dynamo.list_backends(exclude_tags=())
     if backend not in backends:
         raise ConfigError(
             f"'{backend}' is not a torch.compile backend: {sorted(backends)}", key=key
         )
     for layer in layers:
-        layer.compile(backend=backend, dynamic=True)
+        layer.compile(backend=backend, dynamic=dynamic)
 
 
 def refuse_replica(module: torch.nn.Module, key: str = "encoder_conf.compile_layers") -> None:

@@ -23,6 +23,8 @@ and every ``relative_position_bias_table`` is marked ``_no_weight_decay``, which
 Mixup/CutMix (the Swin recipe's batch augmentation) use timm's ``Mixup`` in training when an alpha is > 0;
 an odd batch is mixed on its first B-1 images (timm mixes pairs) and the last keeps its smoothed label.
 Reported: ``loss``, ``loss_ce``, ``loss_drloc``, ``acc`` (top-1) and ``acc_top5`` on the true labels.
+``compile_layers: true`` compiles each stage of blocks with ``torch.compile`` (``compile_backend``, default
+inductor; ``espnet_ext.nets.compiled_layers``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from espnet2.train.abs_espnet_model import AbsESPnetModel
 
 from espnet_ext.errors import ConfigError
 from espnet_ext.nets.baselines.convnet_classifier import images_to_nchw
+from espnet_ext.nets.compiled_layers import compile_each, refuse_replica
 from espnet_ext.nets.swin.backbone import SwinTransformer
 from espnet_ext.nets.swin.drloc import DenseRelativeLocalization
 
@@ -74,6 +77,8 @@ class SwinClassifier(AbsESPnetModel):
         label_smoothing: float = 0.1,
         mixup_alpha: float = 0.0,
         cutmix_alpha: float = 0.0,
+        compile_layers: bool = False,
+        compile_backend: str = "inductor",
     ):
         super().__init__()
         self.num_classes = num_classes
@@ -96,6 +101,13 @@ class SwinClassifier(AbsESPnetModel):
                 smooth_focus=smooth_focus,
             ),
         )
+        self.compiled = bool(compile_layers)
+        if (
+            compile_layers
+        ):  # each stage of blocks; images of one size: static shapes until a batch differs
+            compile_each(
+                self.backbone.layers, compile_backend, "model_conf.compile_backend", dynamic=None
+            )
         self.head = torch.nn.Linear(self.backbone.num_features, num_classes)
         torch.nn.init.trunc_normal_(self.head.weight, std=0.02)
         torch.nn.init.zeros_(self.head.bias)
@@ -155,6 +167,8 @@ class SwinClassifier(AbsESPnetModel):
         self, image: torch.Tensor, label: torch.Tensor
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """(loss, stats) of a batch, all on the device (``forward`` adds ESPnet's batch weight)."""
+        if self.compiled:
+            refuse_replica(self, "model_conf.compile_layers")
         label = label.view(-1)
         x = images_to_nchw(image, self.in_channels)
         if self.training and self.mixup is not None:

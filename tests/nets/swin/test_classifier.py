@@ -3,6 +3,7 @@
 import argparse
 from pathlib import Path
 
+import pytest
 import torch
 import torch.nn.functional as F
 import yaml
@@ -87,3 +88,37 @@ def test_real_config_weight_decay_groups_are_the_swin_recipes():
     assert {decay[n] for n in set(decay) - zero} == {config["optim_conf"]["weight_decay"]}
     tables = [n for n in zero if n.endswith("relative_position_bias_table")]
     assert tables and all(model.get_parameter(n).ndim == 2 for n in tables)  # not caught as 1-D
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_compiled_stages_equal_the_eager_model_relaxed_and_fuzzy(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    # every stage one graph, no break (windows shifted in the second block of each); the same seed draws
+    # the same fuzzy γ and stochastic depth eagerly and traced (aot_eager keeps PyTorch's generator)
+    options = dict(
+        TINY, depths=(2, 2), gamma=0.1, fuzzy_std=0.05, drop_path_rate=0.1, drloc_weight=0.5
+    )
+    options.update(drloc_pairs=8, drloc_hidden=16)
+    built = []
+    for extra in ({}, dict(compile_layers=True, compile_backend="aot_eager")):
+        torch.manual_seed(0)
+        built.append(SwinClassifier(num_classes=7, **options, **extra).to(device).train())
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    images = torch.rand(4, 16, 16, 3, device=device)
+    labels = torch.tensor([1, 6, 0, 3], device=device)
+    for batch in (4, 3, 4):  # the last, smaller batch of an epoch, then the next epoch's
+        results = []
+        for model in built:
+            model.zero_grad()
+            torch.manual_seed(1)
+            loss, _ = model.losses(images[:batch], labels[:batch])
+            loss.backward()
+            results.append((loss, [p.grad for p in model.parameters()]))
+        torch.testing.assert_close(results[1], results[0])
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert (
+        counters["stats"]["unique_graphs"] == 4
+    )  # per stage: static, then one with the batch symbolic
