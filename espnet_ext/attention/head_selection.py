@@ -49,7 +49,7 @@ search decodes one utterance with many hypotheses).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import contextmanager
 
 import torch
@@ -113,23 +113,6 @@ def set_task_id(model: nn.Module, task_id: torch.Tensor | None) -> int:
             None if task_id is None else check_task_ids(task_id, module.num_tasks, module.task_kind)
         )
     return len(conditioned)
-
-
-def per_task(task_id: torch.Tensor, fn: Callable, *tensors: torch.Tensor | None) -> torch.Tensor:
-    """``fn(t, *rows_of_tensors)`` per task t of ``task_id`` (B,), reassembled in batch order.
-
-    ``tensors`` have the batch first (None passes through); ``fn`` returns (b, ...) for its b rows.
-    For modules that hold one submodule per task (adapters); it reads the tasks present back to the host.
-    """
-    tasks = torch.unique(task_id)
-    if tasks.numel() == 1:
-        return fn(int(tasks[0]), *tensors)
-    outputs, order = [], []
-    for t in tasks.tolist():
-        rows = (task_id == t).nonzero().squeeze(1)
-        order.append(rows)
-        outputs.append(fn(t, *(None if x is None else x.index_select(0, rows) for x in tensors)))
-    return torch.cat(outputs).index_select(0, torch.argsort(torch.cat(order)))
 
 
 def gumbel_posterior(logits: torch.Tensor, temperature: float, noise: torch.Tensor | None = None):

@@ -11,16 +11,20 @@ The adapter model is initialised from a trained shared model (``load_shared_mode
 ``train_adapters_only: true``). An adapter model has one adapter per trained task: a task id it was not
 trained on (a zero-shot direction) is refused, not silently served by another task's adapter.
 
-The adapters run as forward hooks of ESPnet's layers, so the shared model's state-dict keys are kept and
-the adapters live under ``encoder.adapters`` / ``decoder.adapters``. With the incremental decoding cache,
-a decoder layer returns the cached (already adapted) positions followed by the new one; only the new one
-passes the adapter.
+In training each task present runs its own adapter on its rows (``TaskRows``); an encoder's or decoder's
+adapters share one grouping of the batch's rows, read back to the host once a forward
+(``rows_grouped_once``), not once a layer. The adapters run as forward hooks of ESPnet's layers, so the
+shared model's state-dict keys are kept and the adapters live under ``encoder.adapters`` /
+``decoder.adapters``. With the incremental decoding cache, a decoder layer returns the cached (already
+adapted) positions followed by the new one; only the new one passes the adapter.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -28,7 +32,7 @@ from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
 from torch import nn
 
-from espnet_ext.attention.head_selection import TaskConditioned, per_task
+from espnet_ext.attention.head_selection import TaskConditioned
 from espnet_ext.errors import ConfigError
 from espnet_ext.nets.cnn_transformer_encoder import CNNTransformerEncoder
 from espnet_ext.nets.multiformer_encoder import S2TTransformerEncoder
@@ -51,6 +55,38 @@ class BottleneckAdapter(nn.Module):
         return x + self.up(torch.relu(self.down(self.norm(x))))
 
 
+@dataclasses.dataclass
+class TaskRows:
+    """The rows of a batch grouped by task: the tasks present (ascending), each one's rows, and the order
+    that puts the grouped rows back (None for a batch of one task). ``of`` reads one count per task back to
+    the host: once for every adapter of an encoder or decoder (``rows_grouped_once``)."""
+
+    tasks: list[int]
+    rows: list[torch.Tensor]
+    restore: torch.Tensor | None
+
+    @classmethod
+    def of(cls, task_id: torch.Tensor, num_tasks: int) -> TaskRows:
+        """``task_id`` (B,) ids in [0, num_tasks) -> their grouping."""
+        present = task_id[None, :] == torch.arange(num_tasks, device=task_id.device)[:, None]
+        counts = present.sum(1).tolist()  # the one read back (bincount would also read the max)
+        tasks = [t for t, n in enumerate(counts) if n]
+        if len(tasks) == 1:
+            return cls(tasks, [], None)
+        grouped = torch.argsort(task_id, stable=True)
+        rows = [r for r in torch.split(grouped, counts) if r.numel()]
+        return cls(tasks, rows, torch.argsort(grouped))
+
+    def apply(
+        self, fn: Callable[[int, torch.Tensor], torch.Tensor], x: torch.Tensor
+    ) -> torch.Tensor:
+        """``fn(t, rows of x)`` per task t, reassembled in batch order."""
+        if self.restore is None:
+            return fn(self.tasks[0], x)
+        parts = [fn(t, x.index_select(0, r)) for t, r in zip(self.tasks, self.rows)]
+        return torch.cat(parts).index_select(0, self.restore)
+
+
 class TaskAdapters(TaskConditioned):
     """One ``BottleneckAdapter`` per task; each utterance of (B, T, d) passes its task's adapter."""
 
@@ -67,20 +103,22 @@ class TaskAdapters(TaskConditioned):
         self.per_task = nn.ModuleList(
             BottleneckAdapter(size, adapter_dim) for _ in range(num_tasks)
         )
+        self.rows: TaskRows | None = None  # given by rows_grouped_once for one forward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, d): each row through its task's adapter.
 
-        With gradients (training) each task present runs its own adapter on its rows (``per_task``,
+        With gradients (training) each task present runs its own adapter on its rows (``TaskRows``,
         which reads the tasks present back to the host): a task absent from the batch must get no
         gradient at all, so that the optimizer skips its adapter as fairseq's does (a zero gradient
         would still move it under Adam's momentum and weight decay). Without gradients (validation,
         decoding) every row's parameters are gathered and applied in batched products: no id is read
         back to the host and no loop runs over the tasks present."""
         if torch.is_grad_enabled():
-            return per_task(
-                self.task_ids_for(x.size(0), x.device), lambda t, rows: self.per_task[t](rows), x
-            )
+            rows = self.rows
+            if rows is None:
+                rows = TaskRows.of(self.task_ids_for(x.size(0), x.device), self.num_tasks)
+            return rows.apply(lambda t, part: self.per_task[t](part), x)
         one = self.task_id is not None and self.task_id.numel() == 1  # decoding: one adapter
         task_id = self.task_ids_for(1 if one else x.size(0), x.device)
         return self._adapt(x, *(p.index_select(0, task_id) for p in self._stacked()))
@@ -112,6 +150,23 @@ def _adapt_output(adapters: TaskAdapters, module, args, kwargs, output):
     return (x, *rest)
 
 
+@contextlib.contextmanager
+def rows_grouped_once(adapters: nn.ModuleList, batch: int, device: torch.device) -> Iterator[None]:
+    """In training, the adapters of one encoder or decoder forward (``batch`` rows) share one ``TaskRows``."""
+    if not (torch.is_grad_enabled() and len(adapters) and adapters[0].task_id is not None):
+        yield
+        return
+    first = adapters[0]
+    rows = TaskRows.of(first.task_ids_for(batch, device), first.num_tasks)
+    for adapter in adapters:
+        adapter.rows = rows
+    try:
+        yield
+    finally:
+        for adapter in adapters:
+            adapter.rows = None
+
+
 def attach_adapters(layers, num_tasks: int, size: int, adapter_dim: int) -> nn.ModuleList:
     """Per-task adapters after each of ``layers`` (ESPnet encoder/decoder layers) -> the adapters."""
     adapters = nn.ModuleList(TaskAdapters(num_tasks, size, adapter_dim) for _ in layers)
@@ -128,6 +183,10 @@ class _AdapterEncoder:
     def __init__(self, input_size: int, num_tasks: int = 1, adapter_dim: int = 256, **kwargs):
         super().__init__(input_size, **kwargs)
         self.adapters = attach_adapters(self.encoders, num_tasks, self.output_size(), adapter_dim)
+
+    def forward(self, xs_pad, ilens, *args, **kwargs):
+        with rows_grouped_once(self.adapters, xs_pad.size(0), xs_pad.device):
+            return super().forward(xs_pad, ilens, *args, **kwargs)
 
 
 class AdapterTransformerEncoder(_AdapterEncoder, TransformerEncoder):
@@ -154,6 +213,10 @@ class AdapterTransformerDecoder(TransformerDecoder):
         super().__init__(vocab_size, encoder_output_size, **kwargs)
         # ESPnet's decoder works at the encoder's output size
         self.adapters = attach_adapters(self.decoders, num_tasks, encoder_output_size, adapter_dim)
+
+    def forward(self, hs_pad, hlens, ys_in_pad, *args, **kwargs):
+        with rows_grouped_once(self.adapters, ys_in_pad.size(0), ys_in_pad.device):
+            return super().forward(hs_pad, hlens, ys_in_pad, *args, **kwargs)
 
 
 def is_adapter_parameter(name: str) -> bool:

@@ -180,7 +180,7 @@ def test_without_gradients_rows_gather_their_tasks_adapter_and_never_synchronise
         set_task_id(enc, torch.tensor(tasks))
         with HostSyncs() as syncs:
             expected = enc.adapters[0](hidden)
-        assert syncs.found  # the training path's unique / nonzero
+        assert syncs.found  # the training path reads the tasks present
         with torch.no_grad(), HostSyncs() as syncs:
             got = enc.adapters[0](hidden)
         assert syncs.found == []
@@ -188,3 +188,52 @@ def test_without_gradients_rows_gather_their_tasks_adapter_and_never_synchronise
         expected = enc(x, lengths)[0].detach()
         with torch.no_grad():
             torch.testing.assert_close(enc(x, lengths)[0], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_training_reads_the_tasks_present_once_a_forward_not_once_a_layer(monkeypatch):
+    # each adapter layer used to read the tasks present back itself (18 layers of the S2T model: 18 reads
+    # and one per task each); an encoder's and a decoder's adapters now share one grouping, one read each
+    from host_sync import HostSyncs
+
+    from espnet_ext.nets.adapters import TaskRows
+
+    tasks = torch.tensor([2, 0, 2, 0])  # task 1 absent
+    with HostSyncs() as syncs:
+        rows = TaskRows.of(tasks, 3)
+    assert (
+        len({entry.split(" at ")[1] for entry in syncs.found}) == 1
+    )  # the counts' one read (tolist)
+    assert rows.tasks == [0, 2] and [r.tolist() for r in rows.rows] == [[1, 3], [0, 2]]
+    groupings = []
+    original = TaskRows.of.__func__
+    monkeypatch.setattr(
+        TaskRows, "of", classmethod(lambda cls, *a: groupings.append(a) or original(cls, *a))
+    )
+    enc = nonzero_adapters(
+        AdapterTransformerEncoder(FEATS, num_tasks=3, adapter_dim=4, **ENC).eval()
+    )
+    dec = nonzero_adapters(
+        AdapterTransformerDecoder(VOCAB, 8, num_tasks=3, adapter_dim=4, **DEC).eval()
+    )
+    x, lengths = torch.randn(4, 6, FEATS), torch.tensor([6, 3, 5, 6])
+    ys, ys_lengths = (
+        torch.tensor([[1, 2, 3], [4, 5, 0], [2, 2, 2], [3, 1, 0]]),
+        torch.tensor([3, 2, 3, 2]),
+    )
+    set_task_id(enc, tasks)
+    set_task_id(dec, tasks)
+    hidden = enc(x, lengths)[0]
+    out = dec(hidden, lengths, ys, ys_lengths)[0]
+    assert len(groupings) == 2  # one per forward, for 2 + 2 adapter layers
+    out.sum().backward()
+    for adapters in (enc.adapters, dec.adapters):
+        for layer in adapters:
+            assert all(
+                p.grad is None for p in layer.per_task[1].parameters()
+            )  # absent: no gradient
+            assert all(p.grad is not None for t in (0, 2) for p in layer.per_task[t].parameters())
+            assert layer.rows is None  # the grouping lives for one forward
+    for i, t in enumerate(tasks.tolist()):  # each utterance as its task's adapter alone gives it
+        set_task_id(enc, torch.tensor([t]))
+        n = int(lengths[i])
+        torch.testing.assert_close(hidden[i, :n], enc(x[i : i + 1, :n], lengths[i : i + 1])[0][0])
