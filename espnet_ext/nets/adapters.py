@@ -141,6 +141,8 @@ class TaskAdapters(TaskConditioned):
         return x + hidden @ up_weight.transpose(1, 2) + up_bias[:, None]
 
 
+# Eager in a compiled layer (compile_layers): the tasks present, Python ints, would make a graph per set.
+@torch.compiler.disable
 def _adapt_output(adapters: TaskAdapters, module, args, kwargs, output):
     x, *rest = output
     if kwargs.get("cache") is not None:  # cached positions were adapted at their own step

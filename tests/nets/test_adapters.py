@@ -237,3 +237,32 @@ def test_training_reads_the_tasks_present_once_a_forward_not_once_a_layer(monkey
         set_task_id(enc, torch.tensor([t]))
         n = int(lengths[i])
         torch.testing.assert_close(hidden[i, :n], enc(x[i : i + 1, :n], lengths[i : i + 1])[0][0])
+
+
+def test_compiled_layers_keep_their_adapters_eager_and_add_no_graph_per_task_set():
+    from espnet_ext.nets.adapters import AdapterS2TTransformerEncoder
+
+    options = dict(num_tasks=4, adapter_dim=8, output_size=32, attention_heads=4, linear_units=64)
+    options.update(num_blocks=2, conv_channels=16, dropout_rate=0.0, positional_dropout_rate=0.0)
+    built = []
+    for extra in ({}, dict(compile_layers=True, compile_backend="aot_eager")):
+        built.append(nonzero_adapters(AdapterS2TTransformerEncoder(FEATS, **options, **extra)))
+        built[-1].load_state_dict(built[0].state_dict())
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    x, lengths = torch.randn(3, 40, FEATS), torch.tensor([40, 30, 20])
+    for tasks in ([0, 1, 2], [1, 1, 3], [0, 2, 3], [2, 2, 2]):
+        results = []
+        for encoder in built:
+            encoder.zero_grad()
+            set_task_id(encoder, torch.tensor(tasks))
+            out = encoder(x, lengths)[0]
+            out.sum().backward()
+            results.append((out, [p.grad for p in encoder.parameters()]))
+        torch.testing.assert_close(results[1], results[0])
+        if tasks == [0, 1, 2]:
+            graphs = counters["stats"]["unique_graphs"]
+    assert (
+        counters["stats"]["unique_graphs"] == graphs
+    )  # the tasks present are the adapters' affair
