@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 import yaml
+from compiled_check import eager_and_compiled, graph_breaks, graphs, same_step
 from espnet2.asr.ctc import CTC
 from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
@@ -432,33 +433,20 @@ def test_compiled_s2t_layers_equal_the_eager_encoder_on_mixed_and_one_task_batch
 
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-
-    if device == "cuda" and not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
-
     options = dict(SMALL, num_blocks=2, conv_channels=16, num_tasks=4, head_candidates=4)
     options.update(attention_dropout_rate=0.0, positional_dropout_rate=0.0, gumbel_temperature=5.0)
-    built = []
-    for compiled in (False, True):
-        torch.manual_seed(0)
-        extra = dict(compile_layers=True, compile_backend="aot_eager") if compiled else {}
-        built.append(
-            HeadSelectionS2TTransformerEncoder(FEATS, **options, **extra).to(device).train()
-        )
-    torch._dynamo.reset()
-    counters = torch._dynamo.utils.counters
-    counters.clear()
+    eager, compiled = eager_and_compiled(
+        lambda **extra: HeadSelectionS2TTransformerEncoder(FEATS, **options, **extra).train(),
+        device,
+    )
+
+    def run(model, xs, lengths, tasks):
+        set_task_id(model, tasks)
+        return model(xs, lengths)[0]
+
     for frames, tasks in [(42, [0, 3, 3]), (34, [1, 1, 1])]:  # 11 and 9 frames: not d (8)
         xs = torch.randn(3, frames, FEATS, device=device)
         lengths = torch.tensor([frames, frames - 5, frames // 2], device=device)
-        results = []
-        for model in built:
-            model.zero_grad()
-            set_task_id(model, torch.tensor(tasks, device=device))
-            torch.manual_seed(1)  # the same Gumbel noise
-            out, _, _ = model(xs, lengths)
-            (out * torch.linspace(-1, 1, out.size(-1), device=device)).sum().backward()
-            results.append((out, [p.grad for p in model.parameters()]))
-        torch.testing.assert_close(results[1], results[0])
-    assert not counters["graph_break"], dict(counters["graph_break"])
-    assert counters["stats"]["unique_graphs"] == 1
+        tasks = torch.tensor(tasks, device=device)
+        same_step(eager, compiled, run, xs, lengths, tasks, seed=1)  # the same Gumbel noise
+    assert graph_breaks() == {} and graphs() == 1

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from compiled_check import eager_and_compiled, graph_breaks, graphs, same_step
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
 
 from espnet_ext.attention import head_kinds
@@ -262,6 +263,10 @@ TRAIN_ST_LAYERS = [
 ]
 
 
+def encoder_output(encoder, xs, lengths):
+    return encoder(xs, lengths)[0]
+
+
 @pytest.mark.parametrize(
     "device,one_call",
     [("cpu", False), ("cpu", True), pytest.param("cuda", True, marks=pytest.mark.gpu)],
@@ -275,28 +280,16 @@ def test_compiled_layers_trace_whole_and_equal_the_eager_encoder(device, one_cal
         monkeypatch.setattr(head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"})
     options = dict(layers=TRAIN_ST_LAYERS, conv_channels=16, dropout_rate=0.0, **TINY)
     options.update(positional_dropout_rate=0.0, attention_dropout_rate=0.0)
-    torch.manual_seed(0)
-    eager = MultiformerEncoder(20, **options).to(device)
-    torch.manual_seed(0)
-    compiled = MultiformerEncoder(20, compile_layers=True, compile_backend="aot_eager", **options)
-    compiled.to(device)
+    eager, compiled = eager_and_compiled(
+        lambda **extra: MultiformerEncoder(20, **options, **extra), device
+    )
     assert list(compiled.state_dict()) == list(eager.state_dict())  # checkpoints load either way
-    torch._dynamo.reset()
-    counters = torch._dynamo.utils.counters
-    counters.clear()
     # another length: dynamic shapes, no retrace (the blocked Local path traces again for a length that
     # is a multiple of its block when the first was not: 10 and 12 frames are both even)
     for lengths in [(40, 31, 12), (48, 36, 20)]:
         xs, ilens = (x.to(device) for x in batch(lengths))
-        results = []
-        for encoder in (eager, compiled):
-            encoder.zero_grad()
-            out, _, _ = encoder(xs, ilens)
-            (out * torch.linspace(-1, 1, out.size(-1), device=device)).sum().backward()
-            results.append((out, [p.grad for p in encoder.parameters()]))
-        torch.testing.assert_close(results[1], results[0])
-    assert not counters["graph_break"], dict(counters["graph_break"])
-    assert counters["stats"]["unique_graphs"] == 3  # one graph per kind of layer
+        same_step(eager, compiled, encoder_output, xs, ilens)
+    assert graph_breaks() == {} and graphs() == 3  # one graph per kind of layer
 
 
 def test_an_unknown_compile_backend_is_refused_naming_the_key():
@@ -312,25 +305,14 @@ def test_compiled_fast_heads_redraw_on_schedule_without_new_graphs():
     options.update(
         dropout_rate=0.0, positional_dropout_rate=0.0, attention_dropout_rate=0.0, **TINY
     )
-    built = []
-    for extra in ({}, dict(compile_layers=True, compile_backend="aot_eager")):
-        torch.manual_seed(0)
-        built.append(MultiformerEncoder(20, **options, **extra).train())
-    torch._dynamo.reset()
-    counters = torch._dynamo.utils.counters
-    counters.clear()
+    eager, compiled = eager_and_compiled(lambda **extra: MultiformerEncoder(20, **options, **extra))
     xs, ilens = batch()
     for call in range(5):  # redraws before calls 3 and 5
-        outs = []
-        for encoder in built:
-            torch.manual_seed(call)
-            outs.append(encoder(xs, ilens)[0])
-            outs[-1].sum().backward()
-        torch.testing.assert_close(outs[1], outs[0])
+        same_step(eager, compiled, encoder_output, xs, ilens, seed=call)
         if call == 0:
-            graphs = counters["stats"]["unique_graphs"]
-    assert counters["stats"]["unique_graphs"] == graphs
-    assert [layer.self_attn.calls_since_redraw for layer in built[1].encoders] == [1, 1]
+            first = graphs()
+    assert graphs() == first
+    assert [layer.self_attn.calls_since_redraw for layer in compiled.encoders] == [1, 1]
 
 
 def test_a_dataparallel_replica_of_compiled_layers_is_refused():

@@ -3,6 +3,7 @@
 import pytest
 import torch
 import yaml
+from compiled_check import eager_and_compiled, graph_breaks, graphs, same_step
 
 from espnet_ext.attention.relaxed import RelaxedMultiHeadedAttention
 from espnet_ext.errors import ConfigError
@@ -159,26 +160,21 @@ def test_compiled_decoder_layers_equal_the_eager_decoder_in_training_and_decodin
     options.update(
         self_attention_dropout_rate=0.0, src_attention_dropout_rate=0.0, positional_dropout_rate=0.0
     )
-    built = []
-    for extra in ({}, dict(compile_layers=True, compile_backend="aot_eager")):
-        torch.manual_seed(0)
-        built.append(RelaxedTransformerDecoder(50, 32, attention_sites=sites, **options, **extra))
-    torch._dynamo.reset()
-    counters = torch._dynamo.utils.counters
-    counters.clear()
+    eager, compiled = eager_and_compiled(
+        lambda **extra: RelaxedTransformerDecoder(50, 32, attention_sites=sites, **options, **extra)
+    )
+    built = [eager, compiled]
+
+    def run(decoder, memory, memory_lengths, ys, ys_lengths):
+        return decoder.train()(memory, memory_lengths, ys, ys_lengths)[0]
+
     for tokens, frames in ((7, 20), (9, 17)):  # lengths other than d (32) and the heads
         memory = torch.randn(3, frames, 32)
         memory_lengths = torch.tensor([frames, frames - 3, frames - 6])
         ys = torch.randint(1, 49, (3, tokens))
         ys_lengths = torch.tensor([tokens, tokens - 2, tokens - 4])
-        results = []
-        for decoder in built:
-            decoder.train().zero_grad()
-            out, _ = decoder(memory, memory_lengths, ys, ys_lengths)
-            (out * torch.linspace(-1, 1, out.size(-1))).sum().backward()
-            results.append((out, [p.grad for p in decoder.parameters()]))
-        torch.testing.assert_close(results[1], results[0])
-    assert not counters["graph_break"] and counters["stats"]["unique_graphs"] == 1
+        same_step(eager, compiled, run, memory, memory_lengths, ys, ys_lengths)
+    assert graph_breaks() == {} and graphs() == 1
     memory = torch.randn(2, 20, 32)  # step-by-step decoding with the layers' caches, two hypotheses
     steps = []
     for decoder in built:
@@ -192,8 +188,8 @@ def test_compiled_decoder_layers_equal_the_eager_decoder_in_training_and_decodin
                 ys = torch.cat([ys, logp.argmax(-1, keepdim=True)], 1)
         steps.append((ys, scores))
     torch.testing.assert_close(steps[1], steps[0])
-    assert not counters["graph_break"]
+    assert graph_breaks() == {}
     with pytest.raises(ConfigError, match="decoder_conf.compile_layers"):  # a DataParallel replica
-        built[1]._replicate_for_data_parallel()(
+        compiled._replicate_for_data_parallel()(
             memory, torch.tensor([20, 20]), ys, torch.tensor([6, 6])
         )

@@ -4,6 +4,7 @@ torch's weight norm, the paper's sizes, LayerDrop, padding, relaxed self-attenti
 import pytest
 import torch
 import yaml
+from compiled_check import eager_and_compiled, graph_breaks, graphs, same_step
 
 from espnet_ext.attention.relaxed import RelaxedMultiHeadedAttention
 from espnet_ext.errors import ConfigError
@@ -209,23 +210,12 @@ def test_compiled_layers_trace_whole_and_equal_the_eager_encoder(device):
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     # the relaxed large config's layer kind (pre-LN, relaxed self-attention); lengths 9 and 11, not d
-    sites = {"self_attn": {"gamma": 0.25}}
-    built = []
-    for extra in ({}, dict(compile_layers=True, compile_backend="aot_eager")):
-        torch.manual_seed(0)
-        options = quiet(layer_norm_first=True, attention_sites=sites, **extra)
-        built.append(AVHubertEncoder(10, **options).to(device).train())
-    torch._dynamo.reset()
-    counters = torch._dynamo.utils.counters
-    counters.clear()
+    options = quiet(layer_norm_first=True, attention_sites={"self_attn": {"gamma": 0.25}})
+    eager, compiled = eager_and_compiled(
+        lambda **extra: AVHubertEncoder(10, **options, **extra).train(), device
+    )
     for lengths in ([9, 6], [11, 11]):
         x = torch.randn(2, max(lengths), 10, device=device)
-        results = []
-        for encoder in built:
-            encoder.zero_grad()
-            out, _, _ = encoder(x, torch.tensor(lengths, device=device))
-            (out * torch.linspace(-1, 1, out.size(-1), device=device)).sum().backward()
-            results.append((out, [p.grad for p in encoder.parameters()]))
-        torch.testing.assert_close(results[1], results[0])
-    assert not counters["graph_break"], dict(counters["graph_break"])
-    assert counters["stats"]["unique_graphs"] == 1
+        lengths = torch.tensor(lengths, device=device)
+        same_step(eager, compiled, lambda encoder, x, n: encoder(x, n)[0], x, lengths)
+    assert graph_breaks() == {} and graphs() == 1

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
+from compiled_check import eager_and_compiled, graph_breaks, graphs, same_step
 
 from espnet_ext.nets.swin.classifier import SwinClassifier, topk_correct
 
@@ -100,25 +101,12 @@ def test_compiled_stages_equal_the_eager_model_relaxed_and_fuzzy(device):
         TINY, depths=(2, 2), gamma=0.1, fuzzy_std=0.05, drop_path_rate=0.1, drloc_weight=0.5
     )
     options.update(drloc_pairs=8, drloc_hidden=16)
-    built = []
-    for extra in ({}, dict(compile_layers=True, compile_backend="aot_eager")):
-        torch.manual_seed(0)
-        built.append(SwinClassifier(num_classes=7, **options, **extra).to(device).train())
-    torch._dynamo.reset()
-    counters = torch._dynamo.utils.counters
-    counters.clear()
+    eager, compiled = eager_and_compiled(
+        lambda **extra: SwinClassifier(num_classes=7, **options, **extra).train(), device
+    )
     images = torch.rand(4, 16, 16, 3, device=device)
     labels = torch.tensor([1, 6, 0, 3], device=device)
     for batch in (4, 3, 4):  # the last, smaller batch of an epoch, then the next epoch's
-        results = []
-        for model in built:
-            model.zero_grad()
-            torch.manual_seed(1)
-            loss, _ = model.losses(images[:batch], labels[:batch])
-            loss.backward()
-            results.append((loss, [p.grad for p in model.parameters()]))
-        torch.testing.assert_close(results[1], results[0])
-    assert not counters["graph_break"], dict(counters["graph_break"])
-    assert (
-        counters["stats"]["unique_graphs"] == 4
-    )  # per stage: static, then one with the batch symbolic
+        same_step(eager, compiled, lambda model, x, y: model.losses(x, y)[0], images[:batch],
+                  labels[:batch], seed=1)  # fmt: skip
+    assert graph_breaks() == {} and graphs() == 4  # per stage: static, then the batch symbolic
