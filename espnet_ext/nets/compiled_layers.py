@@ -16,11 +16,12 @@ for its first forward and backward, 0.7 s eager). ``compile_backend`` names anot
 ``torch._dynamo.list_backends()`` (``aot_eager``: no code generation, to check that a model traces).
 Several GPUs: DDP, as ``espnet_ext.jobs.launch`` runs ESPnet for ``--ngpu`` > 1
 (``--multiprocessing_distributed true``). ``torch.nn.DataParallel``'s replicas would call the original
-layers (the compiled call is bound to them): ``refuse_replica`` stops such a forward.
+layers (the compiled call is bound to them): a forward pre-hook on the owning module refuses them.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import torch
@@ -28,27 +29,31 @@ import torch
 from espnet_ext.errors import ConfigError
 
 
-def compile_each(
+def compile_layers_of(
+    owner: torch.nn.Module,
     layers: Iterable[torch.nn.Module],
-    backend: str = "inductor",
-    key: str = "compile_backend",
+    backend: str,
+    conf: str,
     dynamic: bool | None = True,
 ) -> None:
-    """Compile every module of ``layers`` in place with ``backend`` (an error names ``key``). ``dynamic``
-    True: shapes symbolic from the first trace (utterance lengths); None: PyTorch's default, static until a
-    shape changes (images of one size, where symbolic window arithmetic traced 20x slower)."""
+    """Compile every module of ``layers`` (held by ``owner``) in place with ``backend``; errors name
+    ``<conf>.compile_backend`` / ``<conf>.compile_layers``. ``dynamic`` True: shapes symbolic from the
+    first trace (utterance lengths); None: PyTorch's default, static until a shape changes (images of one
+    size, where symbolic window arithmetic traced 20x slower). ``owner`` refuses to run as a
+    ``torch.nn.DataParallel`` replica (a pre-hook: replicas share their original's hooks)."""
     backends = torch._dynamo.list_backends(exclude_tags=())
     if backend not in backends:
         raise ConfigError(
-            f"'{backend}' is not a torch.compile backend: {sorted(backends)}", key=key
+            f"'{backend}' is not a torch.compile backend: {sorted(backends)}",
+            key=f"{conf}.compile_backend",
         )
     for layer in layers:
         layer.compile(backend=backend, dynamic=dynamic)
+    owner.register_forward_pre_hook(functools.partial(_refuse_replica, f"{conf}.compile_layers"))
 
 
-def refuse_replica(module: torch.nn.Module, key: str = "encoder_conf.compile_layers") -> None:
-    """Raise (naming ``key``) if ``module`` is a ``torch.nn.DataParallel`` replica: its compiled layers
-    would run the original module's parameters."""
+def _refuse_replica(key: str, module: torch.nn.Module, args) -> None:
+    """A replica's compiled layers would run the original module's parameters."""
     if getattr(module, "_is_replica", False):
         raise ConfigError(
             "compile_layers runs on one GPU or under DDP (--multiprocessing_distributed true), not "

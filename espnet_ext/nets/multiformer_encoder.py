@@ -37,7 +37,7 @@ from espnet_ext.attention.multi_attention import (
 )
 from espnet_ext.attention.sites import check_site_config
 from espnet_ext.errors import ConfigError
-from espnet_ext.nets.compiled_layers import compile_each, refuse_replica
+from espnet_ext.nets.compiled_layers import compile_layers_of
 from espnet_ext.nets.s2t_conv1d_subsampler import S2TConv1dSubsampler
 
 S2T_INPUT_LAYER = "s2t_conv1d"
@@ -128,13 +128,10 @@ class S2TTransformerEncoder(TransformerEncoder):
                 kernel_sizes=conv_kernel_sizes,
                 strides=conv_strides,
             )
-        self.compiled = bool(compile_layers)
         if compile_layers:  # traced at the first call: a subclass may still replace the attention
-            compile_each(self.encoders, compile_backend, "encoder_conf.compile_backend")
+            compile_layers_of(self, self.encoders, compile_backend, "encoder_conf")
 
     def forward(self, xs_pad, ilens, prev_states=None, ctc=None, return_all_hs=False):
-        if self.compiled:
-            refuse_replica(self)
         if self.subsample is not None:
             xs_pad, ilens = self.subsample(xs_pad, ilens)
         return super().forward(xs_pad, ilens, prev_states, ctc=ctc, return_all_hs=return_all_hs)

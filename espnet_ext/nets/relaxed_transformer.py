@@ -14,7 +14,7 @@ from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
 
 from espnet_ext.attention.sites import check_site_config, configure_attention_sites
 from espnet_ext.nets.cnn_transformer_encoder import CNNTransformerEncoder
-from espnet_ext.nets.compiled_layers import compile_each, refuse_replica
+from espnet_ext.nets.compiled_layers import compile_layers_of
 
 ENCODER_SITES = ("self_attn",)
 DECODER_SITES = ("self_attn", "src_attn")
@@ -57,11 +57,5 @@ class RelaxedTransformerDecoder(TransformerDecoder):
         sites = _prepare(attention_sites, DECODER_SITES, "decoder relaxed_transformer", kwargs)
         super().__init__(vocab_size, encoder_output_size, **kwargs)
         configure_attention_sites(self.decoders, sites)
-        self.compiled = bool(compile_layers)
         if compile_layers:
-            compile_each(self.decoders, compile_backend, "decoder_conf.compile_backend")
-
-    def forward(self, *args, **kwargs):
-        if self.compiled:
-            refuse_replica(self, "decoder_conf.compile_layers")
-        return super().forward(*args, **kwargs)
+            compile_layers_of(self, self.decoders, compile_backend, "decoder_conf")

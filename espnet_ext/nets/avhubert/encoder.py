@@ -34,7 +34,7 @@ from espnet2.asr.encoder.abs_encoder import AbsEncoder
 
 from espnet_ext.attention.sites import check_site_config, configure_attention_sites
 from espnet_ext.errors import ConfigError
-from espnet_ext.nets.compiled_layers import compile_each, refuse_replica
+from espnet_ext.nets.compiled_layers import compile_layers_of
 from espnet_ext.nets.padding import padding_mask
 
 # The paper's two sizes (AV-HuBERT BASE and LARGE): layers, model dim, heads, FFN dim, pre-LN.
@@ -181,9 +181,8 @@ class AVHubertEncoder(AbsEncoder):
         self.layer_norm = torch.nn.LayerNorm(dim)
         self._init_bert_params()
         configure_attention_sites(self.layers, sites)
-        self.compiled = bool(compile_layers)
         if compile_layers:
-            compile_each(self.layers, compile_backend, "encoder_conf.compile_backend")
+            compile_layers_of(self, self.layers, compile_backend, "encoder_conf")
 
     def _init_bert_params(self) -> None:
         """fairseq's init_bert_params on the linear layers: N(0, 0.02) weights, zero biases."""
@@ -198,8 +197,6 @@ class AVHubertEncoder(AbsEncoder):
     def forward(
         self, xs_pad: torch.Tensor, ilens: torch.Tensor, prev_states: torch.Tensor = None
     ) -> tuple[torch.Tensor, torch.Tensor, None]:
-        if self.compiled:
-            refuse_replica(self)
         padding = padding_mask(ilens, xs_pad.size(1), xs_pad.device)  # (B, T) True = pad
         x = self.video_proj(xs_pad)
         if self.modality_fuse == "concat":  # the absent audio stream's half is zeros

@@ -38,7 +38,7 @@ from espnet2.train.abs_espnet_model import AbsESPnetModel
 
 from espnet_ext.errors import ConfigError
 from espnet_ext.nets.baselines.convnet_classifier import images_to_nchw
-from espnet_ext.nets.compiled_layers import compile_each, refuse_replica
+from espnet_ext.nets.compiled_layers import compile_layers_of
 from espnet_ext.nets.swin.backbone import SwinTransformer
 from espnet_ext.nets.swin.drloc import DenseRelativeLocalization
 
@@ -101,12 +101,9 @@ class SwinClassifier(AbsESPnetModel):
                 smooth_focus=smooth_focus,
             ),
         )
-        self.compiled = bool(compile_layers)
-        if (
-            compile_layers
-        ):  # each stage of blocks; images of one size: static shapes until a batch differs
-            compile_each(
-                self.backbone.layers, compile_backend, "model_conf.compile_backend", dynamic=None
+        if compile_layers:  # each stage of blocks; images of one size: static until a batch differs
+            compile_layers_of(
+                self, self.backbone.layers, compile_backend, "model_conf", dynamic=None
             )
         self.head = torch.nn.Linear(self.backbone.num_features, num_classes)
         torch.nn.init.trunc_normal_(self.head.weight, std=0.02)
@@ -167,8 +164,6 @@ class SwinClassifier(AbsESPnetModel):
         self, image: torch.Tensor, label: torch.Tensor
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """(loss, stats) of a batch, all on the device (``forward`` adds ESPnet's batch weight)."""
-        if self.compiled:
-            refuse_replica(self, "model_conf.compile_layers")
         label = label.view(-1)
         x = images_to_nchw(image, self.in_channels)
         if self.training and self.mixup is not None:

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 import yaml
 from compiled_check import eager_and_compiled, graph_breaks, graphs, same_step
 
+from espnet_ext.errors import ConfigError
 from espnet_ext.nets.swin.classifier import SwinClassifier, topk_correct
 
 TINY = dict(img_size=16, patch_size=2, embed_dim=8, depths=(1, 1), num_heads=(1, 2), window_size=4)
@@ -110,3 +111,5 @@ def test_compiled_stages_equal_the_eager_model_relaxed_and_fuzzy(device):
         same_step(eager, compiled, lambda model, x, y: model.losses(x, y)[0], images[:batch],
                   labels[:batch], seed=1)  # fmt: skip
     assert graph_breaks() == {} and graphs() == 4  # per stage: static, then the batch symbolic
+    with pytest.raises(ConfigError, match="model_conf.compile_layers"):  # a DataParallel replica
+        compiled._replicate_for_data_parallel()(images, labels)
