@@ -121,9 +121,30 @@ class NoAttention(torch.nn.Module):
         return query
 
 
-def without_attention(model: MultiformerEncoder) -> MultiformerEncoder:
+class ProjectionsOnly(torch.nn.Module):
+    """Stands in for self-attention with its Q, K, V and output projections only: what any attention kind
+    keeps for its backward beyond the weights (q, k, v and the context the output projection reads), with
+    the heads' mixing reduced to ``(q · k) v`` per frame. The encoder with it bounds what a cheaper
+    attention can save: only the weights' share of Full's cost is left to win."""
+
+    def __init__(self, attention: MultiHeadedAttention):
+        super().__init__()
+        self.attention = attention
+
+    def forward(self, query, key, value, mask, expand_kv=False):
+        q, k, v = self.attention.forward_qkv(query, key, value)  # (B, h, T, d_k)
+        context = (q * k).sum(-1, keepdim=True) * v
+        batch, heads, length, d_k = context.shape
+        return self.attention.linear_out(
+            context.transpose(1, 2).reshape(batch, length, heads * d_k)
+        )
+
+
+def without_attention(model: MultiformerEncoder, projections: bool = False) -> MultiformerEncoder:
+    """``model`` with self-attention replaced by ``NoAttention`` (the floor) or, with ``projections``,
+    by ``ProjectionsOnly`` (the floor plus the projections every attention kind pays)."""
     for layer in model.encoders:
-        layer.self_attn = NoAttention()
+        layer.self_attn = ProjectionsOnly(layer.self_attn) if projections else NoAttention()
     return model
 
 
@@ -285,11 +306,14 @@ def main() -> int:
     for length in lengths:
         measured = models | (dense if length <= head_kinds.LOCAL_DENSE_MAX_FRAMES else {})
         times[length], peaks[length] = measure(measured, batch, length, size, rounds, device)
-    floor_model = build("4 x Full", size, ffn, layers, window, device, args.attention_dropout)
-    floor_t, floor_peak = measure(
-        {"floor": without_attention(floor_model).train()},
-        batch, lengths[-1], size, rounds, device,
-    )  # fmt: skip
+    floors = {
+        name: without_attention(
+            build("4 x Full", size, ffn, layers, window, device, args.attention_dropout),
+            projections=name == "projections",
+        ).train()
+        for name in ("floor", "projections")
+    }
+    floor_t, floor_peak = measure(floors, batch, lengths[-1], size, rounds, device)
     espnet_t, mhma_t = layer_against_espnet(
         size, batch, 1024 if not args.quick else 128, 4 * rounds, device
     )
@@ -320,6 +344,12 @@ def main() -> int:
         f"{floor_peak['floor'] / 2**20:.1f} MiB (bounds any saving: "
         f"{times[big]['Full'] / floor_t['floor']:.1f}x time, "
         f"{peaks[big]['Full'] / floor_peak['floor']:.1f}x memory)"
+    )
+    print(
+        f"with the attention's projections (q, k, v, context; no weights): "
+        f"{floor_t['projections'] * 1e3:.1f} ms, {floor_peak['projections'] / 2**20:.1f} MiB (bounds "
+        f"any attention kind: {times[big]['Full'] / floor_t['projections']:.1f}x time, "
+        f"{peaks[big]['Full'] / floor_peak['projections']:.1f}x memory)"
     )
     failed = False
     print("| goal | measured | met |")

@@ -6,7 +6,13 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_multiformer import PeakMemory  # noqa: E402
+from bench_multiformer import (  # noqa: E402
+    LocalPath,
+    PeakMemory,
+    build,
+    step_peak_bytes,
+    without_attention,
+)
 
 
 def test_multiformer_benchmark_smoke_run(run_benchmark, tmp_path):
@@ -20,6 +26,7 @@ def test_multiformer_benchmark_smoke_run(run_benchmark, tmp_path):
     assert [r.split("|")[1].strip() for r in kinds] == ["64", "128", "256"]
     assert [r.split("|")[1].strip() for r in dense] == ["64", "128", "256"]  # all <= the threshold
     assert len(rows) == 6 and "Local(64) dense / blocked up to T=256" in stdout
+    assert "with the attention's projections (q, k, v, context; no weights)" in stdout
     assert (tmp_path / "multiformer_bench.png").stat().st_size > 0
 
 
@@ -31,3 +38,20 @@ def test_peak_memory_counts_each_live_storage_once():
         del c
         d = b + 1  # takes c's place: the peak stays 8,000
     assert memory.peak == 8000 and d.numel() == 1000
+
+
+def test_projections_floor_lies_between_the_floor_and_every_attention_kind():
+    """The projections-only encoder keeps q, k, v and the context per layer (4 x B x T x d floats) on top
+    of the floor, and Local and Full keep at least that plus their weights."""
+    batch, length, size, layers = 2, 256, 32, 2
+    xs, lengths = torch.randn(batch, length, size), torch.full((batch,), length)
+    models = {
+        "floor": without_attention(build("4 x Full", size, 64, layers, 8, "cpu")),
+        "projections": without_attention(build("4 x Full", size, 64, layers, 8, "cpu"), True),
+        "Local": LocalPath(build("4 x Local(64)", size, 64, layers, 8, "cpu"), 0),
+        "Full": build("4 x Full", size, 64, layers, 8, "cpu"),
+    }
+    peak = {name: step_peak_bytes(model.train(), xs, lengths) for name, model in models.items()}
+    saved = 4 * batch * length * size * 4 * layers
+    assert peak["projections"] - peak["floor"] >= saved
+    assert peak["floor"] < peak["projections"] < peak["Local"] < peak["Full"]
