@@ -8,7 +8,8 @@ ESPnet's key mask ``mask`` (B, 1, T), 1 = real frame, and returns the heads' con
   (or, dilated by δ, keys i + δ·t for |t| ≤ w/2). Computed in blocks of w/2 queries against their block
   and the two neighbours, so time and memory are O(n·w) instead of O(n²); ``sliding_window`` recomputes
   the weights in backward. On CUDA, up to ``LOCAL_DENSE_MAX_FRAMES`` frames the band is a mask over one
-  fused dense attention instead (fewer, larger kernels win there); beyond, the blocked path (PyTorch's
+  fused dense attention instead (fewer, larger kernels win there); beyond, the blocked path (or the band
+  in chunks through one fused call, ``LOCAL_CHUNK_DEVICES``, not yet measured on a GPU; or PyTorch's
   FlexAttention, ``FLEX_ON_CUDA``, measured slower). The blocked path stays the reference and the CPU's
   path.
 - **Local**, block form (the thesis' code: lucidrains ``LocalAttention(window_size=w//3, look_backward=1,
@@ -81,6 +82,10 @@ def local_attention(q, k, v, mask, window: int, dilation: int = 1, dropout=None)
     drop = dropout.p if dropout is not None and dropout.training else 0.0
     if q.device.type in LOCAL_DENSE_DEVICES and length <= LOCAL_DENSE_MAX_FRAMES:
         return dense_local_attention(q, k, v, keep, half, dilation, drop, mask_source=mask)
+    if q.device.type in LOCAL_CHUNK_DEVICES:
+        return chunked_local_attention(
+            q, k, v, keep, half, dilation, drop, LOCAL_CHUNK_FRAMES, mask_source=mask
+        )
     # FlexAttention has no dropout on the weights, and its CUDA kernels need heads of >= 16 dimensions
     if FLEX_ON_CUDA and q.is_cuda and drop == 0.0 and q.size(-1) >= FLEX_MIN_HEAD_DIM:
         return flex_local_attention(q, k, v, keep, half, dilation, mask_source=mask)
@@ -144,6 +149,81 @@ def dense_local_attention(
         q, k, v, attn_mask=bias, dropout_p=drop
     )
     return context.masked_fill(empty, 0.0)
+
+
+# Past LOCAL_DENSE_MAX_FRAMES, on the devices in LOCAL_CHUNK_DEVICES, Local heads run the band in chunks of
+# LOCAL_CHUNK_FRAMES queries, each chunk against its keys within reach, every chunk of every utterance in one
+# fused attention call (``chunked_local_attention``): about (c + w)/w times the band's scores, in the fused
+# kernel that made the dense band win up to 1,024 frames. Off until measured against the blocked path on a
+# GPU: bench_multiformer prints both past the dense threshold.
+LOCAL_CHUNK_FRAMES = 128
+LOCAL_CHUNK_DEVICES: set[str] = set()
+
+
+def _chunk_layout(length: int, half: int, dilation: int, chunk: int) -> tuple[int, int, int]:
+    """(chunks, reach, keys a chunk sees): the key window of a chunk of ``chunk`` queries spans its frames
+    and ``reach`` = δ·w/2 frames each side, rounded up to a multiple of 16 (PyTorch's memory-efficient
+    kernel pads the mask to that otherwise, a copy every call)."""
+    reach = half * dilation
+    return -(-length // chunk), reach, -(-(chunk + 2 * reach) // 16) * 16
+
+
+def chunked_band(
+    keep: torch.Tensor, half: int, dilation: int, chunk: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The band of ``local_band`` cut into chunks of ``chunk`` queries over ``keep`` (B, T) -> (visible
+    (B·C, 1, c, W), empty (B·C, 1, c, 1)): query a of chunk i is frame i·c + a, key b of its window is
+    frame i·c - reach + b (frames outside 0..T-1 are padding). A query that sees no key is shown every key
+    of its window (a finite softmax) and zeroed afterwards."""
+    batch, length = keep.shape
+    chunks, reach, window = _chunk_layout(length, half, dilation, chunk)
+    right = (chunks - 1) * chunk + window - reach - length
+    keys = torch.nn.functional.pad(keep, (reach, right)).unfold(1, window, chunk)  # (B, C, W)
+    offset = (
+        torch.arange(chunk, device=keep.device)[:, None]
+        + reach
+        - torch.arange(window, device=keep.device)[None, :]
+    )  # query frame - key frame
+    band = offset.abs() <= reach
+    if dilation > 1:
+        band = band & (offset % dilation == 0)
+    visible = (band & keys[:, :, None, :]).flatten(0, 1)[:, None]
+    empty = ~visible.any(dim=-1, keepdim=True)
+    return visible | empty, empty
+
+
+def chunked_local_attention(
+    q, k, v, keep: torch.Tensor, half: int, dilation: int, drop: float, chunk: int, mask_source=None
+):
+    """A Local head's context through one fused attention call over chunks of ``chunk`` queries, each
+    seeing the keys within reach of its frames (``chunked_band``); equal to the blocked path."""
+    batch, heads, length, d_k = q.shape
+    chunks, reach, window = _chunk_layout(length, half, dilation, chunk)
+
+    def terms():
+        visible, empty = chunked_band(keep, half, dilation, chunk)
+        return additive_mask(visible, q.dtype), empty
+
+    bias, empty = MASK_TERMS.get(
+        mask_source, ("chunked band", half, dilation, chunk, tuple(keep.shape), q.dtype), terms
+    )
+    queries = torch.nn.functional.pad(q, (0, 0, 0, chunks * chunk - length))
+    queries = queries.view(batch, heads, chunks, chunk, d_k).transpose(1, 2)
+
+    def windows(x):  # (B, h, T, d_k) -> (B·C, h, W, d_k): each chunk's keys, overlapping
+        right = (chunks - 1) * chunk + window - reach - length
+        x = torch.nn.functional.pad(x, (0, 0, reach, right)).unfold(2, window, chunk)
+        return x.permute(0, 2, 1, 4, 3).reshape(batch * chunks, heads, window, d_k)
+
+    context = torch.nn.functional.scaled_dot_product_attention(
+        queries.reshape(batch * chunks, heads, chunk, d_k),
+        windows(k),
+        windows(v),
+        attn_mask=bias,
+        dropout_p=drop,
+    ).masked_fill(empty, 0.0)
+    context = context.view(batch, chunks, heads, chunk, d_k).transpose(1, 2)
+    return context.reshape(batch, heads, chunks * chunk, d_k)[:, :, :length]
 
 
 def block_local_attention(q, k, v, mask, window: int, dropout=None) -> torch.Tensor:

@@ -123,6 +123,13 @@ def test_bf16_input_gradient_of_one_attention_call_in_training(monkeypatch):
     check("MHMA Full + Local + Conv, training", "cpu", torch.bfloat16)
 
 
+def test_bf16_input_gradient_of_local_heads_in_chunks(monkeypatch):
+    monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)  # past the dense band
+    monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_DEVICES", {"cpu", "cuda"})
+    monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_FRAMES", 16)  # several chunks of these utterances
+    check("MHMA Local(16)", "cpu", torch.bfloat16)
+
+
 def test_unstable_operations_run_in_float32_under_autocast():
     torch.manual_seed(0)
     lengths = torch.tensor(LENGTHS)

@@ -147,6 +147,7 @@ CASES = {
     "MHMA Local dilated": mhma(["2 x Local(4, 2)", "2 x Local(8)"]),
     "MHMA Full + Local + Conv, one attention call": mhma(["Full", "Local(8)", "2 x Conv(5, 2)"]),
     "MHMA Local dilated, blocked path": mhma(["2 x Local(4, 2)", "2 x Local(8)"]),
+    "MHMA Local dilated, chunked path": mhma(["2 x Local(4, 2)", "2 x Local(8)"]),
     # heads of 16 dimensions: FlexAttention's least (head_kinds.FLEX_MIN_HEAD_DIM)
     "MHMA Local, inference (FlexAttention on CUDA)": self_attention(
         MultiHeadMultiAttention(4, 4 * 16, 0.1, ["2 x Local(8)", "2 x Local(4, 2)"]),
@@ -174,17 +175,20 @@ CASES = {
 }
 
 
-# Cases past the dense Local heads' length (these utterances are short): the blocked path, FlexAttention.
-LONG_PATH = ("blocked path", "FlexAttention")
+# Cases past the dense Local heads' length (these utterances are short): the blocked path, the chunked
+# path, FlexAttention.
+LONG_PATH = ("blocked path", "chunked path", "FlexAttention")
 
 
 @pytest.fixture
 def local_paths(request, monkeypatch):
     if any(word in request.node.callspec.params["name"] for word in LONG_PATH):
         monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)
-        monkeypatch.setattr(
-            head_kinds, "FLEX_ON_CUDA", "FlexAttention" in request.node.callspec.params["name"]
-        )
+        name = request.node.callspec.params["name"]
+        monkeypatch.setattr(head_kinds, "FLEX_ON_CUDA", "FlexAttention" in name)
+        chunked = {"cpu", "cuda"} if "chunked path" in name else set()
+        monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_DEVICES", chunked)
+        monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_FRAMES", 4)  # several chunks of these utterances
     else:  # short Local heads dense, as on CUDA, on the CPU too
         monkeypatch.setattr(head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"})
 

@@ -183,6 +183,52 @@ def test_dense_and_blocked_local_paths_agree_in_outputs_and_gradients(dilation, 
     assert results[0][0][2].eq(0).all()  # the empty utterance: zero context, as ESPnet's
 
 
+@pytest.mark.parametrize("dilation,chunk", [(1, 16), (1, 7), (2, 16), (3, 5), (1, 64)])
+def test_chunked_and_blocked_local_paths_agree_in_outputs_and_gradients(dilation, chunk, monkeypatch):
+    """Chunks that divide T or not, smaller than the reach (5 < 3·4) or larger than T (one chunk)."""
+    monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)
+    monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_FRAMES", chunk)
+    lengths = torch.tensor([40, 33, 0, 7])
+    keep = key_mask(lengths, total=40)[:, -1]
+    inputs = qkv(lengths=lengths)
+    results = []
+    for devices in ({"cpu", "cuda"}, set()):
+        monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_DEVICES", devices)
+        q, k, v = (x.clone().requires_grad_() for x in inputs)
+        out = head_kinds.local_attention(q, k, v, keep[:, None], 8, dilation)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        results.append([out.detach(), q.grad, k.grad, v.grad])
+    for chunked, blocked in zip(*results):
+        assert torch.isfinite(chunked).all()
+        torch.testing.assert_close(chunked, blocked, atol=1e-5, rtol=1e-5)
+    assert results[0][0][2].eq(0).all()  # the empty utterance: zero context, as ESPnet's
+
+
+def test_chunked_band_is_the_dense_band_cut_into_chunks():
+    """Each chunk's window holds the dense band's rows for its queries, at the frames the window spans;
+    windows are a multiple of 16 keys (the fused kernel's mask alignment)."""
+    keep = key_mask(torch.tensor([37, 20]), total=37)[:, -1]
+    half, dilation, chunk = 3, 2, 8
+    visible, empty = head_kinds.chunked_band(keep, half, dilation, chunk)
+    dense, dense_empty = head_kinds.local_band(keep, half, dilation)
+    chunks, window = 5, 32  # ceil(37 / 8); 8 + 2·6 = 20 keys rounded up to 32
+    assert visible.shape == (2 * chunks, 1, chunk, window) and empty.shape == (2 * chunks, 1, chunk, 1)
+    visible, empty = visible.view(2, chunks, chunk, window), empty.view(2, chunks, chunk)
+    for i in range(chunks):
+        for a in range(chunk):
+            query = i * chunk + a
+            if query >= 37:
+                continue
+            frames = torch.arange(window) + i * chunk - half * dilation
+            inside = (frames >= 0) & (frames < 37)
+            expected = torch.zeros(2, window, dtype=torch.bool)
+            expected[:, inside] = dense[:, 0, query, frames[inside]]
+            assert torch.equal(empty[:, i, a], dense_empty[:, 0, query, 0])
+            rows = visible[:, i, a]
+            assert torch.equal(rows[~empty[:, i, a]], expected[~empty[:, i, a]])
+            assert rows[empty[:, i, a]].all()  # shown every key, zeroed afterwards
+
+
 def test_flex_block_mask_is_built_once_per_padding_mask_and_rebuilt_when_it_changes():
     lengths = torch.tensor([300, 211, 0, 129])
     mask = key_mask(lengths, total=300)
@@ -215,6 +261,26 @@ def test_cuda_flex_local_heads_equal_the_blocked_path(dilation, monkeypatch):
     results = []
     for flex in (True, False):
         monkeypatch.setattr(head_kinds, "FLEX_ON_CUDA", flex)
+        q, k, v = (x.clone().requires_grad_() for x in inputs)
+        out = head_kinds.local_attention(q, k, v, keep[:, None], 64, dilation)
+        (out * torch.linspace(-1, 1, out.numel(), device="cuda").view_as(out)).sum().backward()
+        results.append([out.detach(), q.grad, k.grad, v.grad])
+    for got, expected in zip(*results):
+        torch.testing.assert_close(got, expected, atol=2e-4, rtol=2e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dilation", [1, 2])
+def test_cuda_chunked_local_heads_equal_the_blocked_path(dilation, monkeypatch):
+    """On CUDA the chunks run through PyTorch's memory-efficient kernel, not the CPU's math."""
+    monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)
+    lengths = torch.tensor([300, 211, 0, 129])
+    keep = key_mask(lengths, total=300)[:, -1].cuda()
+    inputs = [x.cuda() for x in qkv(heads=4, d_k=32, lengths=lengths)]
+    results = []
+    for devices in ({"cuda"}, set()):
+        monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_DEVICES", devices)
         q, k, v = (x.clone().requires_grad_() for x in inputs)
         out = head_kinds.local_attention(q, k, v, keep[:, None], 64, dilation)
         (out * torch.linspace(-1, 1, out.numel(), device="cuda").view_as(out)).sum().backward()

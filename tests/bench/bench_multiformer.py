@@ -15,7 +15,9 @@ Also a single 4 x Full MHMA layer against ESPnet's MultiHeadedAttention (the sam
 The Local(64) column is the O(T·w) blocked path at every T (the algorithm whose growth is fitted);
 utterances of at most ``head_kinds.LOCAL_DENSE_MAX_FRAMES`` frames take a band mask over one fused dense
 attention on CUDA instead, measured beside it at those T on any device ("dense <= blocked" checks that
-threshold).
+threshold). Beside the blocked path, at every T, the chunked one (``head_kinds.chunked_local_attention``: the
+band in chunks of ``LOCAL_CHUNK_FRAMES`` queries through one fused call), which Local heads take past the
+dense threshold on the devices in ``LOCAL_CHUNK_DEVICES``.
 --attention_dropout (default 0.1, the real configs'); --flex: Local heads past the dense threshold through
 FlexAttention on CUDA (``head_kinds.FLEX_ON_CUDA``; it has no dropout on the weights: with --attention_dropout 0).
 
@@ -96,22 +98,23 @@ def build(
 
 class LocalPath(torch.nn.Module):
     """Runs ``model`` with Local heads dense up to ``max_frames`` frames on any device (0: the blocked
-    path always)."""
+    path always) and, with ``chunked``, past them in chunks of ``head_kinds.LOCAL_CHUNK_FRAMES``."""
 
-    def __init__(self, model: torch.nn.Module, max_frames: int):
+    def __init__(self, model: torch.nn.Module, max_frames: int, chunked: bool = False):
         super().__init__()
-        self.model, self.max_frames = model, max_frames
+        self.model, self.max_frames, self.chunked = model, max_frames, chunked
 
     def forward(self, *args, **kwargs):
-        saved = head_kinds.LOCAL_DENSE_MAX_FRAMES, head_kinds.LOCAL_DENSE_DEVICES
-        head_kinds.LOCAL_DENSE_MAX_FRAMES, head_kinds.LOCAL_DENSE_DEVICES = (
-            self.max_frames,
-            {"cpu", "cuda"},
-        )
+        names = ("LOCAL_DENSE_MAX_FRAMES", "LOCAL_DENSE_DEVICES", "LOCAL_CHUNK_DEVICES")
+        saved = [getattr(head_kinds, name) for name in names]
+        chunked = {"cpu", "cuda"} if self.chunked else set()
+        for name, value in zip(names, (self.max_frames, {"cpu", "cuda"}, chunked)):
+            setattr(head_kinds, name, value)
         try:
             return self.model(*args, **kwargs)
         finally:
-            head_kinds.LOCAL_DENSE_MAX_FRAMES, head_kinds.LOCAL_DENSE_DEVICES = saved
+            for name, value in zip(names, saved):
+                setattr(head_kinds, name, value)
 
 
 class NoAttention(torch.nn.Module):
@@ -302,6 +305,7 @@ def main() -> int:
     local = models["Local(64)"]
     models["Local(64)"] = LocalPath(local, 0)
     dense = {"Local(64) dense": LocalPath(local, head_kinds.LOCAL_DENSE_MAX_FRAMES)}
+    models["Local(64) chunked"] = LocalPath(local, 0, chunked=True)
     times, peaks = {}, {}
     for length in lengths:
         measured = models | (dense if length <= head_kinds.LOCAL_DENSE_MAX_FRAMES else {})
@@ -337,6 +341,21 @@ def main() -> int:
                 f"| {t} | {times[t]['Local(64)'] * 1e3:.1f} | {times[t]['Local(64) dense'] * 1e3:.1f} "
                 f"| {peaks[t]['Local(64) dense'] / 2**20:.1f} |"
             )
+    chunk = head_kinds.LOCAL_CHUNK_FRAMES
+    print(f"| T | Local(64) blocked ms | chunked ({chunk}) ms | blocked MiB | chunked MiB |")
+    print("|---:|---:|---:|---:|---:|")
+    for t in lengths:
+        print(
+            f"| {t} | {times[t]['Local(64)'] * 1e3:.1f} | {times[t]['Local(64) chunked'] * 1e3:.1f} "
+            f"| {peaks[t]['Local(64)'] / 2**20:.1f} | {peaks[t]['Local(64) chunked'] / 2**20:.1f} |"
+        )
+    print(
+        f"Local(64) chunked vs Full at T={lengths[-1]}: "
+        f"{times[lengths[-1]]['Full'] / times[lengths[-1]]['Local(64) chunked']:.2f}x time, "
+        f"{peaks[lengths[-1]]['Full'] / peaks[lengths[-1]]['Local(64) chunked']:.2f}x memory "
+        f"(the path past T={head_kinds.LOCAL_DENSE_MAX_FRAMES} on devices in "
+        f"head_kinds.LOCAL_CHUNK_DEVICES: {sorted(head_kinds.LOCAL_CHUNK_DEVICES) or 'none'})"
+    )
     print(f"Full MHMA layer {mhma_t * 1e3:.2f} ms, ESPnet attention {espnet_t * 1e3:.2f} ms")
     big = lengths[-1]
     print(
