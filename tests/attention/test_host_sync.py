@@ -188,7 +188,8 @@ def local_paths(request, monkeypatch):
         monkeypatch.setattr(head_kinds, "FLEX_ON_CUDA", "FlexAttention" in name)
         chunked = {"cpu", "cuda"} if "chunked path" in name else set()
         monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_DEVICES", chunked)
-        monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_FRAMES", 4)  # several chunks of these utterances
+        # chunks of 4 frames: several per utterance of these cases
+        monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_FRAMES", 4)
     else:  # short Local heads dense, as on CUDA, on the CPU too
         monkeypatch.setattr(head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"})
 

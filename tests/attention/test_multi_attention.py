@@ -184,7 +184,9 @@ def test_dense_and_blocked_local_paths_agree_in_outputs_and_gradients(dilation, 
 
 
 @pytest.mark.parametrize("dilation,chunk", [(1, 16), (1, 7), (2, 16), (3, 5), (1, 64)])
-def test_chunked_and_blocked_local_paths_agree_in_outputs_and_gradients(dilation, chunk, monkeypatch):
+def test_chunked_and_blocked_local_paths_agree_in_outputs_and_gradients(
+    dilation, chunk, monkeypatch
+):
     """Chunks that divide T or not, smaller than the reach (5 < 3·4) or larger than T (one chunk)."""
     monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)
     monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_FRAMES", chunk)
@@ -212,7 +214,8 @@ def test_chunked_band_is_the_dense_band_cut_into_chunks():
     visible, empty = head_kinds.chunked_band(keep, half, dilation, chunk)
     dense, dense_empty = head_kinds.local_band(keep, half, dilation)
     chunks, window = 5, 32  # ceil(37 / 8); 8 + 2·6 = 20 keys rounded up to 32
-    assert visible.shape == (2 * chunks, 1, chunk, window) and empty.shape == (2 * chunks, 1, chunk, 1)
+    assert visible.shape == (2 * chunks, 1, chunk, window)
+    assert empty.shape == (2 * chunks, 1, chunk, 1)
     visible, empty = visible.view(2, chunks, chunk, window), empty.view(2, chunks, chunk)
     for i in range(chunks):
         for a in range(chunk):

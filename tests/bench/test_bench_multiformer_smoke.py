@@ -25,7 +25,8 @@ def test_multiformer_benchmark_smoke_run(run_benchmark, tmp_path):
     dense = [r for r in rows if len(r.strip().strip("|").split("|")) == 4]  # T, blocked, dense, MiB
     assert [r.split("|")[1].strip() for r in kinds] == ["64", "128", "256"]
     assert [r.split("|")[1].strip() for r in dense] == ["64", "128", "256"]  # all <= the threshold
-    chunked = [r for r in rows if len(r.strip().strip("|").split("|")) == 5]  # blocked/chunked ms, MiB
+    # T, blocked and chunked ms, blocked and chunked MiB
+    chunked = [r for r in rows if len(r.strip().strip("|").split("|")) == 5]
     assert [r.split("|")[1].strip() for r in chunked] == ["64", "128", "256"]
     assert len(rows) == 9 and "Local(64) dense / blocked up to T=256" in stdout
     assert "Local(64) chunked vs Full at T=256" in stdout
