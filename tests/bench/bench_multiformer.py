@@ -98,22 +98,27 @@ def build(
 
 class LocalPath(torch.nn.Module):
     """Runs ``model`` with Local heads dense up to ``max_frames`` frames on any device (0: the blocked
-    path always) and, with ``chunked``, past them in chunks of ``head_kinds.LOCAL_CHUNK_FRAMES``."""
+    path always) and, with ``chunk``, past them in chunks of ``chunk`` queries (the chunked path)."""
 
-    def __init__(self, model: torch.nn.Module, max_frames: int, chunked: bool = False):
+    def __init__(self, model: torch.nn.Module, max_frames: int, chunk: int | None = None):
         super().__init__()
-        self.model, self.max_frames, self.chunked = model, max_frames, chunked
+        self.model, self.max_frames, self.chunk = model, max_frames, chunk
 
     def forward(self, *args, **kwargs):
-        names = ("LOCAL_DENSE_MAX_FRAMES", "LOCAL_DENSE_DEVICES", "LOCAL_CHUNK_DEVICES")
-        saved = [getattr(head_kinds, name) for name in names]
-        chunked = {"cpu", "cuda"} if self.chunked else set()
-        for name, value in zip(names, (self.max_frames, {"cpu", "cuda"}, chunked)):
+        chunked = {"cpu", "cuda"} if self.chunk else set()
+        settings = {
+            "LOCAL_DENSE_MAX_FRAMES": self.max_frames,
+            "LOCAL_DENSE_DEVICES": {"cpu", "cuda"},
+            "LOCAL_CHUNK_DEVICES": chunked,
+            "LOCAL_CHUNK_FRAMES": self.chunk or head_kinds.LOCAL_CHUNK_FRAMES,
+        }
+        saved = {name: getattr(head_kinds, name) for name in settings}
+        for name, value in settings.items():
             setattr(head_kinds, name, value)
         try:
             return self.model(*args, **kwargs)
         finally:
-            for name, value in zip(names, saved):
+            for name, value in saved.items():
                 setattr(head_kinds, name, value)
 
 
@@ -305,10 +310,14 @@ def main() -> int:
     local = models["Local(64)"]
     models["Local(64)"] = LocalPath(local, 0)
     dense = {"Local(64) dense": LocalPath(local, head_kinds.LOCAL_DENSE_MAX_FRAMES)}
-    models["Local(64) chunked"] = LocalPath(local, 0, chunked=True)
+    chunk = head_kinds.LOCAL_CHUNK_FRAMES
+    models["Local(64) chunked"] = LocalPath(local, 0, chunk)
+    # other chunk sizes at the longest T only: which one the chunked path should take
+    other_chunks = {f"chunks of {c}": LocalPath(local, 0, c) for c in (chunk // 2, 2 * chunk)}
     times, peaks = {}, {}
     for length in lengths:
         measured = models | (dense if length <= head_kinds.LOCAL_DENSE_MAX_FRAMES else {})
+        measured |= other_chunks if length == lengths[-1] else {}
         times[length], peaks[length] = measure(measured, batch, length, size, rounds, device)
     floors = {
         name: without_attention(
@@ -341,7 +350,6 @@ def main() -> int:
                 f"| {t} | {times[t]['Local(64)'] * 1e3:.1f} | {times[t]['Local(64) dense'] * 1e3:.1f} "
                 f"| {peaks[t]['Local(64) dense'] / 2**20:.1f} |"
             )
-    chunk = head_kinds.LOCAL_CHUNK_FRAMES
     print(f"| T | Local(64) blocked ms | chunked ({chunk}) ms | blocked MiB | chunked MiB |")
     print("|---:|---:|---:|---:|---:|")
     for t in lengths:
@@ -355,6 +363,14 @@ def main() -> int:
         f"{peaks[lengths[-1]]['Full'] / peaks[lengths[-1]]['Local(64) chunked']:.2f}x memory "
         f"(the path past T={head_kinds.LOCAL_DENSE_MAX_FRAMES} on devices in "
         f"head_kinds.LOCAL_CHUNK_DEVICES: {sorted(head_kinds.LOCAL_CHUNK_DEVICES) or 'none'})"
+    )
+    sizes = {f"chunks of {chunk}": times[lengths[-1]]["Local(64) chunked"]}
+    sizes |= {name: times[lengths[-1]][name] for name in other_chunks}
+    print(
+        f"Local(64) chunked at T={lengths[-1]}: "
+        + ", ".join(
+            f"{name} {t * 1e3:.1f} ms" for name, t in sorted(sizes.items(), key=lambda x: x[1])
+        )
     )
     print(f"Full MHMA layer {mhma_t * 1e3:.2f} ms, ESPnet attention {espnet_t * 1e3:.2f} ms")
     big = lengths[-1]
