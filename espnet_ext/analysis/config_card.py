@@ -12,7 +12,8 @@ unit, with its source) and runs ESPnet's own ``build_batch_sampler`` on them. It
 utterances / input units / tokens per batch and per update (``accum_grad`` batches; ESPnet's batch is the
 global one: ``ngpu`` GPUs split it, they do not multiply it), updates per epoch and in all against the length
 of the LR schedule (ESPnet's own scheduler class, stepped as the trainer steps it), gradient clipping, label
-smoothing, dropout rates, checkpoint averaging and the decoding's length normalisation.
+smoothing, dropout rates, mixed precision and cuDNN's modes (ESPnet's defaults where the config is silent:
+no AMP, deterministic algorithms, no benchmark), checkpoint averaging and the decoding's length normalisation.
 
 ``conf/card/paper.yaml`` of each recipe holds the paper's (or the adopted upstream recipe's) values with their
 sources, per config (glob patterns allowed), and every deliberate deviation with its reason;
@@ -448,6 +449,10 @@ def card(
         "peak_lr_config": (config.get("optim_conf") or {}).get("lr"),
         "optim": config.get("optim", "adadelta"),
         "normalize": config.get("normalize"),  # the feature normalisation the pipeline keeps
+        # how ESPnet runs the update (its defaults where the config is silent)
+        "use_amp": bool(config.get("use_amp", False)),
+        "cudnn_benchmark": bool(config.get("cudnn_benchmark", False)),
+        "cudnn_deterministic": bool(config.get("cudnn_deterministic", True)),
     }
     if task in ("cls", "ocr") or lengths.fixed:
         c["inputs_per_update"] = c["real_inputs_per_update"] = c["utts_per_update"]
@@ -526,6 +531,11 @@ def describe(c: dict) -> str:
         ("grad clip", GRAD_CLIP_NOTE.get(c["grad_clip"], _fmt(c["grad_clip"]))),
         ("label smoothing", _fmt(c["lsm_weight"])),
         ("dropout", ", ".join(f"{k} {_fmt(v)}" for k, v in sorted(c["dropout"].items())) or "-"),
+        (
+            "precision, cuDNN",
+            f"use_amp {c['use_amp']}; cudnn_deterministic {c['cudnn_deterministic']}, "
+            f"cudnn_benchmark {c['cudnn_benchmark']}",
+        ),
         (
             "checkpoints",
             f"keep_nbest_models {c['keep_nbest_models']} by {c['best_model_criterion']}; "

@@ -95,6 +95,20 @@ def test_schedule_and_clip_are_espnets(tmp_path):
     assert c["final_lr"] == pytest.approx(0.002 * 0.05, rel=1e-3)
 
 
+def test_precision_and_cudnn_modes_are_espnets_defaults_where_the_config_is_silent(tmp_path):
+    config = {"batch_type": "unsorted", "batch_size": 10, "max_epoch": 1}
+    path = tiny_recipe(tmp_path / "a", config, {"fixed_size": True}, task="cls")
+    lengths = config_card.Lengths.load(path.parent / "card" / "lengths.json")
+    c = config_card.card(path, lengths, "cls", {})
+    # espnet2/tasks/abs_task.py: --use_amp false, --cudnn_deterministic true, --cudnn_benchmark false
+    assert (c["use_amp"], c["cudnn_deterministic"], c["cudnn_benchmark"]) == (False, True, False)
+    config.update(use_amp=True, cudnn_deterministic=False, cudnn_benchmark=True)
+    path = tiny_recipe(tmp_path / "b", config, {"fixed_size": True}, task="cls")
+    c = config_card.card(path, lengths, "cls", {})
+    assert (c["use_amp"], c["cudnn_deterministic"], c["cudnn_benchmark"]) == (True, False, True)
+    assert "use_amp True; cudnn_deterministic False, cudnn_benchmark True" in config_card.describe(c)
+
+
 def test_comparison_flags_mismatches_and_stale_deviations():
     c = {"grad_clip": 0.0, "peak_lr": 0.001}
     rows = config_card.compare(c, {"grad_clip": {"value": ".inf", "source": "s"}})
