@@ -106,7 +106,8 @@ def test_precision_and_cudnn_modes_are_espnets_defaults_where_the_config_is_sile
     path = tiny_recipe(tmp_path / "b", config, {"fixed_size": True}, task="cls")
     c = config_card.card(path, lengths, "cls", {})
     assert (c["use_amp"], c["cudnn_deterministic"], c["cudnn_benchmark"]) == (True, False, True)
-    assert "use_amp True; cudnn_deterministic False, cudnn_benchmark True" in config_card.describe(c)
+    described = config_card.describe(c)
+    assert "use_amp True; cudnn_deterministic False, cudnn_benchmark True" in described
 
 
 def test_comparison_flags_mismatches_and_stale_deviations():
