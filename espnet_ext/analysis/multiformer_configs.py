@@ -221,6 +221,11 @@ def render(task: str, name: str, mini: bool, downsample: bool = True) -> dict:
         num_att_plot=0 if name != BASELINE else 3,
         seed=1,
     )
+    if not mini:
+        # cuDNN as fairseq runs it: fairseq sets no cuDNN flag (git grep cudnn: nothing in fairseq/ or
+        # fairseq_cli/), so the conv1d front end may take cuDNN's fastest, nondeterministic algorithms;
+        # ESPnet's default is --cudnn_deterministic true.
+        config["cudnn_deterministic"] = False
     if task == "asr" and not mini:
         # Mixed precision in the ASR pre-training only: mt-upc/fairseq examples/multiformer/README.md trains
         # ASR with --fp16 and ST without it (the thesis is silent). ESPnet runs bf16 where the GPU has it.
@@ -240,7 +245,7 @@ HEADER = {
 # inverse-sqrt schedule (warmuplr) with 10k warm-up updates, clip norm 10, label smoothing 0.1, max 20,000
 # frames per batch x update every 16 batches = 320,000 frames per update, 50,000 updates
 # (16,000 batches per ESPnet epoch x 50 epochs). Utterance CMVN, then SpecAugment "lb", in fairseq's MuST-C
-# recipe's order (normalize: utterance_cmvn_specaug runs both).
+# recipe's order (normalize: utterance_cmvn_specaug runs both). cuDNN as fairseq runs it: not deterministic.
 {forms}{nods}{init}{generated}
 """,
     True: """# {title} -- MINI scale for the spoken-numbers corpus on CPU (not the thesis' sizes)
