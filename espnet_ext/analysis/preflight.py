@@ -9,7 +9,8 @@ written in the layout the recipe's pipeline writes (data files, shape files with
 the task builds what its ``main_worker`` builds (model with the config's frontend, normalisation,
 SpecAugment; optimizers, schedulers, the batch sampler's iterator) and ESPnet's
 ``Trainer.train_one_epoch`` runs ``updates x accum_grad`` iterations of it, with the config's grad clip,
-gradient accumulation and AMP setting. Only what a synthetic corpus forces is set from outside: the data
+gradient accumulation, AMP setting and cuDNN modes (``--cudnn_*``, set for the run as ``main_worker``
+sets them, the process's own restored afterwards). Only what a synthetic corpus forces is set from outside: the data
 options, the token lists and ``num_iters_per_epoch``. No validation, no checkpoint: the point is the
 update.
 
@@ -338,6 +339,8 @@ def preflight(
     root = Path(tempfile.mkdtemp(prefix="preflight.")) if owned else Path(workdir)
     root.mkdir(parents=True, exist_ok=True)
     previous = Path.cwd()
+    cudnn = torch.backends.cudnn
+    cudnn_flags = (cudnn.enabled, cudnn.benchmark, cudnn.deterministic)
     try:
         os.chdir(root)  # relative paths in the config resolve as in the recipe directory
         data = SyntheticCorpus(root, task, settings, vocab, size=size).write()
@@ -360,6 +363,9 @@ def preflight(
         distributed = build_dataclass(DistributedOption, args)
         distributed.init_options()
         set_all_random_seed(args.seed)
+        # cuDNN's modes as main_worker sets them (ESPnet's default: deterministic), restored afterwards
+        cudnn.enabled, cudnn.benchmark = args.cudnn_enabled, args.cudnn_benchmark
+        cudnn.deterministic = args.cudnn_deterministic
         model = task_cls.build_model(args).to(dtype=getattr(torch, args.train_dtype), device=device)
         # freeze_finetune_updates (AV-HuBERT's, ESPnetVSRModel) would keep the encoder still for longer
         # than a preflight runs: the updates but the last run frozen, the last one trains everything.
@@ -412,6 +418,7 @@ def preflight(
             unchanged_names=unchanged,
         )
     finally:
+        cudnn.enabled, cudnn.benchmark, cudnn.deterministic = cudnn_flags
         os.chdir(previous)
         if owned:
             shutil.rmtree(root, ignore_errors=True)

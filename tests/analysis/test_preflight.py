@@ -2,6 +2,9 @@
 
 from pathlib import Path
 
+import pytest
+import torch
+
 from espnet_ext.analysis.preflight import main, preflight
 
 MINI_MT = (
@@ -24,6 +27,34 @@ def test_grad_clip_zero_moves_no_parameter_and_fails(tmp_path, capsys):
 def test_the_same_config_with_clipping_learns(tmp_path):
     result = preflight("mt", MINI_MT, vocab=50, workdir=tmp_path)
     assert result.changed_fraction > 0.9 and result.updates == 2
+
+
+@pytest.mark.parametrize(
+    "options,deterministic,benchmark",
+    [
+        ([], True, False),
+        (["--cudnn_deterministic", "false", "--cudnn_benchmark", "true"], False, True),
+    ],
+)
+def test_training_runs_in_the_cudnn_modes_espnet_sets(tmp_path, options, deterministic, benchmark):
+    """AbsTask.main_worker sets torch.backends.cudnn from --cudnn_* (deterministic by default); the
+    preflight trains in those modes and gives the process its own back."""
+    cudnn = torch.backends.cudnn
+    before = (cudnn.enabled, cudnn.benchmark, cudnn.deterministic)
+    seen = []
+
+    class Timer:
+        def wrap(self, iterator, accum_grad, device):
+            for batch in iterator:
+                seen.append((cudnn.deterministic, cudnn.benchmark))
+                yield batch
+
+        def stop(self):
+            pass
+
+    preflight("mt", MINI_MT, vocab=50, extra_args=options, workdir=tmp_path, timer=Timer())
+    assert seen and set(seen) == {(deterministic, benchmark)}
+    assert (cudnn.enabled, cudnn.benchmark, cudnn.deterministic) == before
 
 
 def test_a_large_image_corpus_keeps_every_label_among_the_classes(tmp_path):
