@@ -9,10 +9,10 @@ written in the layout the recipe's pipeline writes (data files, shape files with
 the task builds what its ``main_worker`` builds (model with the config's frontend, normalisation,
 SpecAugment; optimizers, schedulers, the batch sampler's iterator) and ESPnet's
 ``Trainer.train_one_epoch`` runs ``updates x accum_grad`` iterations of it, with the config's grad clip,
-gradient accumulation, AMP setting and cuDNN modes (``--cudnn_*``, set for the run as ``main_worker``
-sets them, the process's own restored afterwards). Only what a synthetic corpus forces is set from outside: the data
-options, the token lists and ``num_iters_per_epoch``. No validation, no checkpoint: the point is the
-update.
+gradient accumulation and AMP setting, and what ``main_worker`` sets for the process (cuDNN's modes,
+TensorFloat32, anomaly detection; the process's own restored afterwards). Only what a synthetic corpus
+forces is set from outside: the data options, the token lists and ``num_iters_per_epoch``. No
+validation, no checkpoint: the point is the update.
 
 A config passes when the training loss is finite and the trainable parameters moved: ``grad_clip: 0``
 (ESPnet scales every gradient by 0), a zero learning rate at the start of the schedule or frozen
@@ -311,6 +311,38 @@ def _fingerprint(tensor: torch.Tensor) -> int:
     return int(values.view(_SAME_WIDTH_INT[values.element_size()]).sum(dtype=torch.int64))
 
 
+def _torch_modes() -> tuple:
+    """The process-wide settings ESPnet's ``main_worker`` changes."""
+    cudnn = torch.backends.cudnn
+    return (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32,
+            torch.backends.cuda.matmul.allow_tf32, torch.is_anomaly_enabled())  # fmt: skip
+
+
+def _restore_torch_modes(modes: tuple) -> None:
+    cudnn = torch.backends.cudnn
+    enabled, benchmark, deterministic, cudnn_tf32, matmul_tf32, anomaly = modes
+    cudnn.enabled, cudnn.benchmark, cudnn.deterministic = enabled, benchmark, deterministic
+    cudnn.allow_tf32 = cudnn_tf32
+    torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
+    torch.autograd.set_detect_anomaly(anomaly)
+
+
+def _set_main_worker_modes(args: argparse.Namespace) -> None:
+    """What ``AbsTask.main_worker`` sets from the options before it builds the model: cuDNN's modes
+    (``--cudnn_*``; ESPnet's default is deterministic), anomaly detection and TensorFloat32
+    (``--use_tf32``, which ESPnet refuses with ``--use_amp``)."""
+    if args.use_tf32 and args.use_amp:
+        raise ConfigError(
+            "ESPnet refuses use_tf32 with use_amp (main_worker asserts)", key="use_tf32"
+        )
+    cudnn = torch.backends.cudnn
+    cudnn.enabled, cudnn.benchmark = args.cudnn_enabled, args.cudnn_benchmark
+    cudnn.deterministic = args.cudnn_deterministic
+    torch.autograd.set_detect_anomaly(args.detect_anomaly)
+    if args.use_tf32:
+        torch.backends.cuda.matmul.allow_tf32 = cudnn.allow_tf32 = True
+
+
 def preflight(
     task: str,
     config: str | Path,
@@ -339,8 +371,7 @@ def preflight(
     root = Path(tempfile.mkdtemp(prefix="preflight.")) if owned else Path(workdir)
     root.mkdir(parents=True, exist_ok=True)
     previous = Path.cwd()
-    cudnn = torch.backends.cudnn
-    cudnn_flags = (cudnn.enabled, cudnn.benchmark, cudnn.deterministic)
+    saved_modes = _torch_modes()
     try:
         os.chdir(root)  # relative paths in the config resolve as in the recipe directory
         data = SyntheticCorpus(root, task, settings, vocab, size=size).write()
@@ -363,9 +394,7 @@ def preflight(
         distributed = build_dataclass(DistributedOption, args)
         distributed.init_options()
         set_all_random_seed(args.seed)
-        # cuDNN's modes as main_worker sets them (ESPnet's default: deterministic), restored afterwards
-        cudnn.enabled, cudnn.benchmark = args.cudnn_enabled, args.cudnn_benchmark
-        cudnn.deterministic = args.cudnn_deterministic
+        _set_main_worker_modes(args)  # restored afterwards
         model = task_cls.build_model(args).to(dtype=getattr(torch, args.train_dtype), device=device)
         # freeze_finetune_updates (AV-HuBERT's, ESPnetVSRModel) would keep the encoder still for longer
         # than a preflight runs: the updates but the last run frozen, the last one trains everything.
@@ -418,7 +447,7 @@ def preflight(
             unchanged_names=unchanged,
         )
     finally:
-        cudnn.enabled, cudnn.benchmark, cudnn.deterministic = cudnn_flags
+        _restore_torch_modes(saved_modes)
         os.chdir(previous)
         if owned:
             shutil.rmtree(root, ignore_errors=True)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from espnet_ext.analysis.preflight import main, preflight
+from espnet_ext.errors import ConfigError
 
 MINI_MT = (
     Path(__file__).resolve().parents[2] / "egs" / "iwslt14" / "mt1" / "conf" / "train_mt_mini.yaml"
@@ -29,32 +30,46 @@ def test_the_same_config_with_clipping_learns(tmp_path):
     assert result.changed_fraction > 0.9 and result.updates == 2
 
 
+def _modes():
+    cudnn = torch.backends.cudnn
+    return (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32,
+            torch.backends.cuda.matmul.allow_tf32, torch.is_anomaly_enabled())  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    "options,deterministic,benchmark",
+    "options,seen_modes",
     [
-        ([], True, False),
-        (["--cudnn_deterministic", "false", "--cudnn_benchmark", "true"], False, True),
+        ([], (True, False, False)),  # deterministic, benchmark, matmul TF32
+        (["--cudnn_deterministic", "false", "--cudnn_benchmark", "true"], (False, True, False)),
+        (["--use_tf32", "true"], (True, False, True)),
     ],
 )
-def test_training_runs_in_the_cudnn_modes_espnet_sets(tmp_path, options, deterministic, benchmark):
-    """AbsTask.main_worker sets torch.backends.cudnn from --cudnn_* (deterministic by default); the
-    preflight trains in those modes and gives the process its own back."""
-    cudnn = torch.backends.cudnn
-    before = (cudnn.enabled, cudnn.benchmark, cudnn.deterministic)
-    seen = []
+def test_training_runs_in_the_modes_main_worker_sets(tmp_path, options, seen_modes):
+    """AbsTask.main_worker sets torch.backends.cudnn from --cudnn_* (deterministic by default) and TF32
+    from --use_tf32; the preflight trains in those modes and gives the process its own back."""
+    before, seen = _modes(), []
 
     class Timer:
         def wrap(self, iterator, accum_grad, device):
             for batch in iterator:
-                seen.append((cudnn.deterministic, cudnn.benchmark))
+                modes = _modes()
+                seen.append((modes[2], modes[1], modes[4]))
                 yield batch
 
         def stop(self):
             pass
 
     preflight("mt", MINI_MT, vocab=50, extra_args=options, workdir=tmp_path, timer=Timer())
-    assert seen and set(seen) == {(deterministic, benchmark)}
-    assert (cudnn.enabled, cudnn.benchmark, cudnn.deterministic) == before
+    assert seen and set(seen) == {seen_modes}
+    assert _modes() == before
+
+
+def test_tf32_with_amp_is_refused_as_espnet_refuses_it(tmp_path):
+    before = _modes()
+    with pytest.raises(ConfigError, match="use_tf32"):
+        preflight("mt", MINI_MT, vocab=50, extra_args=["--use_tf32", "true", "--use_amp", "true"],
+                  workdir=tmp_path)  # fmt: skip
+    assert _modes() == before
 
 
 def test_a_large_image_corpus_keeps_every_label_among_the_classes(tmp_path):
