@@ -353,12 +353,14 @@ def preflight(
     workdir: str | Path | None = None,
     size: CorpusSize | None = None,
     timer=None,
+    frozen_updates: int | None = None,
 ) -> PreflightResult:
     """Train ``config`` for ``updates`` optimizer updates on a synthetic corpus; see the module docstring.
 
     ``size``: a larger corpus than the default two utterances; ``timer``: an object whose ``wrap(iterator,
     accum_grad, device)`` sees every batch the trainer takes and ``stop()`` runs when training ended
-    (espnet_ext.analysis.train_timing)."""
+    (espnet_ext.analysis.train_timing); ``frozen_updates``: how many of the updates a model with
+    ``freeze_finetune_updates`` runs with its encoder frozen (default: all but the last)."""
     from espnet2.torch_utils.set_all_random_seed import set_all_random_seed
     from espnet2.train.distributed_utils import DistributedOption, resolve_distributed_mode
     from espnet2.train.reporter import Reporter
@@ -397,9 +399,10 @@ def preflight(
         _set_main_worker_modes(args)  # restored afterwards
         model = task_cls.build_model(args).to(dtype=getattr(torch, args.train_dtype), device=device)
         # freeze_finetune_updates (AV-HuBERT's, ESPnetVSRModel) would keep the encoder still for longer
-        # than a preflight runs: the updates but the last run frozen, the last one trains everything.
+        # than a preflight runs: the updates but the last run frozen (or ``frozen_updates`` of them), the
+        # last one trains everything.
         if getattr(model, "freeze_finetune_updates", 0):
-            model.freeze_finetune_updates = updates - 1
+            model.freeze_finetune_updates = updates - 1 if frozen_updates is None else frozen_updates
         for frozen in args.freeze_param:
             for name, p in model.named_parameters():
                 if name == frozen or name.startswith(frozen + "."):

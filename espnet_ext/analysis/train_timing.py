@@ -8,6 +8,10 @@ tokens (images: the preflight's); the config's own batch sampler (batch_type, ba
 accum_grad) makes the batches, so an update holds what the config's updates hold on utterances that long.
 Everything else is espnet_ext.analysis.preflight: the model, optimizer, scheduler, AMP setting and
 ``Trainer.train_one_epoch``. The first update warms up (kernel selection, allocator) and is not counted.
+A config whose encoder stays frozen for its first updates (``model_conf.freeze_finetune_updates``,
+AV-HuBERT's fine-tuning) has two update costs: about half of the updates run frozen, then the first one
+that trains everything warms that phase up and the rest measure it; the row gives the trained phase's
+update time with the frozen one beside it, and the hours weigh each by its share of the schedule.
 
 ``--profile N``: the measured updates (not the model's build, its copy to the device or the warm-up
 update) under PyTorch's profiler, then their N most expensive operators (by device time on CUDA, CPU time
@@ -132,6 +136,10 @@ class Timing:
     peak_bytes: int | None  # CUDA only
     schedule_updates: int | None
     loader_wait_seconds: float = 0.0  # median, of the measured updates
+    # a config that freezes its encoder for its first ``frozen_schedule_updates`` (freeze_finetune_updates):
+    # the median update then; ``update_seconds`` is the median update with everything training
+    frozen_update_seconds: float | None = None
+    frozen_schedule_updates: int = 0
 
     @property
     def inputs_per_second(self) -> float:
@@ -141,15 +149,22 @@ class Timing:
     def schedule_hours(self) -> float | None:
         if self.schedule_updates is None:
             return None
-        return self.update_seconds * self.schedule_updates / 3600
+        frozen = min(self.frozen_schedule_updates, self.schedule_updates)
+        seconds = self.update_seconds * (self.schedule_updates - frozen)
+        if frozen:
+            seconds += self.frozen_update_seconds * frozen
+        return seconds / 3600
 
     def row(self) -> str:
         peak = "-" if self.peak_bytes is None else f"{self.peak_bytes / 2**30:.1f}"
         hours = "-" if self.schedule_hours is None else f"{self.schedule_hours:.1f}"
         schedule = "-" if self.schedule_updates is None else f"{self.schedule_updates:,}"
+        update = f"{self.update_seconds * 1e3:.0f}"
+        if self.frozen_update_seconds is not None:
+            update += f" (frozen {self.frozen_update_seconds * 1e3:.0f})"
         return (
             f"| {self.config} | {self.task} | {'yes' if self.amp else 'no'} | "
-            f"{self.inputs_per_update:,.0f} {self.unit} | {self.update_seconds * 1e3:.0f} | "
+            f"{self.inputs_per_update:,.0f} {self.unit} | {update} | "
             f"{self.inputs_per_second:,.0f} | {peak} | {schedule} | {hours} |"
         )
 
@@ -191,9 +206,27 @@ def measure(
     amp_option = _option(extra_args, "use_amp")
     amp = settings.get("use_amp", False) if amp_option is None else amp_option.lower() == "true"
     timer = timer or StepTimer(task)
-    preflight(task, config, vocab, updates, ngpu, extra_args, size=size, timer=timer)
-    measured = timer.updates()[1:]
-    if not measured:
+    freeze = int((settings.get("model_conf") or {}).get("freeze_finetune_updates") or 0)
+    frozen = frozen_phase(updates) if freeze else None
+    preflight(
+        task,
+        config,
+        vocab,
+        updates,
+        ngpu,
+        extra_args,
+        size=size,
+        timer=timer,
+        frozen_updates=frozen,
+    )
+    updates_done, waits = timer.updates(), timer.loader_waits()
+    # the first update warms up; so does the first one that trains a frozen encoder (its first backward)
+    trained = (
+        range(1, len(updates_done)) if frozen is None else range(frozen + 1, len(updates_done))
+    )
+    frozen_measured = range(1, frozen) if frozen is not None else range(0)
+    measured = [updates_done[i] for i in (*frozen_measured, *trained)]
+    if not measured or not trained:
         raise ConfigError("no update after the warm-up was measured", path=config)
     return Timing(
         config=str(config),
@@ -201,14 +234,31 @@ def measure(
         amp=bool(amp),
         unit=timer.unit,
         updates=len(measured),
-        update_seconds=statistics.median(s for s, _ in measured),
+        update_seconds=statistics.median(updates_done[i][0] for i in trained),
         inputs_per_update=statistics.mean(n for _, n in measured),
         peak_bytes=(
             torch.cuda.max_memory_allocated(timer.device) if timer.device.type == "cuda" else None
         ),
         schedule_updates=schedule_updates(settings),
-        loader_wait_seconds=statistics.median(timer.loader_waits()[1:]),
+        loader_wait_seconds=statistics.median(waits[i] for i in (*frozen_measured, *trained)),
+        frozen_update_seconds=(
+            statistics.median(updates_done[i][0] for i in frozen_measured) if freeze else None
+        ),
+        frozen_schedule_updates=freeze,
     )
+
+
+def frozen_phase(updates: int) -> int:
+    """How many of ``updates`` run with the encoder frozen, for a config with ``freeze_finetune_updates``:
+    the warm-up and about half of the rest, then one update warms the trained phase up (the encoder's first
+    backward) and the others measure it."""
+    if updates < 4:
+        raise ConfigError(
+            "a config that freezes its encoder first (freeze_finetune_updates) needs >= 4 updates: "
+            "a warm-up and one measured update of each phase, and the trained phase's warm-up",
+            key="--updates",
+        )
+    return 1 + (updates - 2) // 2
 
 
 def profile_report(profiler, wall: float, device: torch.device, rows: int) -> str:

@@ -8,6 +8,9 @@ import torch
 from espnet_ext.analysis.preflight import main, preflight
 from espnet_ext.errors import ConfigError
 
+MINI_VSR = (
+    Path(__file__).resolve().parents[2] / "egs" / "lrs3" / "vsr1" / "conf" / "train_vsr_mini.yaml"
+)
 MINI_MT = (
     Path(__file__).resolve().parents[2] / "egs" / "iwslt14" / "mt1" / "conf" / "train_mt_mini.yaml"
 )
@@ -70,6 +73,21 @@ def test_tf32_with_amp_is_refused_as_espnet_refuses_it(tmp_path):
         preflight("mt", MINI_MT, vocab=50, extra_args=["--use_tf32", "true", "--use_amp", "true"],
                   workdir=tmp_path)  # fmt: skip
     assert _modes() == before
+
+
+def test_frozen_updates_keep_the_encoder_still_for_that_many_updates(tmp_path):
+    """AV-HuBERT's freeze_finetune_updates: by default all updates but the last run frozen, so the
+    encoder still learns; ``frozen_updates`` (train_timing's phases) sets how many."""
+    import yaml
+
+    config = yaml.safe_load(MINI_VSR.read_text())
+    config.setdefault("model_conf", {})["freeze_finetune_updates"] = 100
+    path = tmp_path / "train_vsr_frozen.yaml"
+    path.write_text(yaml.safe_dump(config))
+    still = preflight("vsr", path, vocab=50, workdir=tmp_path / "a", frozen_updates=2)
+    assert any(name.startswith("encoder.") for name in still.unchanged_names)
+    learns = preflight("vsr", path, vocab=50, workdir=tmp_path / "b")
+    assert not any(name.startswith("encoder.") for name in learns.unchanged_names)
 
 
 def test_a_large_image_corpus_keeps_every_label_among_the_classes(tmp_path):

@@ -12,6 +12,7 @@ from espnet_ext.errors import ConfigError
 
 EGS = Path(__file__).resolve().parents[2] / "egs"
 MINI_ST = EGS / "mustc/st1/conf/tuning/train_st_s2t_transformer_s_mini.yaml"
+MINI_VSR = EGS / "lrs3/vsr1/conf/train_vsr_mini.yaml"
 
 
 # The clock's reads: asked for the first batch; per batch: it arrived, its mark (after the device), the
@@ -130,6 +131,32 @@ def test_schedule_updates_of_the_real_configs(config, updates):
 
     settings = yaml.safe_load((EGS / config).read_text())
     assert train_timing.schedule_updates(settings) == updates
+
+
+def test_a_frozen_encoder_phase_is_timed_apart_and_weighted_in_the_hours(tmp_path):
+    """AV-HuBERT's fine-tuning: the first freeze_finetune_updates run the encoder frozen."""
+    import yaml
+
+    config = yaml.safe_load(MINI_VSR.read_text())
+    config.setdefault("model_conf", {})["freeze_finetune_updates"] = 3
+    config.update(max_epoch=2, num_iters_per_epoch=4, accum_grad=1)  # a schedule of 8 updates
+    path = tmp_path / "train_vsr_frozen.yaml"
+    path.write_text(yaml.safe_dump(config))
+    timing = train_timing.measure("vsr", path, CorpusSize(2, 12, 4), updates=6, ngpu=0, vocab=50)
+    # 6 updates: the warm-up and 2 measured frozen; then the trained phase's warm-up and 2 measured
+    assert train_timing.frozen_phase(6) == 3 and timing.updates == 4
+    assert timing.frozen_update_seconds > 0 and timing.update_seconds > 0
+    assert timing.frozen_schedule_updates == 3 and timing.schedule_updates == 8
+    expected = (3 * timing.frozen_update_seconds + 5 * timing.update_seconds) / 3600
+    assert timing.schedule_hours == pytest.approx(expected)
+    update_cell = [c.strip() for c in timing.row().strip("|").split("|")][4]
+    assert re.fullmatch(r"\d+ \(frozen \d+\)", update_cell)
+
+
+def test_the_frozen_phase_needs_enough_updates_and_splits_them():
+    assert [train_timing.frozen_phase(n) for n in (4, 5, 6, 20)] == [2, 2, 3, 10]
+    with pytest.raises(ConfigError, match="freeze_finetune_updates.*>= 4 updates"):
+        train_timing.frozen_phase(3)
 
 
 def test_fewer_than_two_updates_are_refused():
