@@ -66,9 +66,8 @@ BENCHMARKS=(bench_relaxed_attention.py bench_multiformer.py bench_head_selection
 # 6 updates, the first one warming up, the median of the other 5 reported: at 20 the rows alone took longer
 # than the check's 8 minutes on an H100.
 UPDATES=6
-# Batches loaded by worker processes, as a real run loads them: in the trainer's process, CIFAR's resizing and
-# augmentation of 128 images took most of an H100 update.
-NUM_WORKERS=8
+# Batches are loaded by each config's own num_workers processes (train_timing's default), as a real run loads
+# them: in the trainer's process, CIFAR's resizing and augmentation of 128 images took most of an H100 update.
 
 run() {  # run LOG CMD... : print the command; unless a dry run, run it with its output also in LOG
     local log=$1
@@ -141,7 +140,7 @@ for row in "${TIMING_ROWS[@]}"; do
     echo "# ${family}"
     # shellcheck disable=SC2086  # extra: ESPnet options, one word each
     if run "${log}" "${py}" -m espnet_ext.analysis.train_timing --task "${task}" --config "${config}" --ngpu 1 \
-        --updates "${UPDATES}" --num_workers "${NUM_WORKERS}" --utterances "${utterances}" --frames "${frames}" --tokens "${tokens}" \
+        --updates "${UPDATES}" --utterances "${utterances}" --frames "${frames}" --tokens "${tokens}" \
         --vocab "${vocab}" ${extra}; then
         ${dry_run} || grep '^| ' "${log}" | tail -n 1 >> "${table}"
         ${dry_run} || grep '^waiting for the data loader' "${log}" || true

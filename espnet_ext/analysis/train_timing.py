@@ -5,7 +5,9 @@
 
 The corpus holds ``--utterances`` alike utterances of ``--frames`` speech / video frames and ``--tokens``
 tokens (images: the preflight's); the config's own batch sampler (batch_type, batch_bins or batch_size,
-accum_grad) makes the batches, so an update holds what the config's updates hold on utterances that long.
+accum_grad) makes the batches, so an update holds what the config's updates hold on utterances that long,
+and its ``num_workers`` loader processes load them (ESPnet's default 1 where it sets none; an ESPnet
+option ``--num_workers N`` overrides).
 Everything else is espnet_ext.analysis.preflight: the model, optimizer, scheduler, AMP setting and
 ``Trainer.train_one_epoch``. The first update warms up (kernel selection, allocator) and is not counted.
 A config whose encoder stays frozen for its first updates (``model_conf.freeze_finetune_updates``,
@@ -206,6 +208,8 @@ def measure(
     amp_option = _option(extra_args, "use_amp")
     amp = settings.get("use_amp", False) if amp_option is None else amp_option.lower() == "true"
     timer = timer or StepTimer(task)
+    if _option(extra_args, "num_workers") is None:  # loading as a real run of the config loads
+        extra_args = [*extra_args, "--num_workers", str(settings.get("num_workers", 1))]
     freeze = int((settings.get("model_conf") or {}).get("freeze_finetune_updates") or 0)
     frozen = frozen_phase(updates) if freeze else None
     preflight(

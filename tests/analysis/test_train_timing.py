@@ -153,6 +153,27 @@ def test_a_frozen_encoder_phase_is_timed_apart_and_weighted_in_the_hours(tmp_pat
     assert re.fullmatch(r"\d+ \(frozen \d+\)", update_cell)
 
 
+@pytest.mark.parametrize("options,workers", [([], 2), (["--num_workers", "0"], 0)])
+def test_batches_load_with_the_configs_own_workers(tmp_path, options, workers):
+    """As a real run of the config loads them (preflight alone loads in the trainer's process)."""
+    import yaml
+
+    config = yaml.safe_load(MINI_ST.read_text())
+    config["num_workers"] = 2
+    path = tmp_path / "train_st_workers.yaml"
+    path.write_text(yaml.safe_dump(config))
+    seen = []
+
+    class Timer(train_timing.StepTimer):
+        def wrap(self, iterator, accum_grad, device):
+            seen.append(iterator.num_workers)  # ESPnet's iterator is a torch DataLoader
+            yield from super().wrap(iterator, accum_grad, device)
+
+    size = CorpusSize(utterances=4, frames=60, tokens=5)
+    train_timing.measure("st", path, size, updates=2, ngpu=0, extra_args=options, timer=Timer("st"))
+    assert seen == [workers]
+
+
 def test_the_frozen_phase_needs_enough_updates_and_splits_them():
     assert [train_timing.frozen_phase(n) for n in (4, 5, 6, 20)] == [2, 2, 3, 10]
     with pytest.raises(ConfigError, match="freeze_finetune_updates.*>= 4 updates"):
