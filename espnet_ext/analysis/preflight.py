@@ -402,7 +402,8 @@ def preflight(
         # than a preflight runs: the updates but the last run frozen (or ``frozen_updates`` of them), the
         # last one trains everything.
         if getattr(model, "freeze_finetune_updates", 0):
-            model.freeze_finetune_updates = updates - 1 if frozen_updates is None else frozen_updates
+            frozen_updates = updates - 1 if frozen_updates is None else frozen_updates
+            model.freeze_finetune_updates = frozen_updates
         for frozen in args.freeze_param:
             for name, p in model.named_parameters():
                 if name == frozen or name.startswith(frozen + "."):
