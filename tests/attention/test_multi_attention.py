@@ -164,23 +164,36 @@ def test_block_local_equals_lucidrains_local_attention_as_the_thesis_code_calls_
     assert_real_close(head_kinds.block_local_attention(q, k, v, key_mask(), 9), expected)
 
 
+def local_paths_agree(monkeypatch, settings, window, dilation, device="cpu", tol=1e-5):
+    """Runs ``local_attention`` once per head_kinds setting in ``settings`` (dicts of module constants,
+    the reference path's last) on one padded batch with an empty utterance; asserts every path's output
+    and gradients equal the reference's and the empty utterance's context is zero (ESPnet's)."""
+    total = 40 if device == "cpu" else 300
+    lengths = torch.tensor([40, 33, 0, 7]) if device == "cpu" else torch.tensor([300, 211, 0, 129])
+    keep = key_mask(lengths, total=total)[:, -1].to(device)
+    shape = {} if device == "cpu" else {"heads": 4, "d_k": 32}
+    inputs = [x.to(device) for x in qkv(lengths=lengths, **shape)]
+    results = []
+    for setting in settings:
+        for name, value in setting.items():
+            monkeypatch.setattr(head_kinds, name, value)
+        q, k, v = (x.clone().requires_grad_() for x in inputs)
+        out = head_kinds.local_attention(q, k, v, keep[:, None], window, dilation)
+        weights = torch.linspace(-1, 1, out.numel(), device=device).view_as(out)
+        (out * weights).sum().backward()
+        results.append([out.detach(), q.grad, k.grad, v.grad])
+    for result in results[:-1]:
+        assert torch.isfinite(result[0]).all()
+        for got, expected in zip(result, results[-1]):
+            torch.testing.assert_close(got, expected, atol=tol, rtol=tol)
+        assert result[0][2].eq(0).all()  # the empty utterance: zero context, as ESPnet's
+
+
 @pytest.mark.parametrize("dilation", [1, 2, 3])
 def test_dense_and_blocked_local_paths_agree_in_outputs_and_gradients(dilation, monkeypatch):
     monkeypatch.setattr(head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"})
-    lengths = torch.tensor([40, 33, 0, 7])
-    keep = key_mask(lengths, total=40)[:, -1]
-    inputs = qkv(lengths=lengths)
-    results = []
-    for limit in (head_kinds.LOCAL_DENSE_MAX_FRAMES, 0):
-        monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", limit)
-        q, k, v = (x.clone().requires_grad_() for x in inputs)
-        out = head_kinds.local_attention(q, k, v, keep[:, None], 8, dilation)
-        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
-        results.append([out.detach(), q.grad, k.grad, v.grad])
-    for dense, blocked in zip(*results):
-        assert torch.isfinite(dense).all()
-        torch.testing.assert_close(dense, blocked, atol=1e-5, rtol=1e-5)
-    assert results[0][0][2].eq(0).all()  # the empty utterance: zero context, as ESPnet's
+    dense, blocked = ({"LOCAL_DENSE_MAX_FRAMES": n} for n in (head_kinds.LOCAL_DENSE_MAX_FRAMES, 0))
+    local_paths_agree(monkeypatch, [dense, blocked], 8, dilation)
 
 
 @pytest.mark.parametrize("dilation,chunk", [(1, 16), (1, 7), (2, 16), (3, 5), (1, 64)])
@@ -190,20 +203,8 @@ def test_chunked_and_blocked_local_paths_agree_in_outputs_and_gradients(
     """Chunks that divide T or not, smaller than the reach (5 < 3·4) or larger than T (one chunk)."""
     monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)
     monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_FRAMES", chunk)
-    lengths = torch.tensor([40, 33, 0, 7])
-    keep = key_mask(lengths, total=40)[:, -1]
-    inputs = qkv(lengths=lengths)
-    results = []
-    for devices in ({"cpu", "cuda"}, set()):
-        monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_DEVICES", devices)
-        q, k, v = (x.clone().requires_grad_() for x in inputs)
-        out = head_kinds.local_attention(q, k, v, keep[:, None], 8, dilation)
-        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
-        results.append([out.detach(), q.grad, k.grad, v.grad])
-    for chunked, blocked in zip(*results):
-        assert torch.isfinite(chunked).all()
-        torch.testing.assert_close(chunked, blocked, atol=1e-5, rtol=1e-5)
-    assert results[0][0][2].eq(0).all()  # the empty utterance: zero context, as ESPnet's
+    chunked, blocked = ({"LOCAL_CHUNK_DEVICES": d} for d in ({"cpu", "cuda"}, set()))
+    local_paths_agree(monkeypatch, [chunked, blocked], 8, dilation)
 
 
 def test_chunked_band_is_the_dense_band_cut_into_chunks():
@@ -258,18 +259,8 @@ def test_flex_block_mask_is_built_once_per_padding_mask_and_rebuilt_when_it_chan
 @pytest.mark.parametrize("dilation", [1, 2])
 def test_cuda_flex_local_heads_equal_the_blocked_path(dilation, monkeypatch):
     monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)  # these lengths would go dense
-    lengths = torch.tensor([300, 211, 0, 129])
-    keep = key_mask(lengths, total=300)[:, -1].cuda()
-    inputs = [x.cuda() for x in qkv(heads=4, d_k=32, lengths=lengths)]
-    results = []
-    for flex in (True, False):
-        monkeypatch.setattr(head_kinds, "FLEX_ON_CUDA", flex)
-        q, k, v = (x.clone().requires_grad_() for x in inputs)
-        out = head_kinds.local_attention(q, k, v, keep[:, None], 64, dilation)
-        (out * torch.linspace(-1, 1, out.numel(), device="cuda").view_as(out)).sum().backward()
-        results.append([out.detach(), q.grad, k.grad, v.grad])
-    for got, expected in zip(*results):
-        torch.testing.assert_close(got, expected, atol=2e-4, rtol=2e-4)
+    flex, blocked = ({"FLEX_ON_CUDA": on} for on in (True, False))
+    local_paths_agree(monkeypatch, [flex, blocked], 64, dilation, device="cuda", tol=2e-4)
 
 
 @pytest.mark.gpu
@@ -278,18 +269,8 @@ def test_cuda_flex_local_heads_equal_the_blocked_path(dilation, monkeypatch):
 def test_cuda_chunked_local_heads_equal_the_blocked_path(dilation, monkeypatch):
     """On CUDA the chunks run through PyTorch's memory-efficient kernel, not the CPU's math."""
     monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)
-    lengths = torch.tensor([300, 211, 0, 129])
-    keep = key_mask(lengths, total=300)[:, -1].cuda()
-    inputs = [x.cuda() for x in qkv(heads=4, d_k=32, lengths=lengths)]
-    results = []
-    for devices in ({"cuda"}, set()):
-        monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_DEVICES", devices)
-        q, k, v = (x.clone().requires_grad_() for x in inputs)
-        out = head_kinds.local_attention(q, k, v, keep[:, None], 64, dilation)
-        (out * torch.linspace(-1, 1, out.numel(), device="cuda").view_as(out)).sum().backward()
-        results.append([out.detach(), q.grad, k.grad, v.grad])
-    for got, expected in zip(*results):
-        torch.testing.assert_close(got, expected, atol=2e-4, rtol=2e-4)
+    chunked, blocked = ({"LOCAL_CHUNK_DEVICES": d} for d in ({"cuda"}, set()))
+    local_paths_agree(monkeypatch, [chunked, blocked], 64, dilation, device="cuda", tol=2e-4)
 
 
 # -------------------------------------------------------------------------------------- Conv
