@@ -225,12 +225,10 @@ def measure(
     )
     updates_done, waits = timer.updates(), timer.loader_waits()
     # the first update warms up; so does the first one that trains a frozen encoder (its first backward)
-    trained = (
-        range(1, len(updates_done)) if frozen is None else range(frozen + 1, len(updates_done))
-    )
-    frozen_measured = range(1, frozen) if frozen is not None else range(0)
-    measured = [updates_done[i] for i in (*frozen_measured, *trained)]
-    if not measured or not trained:
+    frozen_measured = range(1, frozen or 1)
+    trained = range(1 if frozen is None else frozen + 1, len(updates_done))
+    measured = [*frozen_measured, *trained]
+    if not trained:
         raise ConfigError("no update after the warm-up was measured", path=config)
     return Timing(
         config=str(config),
@@ -239,12 +237,12 @@ def measure(
         unit=timer.unit,
         updates=len(measured),
         update_seconds=statistics.median(updates_done[i][0] for i in trained),
-        inputs_per_update=statistics.mean(n for _, n in measured),
+        inputs_per_update=statistics.mean(updates_done[i][1] for i in measured),
         peak_bytes=(
             torch.cuda.max_memory_allocated(timer.device) if timer.device.type == "cuda" else None
         ),
         schedule_updates=schedule_updates(settings),
-        loader_wait_seconds=statistics.median(waits[i] for i in (*frozen_measured, *trained)),
+        loader_wait_seconds=statistics.median(waits[i] for i in measured),
         frozen_update_seconds=(
             statistics.median(updates_done[i][0] for i in frozen_measured) if freeze else None
         ),
