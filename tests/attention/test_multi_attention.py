@@ -259,7 +259,8 @@ def test_flex_block_mask_is_built_once_per_padding_mask_and_rebuilt_when_it_chan
 @pytest.mark.parametrize("dilation", [1, 2])
 def test_cuda_flex_local_heads_equal_the_blocked_path(dilation, monkeypatch):
     monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)  # these lengths would go dense
-    flex, blocked = ({"FLEX_ON_CUDA": on} for on in (True, False))
+    flex = {"FLEX_ON_CUDA": True}
+    blocked = {"FLEX_ON_CUDA": False, "LOCAL_CHUNK_DEVICES": set()}
     local_paths_agree(monkeypatch, [flex, blocked], 64, dilation, device="cuda", tol=2e-4)
 
 

@@ -28,7 +28,9 @@ def test_multiformer_benchmark_smoke_run(run_benchmark, tmp_path):
     # T, blocked and chunked ms, blocked and chunked MiB
     chunked = [r for r in rows if len(r.strip().strip("|").split("|")) == 5]
     assert [r.split("|")[1].strip() for r in chunked] == ["64", "128", "256"]
-    assert len(rows) == 9 and "Local(64) dense / blocked up to T=256" in stdout
+    assert (
+        len(rows) == 9 and "Local(64) dense / blocked up to T=256" in stdout
+    )  # the CPU's long path
     assert "Local(64) chunked vs Full at T=256" in stdout
     sizes = next(line for line in stdout.splitlines() if line.startswith("Local(64) chunked at T="))
     assert all(f"chunks of {c} " in sizes for c in (64, 128, 256))

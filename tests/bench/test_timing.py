@@ -85,4 +85,50 @@ def test_multiformer_goals_on_cuda_are_the_gpu_goals():
     assert gpu["Fast speed-up at T=4096 (>= 3x)"] is True and not any(
         "Fast speed-up" in n for n in cpu
     )
-    assert gpu["Local speed-up at T=4096 (>= 4x)"] and gpu["Local memory saving at T=4096 (>= 8x)"]
+    assert gpu["Local speed-up at T=4096, blocked path (>= 4x)"]
+    assert gpu["Local memory saving at T=4096, blocked path (>= 8x)"]
+
+
+def test_multiformer_local_goals_take_the_path_the_device_runs():
+    """On a device in LOCAL_CHUNK_DEVICES the Local goals and the dense threshold are judged on the chunked
+    column, not the blocked one."""
+    import bench_multiformer
+
+    lengths = [1024, 2048, 4096]
+    times = {
+        t: {
+            "Full": 1.0 * t,
+            "Local(64)": 0.5 * t,
+            "Local(64) chunked": 0.2 * t,
+            "Conv(5,2)": t,
+            "Fast": t,
+        }
+        for t in lengths
+    }
+    times[1024]["Local(64) dense"] = 0.3 * 1024  # faster than blocked, slower than chunked
+    peaks = {t: {name: 1.0 * t for name in times[t]} for t in lengths}
+    judged = {
+        local: {
+            name: (value, ok)
+            for name, value, ok in bench_multiformer.goals(
+                lengths, times, peaks, 1.0, gpu=True, local=local
+            )
+        }
+        for local in ("Local(64)", "Local(64) chunked")
+    }
+    assert judged["Local(64)"]["Local speed-up at T=4096, blocked path (>= 4x)"] == ("2.00x", False)
+    assert judged["Local(64) chunked"]["Local speed-up at T=4096, chunked path (>= 4x)"] == (
+        "5.00x",
+        True,
+    )
+    assert judged["Local(64)"][
+        "Local(64) dense / blocked up to T=1024 (<= 1.0x: the dense threshold)"
+    ][1]
+    dense = judged["Local(64) chunked"][
+        "Local(64) dense / chunked up to T=1024 (<= 1.0x: the dense threshold)"
+    ]
+    assert dense == ("1.50x", False)
+    assert (
+        "Local(64) chunked time ~ T^k over T=1024..4096 (linear: k <= 1.2)"
+        in judged["Local(64) chunked"]
+    )
