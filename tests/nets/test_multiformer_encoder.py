@@ -268,16 +268,27 @@ def encoder_output(encoder, xs, lengths):
 
 
 @pytest.mark.parametrize(
-    "device,one_call",
-    [("cpu", False), ("cpu", True), pytest.param("cuda", True, marks=pytest.mark.gpu)],
-    ids=["per-group", "one-call", "cuda"],
+    "device,local_path",
+    [
+        ("cpu", "blocked"),
+        ("cpu", "one-call"),
+        ("cpu", "chunked"),
+        pytest.param("cuda", "one-call", marks=pytest.mark.gpu),
+        pytest.param("cuda", "chunked", marks=pytest.mark.gpu),
+    ],
+    ids=["per-group", "one-call", "chunked", "cuda", "cuda-chunked"],
 )
-def test_compiled_layers_trace_whole_and_equal_the_eager_encoder(device, one_call, monkeypatch):
-    # train_st.yaml's three kinds of layer; "one-call": the CUDA path of Local's dense band (forced on the CPU)
+def test_compiled_layers_trace_whole_and_equal_the_eager_encoder(device, local_path, monkeypatch):
+    # train_st.yaml's three kinds of layer; "one-call": CUDA's path of short utterances (Local's dense band,
+    # forced on the CPU); "chunked": CUDA's path of long ones (Local's band in chunks, of 8 frames here)
     if device == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    if one_call:
+    if local_path == "one-call":
         monkeypatch.setattr(head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"})
+    if local_path == "chunked":
+        monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)
+        monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_DEVICES", {"cpu", "cuda"})
+        monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_FRAMES", 8)
     options = dict(layers=TRAIN_ST_LAYERS, conv_channels=16, dropout_rate=0.0, **TINY)
     options.update(positional_dropout_rate=0.0, attention_dropout_rate=0.0)
     eager, compiled = eager_and_compiled(
