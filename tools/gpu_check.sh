@@ -114,7 +114,7 @@ fi
 # 2. The GPU tests.
 if step_on tests; then
     mapfile -t gpu_tests < <(grep -rlE 'pytest\.mark\.gpu|mark\.gpu' tests --include='test_*.py' | sort)
-    run "${logs}/pytest_gpu.log" "${py}" -m pytest -q -p no:xdist -p no:cacheprovider -m gpu "${gpu_tests[@]}" ||
+    run "${logs}/pytest_gpu.log" "${py}" -m pytest -q -p no:xdist -p no:cacheprovider --durations=15 -m gpu "${gpu_tests[@]}" ||
         failed+=("pytest -m gpu (${logs}/pytest_gpu.log)")
 fi
 
