@@ -53,6 +53,7 @@ def test_gpu_tests_and_every_benchmark_run_on_cuda(tmp_path):
         if re.search(r"pytest\.mark\.gpu|mark\.gpu", p.read_text())
     )
     assert pytest[pytest.index("-m", 3) + 1] == "gpu" and pytest[-len(marked) :] == marked
+    assert pytest[pytest.index("-n") + 1] == "4"  # processes sharing the GPU (pytest-xdist)
     benches = [c for c in commands if c[1].startswith("tests/bench/")]
     assert sorted(Path(c[1]).name for c in benches) == sorted(
         p.name for p in (ROOT / "tests" / "bench").glob("bench_*.py")
