@@ -123,11 +123,24 @@ def test_bf16_input_gradient_of_one_attention_call_in_training(monkeypatch):
     check("MHMA Full + Local + Conv, training", "cpu", torch.bfloat16)
 
 
-def test_bf16_input_gradient_of_local_heads_in_chunks(monkeypatch):
-    monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)  # past the dense band
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.mark.parametrize(
+    "device,dtype",
+    [
+        ("cpu", torch.bfloat16),
+        pytest.param("cuda", torch.float16, marks=[pytest.mark.gpu, CUDA]),
+        pytest.param("cuda", torch.bfloat16, marks=[pytest.mark.gpu, CUDA]),
+    ],
+    ids=["cpu-bf16", "cuda-fp16", "cuda-bf16"],
+)
+def test_autocast_input_gradient_of_local_heads_in_chunks(device, dtype, monkeypatch):
+    # CUDA's path past the dense band (its fused kernel in half precision there)
+    monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 0)
     monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_DEVICES", {"cpu", "cuda"})
     monkeypatch.setattr(head_kinds, "LOCAL_CHUNK_FRAMES", 16)  # several chunks of these utterances
-    check("MHMA Local(16)", "cpu", torch.bfloat16)
+    check("MHMA Local(16)", device, dtype)
 
 
 def test_unstable_operations_run_in_float32_under_autocast():
