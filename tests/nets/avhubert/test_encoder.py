@@ -165,6 +165,27 @@ def test_relaxed_self_attention_gamma_zero_is_plain():
     assert (outputs["g_matched"] - outputs["plain_eval"]).abs().max() > 1e-4
 
 
+@pytest.mark.parametrize("sites", [None, {"self_attn": {"gamma": 0.25}}], ids=["plain", "relaxed"])
+def test_sdpa_attention_equals_espnets_explicit_attention(sites):
+    """``use_sdpa``: the same outputs and gradients in training and at inference, padded rows included; a
+    relaxed site relaxes its own weights in training and takes the fused call at inference."""
+    x, lengths = torch.randn(3, 9, 10), torch.tensor([9, 6, 1])
+    results = []
+    for use_sdpa in (True, False):
+        torch.manual_seed(0)
+        encoder = AVHubertEncoder(10, **quiet(layer_norm_first=True, attention_sites=sites,
+                                              use_sdpa=use_sdpa))  # fmt: skip
+        assert encoder.layers[0].self_attn.use_sdpa is use_sdpa
+        inputs = x.clone().requires_grad_()
+        out = encoder.train()(inputs, lengths)[0]
+        out.pow(2).sum().backward()
+        with torch.no_grad():
+            inference = encoder.eval()(x, lengths)[0]
+        results.append((out.detach(), inputs.grad, inference))
+    for got, expected in zip(*results):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
 def test_bad_options():
     with pytest.raises(ConfigError, match="size"):
         AVHubertEncoder(10, size="huge")
