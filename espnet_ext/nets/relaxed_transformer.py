@@ -3,6 +3,9 @@
 Each class is the ESPnet (or our CNN-preprocessed) module plus one option, ``attention_sites`` (see
 ``espnet_ext.attention.sites``). The attention modules are swapped after ``super().__init__``, keeping
 parameters and state-dict keys, so a checkpoint of the plain model loads into the relaxed one and back.
+The decoder also takes ``use_sdpa``, the option ESPnet's MultiHeadedAttention has and its
+TransformerDecoder does not pass on: its attention through PyTorch's fused ``scaled_dot_product_attention``
+(no weights kept: ``num_att_plot: 0``; a relaxed site computes its own weights while it relaxes).
 """
 
 from __future__ import annotations
@@ -52,10 +55,16 @@ class RelaxedTransformerDecoder(TransformerDecoder):
         attention_sites: Mapping | None = None,
         compile_layers: bool = False,
         compile_backend: str = "inductor",
+        use_sdpa: bool = False,
         **kwargs,
     ):
         sites = _prepare(attention_sites, DECODER_SITES, "decoder relaxed_transformer", kwargs)
         super().__init__(vocab_size, encoder_output_size, **kwargs)
+        for (
+            layer
+        ) in self.decoders:  # ESPnet's constructor option, set where its decoder builds them
+            for site in DECODER_SITES:
+                getattr(layer, site).use_sdpa = use_sdpa
         configure_attention_sites(self.decoders, sites)
         if compile_layers:
             compile_layers_of(self, self.decoders, compile_backend, "decoder_conf")

@@ -193,3 +193,42 @@ def test_compiled_decoder_layers_equal_the_eager_decoder_in_training_and_decodin
         compiled._replicate_for_data_parallel()(
             memory, torch.tensor([20, 20]), ys, torch.tensor([6, 6])
         )
+
+
+@pytest.mark.parametrize(
+    "sites",
+    [None, {"src_attn": {"gamma": 0.25}, "self_attn": {"gamma": 0.1}}],
+    ids=["plain", "relaxed"],
+)
+def test_sdpa_decoder_equals_espnets_explicit_attention(sites):
+    """``use_sdpa``: the same outputs and gradients in training (causal self-attention, padded memory) and
+    the same scores decoding step by step with the layers' caches."""
+    from espnet_ext.nets.relaxed_transformer import RelaxedTransformerDecoder
+
+    options = dict(attention_heads=4, linear_units=64, num_blocks=2, dropout_rate=0.0)
+    options.update(
+        self_attention_dropout_rate=0.0, src_attention_dropout_rate=0.0, positional_dropout_rate=0.0
+    )
+    memory, memory_lengths = torch.randn(3, 11, 32), torch.tensor([11, 8, 3])
+    ys, ys_lengths = torch.randint(1, 49, (3, 6)), torch.tensor([6, 4, 2])
+    results = []
+    for use_sdpa in (True, False):
+        torch.manual_seed(0)
+        decoder = RelaxedTransformerDecoder(
+            50, 32, attention_sites=sites, use_sdpa=use_sdpa, **options
+        )
+        assert all(layer.src_attn.use_sdpa is use_sdpa for layer in decoder.decoders)
+        inputs = memory.clone().requires_grad_()
+        out = decoder.train()(inputs, memory_lengths, ys, ys_lengths)[0]
+        out.pow(2).sum().backward()
+        decoder.eval()
+        prefix, cache, scores = torch.full((2, 1), 49), None, []
+        with torch.no_grad():
+            for _ in range(4):
+                causal = torch.ones(prefix.size(1), prefix.size(1), dtype=torch.bool).tril()[None]
+                logp, cache = decoder.forward_one_step(prefix, causal, memory[:2], cache=cache)
+                scores.append(logp)
+                prefix = torch.cat([prefix, logp.argmax(-1, keepdim=True)], 1)
+        results.append((out.detach(), inputs.grad, torch.stack(scores)))
+    for got, expected in zip(*results):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
