@@ -42,7 +42,7 @@ from espnet_ext.errors import ConfigError
 
 # task -> (the task class our training entry runs, the data it trains on)
 TASKS = {
-    "asr": ("espnet2.tasks.asr:ASRTask", ("speech", "text")),
+    "asr": ("espnet_ext.tasks.asr:ASRTask", ("speech", "text")),
     "st": ("espnet_ext.tasks.st:STTask", ("speech", "text", "src_text")),
     "mt": ("espnet_ext.tasks.mt:MTTask", ("src_text", "text")),
     "lm": ("espnet2.tasks.lm:LMTask", ("text",)),

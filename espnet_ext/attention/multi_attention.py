@@ -437,6 +437,13 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
         batch, heads, length, d_k = context.shape
         return self.linear_out(context.transpose(1, 2).reshape(batch, length, heads * d_k))
 
+    @property
+    def weightless_reason(self) -> str | None:
+        """Why an evaluation forward keeps no weights in ``attn`` (ESPnet's attention plots read them)."""
+        if any(isinstance(g, FullHeads) for g in self.groups):
+            return None
+        return "a Multiformer layer without Full heads keeps no weights"
+
     # ------------------------------------------------------------------ all groups in one attention call
 
     def _one_call(self, q, k, mask) -> bool:

@@ -141,6 +141,13 @@ class RelaxedMultiHeadedAttention(MultiHeadedAttention):
         )
 
     @property
+    def weightless_reason(self) -> str | None:
+        """Why an evaluation forward keeps no weights in ``attn`` (ESPnet's attention plots read them)."""
+        if self.gamma > 0 and self.matched_inference and self.fused and not self.smooth_focus:
+            return "relaxed matched inference through the fused path keeps no weights"
+        return None
+
+    @property
     def relaxing(self) -> bool:
         """Whether eq. (1) applies in the current mode (train, or eval with matched inference)."""
         return self.gamma > 0 and (self.training or self.matched_inference)

@@ -32,6 +32,7 @@ from torch.utils.data import DataLoader
 from espnet_ext.data.types import DATA_TYPES
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.fileio import read_utf8_lines
+from espnet_ext.tasks.attention_plots import AttentionPlotCheck
 
 
 def load_state_dict_strictly(
@@ -106,7 +107,7 @@ class MediaDataset(ESPnetDataset):
         return super()._build_loader(path, loader_type, keys_to_load)
 
 
-class AbsExtTask(AbsTask):
+class AbsExtTask(AttentionPlotCheck, AbsTask):
     """Base of our tasks: ESPnet2's trainer, checkpoints, ``--resume``, DDP; stricter about inputs.
 
     Data are read through ``MediaDataset`` (images, videos); only ESPnet's ``sequence`` iterator,

@@ -37,6 +37,7 @@ from espnet2.torch_utils.initialize import initialize
 from espnet_ext.errors import ConfigError
 from espnet_ext.nets.task_models import TaskConditionedSTModel
 from espnet_ext.tasks.abs_ext_task import load_state_dict_strictly
+from espnet_ext.tasks.attention_plots import AttentionPlotCheck
 
 MODELS: dict[str, type[ESPnetSTModel]] = {
     "espnet": ESPnetSTModel,
@@ -104,7 +105,7 @@ def from_espnet_model(
     return model
 
 
-class STTask(st.STTask):
+class STTask(AttentionPlotCheck, st.STTask):
     """ESPnet2's ST task, building the model class ``--model`` names (``MODELS``)."""
 
     @classmethod

@@ -1,0 +1,11 @@
+"""ESPnet2's ASR task with the checks our training tasks share (``espnet_ext.tasks.attention_plots``)."""
+
+from __future__ import annotations
+
+from espnet2.tasks import asr
+
+from espnet_ext.tasks.attention_plots import AttentionPlotCheck
+
+
+class ASRTask(AttentionPlotCheck, asr.ASRTask):
+    """ESPnet2's ASR task; refuses attention plots of a model that keeps no attention weights."""
