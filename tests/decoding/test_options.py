@@ -85,13 +85,14 @@ def _mt_parser():
     return get_parser
 
 
-def test_espnets_speech2text_decodes_with_the_rules(tmp_path):
-    """Our subclass of ESPnet's ASR inference class searches with our beam search class."""
+def tiny_speech2text(tmp_path, device="cpu", **rules):
+    """Our ASR inference class over a tiny random ESPnet model saved as a training run leaves it."""
     from espnet2.tasks.asr import ASRTask
 
     from espnet_ext.bin.asr_inference import Speech2Text  # registers our classes on import
 
     tokens = ["<blank>", "<unk>", "a", "b", "<sos/eos>"]
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "tokens.txt").write_text("\n".join(tokens) + "\n")
     tiny = {"output_size": 8, "attention_heads": 2, "linear_units": 8, "num_blocks": 1}
     args = ASRTask.get_parser().parse_args(
@@ -104,17 +105,39 @@ def test_espnets_speech2text_decodes_with_the_rules(tmp_path):
     torch.manual_seed(0)
     torch.save(ASRTask.build_model(args).state_dict(), tmp_path / "model.pth")
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({**vars(args), "token_list": tokens}))
-    rules = {"eos_threshold": 1.5, "lenpen": 1.0, "fairseq_stop": True}
-    speech2text = Speech2Text(
+    return Speech2Text(
         asr_train_config=str(tmp_path / "config.yaml"),
         asr_model_file=str(tmp_path / "model.pth"),
         beam_size=3,
         ctc_weight=0.0,
         maxlenratio=0.5,
+        device=device,
         **rules,
     )
+
+
+def test_espnets_speech2text_decodes_with_the_rules(tmp_path):
+    """Our subclass of ESPnet's ASR inference class searches with our beam search class."""
+    rules = {"eos_threshold": 1.5, "lenpen": 1.0, "fairseq_stop": True}
+    speech2text = tiny_speech2text(tmp_path, **rules)
     search = speech2text.beam_search
     assert type(search).__name__ == "FairseqRulesBatchBeamSearch"
     assert (search.eos_threshold, search.lenpen, search.fairseq_stop) == (1.5, 1.0, True)
     text, tokens_out, *_ = speech2text(torch.randn(40, 8))[0]
     assert len(tokens_out) <= 20  # maxlenratio 0.5 of 40 encoder frames
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_speech2text_with_the_rules_decodes_on_cuda_as_on_the_cpu(tmp_path):
+    """``--gpu_inference true``'s path: the rules' beam search on CUDA finds the CPU's hypotheses."""
+    rules = {"eos_threshold": 1.5, "lenpen": 1.0, "fairseq_stop": True}
+    speech = torch.randn(40, 8)
+    results = [
+        tiny_speech2text(tmp_path / device, device, **rules)(speech) for device in ("cpu", "cuda")
+    ]
+    for (_, cpu_tokens, _, cpu_hyp), (_, cuda_tokens, _, cuda_hyp) in zip(*results):
+        assert cuda_tokens == cpu_tokens
+        torch.testing.assert_close(
+            float(cuda_hyp.score), float(cpu_hyp.score), atol=1e-4, rtol=1e-4
+        )
