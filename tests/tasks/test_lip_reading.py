@@ -180,8 +180,7 @@ def decode(corpus, exp, data, out, **options):
     }
 
 
-def test_train_resume_and_beam_search(corpus, tiny_run_options):
-    exp = corpus / "exp"
+def training_options(corpus, tiny_run_options, exp):
     shape_args = [
         "--train_shape_file",
         str(corpus / "data" / "train" / "video.scp"),
@@ -190,13 +189,18 @@ def test_train_resume_and_beam_search(corpus, tiny_run_options):
         "--batch_type",
         "unsorted",
     ]
-    common = (
+    return (
         task_args(corpus)
         + data_args(corpus)
         + shape_args
         + tiny_run_options
         + ["--output_dir", str(exp)]
     )
+
+
+def test_train_resume_and_beam_search(corpus, tiny_run_options):
+    exp = corpus / "exp"
+    common = training_options(corpus, tiny_run_options, exp)
     assert_trained_and_resumed(
         exp,
         lambda: LipReadingTask.main(cmd=common + ["--max_epoch", "1"]),
@@ -218,6 +222,21 @@ def test_train_resume_and_beam_search(corpus, tiny_run_options):
     assert exact >= 6, (predictions, references)  # unseen videos are lip-read
     ctc_only = decode(corpus, exp, test, corpus / "decode_ctc" / "text", ctc_weight=1.0)
     assert sum(ctc_only[k] == v for k, v in references.items()) >= 6, ctc_only
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_beam_search_on_cuda_reads_what_it_reads_on_the_cpu(corpus, tiny_run_options):
+    """``--gpu_inference true``'s path (``--device cuda``): the model, the videos and the joint CTC/attention
+    beam search on the GPU give the CPU's hypotheses."""
+    exp = corpus / "exp"
+    LipReadingTask.main(cmd=training_options(corpus, tiny_run_options, exp) + ["--max_epoch", "2"])
+    test = corpus / "data" / "test"
+    on = {
+        d: decode(corpus, exp, test, corpus / d / "text", ctc_weight=0.3, device=d)
+        for d in ("cpu", "cuda")
+    }
+    assert on["cuda"] == on["cpu"] and len(on["cpu"]) > 0
 
 
 def test_undecodable_video_stops_inference_and_leaves_no_output(corpus, tiny_run_options):
