@@ -162,6 +162,21 @@ def test_asr_decoding_uses_each_utterances_heads(tmp_path, spy):
     assert asr_inference.Speech2Text.__call__.__qualname__ == "Speech2Text.__call__"
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_decoding_with_each_utterances_heads_on_cuda_reads_as_on_the_cpu(tmp_path):
+    """``--gpu_inference true``'s path (ESPnet's ``--ngpu 1``): the task ids and head selections on the GPU
+    give the CPU's hypotheses."""
+    _, argv = asr_setup(tmp_path)
+    hypotheses = {}
+    for ngpu in ("0", "1"):
+        out = tmp_path / f"out_ngpu{ngpu}"
+        argv[argv.index("--ngpu") + 1], argv[argv.index("--output_dir") + 1] = ngpu, str(out)
+        asr_decode(argv + ["--task_tag_file", "lang"])
+        hypotheses[ngpu] = (out / "1best_recog" / "text").read_text()
+    assert hypotheses["1"] == hypotheses["0"] and hypotheses["0"].count("\n") == 4
+
+
 def test_decoding_refuses_unknown_tags_and_missing_tag_files(tmp_path, spy):
     data, argv = asr_setup(tmp_path)
     (data / "lang").write_text("u1 de\nu2 it\nu3 de\nu4 es\n")
