@@ -287,6 +287,50 @@ def test_swin_trains_and_infers_top_k_with_and_without_matched_inference(corpus,
     assert not torch.allclose(logits[False], logits[True])
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_swin_with_matched_inference_classifies_on_cuda_as_on_the_cpu(corpus, tiny_run_options):
+    """``--gpu_inference true``'s path (``--device cuda``): relaxed window attention with matched inference
+    on the GPU ranks as on the CPU (images whose two best classes are closer than 1e-3 aside)."""
+    (corpus / "config.yaml").write_text(SWIN_CONFIG)
+    exp = corpus / "exp"
+    ImageClassificationTask.main(
+        cmd=task_args(corpus)
+        + data_args(corpus)
+        + tiny_run_options
+        + ["--output_dir", str(exp), "--max_epoch", "1"]
+    )
+    scp = corpus / "data" / "test" / "image.scp"
+    predicted = {}
+    for device in ("cpu", "cuda"):
+        text = corpus / f"text_{device}"
+        cls_inference.main(
+            ["--data_path_and_name_and_type", f"{scp},image,image", "--model_file",
+             str(exp / "valid.acc.best.pth"), "--output_file", str(text), "--matched_inference",
+             "true", "--batch_size", "3", "--device", device]
+        )  # fmt: skip
+        predicted[device] = [line.split()[1] for line in text.read_text().splitlines()]
+    model, _ = ImageClassificationTask.build_model_from_file(
+        exp / "config.yaml", exp / "valid.acc.best.pth"
+    )
+    for module in model.modules():
+        if hasattr(module, "matched_inference"):
+            module.matched_inference = True
+    images = torch.stack(
+        [
+            torch.from_numpy(np.asarray(Image.open(p), dtype=np.float32) / 255)
+            for p in (line.split()[1] for line in scp.read_text().splitlines())
+        ]
+    )
+    with torch.no_grad():
+        best = model.eval().classify(images).topk(2, dim=-1).values
+    clear = (best[:, 0] - best[:, 1] > 1e-3).tolist()
+    assert len(predicted["cuda"]) == len(predicted["cpu"]) == len(clear)
+    assert [c for c, ok in zip(predicted["cuda"], clear) if ok] == [
+        c for c, ok in zip(predicted["cpu"], clear) if ok
+    ]
+
+
 def test_timm_transform_in_the_preprocessor_matches_timm():
     from timm.data import create_transform
 
