@@ -14,6 +14,7 @@ from tiny_lego import (
     experiment_config,
     module_conf,
     random_batch,
+    save_experiment,
 )
 
 from espnet_ext.errors import ConfigError, InputError
@@ -167,3 +168,29 @@ def test_decoder_can_share_its_token_table_with_the_wemb_ingestor():
                 dict(decoder_conf("beamconv"), share_ingestor_embedding=True),
             )
         )
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_legonn_translates_on_cuda_as_on_the_cpu(tmp_path):
+    """``--gpu_inference true``'s path for LegoNN (our mt_inference class, ESPnet's ``--ngpu 1``): the
+    ingestor, the OLC and the beam search on the GPU give the CPU's translations."""
+    from espnet_ext.bin.mt_inference import Text2Text
+
+    config, model_file, _ = save_experiment(
+        tmp_path / "exp", experiment_config([module_conf(TEXT_VOCAB)]), seed=3
+    )
+    sources = [["w1", "w2", "w3"], ["w4", "w5", "w6", "w7", "w8"], ["w9"]]
+    translations = {}
+    for device in ("cpu", "cuda"):
+        translate = Text2Text(
+            mt_train_config=config,
+            mt_model_file=model_file,
+            beam_size=2,
+            ctc_weight=0.0,
+            device=device,
+        )
+        translations[device] = [
+            translate(torch.tensor([TEXT_VOCAB.index(w) for w in words]))[0][0] for words in sources
+        ]
+    assert translations["cuda"] == translations["cpu"]
