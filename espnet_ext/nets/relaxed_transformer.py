@@ -60,9 +60,8 @@ class RelaxedTransformerDecoder(TransformerDecoder):
     ):
         sites = _prepare(attention_sites, DECODER_SITES, "decoder relaxed_transformer", kwargs)
         super().__init__(vocab_size, encoder_output_size, **kwargs)
-        for (
-            layer
-        ) in self.decoders:  # ESPnet's constructor option, set where its decoder builds them
+        # ESPnet's constructor option of the attention modules its decoder builds without it
+        for layer in self.decoders:
             for site in DECODER_SITES:
                 getattr(layer, site).use_sdpa = use_sdpa
         configure_attention_sites(self.decoders, sites)
