@@ -156,6 +156,9 @@ class ESPnetVSRModel(ESPnetASRModel):
         self.freeze_finetune_updates = freeze_finetune_updates
         self.accum_grad = accum_grad
         self._freeze_now = False
+        # the buffer's value on the host: read once (after construction or a load), then counted beside it,
+        # so that no training batch waits for the device to tell whether the encoder is frozen
+        self._batches_seen: int | None = None
         if freeze_finetune_updates:
             self.register_buffer("finetune_batches", torch.zeros((), dtype=torch.long))
 
@@ -190,7 +193,13 @@ class ESPnetVSRModel(ESPnetASRModel):
         """Optimizer updates completed so far (counted since training began)."""
         if not self.freeze_finetune_updates:
             return 0
-        return int(self.finetune_batches) // self.accum_grad
+        if self._batches_seen is None:
+            self._batches_seen = int(self.finetune_batches)
+        return self._batches_seen // self.accum_grad
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._batches_seen = None  # a resumed or initialised count: read again
 
     def encoder_frozen(self) -> bool:
         """Whether the next training batch leaves the front-end and encoder unchanged (fairseq:
@@ -215,6 +224,7 @@ class ESPnetVSRModel(ESPnetASRModel):
         self._freeze_now = self.training and self.encoder_frozen()
         if self.training and self.freeze_finetune_updates:
             self.finetune_batches += 1
+            self._batches_seen += 1  # read from the buffer by encoder_frozen() the first time
         try:
             return super().forward(video, video_lengths, text, text_lengths, **kwargs)
         finally:

@@ -107,6 +107,23 @@ def test_counter_survives_a_resume_and_ignores_evaluation(tmp_path):
     assert changed(encoder, resumed.encoder) == [] and not resumed.encoder_frozen()
 
 
+def test_training_batches_read_nothing_back_from_the_device(tmp_path):
+    """The count lives on the host beside its buffer: a training batch asks the device nothing to know
+    whether the encoder is frozen (on a GPU every read would wait for the queued work)."""
+    from host_sync import HostSyncs
+
+    model = tiny_model(tmp_path, freeze_finetune_updates=2).train()
+    model(**BATCH)[0].backward()  # the first batch reads the buffer once
+    with HostSyncs() as syncs:
+        frozen, updates = model.encoder_frozen(), model.finetune_updates()
+    assert syncs.found == [] and frozen and updates == 1
+    assert int(model.finetune_batches) == 1  # the buffer (checkpoints, resume) counts alike
+    state = model.state_dict()
+    state["finetune_batches"] = torch.tensor(5)  # a load replaces the count: read again
+    model.load_state_dict(state)
+    assert model.finetune_updates() == 5 and not model.encoder_frozen()
+
+
 def test_no_freezing_by_default_and_state_dict_unchanged(tmp_path):
     model = tiny_model(tmp_path)
     assert "finetune_batches" not in model.state_dict() and not model.encoder_frozen()
