@@ -120,13 +120,18 @@ def s2t_subsampler(device):
     return lambda: module(x, lengths)[0].sum()
 
 
-def avhubert(device):
+def avhubert(use_sdpa=False):
     """The AV-HuBERT encoder after its front end (LayerDrop 0: its draw is the CPU generator's)."""
-    module = AVHubertEncoder(D, output_size=D, attention_heads=4, linear_units=64, num_blocks=2,
-                             layer_norm_first=True, layerdrop=0.0, conv_pos=8, conv_pos_groups=4)  # fmt: skip
-    module.to(device).train()
-    x, lengths, _ = _padded(device)
-    return lambda: module(x, lengths)[0].sum()
+
+    def case(device):
+        module = AVHubertEncoder(D, output_size=D, attention_heads=4, linear_units=64, num_blocks=2,
+                                 layer_norm_first=True, layerdrop=0.0, conv_pos=8, conv_pos_groups=4,
+                                 use_sdpa=use_sdpa)  # fmt: skip
+        module.to(device).train()
+        x, lengths, _ = _padded(device)
+        return lambda: module(x, lengths)[0].sum()
+
+    return case
 
 
 def swin(device):
@@ -171,7 +176,8 @@ CASES = {
     "LegoNN interface CTC, short utterances counted": interface_ctc,
     "Swin classifier, relaxed + L_drloc": swin,
     "S2T conv1d subsampler": s2t_subsampler,
-    "AV-HuBERT encoder": avhubert,
+    "AV-HuBERT encoder": avhubert(),
+    "AV-HuBERT encoder, use_sdpa": avhubert(use_sdpa=True),
 }
 
 
