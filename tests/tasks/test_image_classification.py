@@ -229,7 +229,8 @@ optim_conf: {lr: 0.01}
 """
 
 
-def test_swin_trains_and_infers_top_k_with_and_without_matched_inference(corpus, tiny_run_options):
+def train_swin(corpus, tiny_run_options):
+    """One epoch of the tiny relaxed Swin -> (experiment dir, the test images' scp)."""
     (corpus / "config.yaml").write_text(SWIN_CONFIG)
     exp = corpus / "exp"
     ImageClassificationTask.main(
@@ -238,16 +239,31 @@ def test_swin_trains_and_infers_top_k_with_and_without_matched_inference(corpus,
         + tiny_run_options
         + ["--output_dir", str(exp), "--max_epoch", "1"]
     )
-    scp = corpus / "data" / "test" / "image.scp"
-    model, _ = ImageClassificationTask.build_model_from_file(
-        exp / "config.yaml", exp / "valid.acc.best.pth"
-    )
-    images = torch.stack(
+    return exp, corpus / "data" / "test" / "image.scp"
+
+
+def read_images(scp):
+    """The images of ``scp`` as the model reads them: (N, H, W, C) in [0, 1]."""
+    return torch.stack(
         [
             torch.from_numpy(np.asarray(Image.open(p), dtype=np.float32) / 255)
             for p in (line.split()[1] for line in scp.read_text().splitlines())
         ]
     )
+
+
+def set_matched_inference(model, on: bool) -> None:
+    for module in model.modules():
+        if hasattr(module, "matched_inference"):
+            module.matched_inference = on
+
+
+def test_swin_trains_and_infers_top_k_with_and_without_matched_inference(corpus, tiny_run_options):
+    exp, scp = train_swin(corpus, tiny_run_options)
+    model, _ = ImageClassificationTask.build_model_from_file(
+        exp / "config.yaml", exp / "valid.acc.best.pth"
+    )
+    images = read_images(scp)
     for matched in ("false", "true"):
         text, topk = corpus / f"text_{matched}", corpus / f"topk_{matched}"
         cls_inference.main(
@@ -268,9 +284,7 @@ def test_swin_trains_and_infers_top_k_with_and_without_matched_inference(corpus,
                 "3",
             ]
         )
-        for module in model.modules():
-            if hasattr(module, "matched_inference"):
-                module.matched_inference = matched == "true"
+        set_matched_inference(model, matched == "true")
         with torch.no_grad():
             expected = model.eval().classify(images).topk(2, dim=-1).indices
         rows = [line.split() for line in topk.read_text().splitlines()]
@@ -279,9 +293,7 @@ def test_swin_trains_and_infers_top_k_with_and_without_matched_inference(corpus,
     # relaxation at test time changes the scores (γ = 0.3): the two rankings come from different models
     logits = {}
     for matched in (False, True):
-        for module in model.modules():
-            if hasattr(module, "matched_inference"):
-                module.matched_inference = matched
+        set_matched_inference(model, matched)
         with torch.no_grad():
             logits[matched] = model.classify(images)
     assert not torch.allclose(logits[False], logits[True])
@@ -292,15 +304,7 @@ def test_swin_trains_and_infers_top_k_with_and_without_matched_inference(corpus,
 def test_swin_with_matched_inference_classifies_on_cuda_as_on_the_cpu(corpus, tiny_run_options):
     """``--gpu_inference true``'s path (``--device cuda``): relaxed window attention with matched inference
     on the GPU ranks as on the CPU (images whose two best classes are closer than 1e-3 aside)."""
-    (corpus / "config.yaml").write_text(SWIN_CONFIG)
-    exp = corpus / "exp"
-    ImageClassificationTask.main(
-        cmd=task_args(corpus)
-        + data_args(corpus)
-        + tiny_run_options
-        + ["--output_dir", str(exp), "--max_epoch", "1"]
-    )
-    scp = corpus / "data" / "test" / "image.scp"
+    exp, scp = train_swin(corpus, tiny_run_options)
     predicted = {}
     for device in ("cpu", "cuda"):
         text = corpus / f"text_{device}"
@@ -313,15 +317,8 @@ def test_swin_with_matched_inference_classifies_on_cuda_as_on_the_cpu(corpus, ti
     model, _ = ImageClassificationTask.build_model_from_file(
         exp / "config.yaml", exp / "valid.acc.best.pth"
     )
-    for module in model.modules():
-        if hasattr(module, "matched_inference"):
-            module.matched_inference = True
-    images = torch.stack(
-        [
-            torch.from_numpy(np.asarray(Image.open(p), dtype=np.float32) / 255)
-            for p in (line.split()[1] for line in scp.read_text().splitlines())
-        ]
-    )
+    set_matched_inference(model, True)
+    images = read_images(scp)
     with torch.no_grad():
         best = model.eval().classify(images).topk(2, dim=-1).values
     clear = (best[:, 0] - best[:, 1] > 1e-3).tolist()
