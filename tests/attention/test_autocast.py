@@ -168,7 +168,7 @@ def test_unstable_operations_run_in_float32_under_autocast():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@CUDA
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("name", CASES)
 def test_cuda_autocast_input_gradient_is_as_good_as_espnets(name, dtype):
