@@ -54,12 +54,12 @@ TIMING_ROWS=(
     "relaxed attention|cls|egs/cifar100/cls1/conf/train_swin_t.yaml|256 0 0 100|"
     "relaxed attention|cls|egs/cifar100/cls1/conf/train_swin_t.yaml|256 0 0 100|--use_amp true"
     # Multiformer against its baseline at the thesis' batch (20,000 frames x 16 batches an update)
-    "Multiformer|st|egs/mustc/st1/conf/train_st.yaml|64 700 30 8000|"
-    "Multiformer|st|egs/mustc/st1/conf/tuning/train_st_s2t_transformer_s.yaml|64 700 30 8000|"
+    "Multiformer|st|egs/mustc/st1/conf/train_st.yaml|54 700 30 8000|"
+    "Multiformer|st|egs/mustc/st1/conf/tuning/train_st_s2t_transformer_s.yaml|54 700 30 8000|"
     # sharp attention: batch 192
     "sharp attention|ocr|egs/mnist_seq/ocr1/conf/train_ocr_paper.yaml|384 0 5 100|"
     # head selection, mTEDx multilingual ASR
-    "head selection|asr|egs/mtedx/asr1/conf/train_asr_group.yaml|128 700 30 8000|"
+    "head selection|asr|egs/mtedx/asr1/conf/train_asr_group.yaml|114 700 30 8000|"
 )
 BENCHMARKS=(bench_relaxed_attention.py bench_multiformer.py bench_head_selection.py bench_swin_relaxed.py
             bench_legonn.py)

@@ -343,6 +343,61 @@ def _set_main_worker_modes(args: argparse.Namespace) -> None:
         torch.backends.cuda.matmul.allow_tf32 = cudnn.allow_tf32 = True
 
 
+def _train_args(task_cls, config: Path, data: list[str], ngpu: int, extra_args: Sequence[str]):
+    """The task's parsed training options: the config, the synthetic corpus, then ``extra_args``."""
+    argv = ["--config", str(config), *data, "--ngpu", str(ngpu), "--num_workers", "0", *extra_args]
+    return task_cls.get_parser().parse_args(argv)
+
+
+def corpus_batches(
+    task: str,
+    config: str | Path,
+    size: CorpusSize,
+    vocab: int = 100,
+    extra_args: Sequence[str] = (),
+) -> list[int]:
+    """Utterances in each batch the config's own sampler makes of the synthetic corpus ``size`` (with
+    ``extra_args``), without building the model: what ``check_whole_batches`` checks before a timing."""
+    from espnet2.train.distributed_utils import DistributedOption, resolve_distributed_mode
+    from espnet2.utils.build_dataclass import build_dataclass
+
+    task_cls = _task_class(task)
+    config = Path(config).resolve()
+    settings = yaml.safe_load(config.read_text()) or {}
+    root = Path(tempfile.mkdtemp(prefix="batches."))
+    previous = Path.cwd()
+    try:
+        os.chdir(root)
+        data = SyntheticCorpus(root, task, settings, vocab, size=size).write()
+        args = _train_args(task_cls, config, data, 0, extra_args)
+        resolve_distributed_mode(args)
+        distributed = build_dataclass(DistributedOption, args)
+        factory = task_cls.build_iter_factory(args, distributed, mode="train")
+        return [len(batch) for batch in factory.sampler.batches]
+    finally:
+        os.chdir(previous)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def check_whole_batches(factory, size: CorpusSize) -> None:
+    """Refuse a synthetic corpus whose utterances the config's sampler cannot split into batches of one
+    size: the iterator cycles through them, so the timed updates would mix full batches with the remainder
+    (64 utterances of 125 video frames at 4,000 frames a batch make batches of 31, 31 and 2), and inputs per
+    update and GPU hours would describe neither. ``factory``: ESPnet's sequence iterator factory."""
+    batches = getattr(getattr(factory, "sampler", None), "batches", None)
+    if not batches:
+        return
+    sizes = sorted({len(batch) for batch in batches})
+    if len(sizes) > 1:
+        full = sizes[-1]
+        raise ConfigError(
+            f"{size.utterances} synthetic utterances make batches of {sizes} utterances: the timed "
+            f"updates would mix them; give a multiple of {full} "
+            f"(e.g. {full * max(1, round(size.utterances / full))})",
+            key="--utterances",
+        )
+
+
 def preflight(
     task: str,
     config: str | Path,
@@ -377,17 +432,7 @@ def preflight(
     try:
         os.chdir(root)  # relative paths in the config resolve as in the recipe directory
         data = SyntheticCorpus(root, task, settings, vocab, size=size).write()
-        argv = [
-            "--config",
-            str(config),
-            *data,
-            "--ngpu",
-            str(ngpu),
-            "--num_workers",
-            "0",
-            *extra_args,
-        ]
-        args = task_cls.get_parser().parse_args(argv)
+        args = _train_args(task_cls, config, data, ngpu, extra_args)
         iterations = updates * int(args.accum_grad)
         args.num_iters_per_epoch = iterations
         device = "cuda" if ngpu > 0 else "cpu"
@@ -410,7 +455,10 @@ def preflight(
                     p.requires_grad = False
         optimizers = task_cls.build_optimizers(args, model=model)
         schedulers = _build_schedulers(args, optimizers)
-        iterator = task_cls.build_iter_factory(args, distributed, mode="train").build_iter(1)
+        factory = task_cls.build_iter_factory(args, distributed, mode="train")
+        if size is not None:
+            check_whole_batches(factory, size)
+        iterator = factory.build_iter(1)
         if timer is not None:
             iterator = timer.wrap(iterator, int(args.accum_grad), device)
         trainer = task_cls.trainer

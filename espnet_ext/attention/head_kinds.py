@@ -102,12 +102,12 @@ def local_attention(q, k, v, mask, window: int, dilation: int = 1, dropout=None)
     return context
 
 
-# On CUDA, up to this many frames a Local head is a band mask over one fused dense attention. On one H100
-# (bench_multiformer, batch 16, attention dropout 0.1) the 4 x Full encoder, an explicit T x T attention,
-# took 7.8 / 18.3 ms where the blocked Local(64) path took 18.8 / 21.6 ms at T = 512 / 1024, and 67 vs 172 ms
-# at 4096: the dense band costs what Full costs. On 2 CPU cores a whole encoder ran 1.0-1.9x slower dense
-# (T 256-1024), so the CPU keeps the blocked path. The benchmark prints dense against blocked.
-LOCAL_DENSE_MAX_FRAMES = 1024
+# On CUDA, up to this many frames a Local head is a band mask over one fused dense attention; beyond, its band
+# in chunks (LOCAL_CHUNK_DEVICES). bench_multiformer (batch 16, attention dropout 0.1), dense band against
+# chunks of 128 queries, whole encoder: one H100 7.9 / 9.9 ms at T 512, 14.3 / 11.7 at 1024; one H200 7.4 /
+# 8.6 at 512, 10.1 / 9.4 at 768, 13.7 / 11.2 at 1024: the chunks overtake between 512 and 768. On 2 CPU
+# cores a whole encoder ran 1.0-1.9x slower dense (T 256-1024), so the CPU keeps the blocked path.
+LOCAL_DENSE_MAX_FRAMES = 512
 LOCAL_DENSE_DEVICES = {"cuda"}
 
 

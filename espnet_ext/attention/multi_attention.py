@@ -50,6 +50,11 @@ DEFAULT_REDRAW_INTERVAL = (
     1000  # Performer feature redraw every 1000 training calls (performer-pytorch)
 )
 CONV_FORMS = ("dense", "depthwise")
+# Training layers run every group's heads through one fused dense call (``_one_call``) on the devices of Local
+# heads' dense band, for utterances of at most this many frames: the threshold the dense band had when the path
+# came in (bc153a3; MuST-C's subsampled utterances are far shorter). Where it overtakes each group's own path
+# past 512 frames (Local heads in chunks) has not been measured.
+ONE_CALL_MAX_FRAMES = 1024
 LOCAL_FORMS = ("band", "block")
 
 
@@ -449,7 +454,7 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
     def _one_call(self, q, k, mask) -> bool:
         """Whether this forward takes ``_attention_in_one_call``: training self-attention over a padding
         mask (B, 1, T), every group Full (neither relaxed nor smooth focus), Local in the band form or Conv, more
-        than one group, and utterances short enough for Local heads' dense band on this device."""
+        than one group, on a device of Local heads' dense band, for utterances of at most ``ONE_CALL_MAX_FRAMES``."""
         return (
             self.training
             and len(self.groups) > 1
@@ -457,7 +462,7 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
             and mask.size(1) == 1  # a padding mask (B, 1, T), not per query (a causal one)
             and q.size(2) == k.size(2)
             and q.device.type in head_kinds.LOCAL_DENSE_DEVICES
-            and q.size(2) <= head_kinds.LOCAL_DENSE_MAX_FRAMES
+            and q.size(2) <= ONE_CALL_MAX_FRAMES
             and not (self.relaxing or self.smooth_focus)
             and all(
                 isinstance(g, (FullHeads, ConvHeads))

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from espnet_ext.analysis import train_timing
+from espnet_ext.analysis import preflight, train_timing
 from espnet_ext.analysis.preflight import CorpusSize
 from espnet_ext.errors import ConfigError
 
@@ -195,3 +195,15 @@ def test_profile_prints_the_costliest_operators_beside_the_row(capsys):
     operators = [line for line in table.splitlines() if line.strip().startswith("aten::")]
     assert 0 < len(operators) <= 5
     assert row.split("|")[1].strip() == "st"  # the timing row follows it
+
+
+def test_a_corpus_of_mixed_batches_is_refused_before_training():
+    """64 utterances at 31 a batch would time updates of a full batch and the remainder mixed."""
+    size = CorpusSize(utterances=20, frames=120, tokens=8)
+    batch = ["--batch_size", "8"]
+    assert max(preflight.corpus_batches("st", MINI_ST, size, extra_args=batch)) == 8
+    refusal = r"--utterances.*20 synthetic utterances.*multiple of 8 \(e\.g\. 16\)"
+    with pytest.raises(ConfigError, match=refusal):
+        train_timing.measure("st", MINI_ST, size, updates=2, ngpu=0, extra_args=batch)
+    size = CorpusSize(utterances=16, frames=120, tokens=8)
+    assert preflight.corpus_batches("st", MINI_ST, size, extra_args=batch) == [8, 8]

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttention
 from espnet_averaging import espnet_average
 
-from espnet_ext.attention import head_kinds
+from espnet_ext.attention import head_kinds, multi_attention
 from espnet_ext.attention.multi_attention import (
     ConvHeads,
     FastHeads,
@@ -853,7 +853,7 @@ def test_training_computes_every_group_in_one_attention_call(
     assert layer._one_call(q, q, mask) and not layer.eval()._one_call(q, q, mask)
     causal = mask & torch.ones(23, 23, dtype=torch.bool).tril()  # (B, T, T): per query
     assert not layer.train()._one_call(q, q, causal)
-    monkeypatch.setattr(head_kinds, "LOCAL_DENSE_MAX_FRAMES", 16)
+    monkeypatch.setattr(multi_attention, "ONE_CALL_MAX_FRAMES", 16)
     assert not layer.train()._one_call(q, q, mask)
     monkeypatch.undo()
     assert not layer._one_call(q, q, mask)  # the CPU keeps each group's path (LOCAL_DENSE_DEVICES)

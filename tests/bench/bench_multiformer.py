@@ -14,10 +14,11 @@ PyTorch's dispatcher on CPU and by the CUDA allocator's counters on CUDA (alloca
 Also a single 4 x Full MHMA layer against ESPnet's MultiHeadedAttention (the same weights) at T = 1024.
 The Local(64) column is the O(T·w) blocked path at every T (the algorithm whose growth is fitted);
 utterances of at most ``head_kinds.LOCAL_DENSE_MAX_FRAMES`` frames take a band mask over one fused dense
-attention on CUDA instead, measured beside it at those T on any device ("dense <= blocked" checks that
-threshold). Beside the blocked path, at every T, the chunked one (``head_kinds.chunked_local_attention``: the
-band in chunks of ``LOCAL_CHUNK_FRAMES`` queries through one fused call), which Local heads take past the
-dense threshold on the devices in ``LOCAL_CHUNK_DEVICES`` (CUDA); the Local goals and the dense threshold are
+attention on CUDA instead, measured beside it at those T and the first T past them on any device (the dense
+threshold is checked from both sides: dense no slower up to it, slower past it). Beside the blocked path, at
+every T, the chunked one (``head_kinds.chunked_local_attention``: the band in chunks of ``LOCAL_CHUNK_FRAMES``
+queries through one fused call), which Local heads take past the dense threshold on the devices in
+``LOCAL_CHUNK_DEVICES`` (CUDA); the Local goals and the dense threshold are
 judged on the path the device takes there (chunked on CUDA, blocked on the CPU).
 --attention_dropout (default 0.1, the real configs'); --flex: Local heads past the dense threshold through
 FlexAttention on CUDA (``head_kinds.FLEX_ON_CUDA``; it has no dropout on the weights: with --attention_dropout 0).
@@ -227,11 +228,20 @@ def plot(lengths, times, peaks, path: Path) -> None:
 
 
 def goals(
-    lengths, times, peaks, layer_ratio, gpu: bool = False, local: str = "Local(64)"
+    lengths,
+    times,
+    peaks,
+    layer_ratio,
+    gpu: bool = False,
+    local: str = "Local(64)",
+    threshold: int | None = None,
 ) -> list[tuple[str, str, bool]]:
     """(goal, measured, met) rows; ``gpu``: the GPU goals' speed-ups (Conv >= 2x, Fast >= 3x); ``local``:
     the column of the path Local heads take at the longest T on the device (the blocked one by default,
-    ``Local(64) chunked`` on the devices in ``head_kinds.LOCAL_CHUNK_DEVICES``)."""
+    ``Local(64) chunked`` on the devices in ``head_kinds.LOCAL_CHUNK_DEVICES``); ``threshold``: the dense
+    band's (default ``head_kinds.LOCAL_DENSE_MAX_FRAMES``), judged from both sides where the dense column
+    has a T past it."""
+    threshold = head_kinds.LOCAL_DENSE_MAX_FRAMES if threshold is None else threshold
     big = lengths[-1]
     path = "chunked" if local.endswith("chunked") else "blocked"
     conv_t = 2048 if 2048 in lengths else lengths[-2]
@@ -266,7 +276,8 @@ def goals(
                 checked.append((f"{name} (reference)", f"k = {k:.2f}", True))
             else:
                 checked.append((f"{name} (linear: k <= 1.2)", f"k = {k:.2f}", k <= 1.2))
-    short = [t for t in lengths if "Local(64) dense" in times[t]]
+    dense = [t for t in lengths if "Local(64) dense" in times[t]]
+    short, past = [t for t in dense if t <= threshold], [t for t in dense if t > threshold]
     if short:
         worst = max(times[t]["Local(64) dense"] / times[t][local] for t in short)
         checked.append(
@@ -274,6 +285,16 @@ def goals(
                 f"Local(64) dense / {path} up to T={short[-1]} (<= 1.0x: the dense threshold)",
                 f"{worst:.2f}x",
                 worst <= 1.0,
+            )
+        )
+    # the first T past the threshold: the other path must win there, or the threshold is too low
+    if past:
+        ratio = times[past[0]][local] / times[past[0]]["Local(64) dense"]
+        checked.append(
+            (
+                f"{local} / dense at T={past[0]} (<= 1.0x: no higher dense threshold)",
+                f"{ratio:.2f}x",
+                ratio <= 1.0,
             )
         )
     checked.append(
@@ -310,7 +331,7 @@ def main() -> int:
     if args.quick:
         lengths, size, ffn, layers, window, rounds = [64, 128, 256], 32, 64, 1, 8, 1
     else:
-        # 768: between the H100's dense band (faster at 512) and its chunks (faster at 1024)
+        # 768: between the dense band (faster at 512 on an H100 and an H200) and its chunks (faster at 1024)
         lengths = [512, 768, 1024, 2048, 4096]
         size, ffn, layers, window, rounds = 256, 2048, 2, 64, 3
     rounds = args.rounds or rounds
@@ -321,14 +342,17 @@ def main() -> int:
     }
     local = models["Local(64)"]
     models["Local(64)"] = LocalPath(local, 0)
-    dense = {"Local(64) dense": LocalPath(local, head_kinds.LOCAL_DENSE_MAX_FRAMES)}
+    # the dense band up to its threshold and at the first T past it (where the other path must win)
+    past = [t for t in lengths if t > head_kinds.LOCAL_DENSE_MAX_FRAMES]
+    dense_up_to = past[0] if past else lengths[-1]
+    dense = {"Local(64) dense": LocalPath(local, dense_up_to)}
     chunk = head_kinds.LOCAL_CHUNK_FRAMES
     models["Local(64) chunked"] = LocalPath(local, 0, chunk)
     # other chunk sizes at the longest T only: which one the chunked path should take
     other_chunks = {f"chunks of {c}": LocalPath(local, 0, c) for c in (chunk // 2, 2 * chunk)}
     times, peaks = {}, {}
     for length in lengths:
-        measured = models | (dense if length <= head_kinds.LOCAL_DENSE_MAX_FRAMES else {})
+        measured = models | (dense if length <= dense_up_to else {})
         measured |= other_chunks if length == lengths[-1] else {}
         times[length], peaks[length] = measure(measured, batch, length, size, rounds, device)
     floors = {

@@ -111,7 +111,7 @@ def test_multiformer_local_goals_take_the_path_the_device_runs():
         local: {
             name: (value, ok)
             for name, value, ok in bench_multiformer.goals(
-                lengths, times, peaks, 1.0, gpu=True, local=local
+                lengths, times, peaks, 1.0, gpu=True, local=local, threshold=1024
             )
         }
         for local in ("Local(64)", "Local(64) chunked")
@@ -128,6 +128,20 @@ def test_multiformer_local_goals_take_the_path_the_device_runs():
         "Local(64) dense / chunked up to T=1024 (<= 1.0x: the dense threshold)"
     ]
     assert dense == ("1.50x", False)
+    # a lower threshold is judged from both sides: dense up to it, the device's path at the first T past it
+    # slower than the chunks at 2048: right to stop at 1024
+    times[2048]["Local(64) dense"] = 0.3 * 2048
+    rows = {
+        name: (value, ok)
+        for name, value, ok in bench_multiformer.goals(
+            lengths, times, peaks, 1.0, gpu=True, local="Local(64) chunked", threshold=1024
+        )
+    }
+    assert rows["Local(64) chunked / dense at T=2048 (<= 1.0x: no higher dense threshold)"] == (
+        "0.67x",
+        True,
+    )
+    assert "Local(64) dense / chunked up to T=1024 (<= 1.0x: the dense threshold)" in rows
     assert (
         "Local(64) chunked time ~ T^k over T=1024..4096 (linear: k <= 1.2)"
         in judged["Local(64) chunked"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from espnet_ext.analysis.preflight import TASKS
+from espnet_ext.analysis.preflight import TASKS, CorpusSize, corpus_batches
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = {"relaxed attention", "Multiformer", "sharp attention", "head selection", "LegoNN"}
@@ -75,7 +75,13 @@ def test_one_real_config_per_paper_family_is_timed_for_6_updates(tmp_path):
         # the task is the recipe's (egs/<corpus>/<task>1/conf/...)
         assert option["--task"] == RECIPE_TASK[config.relative_to(ROOT / "egs").parts[1]]
         assert option["--task"] in TASKS
-        assert int(option["--utterances"]) >= 64
+        # the config's sampler splits the synthetic corpus into whole batches of one size (no remainder
+        # mixed into the timed updates), at least two of them
+        size = CorpusSize(*(int(option[f"--{k}"]) for k in ("utterances", "frames", "tokens")))
+        espnet_options = command[19:]  # after train_timing's own 8
+        vocab = int(option["--vocab"])
+        sizes = corpus_batches(option["--task"], config, size, vocab, espnet_options)
+        assert len(set(sizes)) == 1 and len(sizes) >= 2, (config, espnet_options, sizes)
     # the AMP goals' configs are timed in fp32 and with AMP (whatever the config itself says)
     for name in ("train_vsr_large.yaml", "train_swin_t.yaml", "train_lego_wemb_ende.yaml"):
         rows = [c for c in timings if c[c.index("--config") + 1].endswith(name)]
