@@ -5,7 +5,8 @@ from __future__ import annotations
 from espnet2.tasks import asr
 
 from espnet_ext.tasks.attention_plots import AttentionPlotCheck
+from espnet_ext.tasks.task_conditioned import OneTaskBatches
 
 
-class ASRTask(AttentionPlotCheck, asr.ASRTask):
+class ASRTask(OneTaskBatches, AttentionPlotCheck, asr.ASRTask):
     """ESPnet2's ASR task; refuses attention plots of a model that keeps no attention weights."""

@@ -26,12 +26,13 @@ from espnet_ext.errors import ConfigError
 from espnet_ext.nets.lego.ctc_only import LEGONN_MODELS
 from espnet_ext.tasks.abs_ext_task import read_list
 from espnet_ext.tasks.attention_plots import AttentionPlotCheck
+from espnet_ext.tasks.task_conditioned import OneTaskBatches
 
 # Pieces of ESPnet's MT model a LegoNN model has no use for: set, they are refused, not dropped.
 _UNUSED_BY_LEGONN = ("specaug", "preencoder", "postencoder")
 
 
-class MTTask(AttentionPlotCheck, mt.MTTask):
+class MTTask(OneTaskBatches, AttentionPlotCheck, mt.MTTask):
     """ESPnet2's MT task, building LegoNN models without the unused CTC head (see the module doc)."""
 
     @classmethod

@@ -38,6 +38,7 @@ from espnet_ext.errors import ConfigError
 from espnet_ext.nets.task_models import TaskConditionedSTModel
 from espnet_ext.tasks.abs_ext_task import load_state_dict_strictly
 from espnet_ext.tasks.attention_plots import AttentionPlotCheck
+from espnet_ext.tasks.task_conditioned import OneTaskBatches
 
 MODELS: dict[str, type[ESPnetSTModel]] = {
     "espnet": ESPnetSTModel,
@@ -105,7 +106,7 @@ def from_espnet_model(
     return model
 
 
-class STTask(AttentionPlotCheck, st.STTask):
+class STTask(OneTaskBatches, AttentionPlotCheck, st.STTask):
     """ESPnet2's ST task, building the model class ``--model`` names (``MODELS``)."""
 
     @classmethod

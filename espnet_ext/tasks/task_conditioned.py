@@ -1,4 +1,9 @@
-"""Task ids of task-conditioned models (head selection, adapters) in ESPnet2's decoding.
+"""Task ids of task-conditioned models (head selection, adapters) in ESPnet2's batches and decoding.
+
+In training and validation batches (``OneTaskBatches``, a base of our ASR, MT and ST tasks) a task-id column
+whose rows all hold one id is kept once, (B, 1) -> (1, 1), decided on the host while the batch is collated:
+the layers then take one task's path (head selection: one product with that task's projection rows instead
+of a batched product of rows gathered per utterance), with no read-back from the device.
 
 ESPnet's ``Speech2Text`` / ``Text2Text`` see one utterance's input and nothing else, so our
 inference entry points take the task tags from the data dir being decoded:
@@ -23,8 +28,9 @@ The models: ``espnet_ext.nets.task_models``; ``model: task_conditioned`` in ESPn
 
 from __future__ import annotations
 
+import argparse
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,6 +39,7 @@ import yaml
 from espnet_ext.data.datadir import read_kaldi_entries
 from espnet_ext.data.task_tags import task_ids, write_task_ids
 from espnet_ext.errors import ConfigError
+from espnet_ext.nets.task_models import TASK_KEYS
 
 # option -> the data name the model's forward / set_task_id takes
 TAG_OPTIONS = {
@@ -104,3 +111,34 @@ def task_id_data(
             write_task_ids(table, ids)
             extra.append((str(table), TAG_OPTIONS[option], "text_int"))
         yield extra
+
+
+class OneTaskIds:
+    """ESPnet's collate, then each task-id column (``TASK_KEYS``) whose rows all hold one id kept once:
+    ``task_id`` (B, 1) -> (1, 1), ``task_id_lengths`` (B,) -> (1,) (see the module doc)."""
+
+    def __init__(self, collate: Callable):
+        self.collate = collate
+
+    def __call__(self, data):
+        ids, batch = self.collate(data)
+        for key in TASK_KEYS:
+            column = batch.get(key)
+            if column is None or column.size(0) < 2 or not bool((column == column[:1]).all()):
+                continue
+            batch[key] = column[:1]
+            if f"{key}_lengths" in batch:
+                batch[f"{key}_lengths"] = batch[f"{key}_lengths"][:1]
+        return ids, batch
+
+
+class OneTaskBatches:
+    """A task whose batches carry a one-task batch's id once (``OneTaskIds``). Not under ESPnet's
+    DataParallel (--ngpu > 1 in one process): it splits every tensor of the batch along its first
+    dimension, and a single id would reach one replica only."""
+
+    @classmethod
+    def build_collate_fn(cls, args: argparse.Namespace, train: bool) -> Callable:
+        collate = super().build_collate_fn(args, train)
+        data_parallel = args.ngpu > 1 and not getattr(args, "distributed", False)
+        return collate if data_parallel else OneTaskIds(collate)

@@ -8,12 +8,19 @@ Two encoders of the paper's MT sizes (d 512, FFN 1024, H = 4 heads, 6 layers, on
 (group strategy; the same result holds for subset, which computes the same number of heads), 8 tasks. Measured
 on one batch (B = 8 utterances of T = 256 frames; on CUDA B = 32, the GPU goals' batch; --batch_size B):
 
-  train, one task     forward + backward, every utterance of task 3 (the paper's setting: batches per task)
-  train, mixed tasks  the same with tasks 0..7 (utterance i has task i mod 8)
+  train, one task     forward + backward, every utterance of task 3, one id for the batch: what our tasks'
+                      collate gives a batch of one task (``tasks.task_conditioned.OneTaskBatches``)
+  train, one task, per-row ids
+                      the same with the id repeated per utterance (under ESPnet's DataParallel, which
+                      keeps the ids per row)
+  train, mixed tasks  the same with tasks 0..7 (utterance i has task i mod 8): the authors' setting (fairseq
+                      examples/attention_head_selection, speech_to_text_head_selection.py ``train_step``
+                      gives every sample its language's id)
   inference           forward without gradients, eval mode, every utterance of task 3 with its own id (ESPnet's
-                      model passes one a row: validation; selection fixed)
+                      validation of a batch of several tasks; selection fixed)
   inference, one id   the same with one id for the batch (decoding: ESPnet's decoders give the encoder and
-                      the beam's hypotheses one utterance's id, shape (1,))
+                      the beam's hypotheses one utterance's id, shape (1,); the authors' ``inference_step``
+                      takes the batch's first id; validation of a one-task batch)
 
 The variants are interleaved round-robin and the fastest round is kept (tests/bench/timing.py); a
 head-selection step includes giving the layers the batch's task ids, as the model's forward does.
@@ -85,7 +92,8 @@ def measure(args) -> dict[str, tuple[float, float]]:
     one_task = torch.full((args.batch,), 3, device=device)
     mixed = torch.arange(args.batch, device=device) % 8
     settings = {
-        "train, one task": (train_step, one_task),
+        "train, one task": (train_step, one_task[:1]),
+        "train, one task, per-row ids": (train_step, one_task),
         "train, mixed tasks": (train_step, mixed),
         "inference": (inference_step, one_task),
         "inference, one id": (inference_step, one_task[:1]),

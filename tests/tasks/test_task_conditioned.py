@@ -339,3 +339,76 @@ def test_group_strategy_needs_a_multiple_of_the_heads_named_in_the_config(tmp_pa
     args = ASRTask.get_parser().parse_args(args + ["--input_size", "4"])
     with pytest.raises(ConfigError, match="key 'head_candidates'.*multiple of 2 heads, got 5"):
         ASRTask.build_model(args)
+
+
+def _st_task_conditioned(tmp_path):
+    (tmp_path / "tokens.txt").write_text("\n".join(TOKENS) + "\n")
+    config = {
+        "model": "task_conditioned",
+        "model_conf": {"selection_kl_weight": 0.1, "task_tags": TAGS, "asr_weight": 0.0},
+        "frontend": None,
+        "normalize": None,
+        "encoder": "head_selection_transformer",
+        "encoder_conf": dict(SMALL, input_layer="linear", **SELECTION),
+        "decoder": "head_selection_transformer",
+        "decoder_conf": dict(DECODER, **SELECTION),
+    }
+    conf = tmp_path / "st.yaml"
+    conf.write_text(yaml.safe_dump(config))
+    tokens = str(tmp_path / "tokens.txt")
+    argv = ["--config", str(conf), "--token_list", tokens, "--src_token_list", tokens]
+    return STTask.get_parser().parse_args(argv + ["--input_size", str(FEATS)])
+
+
+def test_a_one_task_batch_carries_its_id_once_and_trains_as_per_row_ids(tmp_path):
+    """OneTaskBatches: the collated column of one task's batch is (1, 1) (decided on the host), and the
+    model computes with it what it computes with the id repeated per row: the same loss and gradients
+    (eval mode with gradients: selection without noise), through head selection's one-task path."""
+    args = _st_task_conditioned(tmp_path)
+    collate = STTask.build_collate_fn(args, train=True)
+    rng = np.random.default_rng(0)
+
+    def utterance(i, task):
+        return f"utt{i}", {
+            "speech": rng.standard_normal((6 - i, FEATS)).astype(np.float32),
+            "text": np.array([2, 3, 4][: 3 - i]),
+            "task_id": np.array([task]),
+        }
+
+    _, one = collate([utterance(0, 2), utterance(1, 2), utterance(2, 2)])
+    _, mixed = collate([utterance(0, 2), utterance(1, 0), utterance(2, 2)])
+    assert one["task_id"].tolist() == [[2]] and one["task_id_lengths"].tolist() == [1]
+    assert mixed["task_id"].tolist() == [[2], [0], [2]]  # rows of several tasks stay per row
+    per_row = dict(one, task_id=torch.full((3, 1), 2), task_id_lengths=torch.ones(3, dtype=int))
+
+    torch.manual_seed(0)
+    model = STTask.build_model(args).eval()
+    results = []
+    for batch in (one, per_row):
+        model.zero_grad(set_to_none=True)  # each forward's gradients in tensors of their own
+        loss, _, _ = model(**batch)
+        loss.backward()
+        layer = model.encoder.encoders[0].self_attn
+        results.append((loss.detach(), [p.grad for p in model.parameters()], layer.task_id))
+    (loss_one, grads_one, ids_one), (loss_rows, grads_rows, ids_rows) = results
+    assert ids_one.numel() == 1 and ids_rows.numel() == 3  # the one-task path, then the per-row one
+    torch.testing.assert_close(loss_one, loss_rows)
+    for got, expected in zip(grads_one, grads_rows):
+        assert (got is None) == (expected is None)
+        if got is not None:
+            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "ngpu,distributed,collapsed", [(0, False, True), (2, True, True), (2, False, False)]
+)
+def test_one_task_ids_stay_per_row_under_data_parallel(tmp_path, ngpu, distributed, collapsed):
+    """ESPnet's DataParallel (--ngpu 2 in one process) splits the batch's tensors across replicas."""
+    from espnet_ext.tasks.asr import ASRTask as OurASRTask
+    from espnet_ext.tasks.mt import MTTask as OurMTTask
+
+    args = _st_task_conditioned(tmp_path)
+    args.ngpu, args.distributed = ngpu, distributed
+    for task in (STTask, OurASRTask, OurMTTask):
+        collate = task.build_collate_fn(args, train=False)
+        assert isinstance(collate, task_conditioned.OneTaskIds) == collapsed, task
