@@ -140,5 +140,5 @@ class OneTaskBatches:
     @classmethod
     def build_collate_fn(cls, args: argparse.Namespace, train: bool) -> Callable:
         collate = super().build_collate_fn(args, train)
-        data_parallel = args.ngpu > 1 and not getattr(args, "distributed", False)
+        data_parallel = getattr(args, "ngpu", 0) > 1 and not getattr(args, "distributed", False)
         return collate if data_parallel else OneTaskIds(collate)
