@@ -106,12 +106,20 @@ def check_task_ids(task_id: torch.Tensor, num_tasks: int, what: str = "model") -
 
 
 def set_task_id(model: nn.Module, task_id: torch.Tensor | None) -> int:
-    """Give every task-conditioned submodule of ``model`` the task ids; returns how many modules got them."""
+    """Give every task-conditioned submodule of ``model`` the task ids; returns how many modules got them.
+
+    The ids are checked once per kind of module and number of tasks (every layer of an encoder shares
+    both), not once per module: on a GPU each check is a few kernels of every forward."""
     conditioned = [m for m in model.modules() if isinstance(m, TaskConditioned)]
+    checked: dict[tuple[int, str], torch.Tensor] = {}
     for module in conditioned:
-        module.task_id = (
-            None if task_id is None else check_task_ids(task_id, module.num_tasks, module.task_kind)
-        )
+        if task_id is None:
+            module.task_id = None
+            continue
+        key = (module.num_tasks, module.task_kind)
+        if key not in checked:
+            checked[key] = check_task_ids(task_id, module.num_tasks, module.task_kind)
+        module.task_id = checked[key]
     return len(conditioned)
 
 

@@ -416,3 +416,27 @@ def test_inference_gathers_each_tasks_heads_once_and_again_when_a_parameter_chan
     with torch.enable_grad():
         attn(x, x, x, mask).sum().backward()  # the general path: the weights get gradients
     assert attn.linear_q.weight.grad is not None
+
+
+def test_task_ids_are_checked_once_per_kind_of_module(monkeypatch):
+    """Every layer of a stack shares one checked tensor (a check is kernels on a GPU); modules of another
+    number of tasks get their own check, and an unknown id is still refused for the module it is unknown to."""
+    calls = []
+    check = head_selection.check_task_ids
+
+    def counting(task_id, num_tasks, what="model"):
+        calls.append((num_tasks, what))
+        return check(task_id, num_tasks, what)
+
+    monkeypatch.setattr(head_selection, "check_task_ids", counting)
+    stack = torch.nn.ModuleList([layer(tasks=3) for _ in range(4)] + [layer(tasks=5)])
+    assert set_task_id(stack, torch.tensor([2, 0])) == 5
+    assert calls == [(3, "head-selection layer"), (5, "head-selection layer")]
+    assert all(m.task_id is stack[0].task_id for m in stack[:4]) and stack[4].task_id.tolist() == [
+        2,
+        0,
+    ]
+    with pytest.raises(InputError, match="task id 4 unknown.*0..2"):
+        set_task_id(stack, torch.tensor([4]))
+    set_task_id(stack, None)
+    assert all(m.task_id is None for m in stack)
