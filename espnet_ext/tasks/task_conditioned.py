@@ -135,10 +135,13 @@ class OneTaskIds:
 class OneTaskBatches:
     """A task whose batches carry a one-task batch's id once (``OneTaskIds``). Not under ESPnet's
     DataParallel (--ngpu > 1 in one process): it splits every tensor of the batch along its first
-    dimension, and a single id would reach one replica only."""
+    dimension, and a single id would reach one replica only. Nor in --collect_stats: ESPnet writes every
+    data name's shape per utterance from the batch, and would write the first utterance's only."""
 
     @classmethod
     def build_collate_fn(cls, args: argparse.Namespace, train: bool) -> Callable:
         collate = super().build_collate_fn(args, train)
         data_parallel = getattr(args, "ngpu", 0) > 1 and not getattr(args, "distributed", False)
-        return collate if data_parallel else OneTaskIds(collate)
+        if data_parallel or getattr(args, "collect_stats", False):
+            return collate
+        return OneTaskIds(collate)

@@ -400,15 +400,24 @@ def test_a_one_task_batch_carries_its_id_once_and_trains_as_per_row_ids(tmp_path
 
 
 @pytest.mark.parametrize(
-    "ngpu,distributed,collapsed", [(0, False, True), (2, True, True), (2, False, False)]
+    "ngpu,distributed,stats,collapsed",
+    [
+        (0, False, False, True),
+        (2, True, False, True),
+        (2, False, False, False),
+        (0, False, True, False),
+    ],
 )
-def test_one_task_ids_stay_per_row_under_data_parallel(tmp_path, ngpu, distributed, collapsed):
-    """ESPnet's DataParallel (--ngpu 2 in one process) splits the batch's tensors across replicas."""
+def test_one_task_ids_stay_per_row_under_data_parallel_and_in_stats(
+    tmp_path, ngpu, distributed, stats, collapsed
+):
+    """ESPnet's DataParallel (--ngpu 2 in one process) splits the batch's tensors across replicas;
+    --collect_stats writes each data name's shape per utterance."""
     from espnet_ext.tasks.asr import ASRTask as OurASRTask
     from espnet_ext.tasks.mt import MTTask as OurMTTask
 
     args = _st_task_conditioned(tmp_path)
-    args.ngpu, args.distributed = ngpu, distributed
+    args.ngpu, args.distributed, args.collect_stats = ngpu, distributed, stats
     for task in (STTask, OurASRTask, OurMTTask):
         collate = task.build_collate_fn(args, train=False)
         assert isinstance(collate, task_conditioned.OneTaskIds) == collapsed, task
