@@ -50,12 +50,12 @@ DEFAULT_REDRAW_INTERVAL = (
     1000  # Performer feature redraw every 1000 training calls (performer-pytorch)
 )
 CONV_FORMS = ("dense", "depthwise")
+LOCAL_FORMS = ("band", "block")
 # Training layers run every group's heads through one fused dense call (``_one_call``) on the devices of Local
 # heads' dense band, for utterances of at most this many frames: the threshold the dense band had when the path
 # came in (bc153a3; MuST-C's subsampled utterances are far shorter). Where it overtakes each group's own path
 # past 512 frames (Local heads in chunks) has not been measured.
 ONE_CALL_MAX_FRAMES = 1024
-LOCAL_FORMS = ("band", "block")
 
 
 @dataclass(frozen=True)
