@@ -45,8 +45,8 @@ step_on() { [[ ",${steps}," == *",$1,"* ]]; }
 # its batches. Where the paper's update spans several GPUs, one GPU takes it as accumulated batches.
 TIMING_ROWS=(
     # LegoNN WMT En-De, d 1024: 4,000 sentences an update (§V-B) as 8 batches of 500
-    "LegoNN|mt|egs/wmt/mt1/conf/train_lego_wemb_ende.yaml|1024 0 30 32000|--batch_size 500 --accum_grad 8"
-    "LegoNN|mt|egs/wmt/mt1/conf/train_lego_wemb_ende.yaml|1024 0 30 32000|--batch_size 500 --accum_grad 8 --use_amp true"
+    "LegoNN|mt|egs/wmt/mt1/conf/train_lego_wemb_ende.yaml|1000 0 30 32000|--batch_size 500 --accum_grad 8"
+    "LegoNN|mt|egs/wmt/mt1/conf/train_lego_wemb_ende.yaml|1000 0 30 32000|--batch_size 500 --accum_grad 8 --use_amp true"
     # AV-HuBERT large (relaxed attention, LRS3): 1,000 frames a GPU x 8 GPUs an update (conf/finetune)
     "relaxed attention|vsr|egs/lrs3/vsr1/conf/train_vsr_large.yaml|64 125 20 1000|--batch_bins 7550000 --accum_grad 8"
     "relaxed attention|vsr|egs/lrs3/vsr1/conf/train_vsr_large.yaml|64 125 20 1000|--batch_bins 7550000 --accum_grad 8 --use_amp false"
