@@ -276,23 +276,24 @@ def test_task_tags_cli_writes_the_id_table(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def test_st_task_builds_task_conditioned_models(tmp_path):
+ST_MODEL_CONF = {"selection_kl_weight": 0.1, "task_tags": TAGS, "asr_weight": 0.0}
+
+
+def st_args(tmp_path, config: dict):
+    """``config`` written to the experiment dir, with its token list -> (ST options, the common argv)."""
     (tmp_path / "tokens.txt").write_text("\n".join(TOKENS) + "\n")
-    config = {
-        "model": "task_conditioned",
-        "model_conf": {"selection_kl_weight": 0.1, "task_tags": TAGS, "asr_weight": 0.0},
-        "frontend": None,
-        "normalize": None,
-        "encoder": "head_selection_transformer",
-        "encoder_conf": dict(SMALL, input_layer="linear", **SELECTION),
-        "decoder": "transformer",
-        "decoder_conf": DECODER,
-    }
     conf = tmp_path / "st.yaml"
     conf.write_text(yaml.safe_dump(config))
     tokens = str(tmp_path / "tokens.txt")
     common = ["--config", str(conf), "--token_list", tokens, "--src_token_list", tokens]
-    args = STTask.get_parser().parse_args(common + ["--input_size", str(FEATS)])
+    return STTask.get_parser().parse_args(common + ["--input_size", str(FEATS)]), common
+
+
+def test_st_task_builds_task_conditioned_models(tmp_path):
+    # head selection in the encoder, ESPnet's decoder
+    config = dict(speech_config(ST_MODEL_CONF), decoder="transformer", decoder_conf=DECODER)
+    args, common = st_args(tmp_path, config)
+    conf = tmp_path / "st.yaml"
     model = STTask.build_model(args)
     assert isinstance(model, TaskConditionedSTModel) and model.task_tags == TAGS
     loss, stats, _ = model(
@@ -341,30 +342,11 @@ def test_group_strategy_needs_a_multiple_of_the_heads_named_in_the_config(tmp_pa
         ASRTask.build_model(args)
 
 
-def _st_task_conditioned(tmp_path):
-    (tmp_path / "tokens.txt").write_text("\n".join(TOKENS) + "\n")
-    config = {
-        "model": "task_conditioned",
-        "model_conf": {"selection_kl_weight": 0.1, "task_tags": TAGS, "asr_weight": 0.0},
-        "frontend": None,
-        "normalize": None,
-        "encoder": "head_selection_transformer",
-        "encoder_conf": dict(SMALL, input_layer="linear", **SELECTION),
-        "decoder": "head_selection_transformer",
-        "decoder_conf": dict(DECODER, **SELECTION),
-    }
-    conf = tmp_path / "st.yaml"
-    conf.write_text(yaml.safe_dump(config))
-    tokens = str(tmp_path / "tokens.txt")
-    argv = ["--config", str(conf), "--token_list", tokens, "--src_token_list", tokens]
-    return STTask.get_parser().parse_args(argv + ["--input_size", str(FEATS)])
-
-
 def test_a_one_task_batch_carries_its_id_once_and_trains_as_per_row_ids(tmp_path):
     """OneTaskBatches: the collated column of one task's batch is (1, 1) (decided on the host), and the
     model computes with it what it computes with the id repeated per row: the same loss and gradients
     (eval mode with gradients: selection without noise), through head selection's one-task path."""
-    args = _st_task_conditioned(tmp_path)
+    args, _ = st_args(tmp_path, speech_config(ST_MODEL_CONF))
     collate = STTask.build_collate_fn(args, train=True)
     rng = np.random.default_rng(0)
 
@@ -416,7 +398,7 @@ def test_one_task_ids_stay_per_row_under_data_parallel_and_in_stats(
     from espnet_ext.tasks.asr import ASRTask as OurASRTask
     from espnet_ext.tasks.mt import MTTask as OurMTTask
 
-    args = _st_task_conditioned(tmp_path)
+    args, _ = st_args(tmp_path, speech_config(ST_MODEL_CONF))
     args.ngpu, args.distributed, args.collect_stats = ngpu, distributed, stats
     for task in (STTask, OurASRTask, OurMTTask):
         collate = task.build_collate_fn(args, train=False)
