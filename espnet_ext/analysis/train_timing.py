@@ -18,8 +18,10 @@ update time with the frozen one beside it, and the hours weigh each by its share
 ``--profile N``: the measured updates (not the model's build, its copy to the device or the warm-up
 update) under PyTorch's profiler, then their N most expensive operators (by device time on CUDA, CPU time
 otherwise) and how busy the device was: its kernels' time against the wall time. It tells a launch- or
-input-bound update (a device idle most of the time) from a compute-bound one; the profiler's own overhead
-lengthens the update times printed beside it.
+input-bound update (a device idle most of the time) from a compute-bound one; then where the host's time
+went: the module classes whose forwards and the backward's autograd functions that took the most CPU time
+(a launch-bound update is as slow as its host). The profiler's own overhead lengthens the update times
+printed beside it.
 
 Printed as one markdown row (``--header`` first prints the table's head):
 
@@ -37,8 +39,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import re
 import statistics
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -264,7 +268,8 @@ def frozen_phase(updates: int) -> int:
 
 
 def profile_report(profiler, wall: float, device: torch.device, rows: int) -> str:
-    """The top ``rows`` operators of a finished ``profiler`` and the device's busy fraction of ``wall``."""
+    """The top ``rows`` operators of a finished ``profiler``, the device's busy fraction of ``wall`` and
+    the host's time by module and backward function (``host_report``)."""
     cuda = device.type == "cuda"
     events = profiler.key_averages()
     key = "self_device_time_total" if cuda else "self_cpu_time_total"
@@ -274,7 +279,34 @@ def profile_report(profiler, wall: float, device: torch.device, rows: int) -> st
         kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
         busy = sum(e.self_device_time_total for e in kernels) / 1e6
         report += f"\ndevice kernels {busy:.2f} s of {wall:.2f} s wall ({busy / wall:.0%} busy)"
-    return report
+    return f"{report}\n{host_report(events, rows)}"
+
+
+MODULE_EVENT, BACKWARD_EVENT = "nn.Module: ", "autograd::engine::evaluate_function: "
+
+
+def host_report(events, rows: int) -> str:
+    """Where the host's time went (what bounds a launch-bound update): the ``rows`` module classes whose
+    forwards took the most CPU time (all their instances; a module's time includes its submodules') and
+    the ``rows`` autograd functions of the backward that did, as two markdown tables. ``events``: a
+    profiler's ``key_averages()`` recorded ``with_stack`` (the module events)."""
+    tables = []
+    for prefix, what in ((MODULE_EVENT, "module forward"), (BACKWARD_EVENT, "backward function")):
+        total, calls = Counter(), Counter()
+        for event in events:
+            if event.key.startswith(prefix):
+                name = event.key[len(prefix) :]
+                if prefix == MODULE_EVENT:
+                    name = re.sub(r"_\d+$", "", name)  # the profiler numbers each instance
+                total[name] += event.cpu_time_total
+                calls[name] += event.count
+        lines = [f"| {what} (host) | calls | CPU ms | µs / call |", "|---|---:|---:|---:|"]
+        lines += [
+            f"| {name} | {calls[name]} | {us / 1e3:.1f} | {us / calls[name]:.0f} |"
+            for name, us in total.most_common(rows)
+        ]
+        tables.append("\n".join(lines))
+    return "\n\n".join(tables)
 
 
 @reports_input_errors
@@ -303,7 +335,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from torch.profiler import ProfilerActivity, profile
 
         cuda = args.ngpu > 0
-        profiler = profile(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda)
+        activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda
+        profiler = profile(activities=activities, with_stack=True)  # with_stack: module events
     timer = StepTimer(args.task, profiler)
     timing = measure(
         args.task, args.config, size, args.updates, args.ngpu, args.vocab, extra, timer
