@@ -61,8 +61,8 @@ TIMING_ROWS=(
     # head selection, mTEDx multilingual ASR
     "head selection|asr|egs/mtedx/asr1/conf/train_asr_group.yaml|114 700 30 8000|"
 )
-BENCHMARKS=(bench_relaxed_attention.py bench_multiformer.py bench_head_selection.py bench_swin_relaxed.py
-            bench_legonn.py)
+BENCHMARKS=(bench_relaxed_attention.py bench_multiformer.py bench_multiformer_configs.py bench_head_selection.py
+            bench_swin_relaxed.py bench_legonn.py)
 # 6 updates, the first one warming up, the median of the other 5 reported: at 20 the rows alone took longer
 # than the check's 8 minutes on an H100.
 UPDATES=6

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import torch
 
+from espnet_ext.attention import head_kinds
+
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_multiformer import (  # noqa: E402
     LocalPath,
@@ -63,3 +65,48 @@ def test_projections_floor_lies_between_the_floor_and_every_attention_kind():
     saved = 4 * batch * length * size * 4 * layers
     assert peak["projections"] - peak["floor"] >= saved
     assert peak["floor"] < peak["projections"] < peak["Local"] < peak["Full"]
+
+
+def test_multiformer_configs_benchmark_smoke_run(run_benchmark):
+    stdout = run_benchmark("bench_multiformer_configs.py")
+    rows = dict(
+        (cells[0], float(cells[2].rstrip("x")))
+        for line in stdout.splitlines()
+        if line.startswith("| encoder") or line.startswith("| attention")
+        for cells in [[c.strip() for c in line.strip("|").split("|")]]
+    )
+    # the three kinds of layer of train_st.yaml, each against ESPnet's attention
+    assert list(rows) == [
+        "encoder, s2t_transformer_s",
+        "encoder, Multiformer",
+        "encoder, Multiformer, groups one by one",
+        "attention, ESPnet (4 x Full)",
+        "attention, 4 x Conv(5, 2)",
+        "attention, 2 x Local(64), 2 x Conv(5, 2)",
+        "attention, 2 x Full, 2 x Conv(7, 3)",
+    ]
+    assert rows["encoder, s2t_transformer_s"] == rows["attention, ESPnet (4 x Full)"] == 1.0
+    assert "goal (CUDA only): the Multiformer's encoder <= 1.00x" in stdout
+
+
+def test_groups_one_by_one_keeps_a_layers_groups_off_the_fused_call(monkeypatch):
+    from bench_multiformer_configs import GroupsOneByOne
+
+    from espnet_ext.attention import multi_attention
+
+    monkeypatch.setattr(
+        head_kinds, "LOCAL_DENSE_DEVICES", {"cpu", "cuda"}
+    )  # the fused call's devices
+    model = build("2 x Local(64), 2 x Conv(5, 2)", 16, 32, 1, 8, "cpu").train()
+    fused = []
+    original = multi_attention.MultiHeadMultiAttention._attention_in_one_call
+    monkeypatch.setattr(
+        multi_attention.MultiHeadMultiAttention,
+        "_attention_in_one_call",
+        lambda self, *a: fused.append(1) or original(self, *a),
+    )
+    xs, lengths = torch.randn(2, 32, 16), torch.tensor([32, 20])
+    model(xs, lengths)
+    assert fused == [1]
+    GroupsOneByOne(model)(xs, lengths)
+    assert fused == [1] and multi_attention.ONE_CALL_MAX_FRAMES == 1024  # restored
