@@ -253,6 +253,9 @@ class HeadSelectionAttention(TaskConditioned):
         self.selection_logits = nn.Parameter(torch.empty(num_tasks, head_candidates))
         nn.init.uniform_(self.selection_logits, *LOGIT_INITS[logit_init])
         self.prior = n_head / head_candidates
+        # row offsets of q, k and v in their weights stacked (3 H' d_k, d), for ``qkv_rows``
+        offsets = torch.arange(3)[:, None, None] * width + torch.arange(self.d_k)
+        self.register_buffer("qkv_offsets", offsets, persistent=False)  # (3, 1, d_k)
         self.selection_kl: torch.Tensor | None = None
         self.sample: torch.Tensor | None = None  # the posterior of the last selections
         self.drawn: tuple | None = (
@@ -296,6 +299,11 @@ class HeadSelectionAttention(TaskConditioned):
         offsets = torch.arange(self.d_k, device=heads.device)
         return (heads.unsqueeze(-1) * self.d_k + offsets).flatten(-2)
 
+    def qkv_rows(self, heads: torch.Tensor) -> torch.Tensor:
+        """``head_rows`` of q, k and v in their weights stacked (3 H' d_k, d), side by side:
+        (..., H) -> (..., 3 * H * d_k) (two kernels: every layer's at once under ``draw_together``)."""
+        return (heads[..., None, :, None] * self.d_k + self.qkv_offsets).flatten(-3)
+
     @staticmethod
     def project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, rows: torch.Tensor):
         """``x`` (b, T, d) through the ``rows`` of ``weight`` (n, d) and ``bias`` (n,) -> (b, T, len(rows)).
@@ -310,19 +318,20 @@ class HeadSelectionAttention(TaskConditioned):
         row_bias = bias.index_select(0, rows.flatten()).unflatten(0, rows.shape)
         return torch.baddbmm(row_bias.unsqueeze(1), x, gathered.transpose(1, 2))
 
-    def attend(self, heads, scale, query, key, value, mask) -> torch.Tensor:
+    def attend(self, heads, scale, query, key, value, mask, qkv_rows=None) -> torch.Tensor:
         """ESPnet's scaled dot-product attention over the selected heads -> (b, T1, d).
 
-        ``heads``/``scale`` (1, H) for every utterance or (b, H) per utterance. Self-attention projects
-        q, k and v in one product (their rows side by side)."""
-        rows = self.head_rows(heads[0] if heads.size(0) == 1 else heads)
+        ``heads``/``scale`` (1, H) for every utterance or (b, H) per utterance; ``qkv_rows`` their
+        ``qkv_rows`` when already known (``draw_together``). Self-attention projects q, k and v in one
+        product (their rows side by side)."""
         if query is key and key is value:
-            width = self.head_candidates * self.d_k
-            rows = torch.cat([rows, rows + width, rows + 2 * width], -1)
+            rows = self.qkv_rows(heads) if qkv_rows is None else qkv_rows
             weight = torch.cat([lin.weight for lin in self.qkv])
             bias = torch.cat([lin.bias for lin in self.qkv])
+            rows = rows[0] if rows.size(0) == 1 else rows
             projected = self.project(query, weight, bias, rows).chunk(3, dim=-1)
         else:
+            rows = self.head_rows(heads[0] if heads.size(0) == 1 else heads)
             projected = [
                 self.project(x, lin.weight, lin.bias, rows)
                 for lin, x in zip(self.qkv, (query, key, value))
@@ -427,8 +436,9 @@ class HeadSelectionAttention(TaskConditioned):
         one_task = (
             self.task_id.numel() == 1
         )  # one task for every row (beam search): its selection alone
+        rows = None
         if self.drawn is not None:  # drawn with the other layers' (draw_together)
-            heads, scale, self.sample, task_kl = self.drawn
+            heads, scale, self.sample, task_kl, rows = self.drawn
         else:
             logits = self.selection_logits
             heads, scale, self.sample, task_kl = self.draw(
@@ -437,18 +447,21 @@ class HeadSelectionAttention(TaskConditioned):
         if one_task:
             kl = task_kl.expand(task_id.size(0))
         else:  # every task's selection, gathered per row
-            heads, scale, kl = (x.index_select(0, task_id) for x in (heads, scale, task_kl))
+            gathered = (heads, scale, task_kl) + (() if rows is None else (rows,))
+            heads, scale, kl, *rows = (x.index_select(0, task_id) for x in gathered)
+            rows = rows[0] if rows else None
         self.selection_kl = kl if self.training else None
-        return self.attend(heads, scale, query, key, value, mask)
+        return self.attend(heads, scale, query, key, value, mask, rows)
 
 
 @contextmanager
 def draw_together(layers: Sequence[HeadSelectionAttention]):
     """Within the block, ``layers`` (the self-attention of a stack of layers, given the same task ids by
     ``set_task_id``) select with one draw for all: their logits stacked (L, n, H'), one Gumbel draw, mask,
-    top-k, straight-through scale and KL for all L layers (``HeadSelectionAttention.draw``), each layer
-    then taking its slice. Per layer these are some 40 small kernels of each forward and backward, which on
-    a GPU cost launches, not arithmetic. Layer by layer and task by task, the noise is drawn in the order
+    top-k, straight-through scale and KL for all L layers (``HeadSelectionAttention.draw``) and the rows
+    of q, k and v the selected heads project with (``qkv_rows``), each layer then taking its slice. Per
+    layer these are some 45 small kernels of each forward and backward, which on a GPU cost launches, not
+    arithmetic. Layer by layer and task by task, the noise is drawn in the order
     the layers would draw it themselves. Layers of other options or task ids draw on their own; the
     fixed-selection inference path (``fixed_projections``) needs no draw."""
 
@@ -456,7 +469,7 @@ def draw_together(layers: Sequence[HeadSelectionAttention]):
         ids = layer.task_id
         ids = None if ids is None else (ids.data_ptr(), ids.shape, ids.device)
         options = (layer.training, layer.inference_noise, layer.strategy, layer.temperature)
-        return ids, options, layer.h, layer.kl_form, layer.selection_logits.shape
+        return ids, options, layer.h, layer.d_k, layer.kl_form, layer.selection_logits.shape
 
     first = layers[0] if layers else None
     together = (
@@ -469,8 +482,10 @@ def draw_together(layers: Sequence[HeadSelectionAttention]):
         logits = torch.stack([layer.selection_logits for layer in layers])  # (L, tasks, H')
         if first.task_id.numel() == 1:
             logits = logits.index_select(1, first.task_id.reshape(1).to(logits.device))
-        for layer, drawn in zip(layers, zip(*first.draw(logits))):
-            layer.drawn = drawn
+        heads, *drawn = first.draw(logits)
+        rows = first.qkv_rows(heads)  # every layer's q, k and v rows at once
+        for layer, layer_drawn in zip(layers, zip(heads, *drawn, rows)):
+            layer.drawn = layer_drawn
     try:
         yield
     finally:

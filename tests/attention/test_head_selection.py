@@ -440,3 +440,15 @@ def test_task_ids_are_checked_once_per_kind_of_module(monkeypatch):
         set_task_id(stack, torch.tensor([4]))
     set_task_id(stack, None)
     assert all(m.task_id is None for m in stack)
+
+
+def test_qkv_rows_are_the_heads_rows_of_q_k_and_v_side_by_side():
+    attn = layer(candidates=8, tasks=3)
+    width = 8 * attn.d_k  # rows of one of q, k, v
+    torch.manual_seed(0)
+    heads = torch.rand(2, 3, 8).topk(H, -1).indices.sort(-1).values  # (layers, tasks, H)
+    rows = attn.head_rows(heads)
+    expected = torch.cat([rows, rows + width, rows + 2 * width], -1)
+    assert torch.equal(attn.qkv_rows(heads), expected)
+    assert torch.equal(attn.qkv_rows(heads[0, 1]), expected[0, 1])  # any leading shape
+    assert "qkv_offsets" not in attn.state_dict()  # derived: checkpoints stay ESPnet's keys
