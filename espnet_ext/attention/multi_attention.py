@@ -474,19 +474,29 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
     def _attention_in_one_call(self, q, k, v, mask):
         """Every group's heads through one fused attention call -> context (B, H, T, d_k).
 
-        The keys are the T frames followed by each Conv group's T'_g compressed frames (put at its heads,
-        zeros elsewhere); the additive mask (``_one_call_mask``) shows each head the keys its kind sees:
-        Full heads the real frames, Local heads their band, a Conv group's heads its compressed frames, every
-        other key -inf, so each head's softmax is the one its own group computes. Per layer that is one
-        attention kernel forward and one backward instead of one per group, on a GPU where these small
-        layers cost launches, not arithmetic."""
+        The keys are the T frames followed by each Conv group's T'_g compressed frames (at its heads; the
+        other heads get zeros, or in the depthwise form their own frames compressed alike); the additive
+        mask (``_one_call_mask``) shows each head the keys its kind sees: Full heads the real frames, Local
+        heads their band, a Conv group's heads its compressed frames, every other key -inf, so each head's
+        softmax is the one its own group computes. Per layer that is one attention kernel forward and one
+        backward instead of one per group, on a GPU where these small layers cost launches, not
+        arithmetic."""
         keys, values, conv_terms = [k], [v], []
         for group in self._groups_of(ConvHeads):
-            heads = slice(group.first, group.stop)
-            kc, vc, terms, _ = group.compress(k[:, heads], v[:, heads], mask)
-            at_heads = (0, 0, 0, 0, group.first, self.h - group.stop)  # pads the head dimension
-            keys.append(torch.nn.functional.pad(kc, at_heads))
-            values.append(torch.nn.functional.pad(vc, at_heads))
+            if group.form == "depthwise":
+                # its one convolution serves any number of heads: every head's K and V compressed, the
+                # other heads' frames masked out; no slice of the group's heads and no padding back to
+                # all heads, forward or backward (kernels that cost a launch-bound GPU more than the
+                # arithmetic of a depthwise convolution over the other heads)
+                kc, vc, terms, _ = group.compress(k, v, mask)
+            else:  # a convolution per head of the group
+                heads = slice(group.first, group.stop)
+                kc, vc, terms, _ = group.compress(k[:, heads], v[:, heads], mask)
+                at_heads = (0, 0, 0, 0, group.first, self.h - group.stop)  # pads the head dimension
+                kc = torch.nn.functional.pad(kc, at_heads)
+                vc = torch.nn.functional.pad(vc, at_heads)
+            keys.append(kc)
+            values.append(vc)
             conv_terms.append(terms)
         layout = tuple((g.head, g.first, g.stop, getattr(g, "form", None)) for g in self.groups)
         bias, zero_rows = head_kinds.MASK_TERMS.get(
