@@ -2,7 +2,7 @@
 """The thesis' MuST-C encoders side by side: where the Multiformer's update time goes against its baseline.
 
     python tests/bench/bench_multiformer_configs.py [--quick] [--rounds N] [--device cpu|cuda]
-        [--batch_size B] [--frames T]
+        [--batch_size B] [--frames T] [--compile BACKEND]
 
 The encoder sections of egs/mustc/st1/conf/train_st.yaml (s2t_multiformer_s: 2 x (4 x Conv(5, 2)),
 6 x (2 x Local(64), 2 x Conv(5, 2)), 4 x (2 x Full, 2 x Conv(7, 3)), depthwise Conv heads, the band form of
@@ -15,6 +15,8 @@ configs), on the CPU 2 x 700. Rows:
   encoder                       both encoders, the paths the device takes
   encoder, groups one by one    the Multiformer with every head group on its own path (no fused call of a
                                 layer's groups, ``multi_attention.ONE_CALL_MAX_FRAMES`` 0)
+  encoder, <config>, compiled   with --compile BACKEND: both encoders with ``compile_layers: true``
+                                (``compile_backend: BACKEND``, e.g. inductor), compiled in the warm-up round
   attention, <heads>            one layer's self-attention module of each kind of layer of train_st.yaml
                                 against ESPnet's attention (s2t_transformer_s's first layer), on the front
                                 end's output (T/4 frames) with its mask
@@ -49,10 +51,13 @@ GOAL = 1.0  # the Multiformer's encoder against s2t_transformer_s's, on CUDA
 QUICK_SIZES = {"output_size": 32, "linear_units": 64, "conv_channels": 32}
 
 
-def build(config: Path, device, quick: bool) -> torch.nn.Module:
-    """The config's encoder (its ``encoder`` and ``encoder_conf``), small sizes with ``quick``."""
+def build(config: Path, device, quick: bool, compile_backend: str | None = None) -> torch.nn.Module:
+    """The config's encoder (its ``encoder`` and ``encoder_conf``), small sizes with ``quick``, its
+    layers compiled with ``compile_backend``."""
     settings = yaml.safe_load(config.read_text())
     options = dict(settings["encoder_conf"]) | (QUICK_SIZES if quick else {})
+    if compile_backend:
+        options |= {"compile_layers": True, "compile_backend": compile_backend}
     torch.manual_seed(0)
     return ENCODERS[settings["encoder"]](FEATURES, **options).to(device).train()
 
@@ -100,6 +105,9 @@ def measure(args, device) -> dict[str, float]:
     xs = torch.randn(args.batch, args.frames, FEATURES, device=device)
     encoders = {f"encoder, {name}": model for name, model in models.items()}
     encoders["encoder, Multiformer, groups one by one"] = GroupsOneByOne(models["Multiformer"])
+    if args.compile:
+        for name, path in CONFIGS.items():
+            encoders[f"encoder, {name}, compiled"] = build(path, device, args.quick, args.compile)
     steps = {name: lambda m=m: encoder_step(m, xs, lengths) for name, m in encoders.items()}
     best = fastest(steps, args.rounds, device)
 
@@ -119,6 +127,9 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--frames", type=int, default=None, help="longest utterance (700)")
+    parser.add_argument(
+        "--compile", metavar="BACKEND", help="also the encoders compiled (inductor)"
+    )
     device_options(parser, CUDA_BATCH, 2)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
@@ -137,6 +148,13 @@ def main(argv=None) -> int:
         base = base or "attention, ESPnet (4 x Full)"
         print(f"| {name} | {seconds * 1e3:.2f} | {seconds / best[base]:.3f}x |")
     ratio = best["encoder, Multiformer"] / best["encoder, s2t_transformer_s"]
+    if args.compile:
+        compiled = (
+            best["encoder, Multiformer, compiled"] / best["encoder, s2t_transformer_s, compiled"]
+        )
+        print(
+            f"compiled ({args.compile}): the Multiformer's encoder {compiled:.3f}x s2t_transformer_s's"
+        )
     if not is_cuda(device):
         print(f"goal (CUDA only): the Multiformer's encoder <= {GOAL:.2f}x; here {ratio:.3f}x")
         return 0

@@ -68,7 +68,9 @@ def test_projections_floor_lies_between_the_floor_and_every_attention_kind():
 
 
 def test_multiformer_configs_benchmark_smoke_run(run_benchmark):
-    stdout = run_benchmark("bench_multiformer_configs.py")
+    stdout = run_benchmark(
+        "bench_multiformer_configs.py", "--compile", "eager"
+    )  # dynamo, no inductor
     rows = dict(
         (cells[0], float(cells[2].rstrip("x")))
         for line in stdout.splitlines()
@@ -80,6 +82,8 @@ def test_multiformer_configs_benchmark_smoke_run(run_benchmark):
         "encoder, s2t_transformer_s",
         "encoder, Multiformer",
         "encoder, Multiformer, groups one by one",
+        "encoder, s2t_transformer_s, compiled",
+        "encoder, Multiformer, compiled",
         "attention, ESPnet (4 x Full)",
         "attention, 4 x Conv(5, 2)",
         "attention, 2 x Local(64), 2 x Conv(5, 2)",
@@ -87,6 +91,7 @@ def test_multiformer_configs_benchmark_smoke_run(run_benchmark):
     ]
     assert rows["encoder, s2t_transformer_s"] == rows["attention, ESPnet (4 x Full)"] == 1.0
     assert "goal (CUDA only): the Multiformer's encoder <= 1.00x" in stdout
+    assert "compiled (eager): the Multiformer's encoder" in stdout
 
 
 def test_groups_one_by_one_keeps_a_layers_groups_off_the_fused_call(monkeypatch):
