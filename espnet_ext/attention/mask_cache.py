@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import torch
@@ -54,8 +54,39 @@ class PerMask(threading.local):
         self.masks = {}
 
 
+# PyTorch's memory-efficient attention (CUDA) copies an additive mask whose strides are not multiples of 8
+# elements into padded rows, in every call (``preprocess_mask`` in aten's attention): a copy of the mask per
+# layer. The masks made here are views of rows already padded to such a length.
+BIAS_ALIGNMENT = 8
+
+
+def aligned_empty(shape: Sequence[int], dtype: torch.dtype, device) -> torch.Tensor:
+    """An uninitialised tensor of ``shape`` whose strides are multiples of ``BIAS_ALIGNMENT`` but the
+    last one (1): the first ``shape[-1]`` columns of rows padded to a multiple of it (outside compiled
+    graphs: the padded length of a symbolic one would be a guard on its value)."""
+    *rows, width = shape
+    if (
+        torch.compiler.is_compiling()
+    ):  # a compiled layer's graph, traced with symbolic lengths, keeps its own
+        return torch.empty(shape, dtype=dtype, device=device)
+    padded = -(-width // BIAS_ALIGNMENT) * BIAS_ALIGNMENT
+    return torch.empty((*rows, padded), dtype=dtype, device=device)[..., :width]
+
+
 def additive_mask(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """A boolean attention mask as the additive one PyTorch's fused attention turns it into (0 where
-    visible, -inf elsewhere) in ``dtype``: made once per padding mask instead of by every layer's call."""
-    bias = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
+    visible, -inf elsewhere) in ``dtype``: made once per padding mask instead of by every layer's call,
+    in aligned rows (``aligned_empty``)."""
+    bias = aligned_empty(visible.shape, dtype, visible.device).zero_()
     return bias.masked_fill_(~visible, -math.inf)
+
+
+def aligned_cat(parts: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``torch.cat(parts, dim=-1)`` in aligned rows (``aligned_empty``)."""
+    width = sum(part.size(-1) for part in parts)
+    out = aligned_empty((*parts[0].shape[:-1], width), parts[0].dtype, parts[0].device)
+    start = 0
+    for part in parts:
+        out[..., start : start + part.size(-1)] = part
+        start += part.size(-1)
+    return out

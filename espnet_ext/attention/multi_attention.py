@@ -35,7 +35,7 @@ from espnet.nets.pytorch_backend.transformer.attention import MultiHeadedAttenti
 
 from espnet_ext.attention import head_kinds
 from espnet_ext.attention.gamma import check_gamma
-from espnet_ext.attention.mask_cache import additive_mask
+from espnet_ext.attention.mask_cache import additive_mask, aligned_cat
 from espnet_ext.attention.relaxed import relax_weights
 from espnet_ext.attention.smooth_focus import smooth_focus_weights
 from espnet_ext.errors import ConfigError
@@ -536,4 +536,4 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
                 visible = keep[:, None, None, :] | empty
             frames[:, heads] = visible
             zero_rows[:, heads] = empty
-        return torch.cat([additive_mask(frames, dtype), *compressed], dim=-1), zero_rows
+        return aligned_cat([additive_mask(frames, dtype), *compressed]), zero_rows
