@@ -461,8 +461,8 @@ def draw_together(layers: Sequence[HeadSelectionAttention]):
     top-k, straight-through scale and KL for all L layers (``HeadSelectionAttention.draw``) and the rows
     of q, k and v the selected heads project with (``qkv_rows``), each layer then taking its slice. Per
     layer these are some 45 small kernels of each forward and backward, which on a GPU cost launches, not
-    arithmetic. Layer by layer and task by task, the noise is drawn in the order
-    the layers would draw it themselves. Layers of other options or task ids draw on their own; the
+    arithmetic. Layer by layer and task by task, the noise is drawn in the order the layers would draw it
+    themselves. Layers of other options or task ids draw on their own; the
     fixed-selection inference path (``fixed_projections``) needs no draw."""
 
     def setting(layer):  # what the draw depends on; the task ids as views of one tensor

@@ -65,9 +65,7 @@ def aligned_empty(shape: Sequence[int], dtype: torch.dtype, device) -> torch.Ten
     last one (1): the first ``shape[-1]`` columns of rows padded to a multiple of it (outside compiled
     graphs: the padded length of a symbolic one would be a guard on its value)."""
     *rows, width = shape
-    if (
-        torch.compiler.is_compiling()
-    ):  # a compiled layer's graph, traced with symbolic lengths, keeps its own
+    if torch.compiler.is_compiling():  # a compiled graph's lengths are symbolic: no padding of them
         return torch.empty(shape, dtype=dtype, device=device)
     padded = -(-width // BIAS_ALIGNMENT) * BIAS_ALIGNMENT
     return torch.empty((*rows, padded), dtype=dtype, device=device)[..., :width]
