@@ -253,9 +253,9 @@ class HeadSelectionAttention(TaskConditioned):
         self.selection_logits = nn.Parameter(torch.empty(num_tasks, head_candidates))
         nn.init.uniform_(self.selection_logits, *LOGIT_INITS[logit_init])
         self.prior = n_head / head_candidates
-        # row offsets of q, k and v in their weights stacked (3 H' d_k, d), for ``qkv_rows``
-        offsets = torch.arange(3)[:, None, None] * width + torch.arange(self.d_k)
-        self.register_buffer("qkv_offsets", offsets, persistent=False)  # (3, 1, d_k)
+        # row offsets of q, k and v in their weights stacked (3 H' d_k, d) per device, for ``qkv_rows``: a
+        # constant, not a buffer (DDP would broadcast a buffer from rank 0 at every forward)
+        self._qkv_offsets: dict[torch.device, torch.Tensor] = {}
         self.selection_kl: torch.Tensor | None = None
         self.sample: torch.Tensor | None = None  # the posterior of the last selections
         self.drawn: tuple | None = (
@@ -302,7 +302,13 @@ class HeadSelectionAttention(TaskConditioned):
     def qkv_rows(self, heads: torch.Tensor) -> torch.Tensor:
         """``head_rows`` of q, k and v in their weights stacked (3 H' d_k, d), side by side:
         (..., H) -> (..., 3 * H * d_k) (two kernels: every layer's at once under ``draw_together``)."""
-        return (heads[..., None, :, None] * self.d_k + self.qkv_offsets).flatten(-3)
+        offsets = self._qkv_offsets.get(heads.device)
+        if offsets is None:  # (3, 1, d_k), made once per device
+            width = self.head_candidates * self.d_k
+            offsets = torch.arange(3, device=heads.device)[:, None, None] * width
+            offsets = offsets + torch.arange(self.d_k, device=heads.device)
+            self._qkv_offsets[heads.device] = offsets
+        return (heads[..., None, :, None] * self.d_k + offsets).flatten(-3)
 
     @staticmethod
     def project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, rows: torch.Tensor):
