@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 import yaml
+from bench_multiformer import step as encoder_step  # forward + backward of an encoder
 from timing import device_options, fastest, is_cuda, pick_batch_size
 
 from espnet_ext.attention import multi_attention
@@ -76,12 +77,6 @@ class GroupsOneByOne(torch.nn.Module):
             return self.model(*args)
         finally:
             multi_attention.ONE_CALL_MAX_FRAMES = saved
-
-
-def encoder_step(model, xs, lengths):
-    out, _, _ = model(xs, lengths)
-    out.sum().backward()
-    model.zero_grad(set_to_none=True)
 
 
 def attention_step(module, x, mask):
