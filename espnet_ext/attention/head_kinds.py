@@ -381,21 +381,24 @@ def _convolve_both(x, k_conv, v_conv):
     )
 
 
-def conv_compress(k, v, mask, k_conv, v_conv):
+def conv_compress(k, v, mask, k_conv, v_conv, fused_layout: bool = False):
     """The dense form's compression: K, V (B, h, T, d_k) -> (kc, vc (B, h, T', d_k), ``conv_mask_terms``
     or None without a mask, the kept frames of an unmasked batch or None), one standard
-    Conv1d(h·d_k, h·d_k, groups=h, padding ⌊κ/2⌋) per projection: each head its own convolution."""
+    Conv1d(h·d_k, h·d_k, groups=h, padding ⌊κ/2⌋) per projection: each head its own convolution.
+    ``fused_layout``: kc and vc with unit stride in their last dimension (one copy of both), which
+    PyTorch's fused attention kernels require (given the convolution's layout, it runs its math path,
+    on GPUs as on CPUs)."""
     batch, heads, length, d_k = k.shape
     kernel, stride = k_conv.kernel_size[0], k_conv.stride[0]
     padding = kernel // 2
     compressed = (length + 2 * padding - kernel) // stride + 1
     kv, terms, kept = _conv_inputs(torch.cat([k, v], 1), mask, kernel, stride, padding, compressed)
     y = _convolve_both(kv.transpose(-2, -1).reshape(batch, 2 * heads * d_k, length), k_conv, v_conv)
-    kc, vc = y.reshape(batch, 2 * heads, d_k, -1).transpose(-2, -1).chunk(2, dim=1)
+    kc, vc = _frames_last(y.reshape(batch, 2 * heads, d_k, -1), fused_layout).chunk(2, dim=1)
     return kc, vc, terms, kept
 
 
-def depthwise_conv_compress(k, v, mask, k_conv, v_conv):
+def depthwise_conv_compress(k, v, mask, k_conv, v_conv, fused_layout: bool = False):
     """The depthwise form's compression (the thesis' code), as ``conv_compress``: one depthwise
     Conv1d(d_k, d_k, groups=d_k, padding ⌊χ/2⌋) for every head of the group, heads folded into the batch,
     the input right-padded to ``depthwise_input_length`` frames."""
@@ -409,8 +412,15 @@ def depthwise_conv_compress(k, v, mask, k_conv, v_conv):
         kv.reshape(batch * heads, length, 2 * d_k), (0, 0, 0, padded - length)
     )
     y = _convolve_both(x.transpose(1, 2), k_conv, v_conv)
-    kc, vc = y.reshape(batch, heads, 2 * d_k, -1).transpose(-2, -1).chunk(2, dim=-1)
+    kc, vc = _frames_last(y.reshape(batch, heads, 2 * d_k, -1), fused_layout).chunk(2, dim=-1)
     return kc, vc, terms, kept
+
+
+def _frames_last(y: torch.Tensor, fused_layout: bool) -> torch.Tensor:
+    """A convolution's output (..., channels, T') as (..., T', channels): a view, or with
+    ``fused_layout`` a copy whose channels are contiguous."""
+    y = y.transpose(-2, -1)
+    return y.contiguous() if fused_layout else y
 
 
 def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
@@ -422,7 +432,7 @@ def conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
     (at least one for n >= 1). An utterance of no frames (a padded row) gets a zero context, as a query
     without visible keys gets from the other kinds. Returns (context, compressed mask (B, 1, T')).
     """
-    return compressed_attention(q, *conv_compress(k, v, mask, k_conv, v_conv), dropout)
+    return compressed_attention(q, *conv_compress(k, v, mask, k_conv, v_conv, True), dropout)
 
 
 def depthwise_conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
@@ -434,7 +444,9 @@ def depthwise_conv_attention(q, k, v, mask, k_conv, v_conv, dropout=None):
     compressed frames of an utterance read the next frames' padding; here an utterance's result is the
     one the thesis' code gives it alone in its batch. Returns (context, compressed mask (B, 1, T')).
     """
-    return compressed_attention(q, *depthwise_conv_compress(k, v, mask, k_conv, v_conv), dropout)
+    return compressed_attention(
+        q, *depthwise_conv_compress(k, v, mask, k_conv, v_conv, True), dropout
+    )
 
 
 # ----------------------------------------------------------------------------------------- Fast

@@ -212,15 +212,17 @@ class ConvHeads(HeadGroup):
             for _ in range(2)
         )
 
-    def compress(self, k, v, mask):
-        """(kc, vc (B, h, T', d_k), ``conv_mask_terms`` or None, kept frames of an unmasked batch)."""
+    def compress(self, k, v, mask, fused_layout: bool = False):
+        """(kc, vc (B, h, T', d_k), ``conv_mask_terms`` or None, kept frames of an unmasked batch);
+        ``fused_layout`` as ``head_kinds.conv_compress``."""
         compress = (
             head_kinds.conv_compress if self.form == "dense" else head_kinds.depthwise_conv_compress
         )
-        return compress(k, v, mask, self.conv_k, self.conv_v)
+        return compress(k, v, mask, self.conv_k, self.conv_v, fused_layout)
 
     def forward(self, q, k, v, mask, dropout):
-        context, _ = head_kinds.compressed_attention(q, *self.compress(k, v, mask), dropout)
+        compressed = self.compress(k, v, mask, fused_layout=True)
+        context, _ = head_kinds.compressed_attention(q, *compressed, dropout)
         return context, None
 
     def extra_repr(self) -> str:

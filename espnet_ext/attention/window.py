@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from timm.models.swin_transformer import WindowAttention as TimmWindowAttention
 
 from espnet_ext.attention.gamma import check_gamma
+from espnet_ext.attention.mask_cache import aligned_empty
 from espnet_ext.attention.relaxed import masked_mean_values, relax_weights
 from espnet_ext.attention.smooth_focus import smooth_focus_weights
 from espnet_ext.errors import ConfigError
@@ -95,6 +96,21 @@ class WindowAttention(TimmWindowAttention):
         bias = self._get_rel_pos_bias().to(dtype)
         return bias if mask is None else bias + mask.to(dtype).unsqueeze(1)
 
+    def _bias_per_window(
+        self, mask: torch.Tensor | None, dtype, batch_windows: int
+    ) -> torch.Tensor:
+        """``_scores_bias`` for the fused kernel: (1, H, M², M²) without a mask, else one (H, M², M²) per
+        window of every image (B·nW, H, M², M²) in aligned rows (``aligned_empty``), as timm's
+        ``WindowAttention`` gives it. PyTorch's fused kernels take 4-D inputs only: with the windows
+        broadcast as a fifth dimension it runs its math path (scores, softmax and their backward as
+        separate kernels), on GPUs as on CPUs."""
+        bias = self._scores_bias(mask, dtype)
+        if bias.size(0) == 1:
+            return bias
+        out = aligned_empty((batch_windows, *bias.shape[1:]), dtype, bias.device)
+        out.unflatten(0, (-1, bias.size(0))).copy_(bias)  # broadcast over the images
+        return out
+
     @staticmethod
     def _by_window(t: torch.Tensor, windows: int) -> torch.Tensor:
         """(B·nW, ...) -> (B, nW, ...), so that per-window terms (nW, ...) broadcast over images."""
@@ -133,11 +149,8 @@ class WindowAttention(TimmWindowAttention):
         gamma = self.current_gamma(x.device)
         if self.fused_attn and not self.smooth_focus:
             # G̃ V = (1 - γ) softmax(E) V + γ mean_t V_t: the weight matrix is never materialised.
-            windows = 1 if mask is None else mask.size(0)
-            q, k, v = (self._by_window(t, windows) for t in (q, k, v))
-            bias = self._scores_bias(mask, q.dtype)
+            bias = self._bias_per_window(mask, q.dtype, q.size(0))
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=self.scale)
-            context, v = context.flatten(0, 1), v.flatten(0, 1)
             if isinstance(gamma, torch.Tensor):  # fuzzy: lerp takes a tensor weight of its dtype
                 gamma = gamma.to(context.dtype)
             if isinstance(gamma, torch.Tensor) or gamma > 0:
