@@ -324,18 +324,25 @@ class HeadSelectionAttention(TaskConditioned):
         row_bias = bias.index_select(0, rows.flatten()).unflatten(0, rows.shape)
         return torch.baddbmm(row_bias.unsqueeze(1), x, gathered.transpose(1, 2))
 
-    def attend(self, heads, scale, query, key, value, mask, qkv_rows=None) -> torch.Tensor:
+    def attend(
+        self, heads, scale, query, key, value, mask, qkv_rows=None, qkv_projection=None
+    ) -> torch.Tensor:
         """ESPnet's scaled dot-product attention over the selected heads -> (b, T1, d).
 
-        ``heads``/``scale`` (1, H) for every utterance or (b, H) per utterance; ``qkv_rows`` their
-        ``qkv_rows`` when already known (``draw_together``). Self-attention projects q, k and v in one
-        product (their rows side by side)."""
+        ``heads``/``scale`` (1, H) for every utterance or (b, H) per utterance; when already known
+        (``draw_together``) their ``qkv_rows`` (b, 3 H d_k), or those rows of q, k and v gathered,
+        ``qkv_projection``: weight (3 H d_k, d) and bias (3 H d_k,) for every utterance.
+        Self-attention projects q, k and v in one product."""
         if query is key and key is value:
-            rows = self.qkv_rows(heads) if qkv_rows is None else qkv_rows
-            weight = torch.cat([lin.weight for lin in self.qkv])
-            bias = torch.cat([lin.bias for lin in self.qkv])
-            rows = rows[0] if rows.size(0) == 1 else rows
-            projected = self.project(query, weight, bias, rows).chunk(3, dim=-1)
+            if qkv_projection is None:
+                rows = self.qkv_rows(heads) if qkv_rows is None else qkv_rows
+                weight = torch.cat([lin.weight for lin in self.qkv])
+                bias = torch.cat([lin.bias for lin in self.qkv])
+                rows = rows[0] if rows.size(0) == 1 else rows
+                projected = self.project(query, weight, bias, rows)
+            else:
+                projected = self._project_fixed(query, *qkv_projection)
+            projected = projected.chunk(3, dim=-1)
         else:
             rows = self.head_rows(heads[0] if heads.size(0) == 1 else heads)
             projected = [
@@ -409,8 +416,10 @@ class HeadSelectionAttention(TaskConditioned):
 
     @staticmethod
     def _project_fixed(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """x (b, T, d) through rows (1 | b, n, d) and bias (1 | b, n) -> (b, T, n): one matmul for one
-        task, one batched matmul for a row per task."""
+        """x (b, T, d) through rows (n, d) | (1 | b, n, d) and bias (n,) | (1 | b, n) -> (b, T, n): one
+        matmul for one task, one batched matmul for a row per task."""
+        if weight.dim() == 2:
+            return F.linear(x, weight, bias)
         if weight.size(0) == 1:
             return F.linear(x, weight[0], bias[0])
         return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
@@ -435,29 +444,25 @@ class HeadSelectionAttention(TaskConditioned):
             raise ConfigError("head selection does not support expand_kv decoding", key="expand_kv")
         task_id = self.task_ids_for(query.size(0), query.device)
         if not (self.training or self.inference_noise or torch.is_grad_enabled()):
-            self.selection_kl = (
-                None  # a fixed selection per task: gathered once (fixed_projections)
-            )
+            # a fixed selection per task: gathered once (fixed_projections)
+            self.selection_kl = None
             return self.attend_fixed(task_id, query, key, value, mask)
-        one_task = (
-            self.task_id.numel() == 1
-        )  # one task for every row (beam search): its selection alone
-        rows = None
-        if self.drawn is not None:  # drawn with the other layers' (draw_together)
-            heads, scale, self.sample, task_kl, rows = self.drawn
+        # one task for every row (beam search): its selection alone
+        one_task = self.task_id.numel() == 1
+        rows = projection = None
+        if self.drawn is not None:  # drawn with the other layers', per row there (draw_together)
+            heads, scale, self.sample, kl, rows, projection = self.drawn
         else:
             logits = self.selection_logits
-            heads, scale, self.sample, task_kl = self.draw(
+            heads, scale, self.sample, kl = self.draw(
                 logits.index_select(0, task_id[:1]) if one_task else logits
             )
+            if not one_task:  # every task's selection, gathered per row
+                heads, scale, kl = (x.index_select(0, task_id) for x in (heads, scale, kl))
         if one_task:
-            kl = task_kl.expand(task_id.size(0))
-        else:  # every task's selection, gathered per row
-            gathered = (heads, scale, task_kl) + (() if rows is None else (rows,))
-            heads, scale, kl, *rows = (x.index_select(0, task_id) for x in gathered)
-            rows = rows[0] if rows else None
+            kl = kl.expand(task_id.size(0))
         self.selection_kl = kl if self.training else None
-        return self.attend(heads, scale, query, key, value, mask, rows)
+        return self.attend(heads, scale, query, key, value, mask, rows, projection)
 
 
 @contextmanager
@@ -465,11 +470,13 @@ def draw_together(layers: Sequence[HeadSelectionAttention]):
     """Within the block, ``layers`` (the self-attention of a stack of layers, given the same task ids by
     ``set_task_id``) select with one draw for all: their logits stacked (L, n, H'), one Gumbel draw, mask,
     top-k, straight-through scale and KL for all L layers (``HeadSelectionAttention.draw``) and the rows
-    of q, k and v the selected heads project with (``qkv_rows``), each layer then taking its slice. Per
-    layer these are some 45 small kernels of each forward and backward, which on a GPU cost launches, not
-    arithmetic. Layer by layer and task by task, the noise is drawn in the order the layers would draw it
-    themselves. Layers of other options or task ids draw on their own; the
-    fixed-selection inference path (``fixed_projections``) needs no draw."""
+    of q, k and v the selected heads project with (``qkv_rows``; for ids per row each row's task's, and
+    for one task those rows gathered from every layer's weights at once), each layer then taking its slice.
+    Per layer these are some 60 small kernels of each forward and backward, which on a GPU cost launches,
+    not arithmetic. Layer by layer and task by task, the noise is drawn in the order the layers would
+    draw it themselves. Layers of other options or task ids draw on their own; the fixed-selection
+    inference path (``fixed_projections``) needs no draw. The gathered rows serve self-attention (a
+    layer called otherwise projects from its heads itself)."""
 
     def setting(layer):  # what the draw depends on; the task ids as views of one tensor
         ids = layer.task_id
@@ -488,12 +495,40 @@ def draw_together(layers: Sequence[HeadSelectionAttention]):
         logits = torch.stack([layer.selection_logits for layer in layers])  # (L, tasks, H')
         if first.task_id.numel() == 1:
             logits = logits.index_select(1, first.task_id.reshape(1).to(logits.device))
-        heads, *drawn = first.draw(logits)
-        rows = first.qkv_rows(heads)  # every layer's q, k and v rows at once
-        for layer, layer_drawn in zip(layers, zip(heads, *drawn, rows)):
+        heads, scale, posterior, kl = first.draw(logits)
+        rows = first.qkv_rows(heads)
+        if first.task_id.numel() > 1:  # each row its task's selection; each layer gathers its rows
+            ids = first.task_id.to(logits.device)
+            heads, scale, kl, rows = (x.index_select(1, ids) for x in (heads, scale, kl, rows))
+            # (gathered here for all layers, the b copies of every layer's rows would have their
+            # gradients stacked, one more copy of them all, before they reach the weights)
+            projections = [None] * len(layers)
+        else:  # one task: its rows of every layer's weights (L, 3 H d_k, d), gathered at once
+            projections = zip(*(x.unbind() for x in _gather_qkv_rows(layers, rows[:, 0])))
+            rows = [None] * len(layers)
+        for layer, layer_drawn in zip(layers, zip(heads, scale, posterior, kl, rows, projections)):
             layer.drawn = layer_drawn
     try:
         yield
     finally:
         for layer in layers:
             layer.drawn = None
+
+
+def _gather_qkv_rows(
+    layers: Sequence[HeadSelectionAttention], rows: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows ``rows`` (L, ..., r) of each layer's q, k and v weights stacked (3 H' d_k, d), gathered for all
+    L layers at once -> weights (L, ..., r, d) and biases (L, ..., r): one gather forward and one
+    backward instead of a concatenation and a gather per layer."""
+    width = 3 * layers[0].head_candidates * layers[0].d_k
+    weight = torch.cat([lin.weight for layer in layers for lin in layer.qkv])
+    bias = torch.cat([lin.bias for layer in layers for lin in layer.qkv])
+    offsets = (
+        torch.arange(len(layers), device=rows.device).view(-1, *[1] * (rows.dim() - 1)) * width
+    )
+    flat = (rows + offsets).flatten()
+    return (
+        weight.index_select(0, flat).unflatten(0, rows.shape),
+        bias.index_select(0, flat).view(rows.shape),
+    )

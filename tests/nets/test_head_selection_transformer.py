@@ -425,6 +425,36 @@ def test_layers_drawn_together_equal_layers_drawing_one_by_one(task_id, kl_form,
     assert all(m.drawn is None for m in enc.modules() if isinstance(m, HeadSelectionAttention))
 
 
+def test_layers_drawn_together_get_one_tasks_projection_rows_from_one_gather():
+    """draw_together hands each layer its selected heads' q, k and v rows of one task, gathered from
+    every layer's weights at once: what each layer's own rows of its own weights are. (Ids per row: each
+    layer gathers its rows' weights itself; the rows themselves are drawn together.)"""
+    enc = encoder(num_tasks=3, head_candidates=4).train()
+    layers = [layer.self_attn for layer in enc.encoders]
+    gathers = []
+    index_select = torch.Tensor.index_select
+    drawn = {}
+    for task_id in ([1], [2, 0, 1]):
+        set_task_id(enc, torch.tensor(task_id))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(
+                torch.Tensor,
+                "index_select",
+                lambda t, *a: gathers.append(t.shape) or index_select(t, *a),
+            )
+            with head_selection.draw_together(layers):
+                drawn[len(task_id)] = [layer.drawn for layer in layers]
+    weight_gathers = [shape for shape in gathers if len(shape) == 2 and shape[1] == 8]
+    assert weight_gathers == [(len(layers) * 3 * 4 * 4, 8)]  # L x (q, k, v) x H' x d_k rows of d
+    for layer, (heads, _, _, _, rows, (weight, bias)) in zip(layers, drawn[1]):
+        assert rows is None and heads.shape == (1, 2)
+        rows = layer.qkv_rows(heads)[0]
+        assert torch.equal(weight, torch.cat([lin.weight for lin in layer.qkv])[rows])
+        assert torch.equal(bias, torch.cat([lin.bias for lin in layer.qkv])[rows])
+    for layer, (heads, _, _, _, rows, projection) in zip(layers, drawn[3]):
+        assert projection is None and torch.equal(rows, layer.qkv_rows(heads))
+
+
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_compiled_s2t_layers_equal_the_eager_encoder_on_mixed_and_one_task_batches(device):
     # the mTEDx encoder (head_selection_s2t_transformer) with compile_layers: one graph for its layers
