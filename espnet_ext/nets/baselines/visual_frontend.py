@@ -9,7 +9,11 @@ budgets it can be made lighter: ``resnet_stages`` keeps only the first ResNet st
 AV-HuBERT's ``image_aug`` (avhubert/hubert_dataset.py and utils.py: ``RandomCrop`` then
 ``HorizontalFlip(0.5)``, applied to the training split only): one random offset per utterance and a
 mirror image of the whole utterance with probability 1/2 (e.g. 88x88 out of the 96x96 ROIs its
-``align_mouth.py`` stores).
+``align_mouth.py`` stores). ``channels_last: true`` keeps the convolutions' weights, and so their
+activations, in PyTorch's channels-last layouts (NDHWC for the 3D stem, NHWC for the ResNet): the
+layout of cuDNN's tensor-core kernels, which would otherwise transpose NCHW activations around each
+convolution under AMP (PyTorch's performance guide; not yet measured here). The parameters keep their
+names and values; a state dict loads into them unchanged.
 
 ``ESPnetVSRModel`` is ESPnet's ``ESPnetASRModel`` (encoder, decoder, CTC, losses, the interface
 ESPnet's beam search scores) whose input is named ``video``. ``freeze_finetune_updates: N`` (model_conf)
@@ -56,6 +60,7 @@ class Conv3dResNetFrontend(AbsFrontend):
         weights: str | None = None,
         crop_size: int | None = None,
         augment: bool = False,
+        channels_last: bool = False,
     ):
         super().__init__()
         if not 1 <= resnet_stages <= 4:
@@ -70,6 +75,9 @@ class Conv3dResNetFrontend(AbsFrontend):
             resnet_stages + 1, 5
         ):  # drop the widest stages: fewer, narrower features
             setattr(self.res_encoder.trunk, f"layer{stage}", torch.nn.Identity())
+        if channels_last:  # Module.to converts the 4-D (or 5-D) weights; biases and norms stay 1-D
+            self.res_encoder.frontend3D.to(memory_format=torch.channels_last_3d)
+            self.res_encoder.trunk.to(memory_format=torch.channels_last)
         features = 64 * 2 ** (resnet_stages - 1)
         self.projection = None if output_size is None else torch.nn.Linear(features, output_size)
         self.frame_pool = frame_pool
