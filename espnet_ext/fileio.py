@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import os
 import tempfile
 from collections.abc import Iterator
@@ -37,18 +38,24 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str = "utf-8") -> 
 
 
 def read_utf8_lines(path: str | Path) -> Iterator[tuple]:
-    """Yield ``(line_number, line)`` of a UTF-8 text file, refusing other encodings by line."""
+    """Yield ``(line_number, line)`` of a UTF-8 text file (gzip-compressed when its name ends in ``.gz``),
+    refusing other encodings by line and a truncated or corrupt compressed file after its last good line."""
     from espnet_ext.errors import InputError
 
     path = Path(path)
     if not path.is_file():
         raise InputError("file does not exist or is not a regular file", path=path)
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise InputError(
-                    f"not valid UTF-8 ({e.reason} at byte {e.start})", path=path, line=number
-                ) from e
-            yield number, line.rstrip("\n").rstrip("\r")
+    opener = gzip.open if path.suffix == ".gz" else open
+    number = 0
+    try:
+        with opener(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise InputError(
+                        f"not valid UTF-8 ({e.reason} at byte {e.start})", path=path, line=number
+                    ) from e
+                yield number, line.rstrip("\n").rstrip("\r")
+    except (OSError, EOFError) as e:  # a truncated or corrupt .gz
+        raise InputError(f"cannot read beyond this line: {e}", path=path, line=number + 1) from e

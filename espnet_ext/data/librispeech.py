@@ -19,7 +19,6 @@ read by ``read_lm_text``.
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import logging
 import os
@@ -289,25 +288,10 @@ def read_lm_text(path: PathLike) -> Iterator[str]:
 
     Blank lines are skipped; a line that is not UTF-8 is an error naming the file and line.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("LM text file does not exist", path=path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    number = 0
-    try:
-        with opener(path, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise InputError(
-                        f"not valid UTF-8 ({e.reason} at byte {e.start})", path=path, line=number
-                    ) from e
-                words = line.split()
-                if words:
-                    yield " ".join(words).upper()
-    except (OSError, EOFError) as e:  # a truncated or corrupt .gz
-        raise InputError(f"cannot read beyond this line: {e}", path=path, line=number + 1) from e
+    for _, line in read_utf8_lines(path):
+        words = line.split()
+        if words:
+            yield " ".join(words).upper()
 
 
 def write_lm_text(
