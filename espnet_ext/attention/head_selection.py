@@ -318,11 +318,7 @@ class HeadSelectionAttention(TaskConditioned):
         (one batched matmul of the gathered weights: the FLOPs of one task's product, at the price of a
         copy of the rows per utterance. Projecting all H' candidates and gathering each utterance's
         columns instead doubles the products at H' = 2H, measured slower on an H100: docs/gpu.md)."""
-        if rows.dim() == 1:
-            return F.linear(x, weight.index_select(0, rows), bias.index_select(0, rows))
-        gathered = weight.index_select(0, rows.flatten()).unflatten(0, rows.shape)  # (b, r, d)
-        row_bias = bias.index_select(0, rows.flatten()).unflatten(0, rows.shape)
-        return torch.baddbmm(row_bias.unsqueeze(1), x, gathered.transpose(1, 2))
+        return HeadSelectionAttention._project_rows(x, *gather_rows(weight, bias, rows))
 
     def attend(
         self, heads, scale, query, key, value, mask, qkv_rows=None, qkv_projection=None
@@ -341,7 +337,7 @@ class HeadSelectionAttention(TaskConditioned):
                 rows = rows[0] if rows.size(0) == 1 else rows
                 projected = self.project(query, weight, bias, rows)
             else:
-                projected = self._project_fixed(query, *qkv_projection)
+                projected = self._project_rows(query, *qkv_projection)
             projected = projected.chunk(3, dim=-1)
         else:
             rows = self.head_rows(heads[0] if heads.size(0) == 1 else heads)
@@ -383,15 +379,9 @@ class HeadSelectionAttention(TaskConditioned):
         state = tuple((p.data_ptr(), p._version, p.dtype) for p in params)
         if self._fixed is None or self._fixed[0] != state:
             heads, _ = self.selections()
-            rows = self.head_rows(heads).flatten()  # (num_tasks * H * d_k,)
-            tasks = heads.size(0)
-            weight = torch.cat(
-                [lin.weight.index_select(0, rows).unflatten(0, (tasks, -1)) for lin in self.qkv], 1
-            )
-            bias = torch.cat(
-                [lin.bias.index_select(0, rows).unflatten(0, (tasks, -1)) for lin in self.qkv], 1
-            )
-            self._fixed = (state, (weight, bias))
+            weight = torch.cat([lin.weight for lin in self.qkv])
+            bias = torch.cat([lin.bias for lin in self.qkv])
+            self._fixed = (state, gather_rows(weight, bias, self.qkv_rows(heads)))
         return self._fixed[1]
 
     def attend_fixed(self, task_id, query, key, value, mask) -> torch.Tensor:
@@ -402,11 +392,11 @@ class HeadSelectionAttention(TaskConditioned):
         else:  # each row its task's rows
             weight, bias = weight.index_select(0, task_id), bias.index_select(0, task_id)
         if query is key and key is value:  # self-attention: q, k and v in one product
-            projected = self._project_fixed(query, weight, bias).chunk(3, dim=-1)
+            projected = self._project_rows(query, weight, bias).chunk(3, dim=-1)
         else:
             width = self.h * self.d_k
             projected = [
-                self._project_fixed(
+                self._project_rows(
                     x, weight[:, i * width : (i + 1) * width], bias[:, i * width : (i + 1) * width]
                 )
                 for i, x in enumerate((query, key, value))
@@ -415,9 +405,9 @@ class HeadSelectionAttention(TaskConditioned):
         return self.attention(*heads, mask)
 
     @staticmethod
-    def _project_fixed(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """x (b, T, d) through rows (n, d) | (1 | b, n, d) and bias (n,) | (1 | b, n) -> (b, T, n): one
-        matmul for one task, one batched matmul for a row per task."""
+    def _project_rows(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """x (b, T, d) through gathered rows (n, d) | (1 | b, n, d) and bias (n,) | (1 | b, n) -> (b, T, n):
+        one matmul for one task, one batched matmul for a row per task."""
         if weight.dim() == 2:
             return F.linear(x, weight, bias)
         if weight.size(0) == 1:
@@ -527,8 +517,14 @@ def _gather_qkv_rows(
     offsets = (
         torch.arange(len(layers), device=rows.device).view(-1, *[1] * (rows.dim() - 1)) * width
     )
-    flat = (rows + offsets).flatten()
-    return (
-        weight.index_select(0, flat).unflatten(0, rows.shape),
-        bias.index_select(0, flat).view(rows.shape),
-    )
+    return gather_rows(weight, bias, rows + offsets)
+
+
+def gather_rows(
+    weight: torch.Tensor, bias: torch.Tensor, rows: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``rows`` (..., r) of ``weight`` (n, d) and ``bias`` (n,) -> ((..., r, d), (..., r)): one gather
+    each, whatever the rows' leading shape."""
+    flat = rows.flatten()
+    gathered = weight.index_select(0, flat).unflatten(0, rows.shape)
+    return gathered, bias.index_select(0, flat).view(rows.shape)
