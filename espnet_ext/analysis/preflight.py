@@ -16,7 +16,10 @@ validation, no checkpoint: the point is the update.
 
 A config passes when the training loss is finite and the trainable parameters moved: ``grad_clip: 0``
 (ESPnet scales every gradient by 0), a zero learning rate at the start of the schedule or frozen
-modules show up here.
+modules show up here. It is ready for several GPUs when every trainable parameter got a gradient in every
+backward pass, or the config sets ``unused_parameters: true``: DistributedDataParallel (``--ngpu`` > 1,
+``--num_nodes``) waits for every parameter's gradient unless told to look for unused ones, and stops the
+run at its next update when one never came (an absent task's adapter, a frozen phase, LayerDrop).
 """
 
 from __future__ import annotations
@@ -80,6 +83,14 @@ class PreflightResult:
     parameters: int  # trainable
     changed: int  # trainable parameters (elements) that moved
     unchanged_names: list[str]
+    # trainable parameters some backward pass did not reach, and the config's ``unused_parameters``
+    partly_unused: list[str] = dataclasses.field(default_factory=list)
+    unused_parameters: bool = False
+
+    @property
+    def ddp_ready(self) -> bool:
+        """Trains under DistributedDataParallel: every parameter in every pass, or told to look."""
+        return self.unused_parameters or not self.partly_unused
 
     @property
     def changed_fraction(self) -> float:
@@ -311,6 +322,34 @@ def _fingerprint(tensor: torch.Tensor) -> int:
     return int(values.view(_SAME_WIDTH_INT[values.element_size()]).sum(dtype=torch.int64))
 
 
+class GradientUse:
+    """Counts, per trainable parameter of ``model``, the backward passes that reached it (a hook after its
+    gradient is accumulated: once per pass however often the parameter was used). ``partly_unused``: the
+    names some pass did not reach, which DistributedDataParallel would wait for (``unused_parameters``)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.passes: dict[str, int] = {}
+        self.handles = []
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                self.passes[name] = 0
+                self.handles.append(p.register_post_accumulate_grad_hook(self._counter(name)))
+
+    def _counter(self, name: str):
+        def count(_):
+            self.passes[name] += 1
+
+        return count
+
+    def partly_unused(self) -> list[str]:
+        most = max(self.passes.values(), default=0)
+        return [name for name, n in self.passes.items() if n < most]
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
 def _torch_modes() -> tuple:
     """The process-wide settings ESPnet's ``main_worker`` changes."""
     cudnn = torch.backends.cudnn
@@ -465,6 +504,7 @@ def preflight(
         options = trainer.build_options(args)
         scaler = torch.amp.GradScaler(device) if args.use_amp else None
         start = _trainable(model)
+        gradient_use = GradientUse(model)
         reporter = Reporter()
         reporter.set_epoch(1)
         with reporter.observe("train") as sub:
@@ -481,6 +521,7 @@ def preflight(
             )
         if timer is not None:
             timer.stop()
+        gradient_use.remove()
         changed, unchanged = 0, []
         for name, p in model.named_parameters():
             if name not in start:
@@ -497,6 +538,8 @@ def preflight(
             parameters=sum(p.numel() for name, p in model.named_parameters() if name in start),
             changed=changed,
             unchanged_names=unchanged,
+            partly_unused=gradient_use.partly_unused(),
+            unused_parameters=bool(args.unused_parameters),
         )
     finally:
         _restore_torch_modes(saved_modes)
@@ -529,7 +572,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for name in result.unchanged_names:
         print(f"  unchanged: {name}")
-    ok = np.isfinite(result.train_loss) and result.changed > 0
+    if not result.ddp_ready:
+        print(
+            "not ready for several GPUs: some backward passes did not reach "
+            f"{', '.join(result.partly_unused[:10])}"
+            f"{', ...' if len(result.partly_unused) > 10 else ''}: DistributedDataParallel would stop "
+            "the run; set unused_parameters: true in the config"
+        )
+    ok = np.isfinite(result.train_loss) and result.changed > 0 and result.ddp_ready
     return 0 if ok else 1
 
 

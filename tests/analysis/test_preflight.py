@@ -14,6 +14,9 @@ MINI_VSR = (
 MINI_MT = (
     Path(__file__).resolve().parents[2] / "egs" / "iwslt14" / "mt1" / "conf" / "train_mt_mini.yaml"
 )
+MINI_ADAPTER = (
+    Path(__file__).resolve().parents[2] / "egs/mtedx/asr1/conf/train_asr_adapter_mini.yaml"
+)
 
 
 def test_grad_clip_zero_moves_no_parameter_and_fails(tmp_path, capsys):
@@ -128,3 +131,39 @@ def test_the_fingerprint_sees_one_weight_moved_by_its_last_bit():
         assert _fingerprint(moved) != before, dtype
     nan = torch.full((3,), float("nan"))
     assert _fingerprint(nan) == _fingerprint(nan.clone())
+
+
+def test_gradient_use_names_what_some_backward_pass_did_not_reach():
+    from espnet_ext.analysis.preflight import GradientUse
+
+    model = torch.nn.ModuleDict({"always": torch.nn.Linear(2, 2), "once": torch.nn.Linear(2, 2)})
+    model["frozen"] = torch.nn.Linear(2, 2).requires_grad_(False)
+    use = GradientUse(model)
+    x = torch.ones(1, 2)
+    (model["always"](x) + model["once"](x) + model["frozen"](x)).sum().backward()
+    assert use.partly_unused() == []
+    twice = model["always"](x)
+    (twice + twice).sum().backward()  # a parameter used twice in a pass counts once
+    assert use.passes["always.weight"] == 2
+    assert use.partly_unused() == ["once.weight", "once.bias"]
+    use.remove()
+    model["always"](x).sum().backward()
+    assert use.passes["always.weight"] == 2
+
+
+def test_a_config_with_parameters_some_batch_leaves_out_must_allow_them_for_ddp(tmp_path, capsys):
+    """The adapter configs: the synthetic batches hold tasks 0 and 1, so the adapters of tasks 2 and 3
+    get no gradient; DistributedDataParallel would stop unless ``unused_parameters: true`` (as they set).
+    """
+    as_shipped = preflight("asr", MINI_ADAPTER, vocab=50, workdir=tmp_path / "a")
+    assert as_shipped.unused_parameters and as_shipped.ddp_ready
+    assert as_shipped.partly_unused and all(".per_task.2." in n or ".per_task.3." in n
+                                            for n in as_shipped.partly_unused)  # fmt: skip
+    off = ["--unused_parameters", "false"]
+    assert not preflight(
+        "asr", MINI_ADAPTER, vocab=50, extra_args=off, workdir=tmp_path / "b"
+    ).ddp_ready
+    argv = ["--task", "asr", "--config", str(MINI_ADAPTER), "--vocab", "50", *off]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "not ready for several GPUs" in out and "encoder.adapters.0.per_task.2." in out

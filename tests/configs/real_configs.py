@@ -13,7 +13,8 @@ tests', not the largest run's plus fragmentation.
 Each config goes through ``espnet_ext.analysis.preflight``: its ESPnet task builds it as the recipe's
 training stage does (model, frontend, normalisation, SpecAugment, optimizer, scheduler, grad clip, batch
 sampler) and ESPnet's trainer runs it on a synthetic corpus of the recipe's modality and vocabulary size.
-The training loss must be finite and the trainable parameters must move.
+The training loss must be finite, the trainable parameters must move, and a parameter that some backward
+pass does not reach needs ``unused_parameters: true`` (DistributedDataParallel, ``--ngpu`` > 1).
 
 Gradient accumulation multiplies the iterations an update needs (16-64 in the speech configs), so each
 recipe's default config runs with its own ``accum_grad`` and the other configs of the recipe with 1
@@ -131,6 +132,9 @@ def check_two_updates(name: str, tmp_path: Path, options: Sequence[str] = ()) ->
     # construction at this size (a key bias under softmax, the layers LayerDrop skips in both
     # updates).
     assert result.changed_fraction > 0.9, (name, result.unchanged_names[:20])
+    # Several GPUs: every trainable parameter in every backward pass, or unused_parameters: true
+    # (DistributedDataParallel would otherwise stop the run at its next update).
+    assert result.ddp_ready, (name, "set unused_parameters: true", result.partly_unused[:10])
 
 
 # glibc's mallopt parameters and their defaults (malloc.h)

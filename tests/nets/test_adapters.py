@@ -259,3 +259,68 @@ def test_compiled_layers_keep_their_adapters_eager_and_add_no_graph_per_task_set
         if tasks == [0, 1, 2]:
             first = graphs()
     assert graphs() == first  # the tasks present are the adapters' affair
+
+
+def _batch_of_task(task: int, seed: int) -> dict:
+    generator = torch.Generator().manual_seed(seed)
+    return dict(
+        speech=torch.randn(2, 6, FEATS, generator=generator),
+        speech_lengths=torch.tensor([6, 5]),
+        text=torch.tensor([[2, 3, 4], [5, 2, -1]]),
+        text_lengths=torch.tensor([3, 2]),
+        task_id=torch.tensor([task, task]),
+    )
+
+
+DDP_TASKS = (0, 2)  # each process' batch: one task each, task 1 in neither
+
+
+def _ddp_two_updates(rank: int, out: str) -> None:
+    """One of two CPU processes (gloo) training the adapter model under DistributedDataParallel, first
+    told to look for unused parameters (ESPnet's ``unused_parameters: true``), then not."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.set_num_threads(1)
+    for find_unused in (True, False):
+        store = f"file://{out}/store_{find_unused}"
+        dist.init_process_group("gloo", init_method=store, rank=rank, world_size=2)
+        try:
+            model = DistributedDataParallel(adapter_asr_model(), find_unused_parameters=find_unused)
+            batch = _batch_of_task(DDP_TASKS[rank], seed=rank)
+            for _ in range(2):  # DDP notices a missing gradient when the next forward begins
+                model.zero_grad(set_to_none=True)
+                model(**batch)[0].backward()
+            grads = {n: p.grad for n, p in model.module.named_parameters() if p.requires_grad}
+            torch.save(grads, f"{out}/grads_{find_unused}_{rank}.pt")
+        except RuntimeError as error:
+            with open(f"{out}/error_{find_unused}_{rank}.txt", "w") as f:
+                f.write(str(error))
+        finally:
+            dist.destroy_process_group()
+
+
+def test_ddp_trains_adapters_with_unused_parameters_and_stops_without(tmp_path):
+    # Why the adapter configs set unused_parameters: true. Each process holds one task's batch: told to
+    # look, DDP averages each present task's adapter gradient over both processes and leaves the adapter
+    # of the task no process held without a gradient (Adam skips it, as on one process); not told, it
+    # stops at the second update, as a multi-GPU run of an adapter config would.
+    torch.multiprocessing.spawn(_ddp_two_updates, args=(str(tmp_path),), nprocs=2)
+    grads = [torch.load(tmp_path / f"grads_True_{rank}.pt") for rank in (0, 1)]
+    alone = adapter_asr_model()  # rank 0's batch on one process, the same dropout draws
+    for _ in range(2):
+        alone.zero_grad(set_to_none=True)
+        alone(**_batch_of_task(DDP_TASKS[0], seed=0))[0].backward()
+    for name, param in alone.named_parameters():
+        if not param.requires_grad:
+            continue
+        if ".per_task.1." in name:
+            assert grads[0][name] is None and grads[1][name] is None, name
+            continue
+        torch.testing.assert_close(grads[0][name], grads[1][name], msg=name)
+        if ".per_task.0." in name:  # task 2's rows are on the other process: half of rank 0's own
+            torch.testing.assert_close(grads[0][name], param.grad / 2, msg=name)
+    for rank in (0, 1):
+        assert not (tmp_path / f"grads_False_{rank}.pt").exists()
+        error = (tmp_path / f"error_False_{rank}.txt").read_text()
+        assert "Expected to have finished reduction in the prior iteration" in error
