@@ -297,7 +297,9 @@ train_model() {
     smoke_overrides smoke_args "$@" || return 1  # after the command's own options: ESPnet takes the last value
     [ "${ngpu}" -gt 0 ] || cmd="${train_cmd}"
     # One training job: on CPU it should use every core it was given (path.sh sets 1 thread for job arrays).
-    python -m espnet_ext.jobs.launch --cmd "${cmd} --requeue --num_threads ${threads}" --log "${logfile}" \
+    # Requeued near the time limit only when the run saved a checkpoint (else it would redo the same epoch).
+    python -m espnet_ext.jobs.launch --cmd "${cmd} --requeue --requeue_progress ${exp}/checkpoint.pth --num_threads ${threads}" \
+        --log "${logfile}" \
         --ngpu "${ngpu}" --num_nodes "${num_nodes}" -- \
         env OMP_NUM_THREADS="${threads}" MKL_NUM_THREADS="${threads}" "$@" "${smoke_args[@]}" "${keep_args[@]}" \
         --resume true

@@ -23,16 +23,18 @@ BACKEND_NOTES = {
 Local backend: the jobs run as parallel processes on this machine, at most --max_jobs_run at once (default: the
 number of CPUs). Ctrl-C or SIGTERM kills the running jobs. Accepted and ignored, as there is no scheduler:
 --gpu (jobs see this machine's GPUs as they are; ESPnet's --ngpu picks how many a job uses), --mem, --time,
---num_threads, --config, --requeue, --dependency (jobs run one request at a time, so whatever they depend on has
-already finished). --num_nodes above 1 is refused: that needs the Slurm backend.""",
+--num_threads, --config, --requeue, --requeue_progress, --dependency (jobs run one request at a time, so
+whatever they depend on has already finished). --num_nodes above 1 is refused: that needs the Slurm backend.""",
     "slurm": """\
 Slurm backend: one sbatch per call (an array --array=a-b%M for JOB=a:b), then it waits until every task ended
 and checks each log's footer. Options map to sbatch through --config (ESPnet's conf/slurm.conf format; default:
 --gpu N -> --gres=gpu:N, --mem, --time, --num_threads -> --cpus-per-task, --num_nodes -> --nodes, default
 partition); options defined there (e.g. --name) are accepted too. --num_nodes J > 1 runs the command under srun
 once on each of J nodes. --requeue makes the job requeueable (and requeue itself 2 min before its time limit);
-the rerun appends to the same log. --dependency is passed to sbatch (--kill-on-invalid-dep=yes: a dependency that
-can never be satisfied cancels the job). The batch script is written to <logdir>/q/. Ctrl-C cancels the job.""",
+the rerun appends to the same log. --requeue_progress FILE: it requeues itself only if FILE (the training's
+checkpoint) changed during the run; a run that saved nothing says so in the log and ends at its time limit.
+--dependency is passed to sbatch (--kill-on-invalid-dep=yes: a dependency that can never be satisfied cancels
+the job). The batch script is written to <logdir>/q/. Ctrl-C cancels the job.""",
 }
 
 

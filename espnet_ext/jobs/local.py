@@ -2,8 +2,8 @@
 
 Ignored options (there is no scheduler to ask): ``--gpu`` (jobs see this machine's GPUs as they are;
 ESPnet's ``--ngpu`` picks how many a job uses), ``--mem``, ``--time``, ``--num_threads``,
-``--config``, ``--requeue``, ``--dependency`` (jobs run synchronously, so whatever came before has
-already finished). ``--num_nodes`` above 1 is refused: that needs Slurm.
+``--config``, ``--requeue``, ``--requeue_progress``, ``--dependency`` (jobs run synchronously, so
+whatever came before has already finished). ``--num_nodes`` above 1 is refused: that needs Slurm.
 
 Jobs running side by side share the cores: each sees ``OMP_NUM_THREADS`` (and ``MKL_NUM_THREADS``) set
 to its share, so a recipe started by a job asks ``nproc`` and gets that share rather than every core

@@ -11,7 +11,10 @@ number).
 ``--requeue`` (training): the job may be requeued (preemption, ``scontrol requeue``, or by itself
 when Slurm sends USR1 two minutes before the time limit) and then reruns the same command, which
 resumes from its checkpoint (ESPnet: ``--resume true``). Each run appends its own header to the log;
-waiting goes on until the job really ends, and only the last run's footer counts.
+waiting goes on until the job really ends, and only the last run's footer counts. With
+``--requeue_progress FILE`` (the training's checkpoint) the job requeues itself only when FILE changed
+during the run: a run that saved nothing (an ESPnet epoch longer than the time limit) would be rerun
+from the same checkpoint for ever; it says so in the log instead and ends at its time limit (TIMEOUT).
 
 A request sbatch refuses (e.g. ``--gpu 1`` where there are no GPUs) fails at once with sbatch's
 message. A job whose dependency can never be satisfied is cancelled and reported instead of waiting
@@ -89,12 +92,31 @@ def batch_script(request: JobRequest, workdir: str, per_node: bool) -> str:
         else ""
     )
     launcher = "srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label " if per_node else ""
-    requeue = (
-        f"# Slurm sends USR1 {REQUEUE_SIGNAL_SECONDS} s before the time limit: requeue, the rerun resumes.\n"
-        'trap \'echo "# Time limit near: requeueing job ${SLURM_JOB_ID}"; scontrol requeue "${SLURM_JOB_ID}"\' USR1\n'
-        if request.options.get("requeue")
-        else ""
-    )
+    requeue = ""
+    if request.options.get("requeue"):
+        requeue = (
+            f"# Slurm sends USR1 {REQUEUE_SIGNAL_SECONDS} s before the time limit: requeue, the rerun resumes.\n"
+            "requeue() {\n"
+            '    echo "# Time limit near: requeueing job ${SLURM_JOB_ID}"\n'
+            '    scontrol requeue "${SLURM_JOB_ID}"\n'
+            "}\n"
+        )
+        progress = request.options.get("requeue_progress")
+        if progress:  # only when the run saved progress: else its rerun would redo the same work
+            requeue += (
+                f"progress={shlex.quote(str(progress))}\n"
+                'saved_at_start=$(stat -c %y "${progress}" 2>/dev/null)\n'
+                "requeue_if_progress() {\n"
+                '    if [ "$(stat -c %y "${progress}" 2>/dev/null)" != "${saved_at_start}" ]; then requeue; else\n'
+                '        echo "# Time limit near, and ${progress} unchanged since this run started: a rerun would'
+                " start again from the same point. Not requeued: give the job a --time (conf/slurm.conf) longer"
+                ' than it takes between two saves (ESPnet saves at the end of each epoch)"\n'
+                "    fi\n"
+                "}\n"
+                "trap requeue_if_progress USR1\n"
+            )
+        else:
+            requeue += "trap requeue USR1\n"
     return f"""#!/usr/bin/env bash
 # Written by the Slurm job backend for {request.log_template}; Slurm appends its output to that log.
 command_line={shlex.quote(shlex.join(request.command))}

@@ -9,7 +9,8 @@
 Every option given on the command line (or by a ``default``) must have a matching ``option`` line,
 else the request is refused naming this file. Any name may be defined (e.g. ``option name=*
 --job-name $0`` makes ``--name x`` a valid option). ``--max_jobs_run``, ``--requeue``,
-``--dependency`` and ``--config`` are handled by the backend itself and cannot be redefined here.
+``--requeue_progress``, ``--dependency`` and ``--config`` are handled by the backend itself and cannot be
+redefined here.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ option gpu=0
 option gpu=* --gres=gpu:$0
 """
 
-BACKEND_OPTIONS = ("max_jobs_run", "requeue", "dependency", "config")
+BACKEND_OPTIONS = ("max_jobs_run", "requeue", "requeue_progress", "dependency", "config")
 
 
 @dataclass

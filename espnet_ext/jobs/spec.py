@@ -86,6 +86,11 @@ OPTIONS: dict[str, OptionSpec] = {
     "requeue": OptionSpec(
         None, "requeueable job (training that resumes from its checkpoint)", is_flag=True
     ),
+    "requeue_progress": OptionSpec(
+        _word,
+        "with --requeue: a file the job rewrites as it saves its progress (a training's checkpoint); "
+        "near its time limit the job requeues itself only when that file changed during the run",
+    ),
     "dependency": OptionSpec(_word, "start only after other jobs, e.g. afterok:1234"),
 }
 
@@ -198,6 +203,8 @@ def parse_command_line(argv: Sequence[str]) -> JobRequest:
     command = argv[i + 1 :]
     if not command:
         raise ConfigError(f"missing the command after the log file {log_template}")
+    if "requeue_progress" in options and "requeue" not in options:
+        raise ConfigError("--requeue_progress is for a requeueable job: it needs --requeue")
     if job_range is not None and len(job_range.ids) > 1 and job_range.name not in log_template:
         raise ConfigError(
             f"{job_range} runs {len(job_range.ids)} jobs but the log file {log_template} does not contain "

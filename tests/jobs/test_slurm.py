@@ -77,6 +77,43 @@ def test_batch_script_is_valid_bash_and_substitutes_the_task(tmp_path):
     assert lines[3].startswith("# Ended (code 0) at ")
 
 
+@pytest.mark.parametrize("saved", [True, False])
+def test_time_limit_warning_requeues_only_a_run_that_saved_its_progress(tmp_path, saved):
+    """--requeue_progress: USR1 (Slurm's warning before the time limit) requeues the job when the file
+    changed during the run; a run that saved nothing is left to end, saying why (scontrol faked)."""
+    (tmp_path / "bin").mkdir()
+    fake = tmp_path / "bin/scontrol"
+    fake.write_text('#!/bin/sh\necho "$@" >> scontrol.calls\n')
+    fake.chmod(0o755)
+    (tmp_path / "ckpt").write_text("0")  # a checkpoint from an earlier run
+    save = "sleep 1.1; echo 1 > ckpt.new && mv ckpt.new ckpt; " if saved else ""  # a later mtime
+    waiting = f"{save}touch ready; while [ ! -f stop ]; do sleep 0.05; done"
+    request = parse_command_line(
+        ["--requeue", "--requeue_progress", "ckpt", "log/t.log", "bash", "-c", waiting]
+    )
+    script = tmp_path / "t.sh"
+    script.write_text(batch_script(request, str(tmp_path), per_node=False))
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "SLURM_JOB_ID": "77"}
+    with open(tmp_path / "out", "w") as out:
+        job = subprocess.Popen(["bash", str(script)], stdout=out, env=env)
+        try:
+            wait_for(lambda: (tmp_path / "ready").exists(), "the command to start")
+            job.send_signal(signal.SIGUSR1)
+            told = "requeueing job 77" if saved else "unchanged since this run started"
+            wait_for(lambda: told in (tmp_path / "out").read_text(), "the trap", 10)
+        finally:
+            (tmp_path / "stop").touch()
+            job.wait(timeout=30)
+    assert job.returncode == 0
+    calls = tmp_path / "scontrol.calls"
+    assert (calls.read_text() == "requeue 77\n") if saved else not calls.exists()
+    if not saved:
+        assert (
+            "a --time (conf/slurm.conf) longer than it takes between two saves"
+            in (tmp_path / "out").read_text()
+        )
+
+
 # --- against the cluster
 # ----------------------------------------------------------------------------------------
 
@@ -244,10 +281,22 @@ def test_interrupting_the_wait_cancels_the_job(slurm_cluster, tmp_path):
     wait_for(lambda: squeue_state(job_id) in ("CANCELLED", ""), "the job to be cancelled", 30)
 
 
-def _requeue_test(tmp_path, interrupt):
+def _requeue_test(tmp_path, interrupt, options=()):
     """A counting job, interrupted once by ``interrupt(job_id)``, must finish by resuming from its checkpoint."""
     waiting = subprocess.Popen(
-        SLURM + ["--requeue", "--time", "10", "log/train.log", *PROBE, "count", "ckpt", "6", "0.3"],
+        SLURM
+        + [
+            "--requeue",
+            *options,
+            "--time",
+            "10",
+            "log/train.log",
+            *PROBE,
+            "count",
+            "ckpt",
+            "6",
+            "0.3",
+        ],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -280,5 +329,5 @@ def test_job_requeues_itself_on_the_time_limit_warning(slurm_cluster, tmp_path):
     def warn(job_id):
         subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True)
 
-    _requeue_test(tmp_path, warn)
+    _requeue_test(tmp_path, warn, ["--requeue_progress", "ckpt"])  # as the pipelines' training
     assert "# Time limit near: requeueing job" in (tmp_path / "log/train.log").read_text()

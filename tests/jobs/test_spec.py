@@ -70,6 +70,10 @@ def test_single_job_and_single_number_range():
         (["--mem", "lots", "l.log", "true"], "--mem 'lots'"),
         (["--time", "soon", "l.log", "true"], "--time 'soon'"),
         (["--requeue=yes", "l.log", "true"], "--requeue takes no value"),
+        (
+            ["--requeue_progress", "c.pth", "l.log", "true"],
+            "--requeue_progress is for a requeueable",
+        ),
         (["--gpu"], "--gpu needs a value"),
         (["JOB=1:3", "l.log", "true"], "does not contain JOB"),
         (["JOB=3:1", "l.JOB.log", "true"], "empty job range JOB=3:1"),
