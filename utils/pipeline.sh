@@ -287,7 +287,9 @@ train_model() {
     fi
     exp=$(dirname "${logfile}")
     started="${exp}/.stages/train_options"
-    if [ -f "${exp}/checkpoint.pth" ] && [ "$(cat "${started}" 2>/dev/null)" != "${stage_fingerprint:-}" ]; then
+    # checkpoint.prev.pth: a run stopped while saving (espnet_ext.tasks.trainer) resumes from it
+    if { [ -f "${exp}/checkpoint.pth" ] || [ -f "${exp}/checkpoint.prev.pth" ]; } &&
+        [ "$(cat "${started}" 2>/dev/null)" != "${stage_fingerprint:-}" ]; then
         log "${exp}/checkpoint.pth was written with other options, config or data; remove ${exp} or train under another tag"
         return 1
     fi

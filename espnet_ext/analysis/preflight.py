@@ -48,7 +48,7 @@ TASKS = {
     "asr": ("espnet_ext.tasks.asr:ASRTask", ("speech", "text")),
     "st": ("espnet_ext.tasks.st:STTask", ("speech", "text", "src_text")),
     "mt": ("espnet_ext.tasks.mt:MTTask", ("src_text", "text")),
-    "lm": ("espnet2.tasks.lm:LMTask", ("text",)),
+    "lm": ("espnet_ext.tasks.lm:LMTask", ("text",)),
     "vsr": ("espnet_ext.tasks.lip_reading:LipReadingTask", ("video", "text")),
     "ocr": ("espnet_ext.tasks.image_to_sequence:ImageToSequenceTask", ("image", "text")),
     "cls": ("espnet_ext.tasks.image_classification:ImageClassificationTask", ("image", "label")),

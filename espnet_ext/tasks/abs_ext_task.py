@@ -25,7 +25,6 @@ from espnet2.text.cleaner import TextCleaner
 from espnet2.text.token_id_converter import TokenIDConverter
 from espnet2.train.dataset import ESPnetDataset
 from espnet2.train.preprocessor import AbsPreprocessor
-from espnet2.train.trainer import Trainer
 from espnet2.utils.types import str2bool, str2triple_str, str_or_none
 from torch.utils.data import DataLoader
 
@@ -33,6 +32,7 @@ from espnet_ext.data.types import DATA_TYPES
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.fileio import read_utf8_lines
 from espnet_ext.tasks.attention_plots import AttentionPlotCheck
+from espnet_ext.tasks.trainer import InterruptSafeTrainer
 
 
 def load_state_dict_strictly(
@@ -115,7 +115,7 @@ class AbsExtTask(AttentionPlotCheck, AbsTask):
     """
 
     num_optimizers: int = 1
-    trainer = Trainer
+    trainer = InterruptSafeTrainer
 
     @classmethod
     def build_model_from_file(

@@ -6,7 +6,10 @@ from espnet2.tasks import asr
 
 from espnet_ext.tasks.attention_plots import AttentionPlotCheck
 from espnet_ext.tasks.task_conditioned import OneTaskBatches
+from espnet_ext.tasks.trainer import InterruptSafeTrainer
 
 
 class ASRTask(OneTaskBatches, AttentionPlotCheck, asr.ASRTask):
     """ESPnet2's ASR task; refuses attention plots of a model that keeps no attention weights."""
+
+    trainer = InterruptSafeTrainer

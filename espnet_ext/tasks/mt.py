@@ -27,6 +27,7 @@ from espnet_ext.nets.lego.ctc_only import LEGONN_MODELS
 from espnet_ext.tasks.abs_ext_task import read_list
 from espnet_ext.tasks.attention_plots import AttentionPlotCheck
 from espnet_ext.tasks.task_conditioned import OneTaskBatches
+from espnet_ext.tasks.trainer import InterruptSafeTrainer
 
 # Pieces of ESPnet's MT model a LegoNN model has no use for: set, they are refused, not dropped.
 _UNUSED_BY_LEGONN = ("specaug", "preencoder", "postencoder")
@@ -34,6 +35,8 @@ _UNUSED_BY_LEGONN = ("specaug", "preencoder", "postencoder")
 
 class MTTask(OneTaskBatches, AttentionPlotCheck, mt.MTTask):
     """ESPnet2's MT task, building LegoNN models without the unused CTC head (see the module doc)."""
+
+    trainer = InterruptSafeTrainer
 
     @classmethod
     def build_model(cls, args: argparse.Namespace) -> ESPnetMTModel:

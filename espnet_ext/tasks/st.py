@@ -39,6 +39,7 @@ from espnet_ext.nets.task_models import TaskConditionedSTModel
 from espnet_ext.tasks.abs_ext_task import load_state_dict_strictly
 from espnet_ext.tasks.attention_plots import AttentionPlotCheck
 from espnet_ext.tasks.task_conditioned import OneTaskBatches
+from espnet_ext.tasks.trainer import InterruptSafeTrainer
 
 MODELS: dict[str, type[ESPnetSTModel]] = {
     "espnet": ESPnetSTModel,
@@ -108,6 +109,8 @@ def from_espnet_model(
 
 class STTask(OneTaskBatches, AttentionPlotCheck, st.STTask):
     """ESPnet2's ST task, building the model class ``--model`` names (``MODELS``)."""
+
+    trainer = InterruptSafeTrainer
 
     @classmethod
     def add_task_arguments(cls, parser: argparse.ArgumentParser):

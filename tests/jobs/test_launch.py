@@ -1,13 +1,13 @@
 """Multi-node ESPnet2 training launch (espnet_ext/jobs/launch.py)."""
 
 import os
-import random
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from lm_corpus import write_lm_corpus
 
 from espnet_ext.jobs.launch import first_node_address, node_command, rotate_logs, training_command
 
@@ -180,56 +180,6 @@ def test_first_node_address_uses_slurms_node_address(slurm_cluster):
 
 # --- a real 2-node ESPnet2 training
 # -----------------------------------------------------------------------------
-
-
-def write_lm_corpus(directory: Path) -> list:
-    """16 sentences of 5 words: equal lengths, so the mean loss of each rank's half batch averages to the
-    full batch's and 2-rank DDP takes exactly the steps of one process."""
-    rng = random.Random(0)
-    words = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
-    with open(directory / "text", "w") as text, open(directory / "shape", "w") as shape:
-        for i in range(16):
-            text.write(f"u{i:02d} {' '.join(rng.choice(words) for _ in range(5))}\n")
-            shape.write(f"u{i:02d} 5\n")
-    (directory / "tokens.txt").write_text(
-        "\n".join(["<blank>", "<unk>", *words, "<sos/eos>"]) + "\n"
-    )
-    return [
-        "--token_type",
-        "word",
-        "--token_list",
-        "tokens.txt",
-        "--use_preprocessor",
-        "true",
-        "--train_data_path_and_name_and_type",
-        "text,text,text",
-        "--train_shape_file",
-        "shape",
-        "--valid_data_path_and_name_and_type",
-        "text,text,text",
-        "--valid_shape_file",
-        "shape",
-        "--fold_length",
-        "150",
-        "--batch_size",
-        "4",
-        "--max_epoch",
-        "1",
-        "--num_workers",
-        "0",
-        "--seed",
-        "0",
-        "--lm",
-        "seq_rnn",
-        "--lm_conf",
-        "unit=16",
-        "--lm_conf",
-        "nlayers=1",
-        "--use_matplotlib",
-        "false",
-        "--use_tensorboard",
-        "false",
-    ]
 
 
 @pytest.mark.slurm

@@ -1,0 +1,90 @@
+"""ESPnet's Trainer, with a checkpoint that survives a job stopped while saving it.
+
+ESPnet writes ``checkpoint.pth`` (model, optimizers, schedulers, reporter: what ``--resume true``
+continues from) over the previous one at the end of every epoch. A job stopped while it writes (Slurm's
+preemption, a requeue, the time limit) leaves a truncated file, and every rerun dies reading it
+(``PytorchStreamReader failed reading zip archive``) where it could have redone one epoch.
+
+Here, once an epoch's validation is done (what ESPnet runs last before it saves), the finished checkpoint
+is renamed ``checkpoint.prev.pth`` (a rename, no copy: checkpoints of large models take gigabytes); ESPnet
+then writes the new one into a new file, and the next epoch (or the end of training) deletes the previous
+one. A run that finds ``checkpoint.pth`` missing or unreadable beside a previous one takes the previous
+one back before ESPnet resumes (it redoes that epoch) and says so in the log. Only the process that saves
+(rank 0) touches the files. Our tasks train with it (``trainer = InterruptSafeTrainer``).
+"""
+
+from __future__ import annotations
+
+import logging
+import zipfile
+from pathlib import Path
+
+from espnet2.train.trainer import Trainer
+
+CHECKPOINT, PREVIOUS = "checkpoint.pth", "checkpoint.prev.pth"
+
+
+def readable(checkpoint: Path) -> bool:
+    """Whether ``checkpoint`` is a whole ``torch.save`` archive: its zip directory, written last, reads
+    back (a file cut short has none) and every member's CRC checks, without unpickling anything."""
+    try:
+        with zipfile.ZipFile(checkpoint) as archive:
+            return archive.testzip() is None
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def restore_previous(output_dir: Path) -> bool:
+    """Before a resume: put ``checkpoint.prev.pth`` back where the last save did not finish. True when
+    it did."""
+    checkpoint, previous = output_dir / CHECKPOINT, output_dir / PREVIOUS
+    if not previous.exists():
+        return False
+    if checkpoint.exists() and readable(
+        checkpoint
+    ):  # the save finished; stopped before the cleanup
+        previous.unlink()
+        return False
+    state = "unreadable (cut short while saved)" if checkpoint.exists() else "missing"
+    logging.warning(
+        f"{checkpoint} is {state}: resuming from {previous}, the checkpoint an epoch before it"
+    )
+    previous.replace(checkpoint)
+    return True
+
+
+class InterruptSafeTrainer(Trainer):
+    """``Trainer`` whose ``checkpoint.pth`` is never the only copy while it is being written."""
+
+    @classmethod
+    def run(cls, **kwargs) -> None:
+        output_dir = _saving_dir(kwargs["trainer_options"], kwargs["distributed_option"])
+        if output_dir is not None and kwargs["trainer_options"].resume:
+            restore_previous(output_dir)
+        super().run(**kwargs)
+        if output_dir is not None:
+            (output_dir / PREVIOUS).unlink(missing_ok=True)
+
+    @classmethod
+    def train_one_epoch(cls, **kwargs) -> bool:
+        output_dir = _saving_dir(kwargs["options"], kwargs["distributed_option"])
+        if output_dir is not None:  # the last epoch's checkpoint is whole by now
+            (output_dir / PREVIOUS).unlink(missing_ok=True)
+        return super().train_one_epoch(**kwargs)
+
+    @classmethod
+    def validate_one_epoch(cls, **kwargs) -> None:
+        super().validate_one_epoch(**kwargs)
+        output_dir = _saving_dir(kwargs["options"], kwargs["distributed_option"])
+        if output_dir is not None and (output_dir / CHECKPOINT).exists():
+            (output_dir / CHECKPOINT).replace(
+                output_dir / PREVIOUS
+            )  # ESPnet saves the next one now
+
+
+def _saving_dir(options, distributed_option) -> Path | None:
+    """The output directory where this process writes the checkpoint (ESPnet: without DDP, or rank 0);
+    None for the others, and for a trainer run without one (a preflight's single epoch)."""
+    if distributed_option.distributed and distributed_option.dist_rank != 0:
+        return None
+    return None if options.output_dir is None else Path(options.output_dir)

@@ -1,0 +1,91 @@
+"""InterruptSafeTrainer: a training stopped while ESPnet saves its checkpoint resumes an epoch earlier."""
+
+import logging
+from pathlib import Path
+
+import pytest
+import torch
+from espnet2.tasks import lm
+from lm_corpus import write_lm_corpus
+
+from espnet_ext.tasks.lm import LMTask
+from espnet_ext.tasks.trainer import (
+    CHECKPOINT,
+    PREVIOUS,
+    InterruptSafeTrainer,
+    readable,
+    restore_previous,
+)
+
+
+def cut_short(path):
+    """What a job killed while ``torch.save`` wrote ``path`` leaves: its first part."""
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def test_readable_tells_a_whole_checkpoint_from_one_cut_short(tmp_path):
+    path = tmp_path / "c.pth"
+    torch.save({"model": {"w": torch.randn(300, 300)}, "epoch": 3}, path)
+    assert readable(path)
+    cut_short(path)
+    assert not readable(path)
+    assert not readable(tmp_path / "missing.pth")
+    (tmp_path / "noise.pth").write_bytes(b"\x00" * 1000)
+    assert not readable(tmp_path / "noise.pth")
+
+
+def test_restore_previous_puts_it_back_only_where_the_save_did_not_finish(tmp_path, caplog):
+    checkpoint, previous = tmp_path / CHECKPOINT, tmp_path / PREVIOUS
+    assert not restore_previous(tmp_path)  # nothing saved yet
+    torch.save({"epoch": 1}, previous)
+    torch.save({"epoch": 2}, checkpoint)
+    assert not restore_previous(tmp_path)  # saved, stopped before the cleanup: the new one stays
+    assert not previous.exists() and torch.load(checkpoint)["epoch"] == 2
+    torch.save({"epoch": 1}, previous)
+    cut_short(checkpoint)
+    with caplog.at_level(logging.WARNING):
+        assert restore_previous(tmp_path)
+    assert torch.load(checkpoint)["epoch"] == 1 and not previous.exists()
+    assert f"{checkpoint} is unreadable (cut short while saved): resuming from" in caplog.text
+    checkpoint.replace(previous)  # stopped after the rename, before the save began
+    assert restore_previous(tmp_path) and torch.load(checkpoint)["epoch"] == 1
+
+
+class SeenAtSave(InterruptSafeTrainer):
+    """Records, after each epoch's validation (just before ESPnet saves), which files exist."""
+
+    seen: list[tuple[bool, bool]] = []
+
+    @classmethod
+    def validate_one_epoch(cls, **kwargs) -> None:
+        super().validate_one_epoch(**kwargs)
+        out = Path(kwargs["options"].output_dir)
+        cls.seen.append(((out / PREVIOUS).exists(), (out / CHECKPOINT).exists()))
+
+
+class SpiedLMTask(LMTask):
+    trainer = SeenAtSave
+
+
+def test_training_stopped_while_saving_resumes_an_epoch_earlier(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    args = write_lm_corpus(tmp_path) + ["--output_dir", "exp", "--resume", "true"]
+    exp = tmp_path / "exp"
+    SpiedLMTask.main(cmd=args + ["--max_epoch", "2"])
+    # while epoch 2's checkpoint is written, epoch 1's is the previous one; gone once training ends
+    assert SeenAtSave.seen == [(False, False), (True, False)]
+    assert readable(exp / CHECKPOINT) and not (exp / PREVIOUS).exists()
+
+    # epoch 3 stopped while saving: epoch 2's checkpoint moved aside, the new one cut short
+    (exp / CHECKPOINT).replace(exp / PREVIOUS)
+    torch.save(torch.load(exp / PREVIOUS, weights_only=False), exp / CHECKPOINT)
+    cut_short(exp / CHECKPOINT)
+    with pytest.raises((RuntimeError, OSError)):  # ESPnet's trainer: every rerun dies reading it
+        lm.LMTask.main(cmd=args + ["--max_epoch", "3"])
+    with caplog.at_level(logging.WARNING):
+        LMTask.main(cmd=args + ["--max_epoch", "3"])
+    assert "is unreadable (cut short while saved): resuming from" in caplog.text
+    assert (exp / "3epoch.pth").exists() and not (exp / PREVIOUS).exists()
+    state = torch.load(exp / CHECKPOINT, weights_only=False)
+    assert state["reporter"]["epoch"] == 3
