@@ -9,19 +9,33 @@ Here, once an epoch's validation is done (what ESPnet runs last before it saves)
 is renamed ``checkpoint.prev.pth`` (a rename, no copy: checkpoints of large models take gigabytes); ESPnet
 then writes the new one into a new file, and the next epoch (or the end of training) deletes the previous
 one. A run that finds ``checkpoint.pth`` missing or unreadable beside a previous one takes the previous
-one back before ESPnet resumes (it redoes that epoch) and says so in the log. Only the process that saves
-(rank 0) touches the files. Our tasks train with it (``trainer = InterruptSafeTrainer``).
+one back before ESPnet resumes (it redoes that epoch) and says so in the log.
+
+ESPnet writes the epoch's model file (``<N>epoch.pth``, the same weights) and its ``latest.pth`` and
+``<phase>.<key>.best.pth`` links after the checkpoint: a job stopped there would resume past an epoch
+whose model file is missing or cut short (the n-best average at the end of training and the recipes'
+averages read it) and whose links were never made. A resumed run rewrites that file from the
+checkpoint and makes the links as ESPnet would have (``repair_last_epoch``).
+
+Only the process that saves (rank 0) touches the files. Our tasks train with it
+(``trainer = InterruptSafeTrainer``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import re
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+from espnet2.train.reporter import Reporter
 from espnet2.train.trainer import Trainer
 
 CHECKPOINT, PREVIOUS = "checkpoint.pth", "checkpoint.prev.pth"
+EPOCH_FILE = re.compile(r"\d+epoch\.pth")  # ESPnet's model file of each epoch
 
 
 def readable(checkpoint: Path) -> bool:
@@ -53,14 +67,53 @@ def restore_previous(output_dir: Path) -> bool:
     return True
 
 
+def repair_last_epoch(
+    output_dir: Path, best_model_criterion: Sequence[Sequence[str]]
+) -> int | None:
+    """Before a resume: where the last save stopped after ``checkpoint.pth``, its epoch's model file
+    rewritten from it (atomically) and ``latest.pth`` and the best-model links made from its reporter, as
+    ESPnet makes them. Returns the epoch repaired, None when the files are whole (the newest epoch file
+    was written after the checkpoint and reads back: ESPnet writes it last)."""
+    checkpoint = output_dir / CHECKPOINT
+    if not checkpoint.exists():
+        return None
+    epoch_files = [f for f in output_dir.glob("*epoch.pth") if EPOCH_FILE.fullmatch(f.name)]
+    newest = max(epoch_files, key=lambda f: f.stat().st_mtime, default=None)
+    if newest and newest.stat().st_mtime >= checkpoint.stat().st_mtime and readable(newest):
+        return None
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    reporter = Reporter()
+    reporter.load_state_dict(state["reporter"])
+    epoch = reporter.get_epoch()
+    model_file = output_dir / f"{epoch}epoch.pth"
+    logging.warning(
+        f"{model_file} was not saved whole after {checkpoint}: rewritten from it, links remade"
+    )
+    partial = model_file.with_name(model_file.name + ".partial")
+    torch.save(state["model"], partial)
+    os.replace(partial, model_file)
+    links = {"latest.pth": epoch}
+    for phase, key, mode in best_model_criterion:
+        if reporter.has(phase, key):
+            links[f"{phase}.{key}.best.pth"] = reporter.get_best_epoch(phase, key, mode)
+    for name, linked in links.items():
+        link = output_dir / name
+        if (output_dir / f"{linked}epoch.pth").exists():
+            link.unlink(missing_ok=True)
+            link.symlink_to(f"{linked}epoch.pth")
+    return epoch
+
+
 class InterruptSafeTrainer(Trainer):
     """``Trainer`` whose ``checkpoint.pth`` is never the only copy while it is being written."""
 
     @classmethod
     def run(cls, **kwargs) -> None:
         output_dir = _saving_dir(kwargs["trainer_options"], kwargs["distributed_option"])
-        if output_dir is not None and kwargs["trainer_options"].resume:
+        options = kwargs["trainer_options"]
+        if output_dir is not None and options.resume:
             restore_previous(output_dir)
+            repair_last_epoch(output_dir, options.best_model_criterion)
         super().run(**kwargs)
         if output_dir is not None:
             (output_dir / PREVIOUS).unlink(missing_ok=True)

@@ -1,6 +1,7 @@
 """InterruptSafeTrainer: a training stopped while ESPnet saves its checkpoint resumes an epoch earlier."""
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from espnet_ext.tasks.trainer import (
     PREVIOUS,
     InterruptSafeTrainer,
     readable,
+    repair_last_epoch,
     restore_previous,
 )
 
@@ -52,6 +54,9 @@ def test_restore_previous_puts_it_back_only_where_the_save_did_not_finish(tmp_pa
     assert restore_previous(tmp_path) and torch.load(checkpoint)["epoch"] == 1
 
 
+CRITERIA = [("valid", "loss", "min"), ("train", "loss", "min")]  # ESPnet's LM default
+
+
 class SeenAtSave(InterruptSafeTrainer):
     """Records, after each epoch's validation (just before ESPnet saves), which files exist."""
 
@@ -76,6 +81,7 @@ def test_training_stopped_while_saving_resumes_an_epoch_earlier(tmp_path, monkey
     # while epoch 2's checkpoint is written, epoch 1's is the previous one; gone once training ends
     assert SeenAtSave.seen == [(False, False), (True, False)]
     assert readable(exp / CHECKPOINT) and not (exp / PREVIOUS).exists()
+    assert repair_last_epoch(exp, CRITERIA) is None  # ESPnet wrote the epoch's model file after it
 
     # epoch 3 stopped while saving: epoch 2's checkpoint moved aside, the new one cut short
     (exp / CHECKPOINT).replace(exp / PREVIOUS)
@@ -89,3 +95,27 @@ def test_training_stopped_while_saving_resumes_an_epoch_earlier(tmp_path, monkey
     assert (exp / "3epoch.pth").exists() and not (exp / PREVIOUS).exists()
     state = torch.load(exp / CHECKPOINT, weights_only=False)
     assert state["reporter"]["epoch"] == 3
+
+    # stopped after epoch 3's checkpoint, while ESPnet wrote 3epoch.pth, before its links
+    model = torch.load(exp / CHECKPOINT, weights_only=False)["model"]
+    cut_short(exp / "3epoch.pth")
+    (exp / "latest.pth").unlink()
+    (exp / "latest.pth").symlink_to("2epoch.pth")
+    with caplog.at_level(logging.WARNING):
+        assert repair_last_epoch(exp, CRITERIA) == 3
+    assert "3epoch.pth was not saved whole after" in caplog.text
+    rewritten = torch.load(exp / "3epoch.pth")
+    assert rewritten.keys() == model.keys() and all(
+        torch.equal(rewritten[k], model[k]) for k in model
+    )
+    assert os.readlink(exp / "latest.pth") == "3epoch.pth"
+    assert (exp / os.readlink(exp / "valid.loss.best.pth")).exists()
+    assert repair_last_epoch(exp, CRITERIA) is None  # whole again
+    (exp / "3epoch.pth").unlink()  # stopped before ESPnet began the file
+    assert repair_last_epoch(exp, CRITERIA) == 3 and readable(exp / "3epoch.pth")
+    cut_short(exp / "3epoch.pth")  # and a resumed training repairs it before it goes on
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        LMTask.main(cmd=args + ["--max_epoch", "4"])
+    assert "3epoch.pth was not saved whole after" in caplog.text
+    assert readable(exp / "3epoch.pth") and os.readlink(exp / "latest.pth") == "4epoch.pth"
