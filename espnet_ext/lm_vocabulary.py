@@ -12,18 +12,8 @@ from pathlib import Path
 
 import yaml
 
+from espnet_ext.argv import option_value
 from espnet_ext.errors import ConfigError
-
-
-def option_value(argv: Sequence[str], name: str) -> str | None:
-    """The value of ``--name value`` or ``--name=value`` in an argument list (the last one wins, as argparse)."""
-    value = None
-    for i, arg in enumerate(argv):
-        if arg == name and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith(name + "="):
-            value = arg.split("=", 1)[1]
-    return value
 
 
 def token_list(config: str) -> list[str]:

@@ -298,10 +298,11 @@ train_model() {
     local cmd="${cuda_cmd}" threads=${train_num_threads:-1} smoke_args=()
     smoke_overrides smoke_args "$@" || return 1  # after the command's own options: ESPnet takes the last value
     [ "${ngpu}" -gt 0 ] || cmd="${train_cmd}"
-    # One training job: on CPU it should use every core it was given (path.sh sets 1 thread for job arrays).
+    # One training job: on CPU it should use every core it was given (path.sh sets 1 thread for job arrays);
+    # the job asks for ${threads} and the config's loader processes per training process (launch.py).
     # Requeued near the time limit only when the run saved a checkpoint (else it would redo the same epoch).
-    python -m espnet_ext.jobs.launch --cmd "${cmd} --requeue --requeue_progress ${exp}/checkpoint.pth --num_threads ${threads}" \
-        --log "${logfile}" \
+    python -m espnet_ext.jobs.launch --cmd "${cmd} --requeue --requeue_progress ${exp}/checkpoint.pth" \
+        --log "${logfile}" --threads "${threads}" \
         --ngpu "${ngpu}" --num_nodes "${num_nodes}" -- \
         env OMP_NUM_THREADS="${threads}" MKL_NUM_THREADS="${threads}" "$@" "${smoke_args[@]}" "${keep_args[@]}" \
         --resume true

@@ -50,6 +50,7 @@ import torch
 import yaml
 
 from espnet_ext.analysis.preflight import TASKS, CorpusSize, preflight
+from espnet_ext.argv import ESPNET_NUM_WORKERS, option_value
 from espnet_ext.errors import ConfigError, reports_input_errors
 
 # task -> (the batch's key whose size is counted, unit); "len" counts rows (images)
@@ -183,17 +184,6 @@ def schedule_updates(settings: dict) -> int | None:
     return int(settings["max_epoch"]) * int(iters) // int(settings.get("accum_grad", 1))
 
 
-def _option(extra: Sequence[str], name: str) -> str | None:
-    """The last value of ``--name`` (or ``--name=value``) among ESPnet options, as ESPnet takes it."""
-    value = None
-    for i, word in enumerate(extra):
-        if word == f"--{name}" and i + 1 < len(extra):
-            value = extra[i + 1]
-        elif word.startswith(f"--{name}="):
-            value = word.split("=", 1)[1]
-    return value
-
-
 def measure(
     task: str,
     config: str | Path,
@@ -209,11 +199,12 @@ def measure(
     if updates < 2:
         raise ConfigError("needs >= 2 updates: the first one warms up", key="--updates")
     settings = yaml.safe_load(Path(config).read_text()) or {}
-    amp_option = _option(extra_args, "use_amp")
+    amp_option = option_value(extra_args, "--use_amp")
     amp = settings.get("use_amp", False) if amp_option is None else amp_option.lower() == "true"
     timer = timer or StepTimer(task)
-    if _option(extra_args, "num_workers") is None:  # loading as a real run of the config loads
-        extra_args = [*extra_args, "--num_workers", str(settings.get("num_workers", 1))]
+    if option_value(extra_args, "--num_workers") is None:
+        workers = settings.get("num_workers", ESPNET_NUM_WORKERS)  # loading as a real run loads
+        extra_args = [*extra_args, "--num_workers", str(workers)]
     freeze = int((settings.get("model_conf") or {}).get("freeze_finetune_updates") or 0)
     frozen = frozen_phase(updates) if freeze else None
     preflight(

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 from lm_corpus import write_lm_corpus
 
-from espnet_ext.jobs.launch import first_node_address, node_command, rotate_logs, training_command
+from espnet_ext.jobs.launch import (
+    first_node_address,
+    job_cpus,
+    node_command,
+    rotate_logs,
+    training_command,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ["python", "-m", "espnet_ext.bin.asr_train", "--config", "c.yaml"]
@@ -243,3 +249,31 @@ def test_two_node_espnet_training_takes_the_single_process_steps(slurm_cluster, 
         assert distributed["reporter"]["stats"][1][phase]["loss"] == pytest.approx(
             single["reporter"]["stats"][1][phase]["loss"], rel=1e-5
         )
+
+
+def test_the_job_asks_for_each_training_process_threads_and_loader_processes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.yaml").write_text("num_workers: 4\nbatch_size: 8\n")
+    assert job_cpus(TRAIN, ngpu=2, threads=1) == 2 * (1 + 4)  # the config's loaders, per GPU
+    assert job_cpus(TRAIN, ngpu=0, threads=3) == 3 + 4  # one process on the CPU
+    assert job_cpus([*TRAIN, "--num_workers", "0"], ngpu=4, threads=1) == 4  # the command line wins
+    assert job_cpus([*TRAIN, "--num_workers=2"], ngpu=1, threads=2) == 4
+    (tmp_path / "c.yaml").write_text("batch_size: 8\n")
+    assert job_cpus(TRAIN, ngpu=1, threads=1) == 2  # ESPnet's default: one loader process
+    # the backend gets it after the pipeline's own options (the last value wins there)
+    backend = f"{sys.executable} -c 'import sys; print(sys.argv[1:])' --requeue --num_threads 1"
+    done = subprocess.run(
+        [sys.executable, "-m", "espnet_ext.jobs.launch", "--cmd", backend, "--log", "train.log",
+         "--ngpu", "2", "--threads", "2", "--", *TRAIN],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    argv = eval(done.stdout)  # the backend's arguments, as it printed them
+    assert argv[:6] == [
+        "--requeue",
+        "--num_threads",
+        "1",
+        "--num_threads",
+        str(2 * (2 + 1)),
+        "--gpu",
+    ]

@@ -36,9 +36,11 @@ case "${batch}" in
     *) echo "$0: --batch is 128 or 1024 (the paper's two settings)" >&2; exit 1 ;;
 esac
 
+threads=()  # the real corpus: ./cls.sh's one thread per training process (a GPU's), loader processes beside
 if [ -z "${CIFAR100}" ]; then
     config=conf/train_swin_mini.yaml
     batch_args=""  # the mini config has its own batch size and schedule
+    threads=(--train_num_threads "$(nproc)")  # on this machine's CPUs
 else
     config=conf/train_swin_t.yaml
 fi
@@ -51,5 +53,5 @@ if [ "${matched_inference}" = true ]; then inference_tag=decode_matched; fi
 
 ./cls.sh --cls_config "${config}" --cls_args "$(sed -n 2p <<< "${row}") ${batch_args} ${train_args}" --cls_tag "${tag}" \
     --pretrained_checkpoint "${imagenet_checkpoint}" --inference_args "--matched_inference ${matched_inference}" \
-    --inference_tag "${inference_tag}" --train_num_threads "$(nproc)" \
+    --inference_tag "${inference_tag}" "${threads[@]}" \
     --results_title "CIFAR-100 (Swin-T, relaxed self-attention)" "$@"

@@ -18,8 +18,9 @@ local_data_opts=""      # more local/data.sh options (e.g. "--num_train 2000"), 
 __options_pass_to=./ocr.sh
 . utils/parse_options.sh
 
+threads=()  # the real corpora: ./ocr.sh's one thread per training process (a GPU's)
 if [ "${scene_text}" = true ]; then config=conf/train_ocr_scene_text.yaml
-elif [ -z "${MNIST}" ]; then config=conf/train_ocr_mini.yaml
+elif [ -z "${MNIST}" ]; then config=conf/train_ocr_mini.yaml; threads=(--train_num_threads "$(nproc)")
 else config=conf/train_ocr_paper.yaml
 fi
 # The paper's models as overrides of one config (espnet_ext/attention/variants.py SHARP_ROWS).
@@ -51,4 +52,4 @@ if [ "${rotated}" = true ]; then suffix+=r; fi
 ./ocr.sh --train_set "train${suffix}" --valid_set "dev${suffix}" --test_sets "test${suffix}" \
     --local_data_opts "--length ${length} --rotated ${rotated} ${local_data_opts}" --ocr_config "${config}" \
     --ocr_args "${model_args} --model_conf max_length=${length}" --ocr_tag "${attention}${suffix}" \
-    --train_num_threads "$(nproc)" --results_title "MNIST digit strips (sharp attention)" "$@"
+    "${threads[@]}" --results_title "MNIST digit strips (sharp attention)" "$@"
