@@ -277,7 +277,8 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
     Parameters beyond ESPnet's live in ``groups.<g>``: a Conv group's K and V convolutions
     (``groups.<g>.conv_k``, ``conv_v``); a Fast group's random features (``groups.<g>.features``),
     redrawn every ``redraw_interval`` training forward calls (as performer-pytorch counts; under DDP the
-    buffers are broadcast from rank 0, so all ranks use one draw). The state dict keeps the draw as
+    buffers are broadcast from rank 0, so all ranks use one draw), the calls since the last redraw saved
+    as ``redraw_calls`` (a resumed training redraws when an uninterrupted one would). The state dict keeps the draw as
     integers (``groups.<g>.draw``: seed, draw index) and loading regenerates its features: averaging
     checkpoints (ESPnet's n-best average sums integer tensors, ours floors their mean) then still gives
     one proper orthogonal draw, where averaged feature matrices of different draws would be shrunken,
@@ -360,7 +361,11 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
                 groups.append(FastHeads(head, first, stop, self.d_k, device))
         self.groups = torch.nn.ModuleList(groups).train(self.training)
         self.redraw_interval = redraw_interval
+        # Training calls since the last redraw: saved (``redraw_calls``), so that a training resumed from a
+        # checkpoint redraws when an uninterrupted one would; kept on the host too, as the draw is.
         self.calls_since_redraw = 0
+        if self._groups_of(FastHeads):
+            self.register_buffer("redraw_calls", torch.zeros((), dtype=torch.long, device=device))
         self.gamma, self.matched_inference, self.smooth_focus = 0.0, False, False
 
     def configure(self, gamma=0.0, matched_inference=False, smooth_focus=False, fused=True) -> None:
@@ -394,6 +399,8 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
         for group in self._groups_of(FastHeads):
             group.redraw()
         self.calls_since_redraw = 0
+        if hasattr(self, "redraw_calls"):
+            self.redraw_calls.zero_()
 
     # A compiled layer runs this eagerly: traced, its Python counter would give a graph per value.
     @torch.compiler.disable
@@ -402,6 +409,7 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
         if self.calls_since_redraw >= self.redraw_interval:
             self.redraw_features()
         self.calls_since_redraw += 1
+        self.redraw_calls.add_(1)
 
     # Checkpoints from before the head groups: <old key> -> <key under groups.<g>.>
     _OLD_KEYS = re.compile(r"^(?:(conv_k|conv_v)\.(\d+)\.(weight|bias)|fast_draw_(\d+))$")
@@ -413,7 +421,12 @@ class MultiHeadMultiAttention(MultiHeadedAttention):
                 conv, group, tensor, fast = match.groups()
                 new = f"{group}.{conv}.{tensor}" if conv else f"{fast}.draw"
                 state_dict[f"{prefix}groups.{new}"] = state_dict.pop(name)
+        counter = f"{prefix}redraw_calls"
+        if hasattr(self, "redraw_calls") and counter not in state_dict:  # saved before the counter
+            state_dict[counter] = torch.zeros_like(self.redraw_calls)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        if hasattr(self, "redraw_calls"):
+            self.calls_since_redraw = int(self.redraw_calls)
 
     def forward(self, query, key, value, mask, expand_kv: bool = False):
         if self.all_full and not self.relaxing and not self.smooth_focus:

@@ -1,4 +1,5 @@
-"""ESPnet's Trainer, with a checkpoint that survives a job stopped while saving it.
+"""ESPnet's Trainer, with a checkpoint that survives a job stopped while saving it, and a resumed training
+that trains as the uninterrupted one would.
 
 ESPnet writes ``checkpoint.pth`` (model, optimizers, schedulers, reporter: what ``--resume true``
 continues from) over the previous one at the end of every epoch. A job stopped while it writes (Slurm's
@@ -17,12 +18,19 @@ whose model file is missing or cut short (the n-best average at the end of train
 averages read it) and whose links were never made. A resumed run rewrites that file from the
 checkpoint and makes the links as ESPnet would have (``repair_last_epoch``).
 
-Only the process that saves (rank 0) touches the files. Our tasks train with it
-(``trainer = InterruptSafeTrainer``).
+A resumed ESPnet training also differed from the uninterrupted one in two ways, which this trainer
+removes: ESPnet zeroes gradients only after an update, so an epoch's last batches that made no whole
+``accum_grad`` update added their gradients to the next epoch's first update (a resumed process starts
+with none: here every epoch starts with none), and it checks ``patience`` only after an epoch, so a
+training that stopped early trained one more epoch at every resume (``stopped_early``).
+
+Only the process that saves (rank 0) touches the files; under DDP the others wait for it before they
+read the checkpoint. Our tasks train with it (``trainer = InterruptSafeTrainer``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -104,16 +112,46 @@ def repair_last_epoch(
     return epoch
 
 
+def stopped_early(output_dir: Path, options) -> int | None:
+    """The epoch at which the training in ``output_dir`` stopped early (ESPnet's ``patience``), None if it
+    did not: ESPnet checks only after an epoch, so a resumed run would train one more epoch every time.
+    Reads the checkpoint's reporter (memory-mapped: its tensors are not read)."""
+    checkpoint = output_dir / CHECKPOINT
+    if options.patience is None or not checkpoint.exists():
+        return None
+    reporter = Reporter()
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
+    reporter.load_state_dict(state["reporter"])
+    criterion = options.early_stopping_criterion
+    if not reporter.get_epoch() or not reporter.has(*criterion[:2]):
+        return None
+    if not reporter.check_early_stopping(options.patience, *criterion):
+        return None
+    logging.warning(f"{checkpoint}: the training stopped early; not training further")
+    return reporter.get_epoch()
+
+
 class InterruptSafeTrainer(Trainer):
-    """``Trainer`` whose ``checkpoint.pth`` is never the only copy while it is being written."""
+    """``Trainer`` whose ``checkpoint.pth`` is never the only copy while it is being written, and whose
+    resumed run trains as the uninterrupted one would: every epoch starts with no gradient (ESPnet would
+    add an epoch's last batches that made no whole ``accum_grad`` update to the next epoch's first update,
+    which a resumed run never saw), and a training that stopped early stays stopped."""
 
     @classmethod
     def run(cls, **kwargs) -> None:
-        output_dir = _saving_dir(kwargs["trainer_options"], kwargs["distributed_option"])
-        options = kwargs["trainer_options"]
-        if output_dir is not None and options.resume:
-            restore_previous(output_dir)
-            repair_last_epoch(output_dir, options.best_model_criterion)
+        options, distributed = kwargs["trainer_options"], kwargs["distributed_option"]
+        output_dir = _saving_dir(options, distributed)
+        if options.resume and options.output_dir is not None:
+            if output_dir is not None:
+                restore_previous(output_dir)
+                repair_last_epoch(output_dir, options.best_model_criterion)
+            if (
+                distributed.distributed
+            ):  # the other processes read the checkpoint once it is put right
+                torch.distributed.barrier()
+            stopped = stopped_early(Path(options.output_dir), options)
+            if stopped is not None:  # ESPnet then trains no epoch and averages its n best
+                kwargs["trainer_options"] = dataclasses.replace(options, max_epoch=stopped)
         super().run(**kwargs)
         if output_dir is not None:
             (output_dir / PREVIOUS).unlink(missing_ok=True)
@@ -123,6 +161,8 @@ class InterruptSafeTrainer(Trainer):
         output_dir = _saving_dir(kwargs["options"], kwargs["distributed_option"])
         if output_dir is not None:  # the last epoch's checkpoint is whole by now
             (output_dir / PREVIOUS).unlink(missing_ok=True)
+        for optimizer in kwargs["optimizers"]:
+            optimizer.zero_grad()
         return super().train_one_epoch(**kwargs)
 
     @classmethod
@@ -130,9 +170,8 @@ class InterruptSafeTrainer(Trainer):
         super().validate_one_epoch(**kwargs)
         output_dir = _saving_dir(kwargs["options"], kwargs["distributed_option"])
         if output_dir is not None and (output_dir / CHECKPOINT).exists():
-            (output_dir / CHECKPOINT).replace(
-                output_dir / PREVIOUS
-            )  # ESPnet saves the next one now
+            # ESPnet saves the next one now
+            (output_dir / CHECKPOINT).replace(output_dir / PREVIOUS)
 
 
 def _saving_dir(options, distributed_option) -> Path | None:

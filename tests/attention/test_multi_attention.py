@@ -646,6 +646,29 @@ def test_fast_features_are_redrawn_on_schedule_in_training_only():
     assert torch.equal(fresh.groups[0].features, fast.features)
 
 
+def test_a_resumed_training_redraws_fast_features_when_an_uninterrupted_one_would():
+    _, uninterrupted = espnet_and_mhma(["2 x Fast", "2 x Full"])
+    uninterrupted.redraw_interval = 3
+    uninterrupted.train()
+    x = torch.randn(1, 5, 32)
+    for _ in range(5):  # stopped after 5 training calls: a redraw before the 4th, two calls since
+        uninterrupted(x, x, x, None)
+    checkpoint = {k: v.clone() for k, v in uninterrupted.state_dict().items()}
+    assert int(checkpoint["redraw_calls"]) == 2
+    _, resumed = espnet_and_mhma(["2 x Fast", "2 x Full"])
+    resumed.redraw_interval = 3
+    resumed.train().load_state_dict(checkpoint)
+    for _ in range(4):  # the next redraw comes before the 7th call in both
+        uninterrupted(x, x, x, None), resumed(x, x, x, None)
+        assert torch.equal(resumed.groups[0].features, uninterrupted.groups[0].features)
+    # a checkpoint from before the counter loads (strictly), counting from 0
+    del checkpoint["redraw_calls"]
+    resumed.load_state_dict(checkpoint)
+    assert resumed.calls_since_redraw == 0
+    _, no_fast = espnet_and_mhma(["2 x Local(2)", "2 x Full"])
+    assert "redraw_calls" not in no_fast.state_dict()  # only layers with Fast heads count
+
+
 def test_fast_features_of_an_espnet_averaged_model_are_one_proper_draw(tmp_path):
     _, mhma = espnet_and_mhma(["2 x Fast", "2 x Full"])
     states = []

@@ -2,6 +2,8 @@
 
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,8 @@ from espnet_ext.tasks.trainer import (
     repair_last_epoch,
     restore_previous,
 )
+
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def cut_short(path):
@@ -119,3 +123,91 @@ def test_training_stopped_while_saving_resumes_an_epoch_earlier(tmp_path, monkey
         LMTask.main(cmd=args + ["--max_epoch", "4"])
     assert "3epoch.pth was not saved whole after" in caplog.text
     assert readable(exp / "3epoch.pth") and os.readlink(exp / "latest.pth") == "4epoch.pth"
+
+
+def weights(exp):
+    return torch.load(exp / CHECKPOINT, weights_only=False)["model"]
+
+
+@pytest.mark.parametrize("task", [LMTask, lm.LMTask], ids=["ours", "espnet"])
+def test_a_resumed_training_with_accumulation_equals_the_uninterrupted_one(
+    tmp_path, monkeypatch, task
+):
+    # 4 batches an epoch, 3 to an update: one batch an epoch makes no whole update. ESPnet added its
+    # gradient to the next epoch's first update, which a resumed process never saw.
+    monkeypatch.chdir(tmp_path)
+    args = write_lm_corpus(tmp_path) + ["--resume", "true", "--accum_grad", "3"]
+    task.main(cmd=args + ["--output_dir", "straight", "--max_epoch", "3"])
+    task.main(cmd=args + ["--output_dir", "stopped", "--max_epoch", "2"])
+    task.main(cmd=args + ["--output_dir", "stopped", "--max_epoch", "3"])
+    straight, resumed = weights(tmp_path / "straight"), weights(tmp_path / "stopped")
+    same = all(torch.equal(straight[k], resumed[k]) for k in straight)
+    assert same == (task is LMTask)
+
+
+@pytest.mark.parametrize("task", [LMTask, lm.LMTask], ids=["ours", "espnet"])
+def test_a_training_that_stopped_early_stays_stopped_when_resumed(tmp_path, monkeypatch, task):
+    # patience 0 on a criterion the second epoch cannot improve (the highest validation loss: the first)
+    monkeypatch.chdir(tmp_path)
+    args = write_lm_corpus(tmp_path) + [
+        "--output_dir",
+        "exp",
+        "--resume",
+        "true",
+        "--max_epoch",
+        "5",
+    ]
+    args += ["--patience", "0", "--early_stopping_criterion", "valid", "loss", "max"]
+    task.main(cmd=args)
+    assert (tmp_path / "exp/2epoch.pth").exists() and not (tmp_path / "exp/3epoch.pth").exists()
+    task.main(cmd=args)  # a requeue after the end, or a rerun of the stage
+    trained_on = (tmp_path / "exp/3epoch.pth").exists()
+    assert trained_on == (task is lm.LMTask)  # ESPnet's trainer: one more epoch at every resume
+
+
+TWO_PROCESS_RUN = """
+import sys
+from pathlib import Path
+from lm_corpus import write_lm_corpus
+from espnet_ext.tasks.lm import LMTask
+rank, epochs, store = sys.argv[1:]
+LMTask.main(cmd=write_lm_corpus(Path(".")) + [
+    "--output_dir", "exp", "--resume", "true", "--max_epoch", epochs, "--dist_backend", "gloo",
+    "--dist_init_method", f"file://{store}", "--dist_world_size", "2", "--dist_rank", rank,
+    "--multiprocessing_distributed", "false"])
+"""
+
+
+def train_on_two_processes(directory, epochs, store):
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+    )
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", TWO_PROCESS_RUN, str(rank), str(epochs), str(store)],
+            cwd=directory,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+    logs = [run.communicate(timeout=300)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], logs[0][-2000:] + logs[1][-2000:]
+    return logs
+
+
+def test_ddp_ranks_resume_from_the_checkpoint_rank_0_put_back(tmp_path, monkeypatch):
+    # two CPU processes (gloo) as ESPnet's DDP: rank 0 restores the previous checkpoint, the other waits
+    # for it before ESPnet reads the checkpoint on every rank (two epochs first in this process: the
+    # checkpoint is the same either way)
+    exp = tmp_path / "exp"
+    monkeypatch.chdir(tmp_path)
+    LMTask.main(cmd=write_lm_corpus(tmp_path) + ["--output_dir", "exp", "--max_epoch", "2"])
+    (exp / CHECKPOINT).replace(exp / PREVIOUS)
+    (exp / CHECKPOINT).write_bytes((exp / PREVIOUS).read_bytes()[:20000])  # cut short
+    logs = train_on_two_processes(tmp_path, 3, tmp_path / "store")
+    assert "is unreadable (cut short while saved): resuming from" in logs[0]
+    assert "resuming from" not in logs[1]  # rank 1 touches no file
+    assert (exp / "3epoch.pth").exists() and not (exp / PREVIOUS).exists()
