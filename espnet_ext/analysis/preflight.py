@@ -16,10 +16,12 @@ validation, no checkpoint: the point is the update.
 
 A config passes when the training loss is finite and the trainable parameters moved: ``grad_clip: 0``
 (ESPnet scales every gradient by 0), a zero learning rate at the start of the schedule or frozen
-modules show up here. It is ready for several GPUs when every trainable parameter got a gradient in every
-backward pass, or the config sets ``unused_parameters: true``: DistributedDataParallel (``--ngpu`` > 1,
-``--num_nodes``) waits for every parameter's gradient unless told to look for unused ones, and stops the
-run at its next update when one never came (an absent task's adapter, a frozen phase, LayerDrop).
+modules show up here. Every statistic the model reports must have the batch weight's shape (what
+ESPnet's trainer asserts with several GPUs). It is ready for several GPUs when every trainable parameter
+got a gradient in every backward pass, or the config sets ``unused_parameters: true``:
+DistributedDataParallel (``--ngpu`` > 1, ``--num_nodes``) waits for every parameter's gradient unless told
+to look for unused ones, and stops the run at its next update when one never came (an absent task's
+adapter, a frozen phase, LayerDrop).
 """
 
 from __future__ import annotations
@@ -322,6 +324,22 @@ def _fingerprint(tensor: torch.Tensor) -> int:
     return int(values.view(_SAME_WIDTH_INT[values.element_size()]).sum(dtype=torch.int64))
 
 
+def check_gatherable_stats(module, inputs, output) -> None:
+    """A forward hook on the model: what ESPnet's trainer asserts of its output on several GPUs
+    (``recursive_average``, never run in one process): every reported statistic a tensor of the batch
+    weight's shape."""
+    if not (isinstance(output, tuple) and len(output) == 3 and isinstance(output[1], dict)):
+        return
+    _, stats, weight = output
+    for key, value in stats.items():
+        if isinstance(value, torch.Tensor) and value.shape != weight.shape:
+            raise RuntimeError(
+                f"{type(module).__name__} reports {key!r} of shape {tuple(value.shape)}, not the batch "
+                f"weight's {tuple(weight.shape)}: ESPnet's trainer stops on it with several GPUs "
+                "(espnet2.torch_utils.recursive_op.recursive_average)"
+            )
+
+
 class GradientUse:
     """Counts, per trainable parameter of ``model``, the backward passes that reached it (a hook after its
     gradient is accumulated: once per pass however often the parameter was used). ``partly_unused``: the
@@ -505,6 +523,7 @@ def preflight(
         scaler = torch.amp.GradScaler(device) if args.use_amp else None
         start = _trainable(model)
         gradient_use = GradientUse(model)
+        model.register_forward_hook(check_gatherable_stats)
         reporter = Reporter()
         reporter.set_epoch(1)
         with reporter.observe("train") as sub:

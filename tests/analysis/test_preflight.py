@@ -167,3 +167,18 @@ def test_a_config_with_parameters_some_batch_leaves_out_must_allow_them_for_ddp(
     assert main(argv) == 1
     out = capsys.readouterr().out
     assert "not ready for several GPUs" in out and "encoder.adapters.0.per_task.2." in out
+
+
+def test_a_statistic_ddp_could_not_average_is_refused(tmp_path):
+    """ESPnet's trainer averages the reported statistics over the GPUs (recursive_average), asserting
+    that each has the batch weight's shape; one process never does. The preflight checks every forward."""
+    from espnet_ext.analysis.preflight import check_gatherable_stats
+
+    weight = torch.tensor([4])
+    check_gatherable_stats(torch.nn.Linear(1, 1), (), (None, {"loss": torch.ones(1)}, weight))
+    with pytest.raises(
+        RuntimeError, match="reports 'kl' of shape \\(\\), not the batch weight's \\(1,\\)"
+    ):
+        check_gatherable_stats(torch.nn.Linear(1, 1), (), (None, {"kl": torch.tensor(0.5)}, weight))
+    group = MINI_ADAPTER.with_name("train_asr_group_mini.yaml")  # head selection's KL statistic
+    assert preflight("asr", group, vocab=50, workdir=tmp_path).changed > 0

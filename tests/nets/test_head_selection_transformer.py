@@ -9,6 +9,7 @@ from compiled_check import eager_and_compiled, graph_breaks, graphs, same_step
 from espnet2.asr.ctc import CTC
 from espnet2.asr.decoder.transformer_decoder import TransformerDecoder
 from espnet2.asr.encoder.transformer_encoder import TransformerEncoder
+from espnet2.torch_utils.recursive_op import recursive_average
 
 from espnet_ext.attention import head_selection
 from espnet_ext.attention.head_selection import HeadSelectionAttention, set_task_id
@@ -187,10 +188,13 @@ def test_asr_model_routes_task_ids_and_adds_the_kl():
     # source language for the encoder, target language for the decoder (an unseen pair is fine)
     ids = dict(encoder_task_id=torch.tensor([[1], [0]]), decoder_task_id=torch.tensor([2, 2]))
     torch.manual_seed(1)
-    loss, stats, _ = model(**batch, **ids)
+    loss, stats, weight = model(**batch, **ids)
     # the task-1 utterance: per_head in every encoder layer (mean over layers and heads), 4 target
     # tokens with <eos>; 0 for the task-0 one and the decoder; per utterance (length_normalized_loss false)
     assert float(stats["selection_kl"]) == pytest.approx(4 * per_head / 2, rel=1e-5)
+    # what ESPnet's trainer does with the statistics on several GPUs (it asserts the weight's shape)
+    averaged, _ = recursive_average(stats, weight)
+    assert float(averaged["selection_kl"]) == pytest.approx(4 * per_head / 2, rel=1e-5)
     model.selection_kl_weight = 0.0
     torch.manual_seed(1)  # the same Gumbel draws
     without_kl = model(**batch, **ids)[0]
