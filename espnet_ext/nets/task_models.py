@@ -185,7 +185,9 @@ class TaskConditionedModel:
             kl = selection_kl_loss(self, text_lengths + 1, _ce_divides_by_tokens(self))
         if kl is not None:
             loss = loss + self.selection_kl_weight * kl
-            stats["selection_kl"] = kl.detach().reshape(1)  # the batch weight's shape, as DDP averages
+            stats["selection_kl"] = kl.detach().reshape(
+                1
+            )  # the batch weight's shape, as DDP averages
             stats["loss"] = loss.detach()
         return loss, stats, weight
 

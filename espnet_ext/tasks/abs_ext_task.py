@@ -32,6 +32,7 @@ from espnet_ext.data.types import DATA_TYPES
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.fileio import read_utf8_lines
 from espnet_ext.tasks.attention_plots import AttentionPlotCheck
+from espnet_ext.tasks.loader_seeds import RankSeededLoaders
 from espnet_ext.tasks.trainer import InterruptSafeTrainer
 
 
@@ -111,7 +112,8 @@ class AbsExtTask(AttentionPlotCheck, AbsTask):
     """Base of our tasks: ESPnet2's trainer, checkpoints, ``--resume``, DDP; stricter about inputs.
 
     Data are read through ``MediaDataset`` (images, videos); only ESPnet's ``sequence`` iterator,
-    whose dataset comes from ``build_dataset``, is offered.
+    whose dataset comes from ``build_dataset``, is offered; under DDP each process' loaders augment with
+    random numbers of their own (``loader_seeds``).
     """
 
     num_optimizers: int = 1
@@ -167,7 +169,12 @@ class AbsExtTask(AttentionPlotCheck, AbsTask):
                 f"{getattr(args, key)!r}",
                 key=key,
             )
-        return super().build_iter_factory(args, distributed_option, mode, kwargs)
+        factory = super().build_iter_factory(args, distributed_option, mode, kwargs)
+        if (
+            mode == "train" and distributed_option.distributed
+        ):  # augmentation of its own per process
+            factory = RankSeededLoaders(factory, distributed_option.dist_rank)
+        return factory
 
     @classmethod
     def build_streaming_iterator(
