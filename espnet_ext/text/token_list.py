@@ -17,7 +17,7 @@ import argparse
 import io
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,16 +34,15 @@ SPACE = "<space>"
 PathLike = str | Path
 
 
-def read_transcripts(text_files: Iterable[PathLike]) -> list[str]:
-    """Transcripts of Kaldi ``<id> <words>`` files with whitespace runs collapsed (as ESPnet's ``--field 2-``)."""
-    transcripts = []
+def read_transcripts(text_files: Iterable[PathLike]) -> Iterator[str]:
+    """Transcripts of Kaldi ``<id> <words>`` files with whitespace runs collapsed (as ESPnet's ``--field 2-``),
+    one at a time: a corpus of millions of sentences (WMT) is never held in memory."""
     for path in text_files:
         for entry in read_kaldi_entries(path, what="transcript"):
             text = " ".join(entry.value.split())
             if not text:  # only non-ASCII blanks after the id
                 raise InputError("empty transcript", path=path, line=entry.line, key=entry.key)
-            transcripts.append(text)
-    return transcripts
+            yield text
 
 
 def with_special_symbols(tokens: Iterable[str]) -> list[str]:
@@ -62,7 +61,10 @@ class SentencePieceOptions:
     vocab_size: int = 5000
     model_type: str = "unigram"
     character_coverage: float = 1.0
-    input_sentence_size: int = 100_000_000
+    # SentencePiece holds the sentences it samples (~26 bytes a character in unigram training) and refuses
+    # more than 2^31 characters: ESPnet's 100M would hold a whole WMT corpus (~9M En-De lines: ~33 GB) or
+    # fail on the multilingual one; 10M sampled sentences train a 32k-64k vocabulary as well.
+    input_sentence_size: int = 10_000_000
     user_defined_symbols: list[str] = field(default_factory=list)
     hard_vocab_limit: bool = True
     max_sentencepiece_length: int = 16
@@ -70,7 +72,7 @@ class SentencePieceOptions:
     seed: int = 1  # sentence sampling when there are more than input_sentence_size sentences
 
 
-def train_sentencepiece(transcripts: Sequence[str], options: SentencePieceOptions) -> bytes:
+def train_sentencepiece(transcripts: Iterable[str], options: SentencePieceOptions) -> bytes:
     """A serialized SentencePiece model trained on ``transcripts``."""
     if options.model_type not in ("unigram", "bpe"):
         raise ConfigError(f"--model_type must be unigram or bpe, got {options.model_type!r}")
@@ -133,13 +135,14 @@ def make_token_list(
     out_dir = Path(out_dir)
     tokens_path = out_dir / "tokens.txt"
     tokens_path.unlink(missing_ok=True)  # a rerun must not leave an old list looking current
-    transcripts = read_transcripts(text_files)
-    if not transcripts:
+    # one pass that checks every line (an error names its file and line, not SentencePiece's), then the
+    # tokens from a second one: nothing but the counts and SentencePiece's sample is held
+    if not sum(1 for _ in read_transcripts(text_files)):
         raise InputError("no transcripts", path=", ".join(map(str, text_files)))
     if token_type == "char":
-        tokens = char_tokens(transcripts, space_symbol)
+        tokens = char_tokens(read_transcripts(text_files), space_symbol)
     elif token_type == "bpe":
-        model = train_sentencepiece(transcripts, options or SentencePieceOptions())
+        model = train_sentencepiece(read_transcripts(text_files), options or SentencePieceOptions())
         with atomic_write(out_dir / "bpe.model", mode="wb") as f:
             f.write(model)
         tokens = sentencepiece_tokens(model)

@@ -189,3 +189,28 @@ def test_vocab_too_large_is_refused_and_leaves_nothing(tmp_path, text_file):
     with pytest.raises(ConfigError, match="Vocabulary size too high"):
         make_token_list("bpe", [text_file], out, SentencePieceOptions(vocab_size=5000))
     assert not (out / "tokens.txt").exists() and not (out / "bpe.model").exists()
+
+
+def test_a_corpus_streams_to_sentencepiece_checked_first(tmp_path, text_file, monkeypatch):
+    # WMT's millions of sentences: never a list in memory; SentencePiece samples at most 10M of them
+    from espnet_ext.text import token_list
+
+    seen = {}
+
+    def record(transcripts, options):
+        seen["type"], seen["count"] = type(transcripts), sum(1 for _ in transcripts)
+        seen["cap"] = options.input_sentence_size
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(token_list, "train_sentencepiece", record)
+    with pytest.raises(RuntimeError, match="recorded"):
+        make_token_list("bpe", [text_file], tmp_path / "bpe")
+    assert seen["type"] is not list and seen["count"] == len(read_list(text_file))
+    assert seen["cap"] == 10_000_000
+    # a bad line is reported (file and line) before SentencePiece reads anything
+    bad = tmp_path / "bad"
+    bad.write_text(text_file.read_text() + "utt99999 \u00a0\n", encoding="utf-8")
+    seen.clear()
+    with pytest.raises(InputError, match="empty transcript"):
+        make_token_list("bpe", [bad], tmp_path / "bad_bpe")
+    assert not seen
