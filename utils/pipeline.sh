@@ -378,14 +378,21 @@ default_inference_tag() {
     if [ "${matched_inference}" = true ]; then inference_args+=" --matched_inference true"; fi
 }
 
-# corpus_settings : "NAME=value" of every corpus root db.sh defines, each with the signature of the files under
-# it (part of stage 1's fingerprint, so that pointing db.sh or the environment at another corpus, or a release
-# file edited, replaced, added or removed in place, redoes the data preparation).
+# corpus_settings : "NAME=value" of every corpus root db.sh defines, and the signature of the files under each
+# root the recipe's data scripts name (stage 1's fingerprint, so that pointing db.sh or the environment at
+# another corpus, or a release file edited, replaced, added or removed in place, redoes the data preparation).
+# The signature stats every file of a corpus (minutes for LibriSpeech's or LRS3's ~300k files on a network file
+# system): only when stage 1 is among this run's stages, the one stage whose fingerprint it is part of.
 corpus_settings() (
     # shellcheck disable=SC1091
     . ./db.sh
+    local scripts
+    scripts=$(local_data_scripts)
     for name in $(sed -n 's/^\([A-Z][A-Z0-9_]*\)=.*/\1/p' db.sh); do
         printf '%s=%s\n' "${name}" "${!name:-}"
+        if [ "${stage}" -gt 1 ] || [ "${stop_stage}" -lt 1 ]; then continue; fi
+        # shellcheck disable=SC2086  # the script paths, one word each
+        grep -qw "${name}" ${scripts} 2> /dev/null || continue
         if [ -n "${!name:-}" ] && [ -e "${!name}" ]; then corpus_signature "${!name}"; fi
     done
 )

@@ -335,21 +335,26 @@ def test_corpus_settings_change_when_a_release_file_changes_in_place(tmp_path):
     (corpus / "txt").mkdir(parents=True)
     text = corpus / "txt" / "train.en"
     text.write_text("one\n")
-    (tmp_path / "db.sh").write_text(f"CORPUS=${{CORPUS:-{corpus}}}\nOTHER=\n")
+    unread = tmp_path / "unread"  # a root db.sh sets that this recipe's data scripts never name
+    unread.mkdir()
+    (tmp_path / "db.sh").write_text(
+        f"CORPUS=${{CORPUS:-{corpus}}}\nOTHER=\nCORPUS_EXTRA={unread}\n"
+    )
+    (tmp_path / "local").mkdir()
+    (tmp_path / "local/data.sh").write_text('python -m reader --root "${CORPUS}"\n')
 
-    def settings() -> str:
-        out = subprocess.run(
-            ["bash", "-c", f'. "{ROOT}/utils/pipeline.sh" && corpus_settings'],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-        )
+    def settings(stage=1) -> str:
+        script = f'. "{ROOT}/utils/pipeline.sh" && stage={stage} stop_stage=100 && corpus_settings'
+        out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         return out.stdout
 
     first = settings()
-    assert first.splitlines()[0] == f"CORPUS={corpus}" and first.splitlines()[-1] == "OTHER="
+    lines = first.splitlines()
+    assert lines[0] == f"CORPUS={corpus}" and lines[2:] == ["OTHER=", f"CORPUS_EXTRA={unread}"]
     assert settings() == first
+    # the signature stats every file: only when stage 1 runs, for the roots the data scripts name
+    assert settings(stage=2).splitlines() == [lines[0], *lines[2:]]
     seen = [first]
     os.utime(text, (1_000_000_000, 1_000_000_000))  # edited in place: same name and size
     seen.append(settings())

@@ -254,7 +254,8 @@ if [ "${input}" = speech ]; then
     run_stage 2 "fbank features" "${dumpdir}" "$(fingerprint "data/${train_set}/wav.scp" "data/${valid_set}/text" ${fbank_conf})" extract_features
 else
     run_stage 1 "data preparation" "${data_markers}" "${data_fp}" prepare_video_data
-    run_stage 2 "video checks" "${dumpdir}" "$(fingerprint "${data_fp}" "data/${train_set}/video.scp" "data/${valid_set}/text")" check_videos
+    # after the data stage's marker (data_fp itself walks the corpus only when stage 1 runs)
+    run_stage 2 "video checks" "${dumpdir}" "$(fingerprint "${data_markers}/.stages/stage1.done" "data/${train_set}/video.scp" "data/${valid_set}/text")" check_videos
 fi
 run_stage 3 "filtering" "${dumpdir}" "$(fingerprint "${feats_dir}/${train_set}/${input_scp}" "${min_frames}" "${max_frames}" "${max_text_chars}")" filter_speech_data
 run_stage 4 "token list" "${token_dir}" "$(fingerprint "${train_dir}/text" "${nbpe}" "${bpemode}" ${bpe_opts})" make_tokens
