@@ -26,6 +26,7 @@ import numpy as np
 from espnet_ext.errors import InputError, reports_input_errors
 
 SAMPLE_RATE = 16000
+PIPE_PROGRAM = ["python", "-m", "espnet_ext.data.compressed_audio"]  # what pipe_command writes
 
 
 def decode(path: str | Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
@@ -64,7 +65,22 @@ def wav_bytes(samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> bytes:
 
 def pipe_command(path: str | Path) -> str:
     """The ``wav.scp`` value decoding ``path`` (absolute) on the fly."""
-    return f"python -m espnet_ext.data.compressed_audio {shlex.quote(str(Path(path).absolute()))} |"
+    return f"{shlex.join(PIPE_PROGRAM)} {shlex.quote(str(Path(path).absolute()))} |"
+
+
+def piped_file(value: str) -> Path | None:
+    """The file of a ``wav.scp`` value ``pipe_command`` wrote, None for any other value: the feature stage
+    decodes it in its own process (``decode``, the same samples) instead of starting a Python process per
+    recording (~0.2 s each: hours of start-up over a corpus of 300k clips)."""
+    if not value.endswith("|"):
+        return None
+    try:
+        words = shlex.split(value[:-1])
+    except ValueError:
+        return None
+    if len(words) == len(PIPE_PROGRAM) + 1 and words[:-1] == PIPE_PROGRAM:
+        return Path(words[3])
+    return None
 
 
 def wav_scp_value(path: str | Path, sample_rate: int, channels: int) -> str:

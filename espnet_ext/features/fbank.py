@@ -28,6 +28,7 @@ import kaldiio
 import numpy as np
 import soundfile
 
+from espnet_ext.data import compressed_audio
 from espnet_ext.data.datadir import Entry, read_kaldi_entries
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
@@ -144,6 +145,17 @@ def load_recording(source: str, sample_rate: int, wav_scp: Path, line: int, key:
     def fail(message: str) -> InputError:
         return InputError(message, path=wav_scp, line=line, key=key)
 
+    piped = compressed_audio.piped_file(source)
+    if piped is not None:  # our own decoder's pipe: decoded here, the samples the pipe would give
+        if sample_rate != compressed_audio.SAMPLE_RATE:
+            raise fail(
+                f"'{source}' gives {compressed_audio.SAMPLE_RATE} Hz; expected {sample_rate} Hz"
+            )
+        try:
+            samples = compressed_audio.decode(piped)
+        except InputError as e:
+            raise fail(f"cannot decode {piped}: {e}") from e
+        return samples.astype(np.float32) / 32768.0  # as soundfile reads the pipe's 16-bit WAV
     if source.endswith("|"):
         command = source[:-1].strip()
         run = subprocess.run(command, shell=True, capture_output=True)
