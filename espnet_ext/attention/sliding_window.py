@@ -144,7 +144,9 @@ class SlidingWindowAttention(torch.autograd.Function):
             weights, _ = band.weights(part, lse[:, :, part])
             dropped, grad_weights = weights, grad[:, :, part] @ band.v[:, :, part]
             if ctx.drop > 0:
-                keep_scaled = mask[:, :, part] * (1.0 / (1.0 - ctx.drop))
+                # in the weights' dtype, as the forward scaled them (a float32 factor would promote
+                # half-precision gradients, which only CUDA's autocast in the backward casts back)
+                keep_scaled = mask[:, :, part].to(weights.dtype) * (1.0 / (1.0 - ctx.drop))
                 dropped, grad_weights = weights * keep_scaled, grad_weights * keep_scaled
             _add_windows(grad_v, dropped.transpose(-2, -1) @ grad[:, :, part], part)
             row = (weights * grad_weights).sum(-1, keepdim=True)
