@@ -2,8 +2,9 @@
 
     python -m espnet_ext.bin.vsr_prepare --data_dir data/test --out_dir dump/video/test
 
-Every ``video.scp`` entry is decoded the way training reads it (``espnet_ext.data.types``), so a corrupt
-or empty video fails here, naming the scp line, not hours into training. The copy gets
+Every ``video.scp`` entry is checked the way training reads it (``espnet_ext.data.types``), so a corrupt
+or empty video fails here, naming the scp line, not hours into training: a ``.npy`` of frames by its
+header and length (memory-mapped, not read: ``video.frame_count``), any other video decoded. The copy gets
 ``utt2num_frames`` (frames per video), which the length filter and batching use. The output directory
 appears only when every video decoded.
 """
@@ -23,7 +24,7 @@ from espnet_ext.errors import reports_input_errors
 def prepare(data_dir: Path, out_dir: Path) -> int:
     """Copy ``data_dir`` to ``out_dir`` with ``utt2num_frames``; returns the number of videos."""
     reader = VideoScpReader(data_dir / "video.scp")
-    frames = {key: str(len(reader[key])) for key in reader}
+    frames = {key: str(reader.frames(key)) for key in reader}
     with atomic_dir(out_dir) as tmp:
         for table in table_files(data_dir):
             shutil.copy(table, tmp / table.name)

@@ -86,9 +86,13 @@ class MediaScpReader(collections.abc.Mapping):
             raise InputError(f"no entries in this {self.kind} scp", path=self.scp)
 
     def __getitem__(self, key: str) -> np.ndarray:
+        return self.checked(key, self.decode)
+
+    def checked(self, key: str, read: Callable[[str], object]):
+        """``read`` of ``key``'s file, its failure an ``InputError`` naming the scp, line, key and file."""
         lineno, media = self.entries[key]
         try:
-            return self.decode(media)
+            return read(media)
         except (
             OSError,
             ValueError,
@@ -124,6 +128,12 @@ class VideoScpReader(MediaScpReader):
 
     def __init__(self, scp: str | Path):
         super().__init__(scp, decode_video)
+
+    def frames(self, key: str) -> int:
+        """How many frames ``self[key]`` has, checked as decoding checks it (``video.frame_count``)."""
+        from espnet_ext.data.video import frame_count
+
+        return self.checked(key, frame_count)
 
 
 DATA_TYPES = {

@@ -53,3 +53,31 @@ def test_decoding_config_under_the_command_line(tmp_path):
     config.write_text("beam_size: 7\nnbest: 2\n")
     with pytest.raises(ConfigError, match=r"decode\.yaml: unknown option\(s\) nbest"):
         vsr_inference.parse_args(base + ["--config", str(config)])
+
+
+def test_npy_frames_are_counted_from_their_header_and_a_cut_file_is_refused(tmp_path, monkeypatch):
+    # LRS3's mouth crops: ~300 GB, never read whole to be counted; a file cut short still fails here
+    from espnet_ext.data import types
+
+    data = write_set(
+        tmp_path, {"a": np.zeros((7, 8, 8), np.uint8), "b": np.zeros((5, 8, 8, 3), np.uint8)}
+    )
+    monkeypatch.setattr(types, "decode_video", None)  # nothing decodes a .npy whole
+    monkeypatch.setattr(np, "load", _mapped_only(np.load))
+    assert vsr_prepare.prepare(data, tmp_path / "dump") == 2
+    assert (tmp_path / "dump" / "utt2num_frames").read_text() == "a 7\nb 5\n"
+    whole = (tmp_path / "a.npy").read_bytes()
+    (tmp_path / "a.npy").write_bytes(whole[: len(whole) - 10])
+    with pytest.raises(InputError, match=r"video\.scp:1: key 'a': cannot decode video"):
+        vsr_prepare.prepare(data, tmp_path / "dump2")
+    np.save(tmp_path / "a.npy", np.zeros((7, 8, 8), np.float32))
+    with pytest.raises(InputError, match="expected uint8 frames"):
+        vsr_prepare.prepare(data, tmp_path / "dump3")
+
+
+def _mapped_only(load):
+    def mapped(*args, **kwargs):
+        assert kwargs.get("mmap_mode") == "r", "a .npy read whole"
+        return load(*args, **kwargs)
+
+    return mapped
