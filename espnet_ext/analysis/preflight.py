@@ -523,7 +523,7 @@ def preflight(
         scaler = torch.amp.GradScaler(device) if args.use_amp else None
         start = _trainable(model)
         gradient_use = GradientUse(model)
-        model.register_forward_hook(check_gatherable_stats)
+        stats_check = model.register_forward_hook(check_gatherable_stats)
         reporter = Reporter()
         reporter.set_epoch(1)
         with reporter.observe("train") as sub:
@@ -541,6 +541,7 @@ def preflight(
         if timer is not None:
             timer.stop()
         gradient_use.remove()
+        stats_check.remove()
         changed, unchanged = 0, []
         for name, p in model.named_parameters():
             if name not in start:

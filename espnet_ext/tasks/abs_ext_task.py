@@ -170,9 +170,7 @@ class AbsExtTask(AttentionPlotCheck, AbsTask):
                 key=key,
             )
         factory = super().build_iter_factory(args, distributed_option, mode, kwargs)
-        if (
-            mode == "train" and distributed_option.distributed
-        ):  # augmentation of its own per process
+        if mode == "train" and distributed_option.distributed:  # its own augmentation per process
             factory = RankSeededLoaders(factory, distributed_option.dist_rank)
         return factory
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import re
 import zipfile
 from collections.abc import Sequence
@@ -41,6 +40,8 @@ from pathlib import Path
 import torch
 from espnet2.train.reporter import Reporter
 from espnet2.train.trainer import Trainer
+
+from espnet_ext.fileio import atomic_write
 
 CHECKPOINT, PREVIOUS = "checkpoint.pth", "checkpoint.prev.pth"
 EPOCH_FILE = re.compile(r"\d+epoch\.pth")  # ESPnet's model file of each epoch
@@ -62,9 +63,7 @@ def restore_previous(output_dir: Path) -> bool:
     checkpoint, previous = output_dir / CHECKPOINT, output_dir / PREVIOUS
     if not previous.exists():
         return False
-    if checkpoint.exists() and readable(
-        checkpoint
-    ):  # the save finished; stopped before the cleanup
+    if checkpoint.exists() and readable(checkpoint):  # saved; stopped before the cleanup
         previous.unlink()
         return False
     state = "unreadable (cut short while saved)" if checkpoint.exists() else "missing"
@@ -89,17 +88,14 @@ def repair_last_epoch(
     newest = max(epoch_files, key=lambda f: f.stat().st_mtime, default=None)
     if newest and newest.stat().st_mtime >= checkpoint.stat().st_mtime and readable(newest):
         return None
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
-    reporter = Reporter()
-    reporter.load_state_dict(state["reporter"])
+    state, reporter = _load(checkpoint)
     epoch = reporter.get_epoch()
     model_file = output_dir / f"{epoch}epoch.pth"
     logging.warning(
         f"{model_file} was not saved whole after {checkpoint}: rewritten from it, links remade"
     )
-    partial = model_file.with_name(model_file.name + ".partial")
-    torch.save(state["model"], partial)
-    os.replace(partial, model_file)
+    with atomic_write(model_file, mode="wb") as f:
+        torch.save(state["model"], f)
     links = {"latest.pth": epoch}
     for phase, key, mode in best_model_criterion:
         if reporter.has(phase, key):
@@ -115,13 +111,11 @@ def repair_last_epoch(
 def stopped_early(output_dir: Path, options) -> int | None:
     """The epoch at which the training in ``output_dir`` stopped early (ESPnet's ``patience``), None if it
     did not: ESPnet checks only after an epoch, so a resumed run would train one more epoch every time.
-    Reads the checkpoint's reporter (memory-mapped: its tensors are not read)."""
+    Reads the checkpoint's reporter."""
     checkpoint = output_dir / CHECKPOINT
     if options.patience is None or not checkpoint.exists():
         return None
-    reporter = Reporter()
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
-    reporter.load_state_dict(state["reporter"])
+    _, reporter = _load(checkpoint)
     criterion = options.early_stopping_criterion
     if not reporter.get_epoch() or not reporter.has(*criterion[:2]):
         return None
@@ -145,9 +139,7 @@ class InterruptSafeTrainer(Trainer):
             if output_dir is not None:
                 restore_previous(output_dir)
                 repair_last_epoch(output_dir, options.best_model_criterion)
-            if (
-                distributed.distributed
-            ):  # the other processes read the checkpoint once it is put right
+            if distributed.distributed:  # the others read the checkpoint once it is put right
                 torch.distributed.barrier()
             stopped = stopped_early(Path(options.output_dir), options)
             if stopped is not None:  # ESPnet then trains no epoch and averages its n best
@@ -172,6 +164,14 @@ class InterruptSafeTrainer(Trainer):
         if output_dir is not None and (output_dir / CHECKPOINT).exists():
             # ESPnet saves the next one now
             (output_dir / CHECKPOINT).replace(output_dir / PREVIOUS)
+
+
+def _load(checkpoint: Path) -> tuple[dict, Reporter]:
+    """A checkpoint's states, memory-mapped (a tensor is read when used), and its reporter."""
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
+    reporter = Reporter()
+    reporter.load_state_dict(state["reporter"])
+    return state, reporter
 
 
 def _saving_dir(options, distributed_option) -> Path | None:
