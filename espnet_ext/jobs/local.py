@@ -35,29 +35,35 @@ class Terminated(Exception):
 
 
 @contextlib.contextmanager
-def interrupts_raise() -> Iterator[None]:
-    """While jobs run: SIGTERM raises Terminated, SIGINT KeyboardInterrupt, so cleanup code ends them.
+def interrupts_handled(handler) -> Iterator[None]:
+    """While jobs run: SIGTERM and SIGINT go to ``handler(signum, frame)``.
 
     SIGINT is set explicitly because a program inherits "ignore SIGINT" when started in the background
-    by a non-interactive shell (``cmd &`` in a script, CI): Python then installs no KeyboardInterrupt
-    handler, and an interrupt sent to the runner would leave it and its jobs running. The jobs run in
-    their own sessions, so the runner is the only one that can pass an interrupt on.
+    by a non-interactive shell (``cmd &`` in a script, CI): an interrupt sent to the runner would
+    otherwise leave it and its jobs running. The jobs run in their own sessions, so the runner is the
+    only one that can pass an interrupt on.
     """
-
-    def handler(signum, frame):
-        raise Terminated()
-
     try:
         previous_term = signal.signal(signal.SIGTERM, handler)
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous_int = signal.signal(signal.SIGINT, handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous_term)
         signal.signal(signal.SIGINT, previous_int)
+
+
+def raise_interrupt(signum: int, frame=None):
+    """SIGTERM raises Terminated, SIGINT KeyboardInterrupt."""
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def interrupts_raise():
+    """While a backend waits: an interrupt raises (raise_interrupt), so cleanup code ends the jobs."""
+    return interrupts_handled(raise_interrupt)
 
 
 def available_cpus() -> int:
@@ -106,27 +112,30 @@ class LocalRunner:
         waiting = list(jobs)
         running: list[_Running] = []
         outcomes: dict[int, JobOutcome] = {}
-        with interrupts_raise():
-            try:
-                while waiting or running:
-                    while waiting and len(running) < max_jobs_run:
-                        started = self._start(waiting.pop(0), env)
-                        if isinstance(started, JobOutcome):
-                            outcomes[id(started.job)] = started
-                        else:
-                            running.append(started)
-                    # Polling only our own children (not os.wait) keeps this usable inside other
-                    # programs.
-                    for done in [r for r in running if r.process.poll() is not None]:
-                        running.remove(done)
-                        code = _exit_code_of(done.process.returncode)
-                        self._finish(done, code)
-                        outcomes[id(done.job)] = JobOutcome(done.job, code)
-                    if running:
-                        time.sleep(POLL_SECONDS)
-            except (KeyboardInterrupt, Terminated):
+        # Recorded, not raised: an exception raised inside Popen.poll() can leave the child reaped
+        # with its status lost, or Popen's wait lock held (every later wait then times out), and
+        # one raised inside _start loses the job just started.
+        received: list[int] = []
+        with interrupts_handled(lambda signum, frame: received.append(signum)):
+            while (waiting or running) and not received:
+                while waiting and len(running) < max_jobs_run:
+                    started = self._start(waiting.pop(0), env)
+                    if isinstance(started, JobOutcome):
+                        outcomes[id(started.job)] = started
+                    else:
+                        running.append(started)
+                # Polling only our own children (not os.wait) keeps this usable inside other
+                # programs.
+                for done in [r for r in running if r.process.poll() is not None]:
+                    running.remove(done)
+                    code = _exit_code_of(done.process.returncode)
+                    self._finish(done, code)
+                    outcomes[id(done.job)] = JobOutcome(done.job, code)
+                if running:
+                    time.sleep(POLL_SECONDS)
+            if received:
                 self._kill(running)
-                raise
+                raise_interrupt(received[0])
         return [outcomes[id(job)] for job in jobs]
 
     @staticmethod
@@ -172,7 +181,7 @@ class LocalRunner:
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(r.process.pid, signal.SIGKILL)
-                # Bounded: an interrupt that arrived inside poll() can leave Popen's wait lock held.
+                # Bounded: a job stuck in the kernel (uninterruptible sleep) must not hang the runner.
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     r.process.wait(timeout=KILL_GRACE_SECONDS)
             killed = 128 + signal.SIGKILL

@@ -228,3 +228,42 @@ def test_interrupt_kills_the_jobs(tmp_path, sig, code, inherited):
         assert has_ended(pid), f"job {pid} still running"
     # The logs say how the jobs ended: killed by SIGTERM (128 + 15).
     assert last_exit_code(tmp_path / "log/h.1.log") == 143
+
+
+# The runner's own process, with Popen.poll opening CPython's window: its poll() takes the child's
+# wait lock, checks the child, releases the lock. A SIGTERM delivered inside that window (sent
+# once both jobs have started) must still end them as SIGTERM does, within the grace period.
+INTERRUPTED_INSIDE_POLL = """
+import os, signal, subprocess, sys
+from espnet_ext.jobs.cli import main
+original_poll = subprocess.Popen.poll
+sent = []
+def poll(self):
+    self._waitpid_lock.acquire()
+    if not sent and all(os.path.exists(f"pid.{i}") and open(f"pid.{i}").read() for i in (1, 2)):
+        sent.append(True)
+        os.kill(os.getpid(), signal.SIGTERM)
+    self._waitpid_lock.release()
+    return original_poll(self)
+subprocess.Popen.poll = poll
+sys.exit(main(sys.argv[1:], backend="local", prog="run.py"))
+"""
+
+
+def test_interrupt_inside_a_poll_ends_the_jobs_as_sigterm(tmp_path):
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_INSIDE_POLL, "JOB=1:2", "log/h.JOB.log"]
+        + [*PROBE, "hang", "pid.JOB"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 143, result.stderr
+    for i in (1, 2):
+        assert has_ended(int((tmp_path / f"pid.{i}").read_text()))
+        # Not SIGKILL (137) after a wait that could not take the lock.
+        assert last_exit_code(tmp_path / f"log/h.{i}.log") == 143
+    assert time.monotonic() - started < 60  # the jobs hang for 60 s unless killed
