@@ -22,9 +22,10 @@ from __future__ import annotations
 import argparse
 import gzip
 import importlib.util
+import re
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,9 @@ IDX_FILES = {
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
 IDX_MAGIC = {3: 2051, 1: 2049}  # number of dimensions -> magic of an unsigned-byte idx file
+# PNGs per directory of a data dir: file systems such as Lustre and NFS slow down badly with millions of
+# entries in one directory (the scene-text training sets have 12.7M images).
+IMAGES_PER_DIR = 10_000
 
 
 def _open(path: Path):
@@ -209,25 +213,54 @@ def generate_strips(
     return strips
 
 
-def write_image_dir(out_dir, samples: Sequence[tuple[np.ndarray, str]], prefix: str) -> Path:
-    """A data dir with ``image.scp`` + ``text`` and the PNGs in ``images/``, written whole or not at all."""
+def write_image_dir(
+    out_dir, samples: Iterable[tuple[np.ndarray, str]], prefix: str, count: int | None = None
+) -> Path:
+    """A data dir with ``image.scp`` + ``text`` and the PNGs in ``images/``, written whole or not at all.
+
+    ``samples`` (image, label) are written as they come, so memory does not grow with their number. Ids
+    are ``<prefix>-<n>``, n counted from 0 and zero-padded to the width of ``count - 1`` (``count``: how
+    many samples there are, by default ``len(samples)``; a different number is an error), so the tables,
+    written in sample order, are sorted. The PNG of sample n is ``images/<n // IMAGES_PER_DIR>/<id>.png``;
+    image.scp holds absolute paths.
+    """
     import cv2
 
-    from espnet_ext.data.datadir import atomic_dir, write_kaldi_map
+    from espnet_ext.data.datadir import atomic_dir
 
     out_dir = Path(out_dir)
-    width = len(str(max(len(samples) - 1, 1)))
+    if count is None:
+        count = len(samples)
+    if re.search(r"[ \t\n]", prefix):  # Kaldi tables split on blanks
+        raise InputError(f"id prefix {prefix!r} holds a blank", path=out_dir)
+    width = len(str(max(count - 1, 1)))
+    images = (out_dir / "images").resolve()  # where the PNGs will be once the dir is in place
+    written = 0
     with atomic_dir(out_dir) as tmp:
         (tmp / "images").mkdir()
-        scp, text = {}, {}
-        for n, (image, label) in enumerate(samples):
-            key = f"{prefix}-{n:0{width}d}"
-            if not cv2.imwrite(str(tmp / "images" / f"{key}.png"), image):
-                raise OSError(f"cannot write {tmp / 'images' / key}.png")
-            scp[key] = str((out_dir / "images" / f"{key}.png").resolve())
-            text[key] = label
-        write_kaldi_map(tmp / "image.scp", scp)
-        write_kaldi_map(tmp / "text", text)
+        with (
+            open(tmp / "image.scp", "w", encoding="utf-8") as scp,
+            open(tmp / "text", "w", encoding="utf-8") as text,
+        ):
+            for n, (image, label) in enumerate(samples):
+                key = f"{prefix}-{n:0{width}d}"
+                if n % IMAGES_PER_DIR == 0:  # paths as str: pathlib interns every part
+                    shard = str(n // IMAGES_PER_DIR)
+                    (tmp / "images" / shard).mkdir()
+                    tmp_shard, final_shard = f"{tmp}/images/{shard}", f"{images}/{shard}"
+                if "\n" in label:
+                    raise InputError(
+                        f"cannot write this id with value {label!r} as one table line",
+                        path=out_dir / "text",
+                        key=key,
+                    )
+                if not cv2.imwrite(f"{tmp_shard}/{key}.png", image):
+                    raise OSError(f"cannot write {tmp_shard}/{key}.png")
+                scp.write(f"{key} {final_shard}/{key}.png\n")
+                text.write(f"{key} {label}\n" if label else f"{key}\n")
+                written = n + 1
+        if written != count:
+            raise ValueError(f"{written} samples written, {count} announced")
     return out_dir
 
 

@@ -30,6 +30,7 @@ from espnet_ext.errors import InputError, reports_input_errors
 
 ALPHABET = set(string.digits + string.ascii_lowercase)
 MAX_LENGTH = 16
+LMDB_CHUNK = 10_000  # samples read per opening of a database (see read_lmdb)
 UNREADABLE = "\u2205"  # reference of an unusable test image with an empty label: never recognised
 _DROP_PUNCTUATION = str.maketrans("", "", string.punctuation)
 
@@ -38,28 +39,43 @@ def normalise_label(label: str) -> str:
     return label.lower().translate(_DROP_PUNCTUATION).replace(" ", "")
 
 
+def _open_lmdb(path: Path):
+    import lmdb
+
+    return lmdb.open(str(path), readonly=True, lock=False, readahead=False, meminit=False)
+
+
 def read_lmdb(
-    path, max_length: int = MAX_LENGTH, skipped: Counter | None = None, keep_unusable: bool = False
-) -> Iterator[tuple[str, np.ndarray, str]]:
+    path,
+    max_length: int = MAX_LENGTH,
+    skipped: Counter | None = None,
+    keep_unusable: bool = False,
+    images: bool = True,
+) -> Iterator[tuple[str, np.ndarray | None, str]]:
     """(key, grey uint8 image (H, W), normalised label) of every usable sample, in index order; unusable
     ones are counted in ``skipped`` per reason and, with ``keep_unusable``, yielded with a reference the
-    recogniser cannot produce."""
-    import lmdb
+    recogniser cannot produce. ``images=False`` reads the labels only (the image is None): a cheap pass
+    that counts the samples, which does not check the images. Memory does not grow with the samples."""
     from PIL import Image
 
     path = Path(path)
     if not (path / "data.mdb").exists():
         raise InputError("not an LMDB directory (no data.mdb)", path=path)
     skipped = skipped if skipped is not None else Counter()
-    env = lmdb.open(str(path), readonly=True, lock=False, readahead=False, meminit=False)
-    try:
-        with env.begin(write=False) as txn:
-            count = txn.get(b"num-samples")
-            if count is None:
-                raise InputError("no 'num-samples' key", path=path)
-            for index in range(1, int(count) + 1):
+    with _open_lmdb(path) as env, env.begin() as txn:
+        count = txn.get(b"num-samples")
+    if count is None:
+        raise InputError("no 'num-samples' key", path=path)
+    count = int(count)
+    # The database is opened afresh for every LMDB_CHUNK samples: the pages of its memory map that were
+    # read stay in the process' resident memory (what a job scheduler's memory limit counts) while it is open.
+    for first in range(1, count + 1, LMDB_CHUNK):
+        with _open_lmdb(path) as env, env.begin() as txn:
+            for index in range(first, min(first + LMDB_CHUNK, count + 1)):
                 label_key, image_key = f"label-{index:09d}", f"image-{index:09d}"
-                raw_label, raw_image = txn.get(label_key.encode()), txn.get(image_key.encode())
+                raw_label = txn.get(label_key.encode())
+                # a label pass leaves the images' pages (nearly all of the database) unread
+                raw_image = txn.get(image_key.encode()) if images else b""
                 if raw_label is None or raw_image is None:
                     raise InputError(
                         "missing image or label",
@@ -81,6 +97,9 @@ def read_lmdb(
                     if not keep_unusable:
                         continue
                     label = label or UNREADABLE
+                if not images:
+                    yield f"{index:09d}", None, label
+                    continue
                 try:
                     with Image.open(io.BytesIO(raw_image)) as image:
                         grey = np.asarray(image.convert("L"))
@@ -89,8 +108,6 @@ def read_lmdb(
                         f"cannot decode the image: {e}", path=path, key=image_key
                     ) from e
                 yield f"{index:09d}", grey, label
-    finally:
-        env.close()
 
 
 @reports_input_errors
@@ -113,20 +130,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--prefix", default=None, help="utterance id prefix (default: the LMDB dir name)"
     )
     args = parser.parse_args(argv)
+    keep = args.unusable == "error"
+    # A pass over the labels first: the id width needs the number of samples, and then every image is
+    # written as it is decoded (MJSynth's 7.2M decoded images would take ~31 GB held in memory).
     skipped: Counter = Counter()
-    samples = [
-        (image, label)
-        for _, image, label in read_lmdb(
-            args.lmdb, args.max_length, skipped, keep_unusable=args.unusable == "error"
-        )
-    ]
-    if not samples:
+    count = sum(1 for _ in read_lmdb(args.lmdb, args.max_length, skipped, keep, images=False))
+    if not count:
         print(f"error: {args.lmdb}: no usable sample ({dict(skipped)})", file=sys.stderr)
         return 1
-    write_image_dir(args.out, samples, args.prefix or Path(args.lmdb).name)
-    what = "kept as errors" if args.unusable == "error" else "skipped"
+    skipped.clear()  # counted again as the images are read
+    samples = (
+        (image, label) for _, image, label in read_lmdb(args.lmdb, args.max_length, skipped, keep)
+    )
+    write_image_dir(args.out, samples, args.prefix or Path(args.lmdb).name, count)
+    what = "kept as errors" if keep else "skipped"
     print(
-        f"{args.out}: {len(samples)} images; {sum(skipped.values())} unusable {what}: "
+        f"{args.out}: {count} images; {sum(skipped.values())} unusable {what}: "
         f"{dict(skipped) or 'none'}",
         file=sys.stderr,
     )

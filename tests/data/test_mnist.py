@@ -131,3 +131,24 @@ def test_command_line_writes_whole_data_dirs(tmp_path):
 def test_length_beyond_the_maximum_is_refused(tmp_path, capsys):
     assert mnist.main(["--out", str(tmp_path), "--length", "14"]) == 1
     assert "--length 14" in capsys.readouterr().err and not (tmp_path / "train").exists()
+
+
+def test_image_dir_from_a_generator_shards_the_pngs(tmp_path, monkeypatch):
+    from espnet_ext.data.types import decode_image
+
+    monkeypatch.setattr(mnist, "IMAGES_PER_DIR", 2)
+    strips = [np.full((32, 100), 10 * n, np.uint8) for n in range(5)]
+    out = tmp_path / "train"
+    mnist.write_image_dir(out, ((s, str(n)) for n, s in enumerate(strips)), "l5-train", count=5)
+    scp = [line.split() for line in (out / "image.scp").read_text().splitlines()]
+    assert [key for key, _ in scp] == [f"l5-train-{n}" for n in range(5)]
+    assert [path for _, path in scp] == [
+        str(out.resolve() / "images" / str(n // 2) / f"l5-train-{n}.png") for n in range(5)
+    ]
+    for (_, path), strip in zip(scp, strips, strict=True):
+        np.testing.assert_array_equal(decode_image(path) * 255, strip)
+    assert (out / "text").read_text().splitlines()[-1] == "l5-train-4 4"
+    # A generator that ends early (or runs long) would leave ids of the wrong width: nothing is written.
+    with pytest.raises(ValueError, match="4 samples written, 5 announced"):
+        mnist.write_image_dir(tmp_path / "dev", ((s, "1") for s in strips[:4]), "dev", count=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train"]

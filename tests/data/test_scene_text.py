@@ -1,5 +1,6 @@
 """LMDB scene-text reader (deep-text-recognition-benchmark layout) on an LMDB built here."""
 
+import tracemalloc
 from collections import Counter
 
 import numpy as np
@@ -7,7 +8,9 @@ import pytest
 from lmdb_fixtures import build_lmdb as build
 from lmdb_fixtures import png
 
+from espnet_ext.data import mnist, scene_text
 from espnet_ext.data.scene_text import main, normalise_label, read_lmdb
+from espnet_ext.data.types import decode_image
 from espnet_ext.errors import InputError
 
 
@@ -58,3 +61,49 @@ def test_unusable_test_images_stay_in_the_denominator_as_errors(tmp_path, capsys
         result = score_accuracy(out / "text", hyp)
         assert result["num_images"] == 4
         assert result["seq_acc"] == (25.0 if hypothesis == "ab" else 0.0)
+
+
+def test_data_dir_keeps_the_keys_labels_and_pixels_of_the_samples(tmp_path, capsys):
+    # 12 samples, 3 unusable: the 9 kept get one-digit ids (the width counts kept samples, not num-samples).
+    samples = [(png(10 + k, 20 * k), f"W{k}!") for k in range(9)] + [(png(), "a" * 17)] * 3
+    db = build(tmp_path / "MJ", samples)
+    out = tmp_path / "data" / "st_mj"
+    assert main(["--lmdb", str(db), "--out", str(out), "--prefix", "mj"]) == 0
+    assert "9 images; 3 unusable skipped: {'longer than max_length': 3}" in capsys.readouterr().err
+    assert (out / "text").read_text().splitlines() == [f"mj-{k} w{k}" for k in range(9)]
+    scp = [line.split(" ", 1) for line in (out / "image.scp").read_text().splitlines()]
+    assert [key for key, _ in scp] == [f"mj-{k}" for k in range(9)]
+    for (key, path), (_, grey, _) in zip(scp, read_lmdb(db), strict=True):
+        assert path == str(out.resolve() / "images" / "0" / f"{key}.png")
+        np.testing.assert_array_equal(decode_image(path) * 255, grey)
+    assert sorted(p.name for p in tmp_path.joinpath("data").iterdir()) == ["st_mj"]  # no leftovers
+
+
+def peak_conversion_memory(db, out) -> int:
+    tracemalloc.start()
+    try:
+        assert main(["--lmdb", str(db), "--out", str(out)]) == 0
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_conversion_streams_and_shards_the_image_directory(tmp_path, monkeypatch):
+    # Small limits, so that a few thousand images cross many directory shards and database reopenings.
+    monkeypatch.setattr(scene_text, "LMDB_CHUNK", 700)
+    monkeypatch.setattr(mnist, "IMAGES_PER_DIR", 500)
+    image = png()
+    # A first conversion imports what the converter needs, so that the peaks compared are the conversion's.
+    peak_conversion_memory(build(tmp_path / "warm_up", [(image, "ab")]), tmp_path / "out")
+    peaks = {}
+    for count in (1000, 5000):
+        db = build(tmp_path / f"db{count}", ((image, f"w{n % 97}") for n in range(count)))
+        peaks[count] = peak_conversion_memory(db, tmp_path / f"out{count}")
+    # Holding the decoded images (the converter did) adds ~400 bytes per image: ~1.5 MB for 4000 more.
+    assert peaks[5000] < peaks[1000] + 200_000, peaks
+    out = tmp_path / "out5000"
+    shards = sorted((out / "images").iterdir(), key=lambda d: int(d.name))
+    assert [d.name for d in shards] == [str(k) for k in range(10)]
+    assert all(len(list(d.iterdir())) == 500 for d in shards)
+    keys = [line.split()[0] for line in (out / "image.scp").read_text().splitlines()]
+    assert keys == [f"db5000-{n:04d}" for n in range(5000)]  # every sample once, in order
