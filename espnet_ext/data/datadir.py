@@ -15,20 +15,26 @@ Command line::
     python -m espnet_ext.data.datadir fix_spk2utt <dir>
     python -m espnet_ext.data.datadir combine <out_dir> <dir> <dir> ...
 
-Readers write their output with ``write_data_dir`` (tables + derived spk2utt, validated, atomic).
+Readers write their output with ``write_data_dir`` (tables + derived spk2utt, validated, atomic);
+corpora too large to hold (WMT's millions of pairs) with ``write_sorted_tables``. Validation,
+``fix_spk2utt`` and ``combine_data_dirs`` stream their tables: memory does not grow with the number of
+utterances (GNU ``sort`` orders what has to be reordered, spilling to disk).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import heapq
 import logging
 import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -44,6 +50,8 @@ _FIELD_SEP = re.compile(
     r"[ \t]+"
 )  # Kaldi splits on ASCII blanks only; other spaces belong to the text
 _AUDIO_SUFFIXES = (".wav", ".flac", ".sph", ".mp3", ".ogg", ".opus", ".m4a", ".aac", ".au", ".aiff")
+# GNU sort's buffer (-S): what one sort holds in memory before it spills sorted runs to its -T dir
+SORT_MEMORY = "512M"
 
 
 class Entry(NamedTuple):
@@ -52,16 +60,14 @@ class Entry(NamedTuple):
     value: str
 
 
-def read_kaldi_entries(
+def iter_kaldi_entries(
     path: PathLike, allow_empty: bool = False, what: str = "value"
-) -> list[Entry]:
-    """``<id> <value>`` lines of a UTF-8 table, in file order.
+) -> Iterator[Entry]:
+    """``<id> <value>`` lines of a UTF-8 table, in file order, one at a time (ids not compared).
 
-    Blank lines, duplicate ids and (unless ``allow_empty``) lines holding only an id are refused
-    with the file and line; ``what`` names the missing value in that message (e.g. "transcript").
+    Blank lines and (unless ``allow_empty``) lines holding only an id are refused with the file and
+    line; ``what`` names the missing value in that message (e.g. "transcript").
     """
-    entries: list[Entry] = []
-    first_line: dict[str, int] = {}
     for number, line in read_utf8_lines(path):
         fields = _FIELD_SEP.split(line.strip(" \t"), maxsplit=1)
         key = fields[0]
@@ -72,13 +78,49 @@ def read_kaldi_entries(
             raise InputError(
                 f"empty {what}: the line has only the id", path=path, line=number, key=key
             )
-        if key in first_line:
+        yield Entry(number, key, value)
+
+
+def read_kaldi_entries(
+    path: PathLike, allow_empty: bool = False, what: str = "value"
+) -> list[Entry]:
+    """``<id> <value>`` lines of a UTF-8 table, in file order, in any order of ids.
+
+    Refused with the file and line: what :func:`iter_kaldi_entries` refuses, and duplicate ids.
+    """
+    entries: list[Entry] = []
+    first_line: dict[str, int] = {}
+    for entry in iter_kaldi_entries(path, allow_empty, what):
+        if entry.key in first_line:
             raise InputError(
-                f"duplicate id (first at line {first_line[key]})", path=path, line=number, key=key
+                f"duplicate id (first at line {first_line[entry.key]})",
+                path=path,
+                line=entry.line,
+                key=entry.key,
             )
-        first_line[key] = number
-        entries.append(Entry(number, key, value))
+        first_line[entry.key] = entry.line
+        entries.append(entry)
     return entries
+
+
+def sorted_entries(path: PathLike, entries: Iterable[Entry]) -> Iterator[Entry]:
+    """``entries`` of the table ``path``, refusing the first that repeats an id or breaks C order.
+
+    In a sorted table a repeated id is next to its first line, so this needs no memory of the ids.
+    """
+    previous = None
+    for entry in entries:
+        if previous is not None and entry.key <= previous.key:
+            if entry.key == previous.key:
+                message = f"duplicate id (first at line {previous.line})"
+            else:
+                message = (
+                    f"not sorted: comes after '{previous.key}' (line {previous.line}); "
+                    "sort it with LC_ALL=C sort"
+                )
+            raise InputError(message, path=path, line=entry.line, key=entry.key)
+        previous = entry
+        yield entry
 
 
 def read_kaldi_map(
@@ -97,15 +139,72 @@ def write_kaldi_map(path: PathLike, mapping: Mapping[str, str | Sequence[str]]) 
     with atomic_write(path) as f:
         for key in sorted(mapping):
             value = mapping[key]
-            if not isinstance(value, str):
-                value = " ".join(value)
-            if not key or _FIELD_SEP.search(key) or "\n" in key + value:
-                raise InputError(
-                    f"cannot write this id with value {value!r} as one table line",
-                    path=path,
-                    key=key,
-                )
-            f.write(f"{key} {value}\n" if value else f"{key}\n")
+            f.write(table_line(path, key, value if isinstance(value, str) else " ".join(value)))
+
+
+def table_line(path: PathLike, key: str, value: str) -> str:
+    """``<key> <value>\\n``; an InputError at ``path`` when it would not read back as that entry."""
+    if not key or _FIELD_SEP.search(key) or "\n" in key + value:
+        raise InputError(
+            f"cannot write this id with value {value!r} as one table line", path=path, key=key
+        )
+    return f"{key} {value}\n" if value else f"{key}\n"
+
+
+def gnu_sort(
+    inputs: Sequence[PathLike], output: PathLike, tmp_dir: PathLike, keys: Sequence[str] = ("1,1",)
+) -> None:
+    """``LC_ALL=C sort`` of the lines of ``inputs``, whose fields are separated by single spaces, by
+    the ``-k`` specs ``keys``, into ``output``.
+
+    Memory stays at :data:`SORT_MEMORY` whatever the size: sort spills sorted runs into ``tmp_dir``.
+    Comparing fields in C order is Python's ``str`` order for fields without blanks, so the result
+    is what ``sorted`` gives (and what validation checks).
+    """
+    command = ["sort", "-t", " ", *(f"-k{k}" for k in keys), "-S", SORT_MEMORY, "-T", str(tmp_dir)]
+    command += ["-o", str(output), *map(str, inputs)]
+    done = subprocess.run(
+        command, env={**os.environ, "LC_ALL": "C"}, stderr=subprocess.PIPE, text=True
+    )
+    if done.returncode != 0:  # a full disk, most likely: not a problem of the input
+        raise OSError(f"{' '.join(command)} failed: {done.stderr.strip()}")
+
+
+def write_sorted_tables(
+    directory: PathLike,
+    names: Sequence[str],
+    rows: Iterable[tuple[str, Sequence[str]]],
+    where: PathLike,
+) -> int:
+    """Write the tables ``names`` into ``directory`` from ``rows`` of ``(id, value of each table)``,
+    without holding them: lines go to unsorted files, then GNU sort (:func:`gnu_sort`, its temporary
+    files under ``directory``) orders them. Returns the number of rows.
+
+    An id given to two rows is an InputError naming it, located at ``where`` (the data dir being
+    written: ``directory`` is its temporary build).
+    """
+    directory = Path(directory)
+    work = directory / ".unsorted"  # hidden: not a table of the dir
+    work.mkdir()
+    count = 0
+    with contextlib.ExitStack() as stack:
+        files = [stack.enter_context(open(work / n, "w", encoding="utf-8")) for n in names]
+        for key, values in rows:
+            for f, name, value in zip(files, names, values):
+                f.write(table_line(directory / name, key, value))
+            count += 1
+    for name in names:
+        gnu_sort([work / name], directory / name, work)
+        (work / name).unlink()
+    shutil.rmtree(work)
+    if names:
+        entries = iter_kaldi_entries(directory / names[0], allow_empty=True)
+        previous = None
+        for entry in entries:
+            if entry.key == previous:
+                raise InputError("two entries of the input have this id", path=where, key=previous)
+            previous = entry.key
+    return count
 
 
 def spk2utt_from_utt2spk(utt2spk: Mapping[str, str]) -> dict[str, list[str]]:
@@ -114,6 +213,48 @@ def spk2utt_from_utt2spk(utt2spk: Mapping[str, str]) -> dict[str, list[str]]:
     for utt in sorted(utt2spk):
         spk2utt.setdefault(utt2spk[utt], []).append(utt)
     return spk2utt
+
+
+def speaker_groups(utt2spk: PathLike, tmp_dir: PathLike) -> Iterator[tuple[str, list[str]]]:
+    """``(speaker, [its utterances in C order])`` of the table ``utt2spk``, speakers in C order, one
+    speaker at a time: GNU sort regroups the lines by speaker (temporary files in ``tmp_dir``).
+
+    A speaker id holding a blank (it could not be a spk2utt key) and an utterance id repeated on
+    consecutive lines are refused with their line; other duplicates are found by validation.
+    """
+    tmp_dir = Path(tmp_dir)
+    by_utt, by_speaker = tmp_dir / "by_utt", tmp_dir / "by_speaker"
+    with open(by_utt, "w", encoding="utf-8") as f:
+        previous = None
+        for e in iter_kaldi_entries(utt2spk):
+            if _FIELD_SEP.search(e.value):
+                raise InputError(
+                    f"speaker id '{e.value}' has a blank: it cannot be a spk2utt key",
+                    path=utt2spk,
+                    line=e.line,
+                    key=e.key,
+                )
+            if previous is not None and e.key == previous.key:
+                raise InputError(
+                    f"duplicate id (first at line {previous.line})",
+                    path=utt2spk,
+                    line=e.line,
+                    key=e.key,
+                )
+            previous = e
+            f.write(f"{e.value} {e.key}\n")
+    gnu_sort([by_utt], by_speaker, tmp_dir, keys=("1,1", "2,2"))
+    by_utt.unlink()
+    speaker, utts = None, []
+    for _, line in read_utf8_lines(by_speaker):
+        spk, utt = line.split(" ")
+        if spk != speaker and utts:
+            yield speaker, utts
+            utts = []
+        speaker = spk
+        utts.append(utt)
+    if utts:
+        yield speaker, utts
 
 
 def key_kind(name: str, has_segments: bool) -> str | None:
@@ -185,9 +326,26 @@ def validate_data_dir(
     duplicate ids or empty values, and sorted; numeric columns parse; segments point to a recording
     of wav.scp and have start < end; all utterance-keyed tables hold the same ids; spk2utt agrees
     with utt2spk. With ``check_audio`` every wav.scp entry must name readable audio (for a ``cmd ...
-    |`` entry, only the existence of the files it reads is checked: nothing is run).
+    |`` entry, only the existence of the files it reads is checked: nothing is run). Tables are read
+    line by line, one at a time, in name order; within a table the first bad line is the one named.
+    The returned list is all that grows with the utterances: :func:`check_data_dir` returns their
+    number only.
     """
-    path = Path(path)
+    ids: list[str] = []
+    _validate(Path(path), require, check_audio, ids)
+    return ids
+
+
+def check_data_dir(
+    path: PathLike, require: Sequence[str] = DEFAULT_REQUIRED, check_audio: bool = False
+) -> int:
+    """:func:`validate_data_dir` returning the number of utterances: memory does not grow with them."""
+    return _validate(Path(path), require, check_audio, None)
+
+
+def _validate(path: Path, require: Sequence[str], check_audio: bool, ids: list | None) -> int:
+    """Validation (see :func:`validate_data_dir`), appending the utterance ids to ``ids`` when given;
+    returns their number."""
     if not path.is_dir():
         raise InputError(
             "data dir does not exist (expected a Kaldi data dir with wav.scp, text, utt2spk)",
@@ -199,19 +357,7 @@ def validate_data_dir(
             found = ", ".join(sorted(present)) or "no files"
             raise InputError(f"required file is missing; the dir has: {found}", path=path / name)
     has_segments = "segments" in present
-    tables = {
-        name: read_kaldi_entries(
-            path / name, what="transcript" if name.startswith("text") else "value"
-        )
-        for name in sorted(present)
-        if key_kind(name, has_segments) is not None
-    }
-    for name, entries in tables.items():
-        _check_sorted(path / name, entries)
-    _check_numbers(path, tables)
-    if has_segments:
-        _check_segments(path, tables["segments"], tables.get("wav.scp"))
-
+    tables = sorted(name for name in present if key_kind(name, has_segments) is not None)
     utterance_tables = [n for n in tables if key_kind(n, has_segments) == "utterance"]
     if not utterance_tables:
         raise InputError(
@@ -221,57 +367,58 @@ def validate_data_dir(
     order = ["text", source, "utt2spk", "feats.scp"]
     utterance_tables.sort(key=lambda n: (order.index(n) if n in order else len(order), n))
     reference = utterance_tables[0]
+
+    count = 0
+    recordings: set[str] | None = None  # the ids of wav.scp, which segments point to: recordings
+    for name in tables:
+        number_problem = _NUMBER_CHECKS.get(name)
+        keep_recordings = has_segments and name == "wav.scp"
+        if keep_recordings:
+            recordings = set()
+        what = "transcript" if name.startswith("text") else "value"
+        for e in sorted_entries(path / name, iter_kaldi_entries(path / name, what=what)):
+            problem = number_problem and number_problem(e.value)
+            if problem:
+                raise InputError(problem, path=path / name, line=e.line, key=e.key)
+            if keep_recordings:
+                recordings.add(e.key)
+            if name == reference:
+                count += 1
+                if ids is not None:
+                    ids.append(e.key)
+    if has_segments:
+        for e in iter_kaldi_entries(path / "segments"):
+            problem = _segment_problem(e.value.split(), recordings)
+            if problem:
+                raise InputError(problem, path=path / "segments", line=e.line, key=e.key)
     for name in utterance_tables[1:]:
-        _check_same_ids(path / reference, tables[reference], path / name, tables[name])
-
-    if "spk2utt" in tables:
-        if "utt2spk" not in tables:
+        _check_same_ids(path / reference, path / name)
+    if "spk2utt" in present:
+        if "utt2spk" not in present:
             raise InputError("spk2utt without utt2spk", path=path / "spk2utt")
-        _check_spk2utt(path, tables["utt2spk"], tables["spk2utt"])
-    if check_audio and "wav.scp" in tables:
-        _check_audio(path / "wav.scp", tables["wav.scp"])
-    return [e.key for e in tables[reference]]
+        _check_spk2utt(path)
+    if check_audio and "wav.scp" in present:
+        _check_audio(path / "wav.scp")
+    return count
 
 
-def _check_sorted(path: Path, entries: list[Entry]) -> None:
-    for previous, entry in zip(entries, entries[1:]):
-        if entry.key < previous.key:
-            raise InputError(
-                f"not sorted: comes after '{previous.key}' (line {previous.line}); sort it with LC_ALL=C sort",
-                path=path,
-                line=entry.line,
-                key=entry.key,
-            )
+def _integer_problem(value: str) -> str | None:
+    return None if value.isdigit() else f"'{value}' is not a non-negative integer"
 
 
-def _check_numbers(path: Path, tables: dict[str, list[Entry]]) -> None:
-    for name in ("utt2num_frames", "utt2num_samples"):
-        for e in tables.get(name, []):
-            if not e.value.isdigit():
-                raise InputError(
-                    f"'{e.value}' is not a non-negative integer",
-                    path=path / name,
-                    line=e.line,
-                    key=e.key,
-                )
-    for e in tables.get("utt2dur", []):
-        try:
-            float(e.value)
-        except ValueError:
-            raise InputError(
-                f"duration '{e.value}' is not a number",
-                path=path / "utt2dur",
-                line=e.line,
-                key=e.key,
-            ) from None
+def _duration_problem(value: str) -> str | None:
+    try:
+        float(value)
+    except ValueError:
+        return f"duration '{value}' is not a number"
+    return None
 
 
-def _check_segments(path: Path, segments: list[Entry], wav_scp: list[Entry] | None) -> None:
-    recordings = None if wav_scp is None else {e.key for e in wav_scp}
-    for e in segments:
-        problem = _segment_problem(e.value.split(), recordings)
-        if problem:
-            raise InputError(problem, path=path / "segments", line=e.line, key=e.key)
+_NUMBER_CHECKS = {
+    "utt2num_frames": _integer_problem,
+    "utt2num_samples": _integer_problem,
+    "utt2dur": _duration_problem,
+}
 
 
 def _segment_problem(fields: list[str], recordings: set | None) -> str | None:
@@ -289,59 +436,90 @@ def _segment_problem(fields: list[str], recordings: set | None) -> str | None:
     return None
 
 
-def _check_same_ids(path_a: Path, a: list[Entry], path_b: Path, b: list[Entry]) -> None:
-    keys_a, keys_b = {e.key for e in a}, {e.key for e in b}
-    only_a = [e for e in a if e.key not in keys_b]
-    only_b = [e for e in b if e.key not in keys_a]
+def _check_same_ids(path_a: Path, path_b: Path) -> None:
+    """Two sorted tables hold the same ids: walked side by side, as a merge, without holding them."""
+    a_entries = iter_kaldi_entries(path_a, allow_empty=True)
+    b_entries = iter_kaldi_entries(path_b, allow_empty=True)
+    a, b = next(a_entries, None), next(b_entries, None)
+    only_a = only_b = 0
+    first_a = first_b = None
+    while a is not None or b is not None:
+        if b is None or (a is not None and a.key < b.key):
+            only_a += 1
+            first_a = first_a or a
+            a = next(a_entries, None)
+        elif a is None or b.key < a.key:
+            only_b += 1
+            first_b = first_b or b
+            b = next(b_entries, None)
+        else:
+            a, b = next(a_entries, None), next(b_entries, None)
     if not only_a and not only_b:
         return
-    counts = f"{len(only_a)} id(s) only in {path_a.name}, {len(only_b)} only in {path_b.name}"
-    if only_a:
-        first, where, other = only_a[0], path_a, path_b
+    counts = f"{only_a} id(s) only in {path_a.name}, {only_b} only in {path_b.name}"
+    if first_a is not None:
+        first, where, other = first_a, path_a, path_b
     else:
-        first, where, other = only_b[0], path_b, path_a
-    more = len(only_a) + len(only_b) - 1
-    message = f"id is not in {other.name}; {more} more mismatch ({counts})"
+        first, where, other = first_b, path_b, path_a
+    message = f"id is not in {other.name}; {only_a + only_b - 1} more mismatch ({counts})"
     raise InputError(message, path=where, line=first.line, key=first.key)
 
 
-def _check_spk2utt(path: Path, utt2spk: list[Entry], spk2utt: list[Entry]) -> None:
-    expected = spk2utt_from_utt2spk({e.key: e.value for e in utt2spk})
+def _check_spk2utt(path: Path) -> None:
+    """spk2utt (sorted by speaker) against utt2spk regrouped by speaker, one speaker at a time."""
     fix = f"; regenerate it with: python -m espnet_ext.data.datadir fix_spk2utt {path}"
-    for e in spk2utt:
-        utts = e.value.split()
-        if e.key not in expected:
-            raise InputError(
-                f"speaker is not in utt2spk{fix}", path=path / "spk2utt", line=e.line, key=e.key
-            )
-        if sorted(utts) != expected[e.key]:
-            extra = sorted(set(utts) - set(expected[e.key]))
-            missing = sorted(set(expected[e.key]) - set(utts))
-            detail = (
-                "lists an utterance twice"
-                if not extra and not missing
-                else (
-                    f"lists {extra or 'nothing'} not given to this speaker by utt2spk, misses {missing or 'nothing'}"
+    # Of the speakers spk2utt lacks, the one named is the first in utterance order, as a
+    # {speaker: utterances} built from utt2spk in utterance order would list them.
+    missing: tuple[str, str] | None = None  # (first utterance, speaker)
+
+    def lacked(group: tuple[str, list[str]]) -> None:
+        nonlocal missing
+        candidate = (group[1][0], group[0])
+        missing = candidate if missing is None else min(missing, candidate)
+
+    with (
+        tempfile.TemporaryDirectory(prefix="spk2utt.") as tmp,
+        contextlib.closing(speaker_groups(path / "utt2spk", tmp)) as groups,
+    ):
+        group = next(groups, None)
+        for e in iter_kaldi_entries(path / "spk2utt"):
+            while group is not None and group[0] < e.key:
+                lacked(group)
+                group = next(groups, None)
+            if group is None or group[0] != e.key:
+                raise InputError(
+                    f"speaker is not in utt2spk{fix}", path=path / "spk2utt", line=e.line, key=e.key
                 )
-            )
-            raise InputError(
-                f"disagrees with utt2spk: {detail}{fix}",
-                path=path / "spk2utt",
-                line=e.line,
-                key=e.key,
-            )
-    listed = {e.key for e in spk2utt}
-    for speaker in expected:
-        if speaker not in listed:
-            raise InputError(
-                f"speaker of utt2spk is missing from spk2utt{fix}",
-                path=path / "spk2utt",
-                key=speaker,
-            )
+            utts, expected = e.value.split(), group[1]
+            if sorted(utts) != expected:
+                extra = sorted(set(utts) - set(expected))
+                lacking = sorted(set(expected) - set(utts))
+                detail = (
+                    f"lists {extra or 'nothing'} not given to this speaker by utt2spk, "
+                    f"misses {lacking or 'nothing'}"
+                    if extra or lacking
+                    else "lists an utterance twice"
+                )
+                raise InputError(
+                    f"disagrees with utt2spk: {detail}{fix}",
+                    path=path / "spk2utt",
+                    line=e.line,
+                    key=e.key,
+                )
+            group = next(groups, None)
+        while group is not None:
+            lacked(group)
+            group = next(groups, None)
+    if missing is not None:
+        raise InputError(
+            f"speaker of utt2spk is missing from spk2utt{fix}",
+            path=path / "spk2utt",
+            key=missing[1],
+        )
 
 
-def _check_audio(wav_scp: Path, entries: list[Entry]) -> None:
-    for e in entries:
+def _check_audio(wav_scp: Path) -> None:
+    for e in iter_kaldi_entries(wav_scp):
         for audio, readable in _audio_inputs(e.value):
             problem = (
                 audio_problem(audio)
@@ -388,10 +566,17 @@ def _pipe_input_files(command: str) -> list[str]:
 
 
 def fix_spk2utt(data_dir: PathLike) -> Path:
-    """Rewrite ``spk2utt`` from ``utt2spk``; returns its path."""
+    """Rewrite ``spk2utt`` from ``utt2spk`` (:func:`speaker_groups`, one speaker held at a time);
+    returns its path."""
     data_dir = Path(data_dir)
     target = data_dir / "spk2utt"
-    write_kaldi_map(target, spk2utt_from_utt2spk(read_kaldi_map(data_dir / "utt2spk")))
+    # sort's files go to a hidden dir of the data dir: its disk has room for the tables
+    with (
+        tempfile.TemporaryDirectory(prefix=".spk2utt.", dir=data_dir) as tmp,
+        atomic_write(target) as f,
+    ):
+        for speaker, utts in speaker_groups(data_dir / "utt2spk", tmp):
+            f.write(f"{speaker} {' '.join(utts)}\n")
     return target
 
 
@@ -433,18 +618,19 @@ def write_data_dir(
     return utts
 
 
-def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> list[str]:
+def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> int:
     """Concatenate data dirs (Kaldi's combine_data.sh): tables present in every source, spk2utt rebuilt.
 
-    An utterance id in two sources is an error; a speaker/recording id may repeat with the same
-    value. Tables missing from some sources are left out and named on stderr. Returns the combined
-    utterance ids.
+    An utterance id in two sources is an error naming the later source's line; a speaker/recording
+    id may repeat with the same value. Tables missing from some sources are left out and named on
+    stderr. The sources' sorted tables are merged line by line (:func:`merge_tables`), so memory
+    does not grow with their size. Returns the number of combined utterances.
     """
     sources = [Path(s) for s in sources]
     if not sources:
         raise InputError("nothing to combine: give at least one source data dir", path=out_dir)
     for source in sources:
-        validate_data_dir(source, require=())
+        check_data_dir(source, require=())
     names = [{p.name for p in table_files(s)} - {"spk2utt", "removed.txt"} for s in sources]
     common = set.intersection(*names)
     has_segments = "segments" in common
@@ -452,25 +638,40 @@ def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> list[st
         logger.warning(f"combine: leaving out {name}: not in every source")
     with atomic_dir(out_dir) as tmp:
         for name in sorted(common):
-            merged: dict[str, str] = {}
-            origin: dict[str, Path] = {}
-            for source in sources:
-                for e in read_kaldi_entries(source / name, allow_empty=True):
-                    if e.key in merged and (
-                        key_kind(name, has_segments) == "utterance" or merged[e.key] != e.value
-                    ):
-                        raise InputError(
-                            f"id is also in {origin[e.key]}",
-                            path=source / name,
-                            line=e.line,
-                            key=e.key,
-                        )
-                    merged[e.key], origin[e.key] = e.value, source / name
-            write_kaldi_map(tmp / name, merged)
+            repeats = key_kind(name, has_segments) != "utterance"
+            merge_tables([source / name for source in sources], tmp / name, repeats)
         if "utt2spk" in common:
             fix_spk2utt(tmp)
-        utts = validate_data_dir(tmp, require=())
-    return utts
+        count = check_data_dir(tmp, require=())
+    return count
+
+
+def merge_tables(paths: Sequence[Path], out: Path, repeats: bool = False) -> None:
+    """Write the sorted tables ``paths`` merged into one sorted table ``out``, streaming.
+
+    Each input must be sorted without duplicates (refused at its line otherwise, whatever the table:
+    tables validation does not know are merged too). An id in two inputs is an error at the later
+    input's line naming the earlier one, unless ``repeats`` (speaker and recording tables) and the
+    values are equal: then it is written once.
+    """
+
+    def keyed(index: int, path: Path) -> Iterator[tuple[str, int, Entry]]:
+        for e in sorted_entries(path, iter_kaldi_entries(path, allow_empty=True)):
+            yield e.key, index, e
+
+    # heapq.merge is stable on (key, input index): an id's lines come in the order of the inputs
+    merged = heapq.merge(*(keyed(i, path) for i, path in enumerate(paths)))
+    with atomic_write(out) as f:
+        last: tuple[str, str, Path] | None = None  # (key, value, input) of the last line written
+        for key, index, e in merged:
+            if last is not None and key == last[0]:
+                if not repeats or e.value != last[1]:
+                    raise InputError(
+                        f"id is also in {last[2]}", path=paths[index], line=e.line, key=key
+                    )
+                continue
+            f.write(table_line(out, key, e.value))
+            last = (key, e.value, paths[index])
 
 
 def command_parser(module: str, doc: str) -> tuple[argparse.ArgumentParser, Any]:
@@ -503,13 +704,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.command == "validate":
         require = [name for name in args.require.split(",") if name]
-        utts = validate_data_dir(args.data_dir, require=require, check_audio=args.check_audio)
-        print(f"{args.data_dir}: ok, {len(utts)} utterances")
+        count = check_data_dir(args.data_dir, require=require, check_audio=args.check_audio)
+        print(f"{args.data_dir}: ok, {count} utterances")
     elif args.command == "fix_spk2utt":
         print(f"wrote {fix_spk2utt(args.data_dir)}")
     else:
-        utts = combine_data_dirs(args.out_dir, args.sources)
-        print(f"{args.out_dir}: combined {len(utts)} utterances from {len(args.sources)} data dirs")
+        count = combine_data_dirs(args.out_dir, args.sources)
+        print(f"{args.out_dir}: combined {count} utterances from {len(args.sources)} data dirs")
 
 
 if __name__ == "__main__":

@@ -42,12 +42,13 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from espnet_ext.data.datadir import atomic_dir, validate_data_dir, write_kaldi_map
+from espnet_ext.data.datadir import atomic_dir, check_data_dir, write_sorted_tables
 from espnet_ext.data.download import DownloadError, extract, file_digest
 from espnet_ext.data.download import download as fetch
 from espnet_ext.errors import InputError, reports_input_errors
@@ -230,18 +231,30 @@ def split_train_valid(pairs: Sequence[tuple[int, str, str]]) -> tuple[list[Pair]
 
 
 def write_mt_dir(
-    out_dir: PathLike, pairs: Sequence[Pair], src_lang: str = SRC, tgt_lang: str = TGT
-) -> Path:
-    """A data dir with ``text.<src>``, ``text.<tgt>`` and ``text`` (= target), written whole or not at all."""
-    ids = [p.id for p in pairs]
-    if len(set(ids)) != len(ids):
-        raise InputError("duplicate utterance ids", path=out_dir)
+    out_dir: PathLike,
+    pairs: Iterable[Pair],
+    src_lang: str = SRC,
+    tgt_lang: str = TGT,
+    tags: Mapping[str, str] | None = None,
+) -> int:
+    """A data dir with ``text.<src>``, ``text.<tgt>``, ``text`` (= target) and each table of ``tags``
+    giving every pair the same value (``{"lang": "de"}``: the task tag), written whole or not at all;
+    returns the number of pairs.
+
+    ``pairs`` may be a generator: they go to the tables as they come and are sorted on disk
+    (``datadir.write_sorted_tables``), so a WMT corpus of millions is never held. An id given to two
+    pairs, and no pairs at all, are InputErrors naming ``out_dir``.
+    """
+    tags = dict(tags or {})
+    names = [f"text.{src_lang}", f"text.{tgt_lang}", *tags]
     with atomic_dir(out_dir) as tmp:
-        write_kaldi_map(tmp / f"text.{src_lang}", {p.id: p.src for p in pairs})
-        write_kaldi_map(tmp / f"text.{tgt_lang}", {p.id: p.tgt for p in pairs})
-        write_kaldi_map(tmp / "text", {p.id: p.tgt for p in pairs})
-        validate_data_dir(tmp, require=("text", f"text.{src_lang}", f"text.{tgt_lang}"))
-    return Path(out_dir)
+        rows = ((p.id, (p.src, p.tgt, *tags.values())) for p in pairs)
+        count = write_sorted_tables(tmp, names, rows, where=out_dir)
+        if count == 0:
+            raise InputError("no sentence pairs in the inputs", path=out_dir)
+        shutil.copyfile(tmp / f"text.{tgt_lang}", tmp / "text")  # the same table, sorted once
+        check_data_dir(tmp, require=("text", *names))
+    return count
 
 
 def _normalise(pairs: list[Pair], lowercase: bool) -> list[Pair]:

@@ -18,7 +18,8 @@ and no empty segment. Ids: ``<corpus>-<n>`` (n the 1-based line, 9 digits) and
 ``<set>-<docid>-<segid>`` for test sets, after ``--id_prefix`` (which keeps language pairs apart when
 combined). Whitespace runs become one space; ``--lowercase`` lowercases both sides (the Ro-En setup of
 the LegoNN paper). ``--task_tag`` also writes ``lang`` (``<utt> <tag>``), the task tag file of
-multilingual models (``espnet_ext.data.task_tags``).
+multilingual models (``espnet_ext.data.task_tags``). Pairs stream from the release files to the tables,
+which GNU sort orders on disk: memory does not grow with the corpus (WMT's have millions of pairs).
 
     python -m espnet_ext.data.wmt prepare --out data/train_de --src_lang de --tgt_lang en \\
         --plain europarl-v7.de-en.de europarl-v7.de-en.en --tsv news-commentary-v14.de-en.tsv
@@ -38,15 +39,15 @@ named without it (``newstest2014``), so ``--each`` writes ``data/test_newstest20
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.parsers import expat
 
-from espnet_ext.data.datadir import write_kaldi_map
 from espnet_ext.data.iwslt14 import Pair, read_test_set, write_mt_dir
 from espnet_ext.errors import InputError, reports_input_errors
 from espnet_ext.fileio import read_utf8_lines
@@ -76,33 +77,70 @@ def normalise(text: str, lowercase: bool = False) -> str:
     return text.lower() if lowercase else text
 
 
-@dataclass
 class Corpus:
-    """Pairs read from one input, and how many were dropped for an empty side."""
+    """The pairs of one input, read from its files each time they are iterated, never held (a WMT
+    training corpus has millions). ``kept`` and ``dropped`` (pairs with an empty side) count the
+    last complete read; ``len`` reads the input through when it has not been yet. A reader's errors
+    come while its pairs are iterated: before the data dir they go to replaces anything.
+    """
 
-    pairs: list[Pair]
-    dropped: int = 0
-    source: str = ""
+    def __init__(self, source: str, read: Callable[[], Iterable[Pair | None]]):
+        self.source = source
+        self._read = read  # yields a Pair, or None for a pair dropped for an empty side
+        self.kept = self.dropped = 0
+        self._complete = False
+
+    def __iter__(self) -> Iterator[Pair]:
+        kept = dropped = 0
+        for pair in self._read():
+            if pair is None:
+                dropped += 1
+            else:
+                kept += 1
+                yield pair
+        self.kept, self.dropped, self._complete = kept, dropped, True
+
+    def __len__(self) -> int:
+        if not self._complete:
+            for _ in self:
+                pass
+        return self.kept
+
+    @property
+    def pairs(self) -> Corpus:
+        """The pairs: iterate them (each iteration reads the files again) or take their ``len``."""
+        return self
 
 
-def _kept(name: str, numbered: Sequence[tuple[int, str, str]], source: str) -> Corpus:
-    pairs = [Pair(f"{name}-{n:09d}", s, t) for n, s, t in numbered if s.strip() and t.strip()]
-    return Corpus(pairs, len(numbered) - len(pairs), source)
+def _numbered(name: str, number: int, src: str, tgt: str) -> Pair | None:
+    """The pair of line ``number`` of a training corpus, or None when a side is empty (dropped)."""
+    return Pair(f"{name}-{number:09d}", src, tgt) if src.strip() and tgt.strip() else None
 
 
 def read_plain(src_path: PathLike, tgt_path: PathLike) -> Corpus:
-    """Two line-parallel files; unequal line counts name the first line one of them lacks."""
-    src, tgt = list(read_utf8_lines(src_path)), list(read_utf8_lines(tgt_path))
-    if len(src) != len(tgt):
-        longer, shorter = (src_path, tgt_path) if len(src) > len(tgt) else (tgt_path, src_path)
-        raise InputError(
-            f"has {max(len(src), len(tgt))} lines but {Path(shorter).name} has "
-            f"{min(len(src), len(tgt))}: the files must be line-parallel",
-            path=longer,
-            line=min(len(src), len(tgt)) + 1,
-        )
-    numbered = [(n, s, t) for (n, s), (_, t) in zip(src, tgt)]
-    return _kept(corpus_name(src_path), numbered, f"{src_path} + {tgt_path}")
+    """Two line-parallel files; unequal line counts name the first line one of them lacks (found when
+    the shorter file ends, after the pairs before it have been read)."""
+
+    def read() -> Iterator[Pair | None]:
+        name = corpus_name(src_path)
+        src, tgt = read_utf8_lines(src_path), read_utf8_lines(tgt_path)
+        common = 0
+        for s, t in itertools.zip_longest(src, tgt):
+            if s is None or t is None:
+                (longer, rest), shorter = (
+                    ((src_path, src), tgt_path) if t is None else ((tgt_path, tgt), src_path)
+                )
+                lines = common + 1 + sum(1 for _ in rest)
+                raise InputError(
+                    f"has {lines} lines but {Path(shorter).name} has {common}: the files must be "
+                    "line-parallel",
+                    path=longer,
+                    line=common + 1,
+                )
+            common = s[0]
+            yield _numbered(name, common, s[1], t[1])
+
+    return Corpus(f"{src_path} + {tgt_path}", read)
 
 
 def tsv_columns(path: PathLike, src_lang: str, tgt_lang: str) -> tuple[int, int]:
@@ -118,22 +156,30 @@ def tsv_columns(path: PathLike, src_lang: str, tgt_lang: str) -> tuple[int, int]
 
 
 def read_tsv(path: PathLike, src_lang: str, tgt_lang: str) -> Corpus:
+    """``<first>\\t<second>`` lines; the column order (refused at once if the name does not tell it)
+    from the file name (``tsv_columns``)."""
     src_col, tgt_col = tsv_columns(path, src_lang, tgt_lang)
-    numbered = []
-    for number, line in read_utf8_lines(path):
-        fields = line.split("\t")
-        if len(fields) != 2:
-            raise InputError(
-                f"expected 2 tab-separated fields, got {len(fields)}", path=path, line=number
-            )
-        numbered.append((number, fields[src_col], fields[tgt_col]))
-    return _kept(corpus_name(path), numbered, str(path))
+
+    def read() -> Iterator[Pair | None]:
+        name = corpus_name(path)
+        for number, line in read_utf8_lines(path):
+            fields = line.split("\t")
+            if len(fields) != 2:
+                raise InputError(
+                    f"expected 2 tab-separated fields, got {len(fields)}", path=path, line=number
+                )
+            yield _numbered(name, number, fields[src_col], fields[tgt_col])
+
+    return Corpus(str(path), read)
 
 
 def read_sgm(src_path: PathLike, ref_path: PathLike) -> Corpus:
     """newstest-style ``-src.<lang>.sgm`` + ``-ref.<lang>.sgm``: docs and segment ids aligned."""
-    pairs = read_test_set(corpus_name(src_path), src_path, ref_path, straight_apostrophes=False)
-    return Corpus(pairs, 0, f"{src_path} + {ref_path}")
+    name = corpus_name(src_path)
+    return Corpus(
+        f"{src_path} + {ref_path}",
+        lambda: read_test_set(name, src_path, ref_path, straight_apostrophes=False),
+    )
 
 
 @dataclass
@@ -211,8 +257,13 @@ class _XmlReader:
 def read_xml(path: PathLike, src_lang: str, tgt_lang: str, translator: str | None = None) -> Corpus:
     """A WMT21+ test set: each doc's source segments with its reference (``translator``, or the first
     ``<ref>`` of the doc); the reference must hold exactly the source's segment ids."""
+    return Corpus(str(path), lambda: _xml_pairs(path, src_lang, tgt_lang, translator))
+
+
+def _xml_pairs(
+    path: PathLike, src_lang: str, tgt_lang: str, translator: str | None
+) -> Iterator[Pair]:
     name = corpus_name(path)
-    pairs = []
     for doc in _XmlReader(path, src_lang, tgt_lang).read():
         if not doc.refs or (translator is not None and translator not in doc.refs):
             which = f"translator {translator!r}" if translator is not None else tgt_lang
@@ -230,8 +281,7 @@ def read_xml(path: PathLike, src_lang: str, tgt_lang: str, translator: str | Non
                 if not text.strip():
                     raise InputError(f"doc {doc.docid} segment {seg_id} is empty", path, line)
             seg_key = f"{int(seg_id):04d}" if seg_id.isdigit() else seg_id
-            pairs.append(Pair(f"{name}-{doc.docid.replace(' ', '_')}-{seg_key}", src, tgt))
-    return Corpus(pairs, 0, str(path))
+            yield Pair(f"{name}-{doc.docid.replace(' ', '_')}-{seg_key}", src, tgt)
 
 
 def _sgm_sets(
@@ -367,9 +417,10 @@ def read_release_dir(
 def report(corpora: Sequence[Corpus], outputs: Sequence[PathLike]) -> None:
     """What was read from each input (pairs kept and dropped) and where it went, on stdout."""
     for corpus in corpora:
+        kept = len(corpus)  # before ``dropped``: reads an input not read yet
         dropped = f", {corpus.dropped} dropped (an empty side)" if corpus.dropped else ""
-        print(f"{corpus.source}: {len(corpus.pairs)} pairs{dropped}")
-    print(f"-> {' '.join(map(str, outputs))}: {sum(len(c.pairs) for c in corpora)} pairs")
+        print(f"{corpus.source}: {kept} pairs{dropped}")
+    print(f"-> {' '.join(map(str, outputs))}: {sum(len(c) for c in corpora)} pairs")
 
 
 def prepare(
@@ -381,23 +432,26 @@ def prepare(
     task_tag: str | None = None,
     id_prefix: str = "",
     src_prefix: str = "",
+    task_id: int | None = None,
 ) -> Path:
     """One data dir of the pairs of ``corpora``, written whole or not at all; ``id_prefix`` keeps the
     ids of several language pairs apart (``europarl-v7-...`` of de-en and fr-en) when combined;
     ``src_prefix`` goes before every source sentence (a target-language token, ``<2de> ``). The
-    languages name the files (``text.<src_lang>``, ``text.<tgt_lang>``)."""
-    pairs = [
+    languages name the files (``text.<src_lang>``, ``text.<tgt_lang>``); ``task_tag`` also writes
+    ``lang``, ``task_id`` the ``task_id`` table (the tag's index among the model's, ESPnet's
+    ``text_int``). The pairs stream from the readers to tables sorted on disk (``write_mt_dir``):
+    memory does not grow with the corpus."""
+    pairs = (
         Pair(
             id_prefix + p.id, src_prefix + normalise(p.src, lowercase), normalise(p.tgt, lowercase)
         )
         for corpus in corpora
-        for p in corpus.pairs
-    ]
-    if not pairs:
-        raise InputError("no sentence pairs in the inputs", path=out)
-    write_mt_dir(out, pairs, src_lang, tgt_lang)
-    if task_tag is not None:
-        write_kaldi_map(Path(out) / "lang", {p.id: task_tag for p in pairs})
+        for p in corpus
+    )
+    tags = {"lang": task_tag} if task_tag is not None else {}
+    if task_id is not None:
+        tags["task_id"] = str(task_id)
+    write_mt_dir(out, pairs, src_lang, tgt_lang, tags)
     return Path(out)
 
 

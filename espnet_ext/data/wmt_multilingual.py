@@ -9,7 +9,7 @@ in task-id order, from the release layout ``<root>/<x>-en/{train,dev,test}`` (``
                                     options of local/data.sh), none of the others in dev/ or test/
   data/<d>_{train,valid}            every language's train / valid combined
   lang, task_id                     the language of each pair (the task tag) and its index in ``--langs``,
-                                    in every combined dir and every test dir
+                                    in every data dir (written with the pairs, combined with them)
 
 o2m sources start with the target-language token ``<2x>``, which tells every model (the shared one too)
 what to write. Every valid and test set is read before any training corpus, so a missing one stops the run
@@ -28,7 +28,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from espnet_ext.data.datadir import combine_data_dirs
-from espnet_ext.data.task_tags import task_ids, write_task_ids
 from espnet_ext.data.wmt import prepare, read_release_dir, report
 from espnet_ext.errors import ConfigError, reports_input_errors
 
@@ -68,24 +67,29 @@ def prepare_multilingual(
     root, out = Path(root), Path(out)
     only = {"valid": dev_sets, "test": test_sets}
     for split, release in SPLITS.items():  # valid and test first: they fail fast
-        for x in langs:
+        for task_id, x in enumerate(langs):
             src, tgt = (x, "en") if direction == "m2o" else ("en", x)
             sets = [only[split][x]] if split in only else None
             corpora = read_release_dir(root / f"{x}-en" / release, src, tgt, sets=sets)
             dest = out / f"{direction}_{split}_{x}"
             files = ("mul", "en") if direction == "m2o" else ("en", "mul")
             prefix = "" if direction == "m2o" else f"<2{x}> "
-            prepare(dest, corpora, *files, task_tag=x, id_prefix=f"{x}-", src_prefix=prefix)
+            prepare(
+                dest,
+                corpora,
+                *files,
+                task_tag=x,
+                id_prefix=f"{x}-",
+                src_prefix=prefix,
+                task_id=task_id,  # written with the pairs: no table of a whole split in memory
+            )
             report(corpora, [dest])
     for split in ("train", "valid"):
         combine_data_dirs(
             out / f"{direction}_{split}", [out / f"{direction}_{split}_{x}" for x in langs]
         )
     tagged = [out / f"{direction}_{split}" for split in ("train", "valid")]
-    tagged += [out / f"{direction}_test_{x}" for x in langs]
-    for data_dir in tagged:
-        write_task_ids(data_dir / "task_id", task_ids(data_dir / "lang", langs))
-    return tagged
+    return tagged + [out / f"{direction}_test_{x}" for x in langs]
 
 
 def get_parser() -> argparse.ArgumentParser:

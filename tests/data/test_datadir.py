@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import soundfile
 
+from espnet_ext.data import datadir
 from espnet_ext.data.datadir import (
     atomic_dir,
+    check_data_dir,
     combine_data_dirs,
     fix_spk2utt,
     read_kaldi_entries,
@@ -19,6 +21,7 @@ from espnet_ext.data.datadir import (
     validate_data_dir,
     write_data_dir,
     write_kaldi_map,
+    write_sorted_tables,
 )
 from espnet_ext.errors import InputError
 
@@ -324,7 +327,7 @@ def test_combine_merges_and_rebuilds_spk2utt(tmp_path, data_dir):
     write(other / "utt2spk", "spkC-001 spkC\n")
     write(other / "utt2lang", "spkC-001 en\n")  # only in one source: left out
     out = tmp_path / "combined"
-    assert combine_data_dirs(out, [other, data_dir]) == UTTS + ["spkC-001"]
+    assert combine_data_dirs(out, [other, data_dir]) == 4  # the number of utterances
     assert (out / "spk2utt").read_text() == "spkA spkA-001 spkA-002\nspkB spkB-001\nspkC spkC-001\n"
     assert read_kaldi_map(out / "text")["spkC-001"] == "THIRD"
     assert not (out / "utt2lang").exists()
@@ -424,3 +427,127 @@ def test_cli_fix_spk2utt(data_dir):
     (data_dir / "spk2utt").unlink()
     assert run_cli("fix_spk2utt", data_dir).returncode == 0
     assert read_kaldi_map(data_dir / "spk2utt") == {"spkA": "spkA-001 spkA-002", "spkB": "spkB-001"}
+
+
+# ------------------------------------------------------------------------------------------------
+# streaming: validation, spk2utt, combine and sorted writing without holding the tables
+
+
+def test_check_data_dir_counts_what_validate_lists(data_dir):
+    assert check_data_dir(data_dir, check_audio=True) == len(validate_data_dir(data_dir)) == 3
+
+
+def test_repeated_id_of_a_sorted_table_names_its_first_line(data_dir):
+    write(data_dir / "text", "spkA-001 HELLO\nspkA-002 X\nspkA-002 Y\nspkB-001 Z\n")
+    assert error_of(validate_data_dir, data_dir) == (
+        f"{data_dir / 'text'}:3: key 'spkA-002': duplicate id (first at line 2)"
+    )
+
+
+def test_speaker_missing_from_spk2utt_is_the_first_in_utterance_order(data_dir):
+    """spkB's utterances sort after spkA's: with both missing, spkA is named, as before streaming."""
+    write(data_dir / "utt2spk", "spkA-001 zz\nspkA-002 zz\nspkB-001 aa\n")
+    write(data_dir / "spk2utt", "")
+    assert error_of(validate_data_dir, data_dir).startswith(
+        f"{data_dir / 'spk2utt'}: key 'zz': speaker of utt2spk is missing from spk2utt"
+    )
+
+
+def test_spk2utt_speaker_unknown_to_utt2spk(data_dir):
+    write(data_dir / "spk2utt", "spkA spkA-001 spkA-002\nspkAB spkB-001\nspkB spkB-001\n")
+    assert error_of(validate_data_dir, data_dir).startswith(
+        f"{data_dir / 'spk2utt'}:2: key 'spkAB': speaker is not in utt2spk"
+    )
+
+
+def test_spk2utt_listing_an_utterance_twice(data_dir):
+    write(data_dir / "spk2utt", "spkA spkA-001 spkA-002 spkA-001\nspkB spkB-001\n")
+    assert "disagrees with utt2spk: lists an utterance twice" in error_of(
+        validate_data_dir, data_dir
+    )
+
+
+def test_speaker_id_with_a_blank_is_refused_at_its_line(data_dir):
+    write(data_dir / "utt2spk", "spkA-001 spk A\nspkA-002 spkA\nspkB-001 spkB\n")
+    assert error_of(fix_spk2utt, data_dir).startswith(
+        f"{data_dir / 'utt2spk'}:1: key 'spkA-001': speaker id 'spk A' has a blank"
+    )
+    assert (data_dir / "spk2utt").read_text() == "spkA spkA-001 spkA-002\nspkB spkB-001\n"
+    assert sorted(p.name for p in data_dir.iterdir()) == ["spk2utt", "text", "utt2spk", "wav.scp"]
+
+
+def test_fix_spk2utt_groups_many_speakers_in_c_order(tmp_path):
+    utts = {f"u{i:04d}": f"s{i % 7}{'é' if i % 2 else 'E'}" for i in range(200)}
+    write_kaldi_map(tmp_path / "d" / "utt2spk", utts)
+    fix_spk2utt(tmp_path / "d")
+    expected = {spk: " ".join(us) for spk, us in spk2utt_from_utt2spk(utts).items()}
+    assert read_kaldi_map(tmp_path / "d" / "spk2utt") == expected
+    assert list(read_kaldi_map(tmp_path / "d" / "spk2utt")) == sorted(expected)
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["spk2utt", "utt2spk"]
+
+
+def test_combine_interleaves_sources_in_c_order(tmp_path):
+    a = {f"a{i}": "A" for i in (1, 5, 9)} | {"é": "A"}
+    b = {f"a{i}": "B" for i in (2, 3, 7)} | {"Z": "B"}
+    for name, table in (("a", a), ("b", b)):
+        write_kaldi_map(tmp_path / name / "text", table)
+        write_kaldi_map(tmp_path / name / "utt2spk", {u: f"spk{v}" for u, v in table.items()})
+    assert combine_data_dirs(tmp_path / "out", [tmp_path / "a", tmp_path / "b"]) == 8
+    assert (tmp_path / "out" / "text").read_text().splitlines() == [
+        f"{k} {v}" for k, v in sorted((a | b).items())
+    ]
+    assert read_kaldi_map(tmp_path / "out" / "spk2utt")["spkA"] == "a1 a5 a9 é"
+
+
+def test_combine_names_the_later_sources_line_and_the_earlier_file(tmp_path):
+    write(tmp_path / "a" / "text", "u1 x\nu3 y\n")
+    write(tmp_path / "b" / "text", "u0 x\nu2 x\nu3 z\n")
+    message = error_of(combine_data_dirs, tmp_path / "out", [tmp_path / "a", tmp_path / "b"])
+    assert message == (
+        f"{tmp_path / 'b' / 'text'}:3: key 'u3': id is also in {tmp_path / 'a' / 'text'}"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_combine_keeps_a_speaker_repeated_with_the_same_value_only(tmp_path):
+    for name, gender in (("a", "f"), ("b", "f")):
+        write(tmp_path / name / "text", f"{name}1 x\n")
+        write(tmp_path / name / "utt2spk", f"{name}1 spk\n")
+        write(tmp_path / name / "spk2gender", f"spk {gender}\n")
+    combine_data_dirs(tmp_path / "out", [tmp_path / "a", tmp_path / "b"])
+    assert (tmp_path / "out" / "spk2gender").read_text() == "spk f\n"
+    assert (tmp_path / "out" / "spk2utt").read_text() == "spk a1 b1\n"
+    write(tmp_path / "b" / "spk2gender", "spk m\n")
+    assert error_of(combine_data_dirs, tmp_path / "out", [tmp_path / "a", tmp_path / "b"]) == (
+        f"{tmp_path / 'b' / 'spk2gender'}:1: key 'spk': id is also in {tmp_path / 'a' / 'spk2gender'}"
+    )
+
+
+def test_combine_refuses_an_unsorted_table_validation_does_not_know(tmp_path):
+    for name in ("a", "b"):
+        write(tmp_path / name / "text", f"{name}1 x\n{name}2 y\n")
+    write(tmp_path / "a" / "lang", "a1 de\na2 de\n")
+    write(tmp_path / "b" / "lang", "b2 de\nb1 de\n")
+    assert error_of(
+        combine_data_dirs, tmp_path / "out", [tmp_path / "a", tmp_path / "b"]
+    ).startswith(f"{tmp_path / 'b' / 'lang'}:2: key 'b1': not sorted: comes after 'b2' (line 1)")
+
+
+def test_write_sorted_tables_sorts_on_disk_like_c_sort(tmp_path, monkeypatch):
+    monkeypatch.setattr(datadir, "SORT_MEMORY", "64K")  # spill to temporary files, then merge
+    keys = [f"k{(i * 7919) % 5000}{'é' if i % 3 else ''}" for i in range(5000)]
+    rows = ((k, (f"value of {k}", "tag")) for k in keys)  # a generator: nothing held
+    (tmp_path / "d").mkdir()
+    assert write_sorted_tables(tmp_path / "d", ["a", "b"], rows, where="out") == 5000
+    lines = (tmp_path / "d" / "a").read_text(encoding="utf-8").splitlines()
+    assert lines == [f"{k} value of {k}" for k in sorted(keys)]
+    assert list(read_kaldi_map(tmp_path / "d" / "b")) == sorted(keys)
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["a", "b"]  # no sort leftovers
+
+
+def test_write_sorted_tables_names_a_repeated_id(tmp_path):
+    (tmp_path / "d").mkdir()
+    rows = [("b", ("1",)), ("a", ("2",)), ("b", ("3",))]
+    assert error_of(write_sorted_tables, tmp_path / "d", ["t"], rows, where="data/x") == (
+        "data/x: key 'b': two entries of the input have this id"
+    )

@@ -192,3 +192,34 @@ def test_download_from_a_local_server_extracts_and_records_the_digest(http_serve
     with pytest.raises(InputError, match="de-en.tgz.part: sha256 of the download"):
         iwslt14.download(tmp_path / "other", url=url, sha256="0" * 64)
     assert iwslt14.main(["download", "--dest", str(tmp_path / "x"), "--url", url + "x"]) == 1
+
+
+def test_write_mt_dir_streams_pairs_into_sorted_tables(tmp_path):
+    """Pairs may come from a generator (a WMT corpus is never held); tables come out sorted by id,
+    ``text`` is the target side and each tag table gives every pair its value."""
+    ids = [f"train-{n:06d}" for n in (3, 1, 2)]
+    pairs = (iwslt14.Pair(i, f"quelle {i}", f"target {i}") for i in ids)
+    out = tmp_path / "train"
+    assert iwslt14.write_mt_dir(out, pairs, "de", "en", tags={"lang": "de"}) == 3
+    assert list(read_kaldi_map(out / "text.de")) == sorted(ids)
+    assert read_kaldi_map(out / "text") == read_kaldi_map(out / "text.en")
+    assert read_kaldi_map(out / "lang") == dict.fromkeys(sorted(ids), "de")
+    assert sorted(p.name for p in out.iterdir()) == ["lang", "text", "text.de", "text.en"]
+
+
+def test_write_mt_dir_refuses_a_repeated_id_and_no_pairs_keeping_the_old_dir(tmp_path):
+    out = tmp_path / "train"
+    iwslt14.write_mt_dir(out, [iwslt14.Pair("a", "x", "y")])
+    repeated = [
+        iwslt14.Pair("b", "x", "y"),
+        iwslt14.Pair("a", "x", "y"),
+        iwslt14.Pair("b", "z", "w"),
+    ]
+    with pytest.raises(
+        InputError, match=f"^{out}: key 'b': two entries of the input have this id$"
+    ):
+        iwslt14.write_mt_dir(out, repeated)
+    with pytest.raises(InputError, match=f"^{out}: no sentence pairs in the inputs$"):
+        iwslt14.write_mt_dir(out, iter([]))
+    assert read_kaldi_map(out / "text") == {"a": "y"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train"]

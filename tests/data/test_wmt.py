@@ -20,21 +20,33 @@ def release(tmp_path):
 
 def test_plain_pairs_keep_line_numbers_and_count_empty_sides():
     corpus = wmt.read_plain(FIXTURE / "europarl-v7.de-en.de", FIXTURE / "europarl-v7.de-en.en")
-    assert [p.id for p in corpus.pairs] == [
+    assert corpus.dropped == 0  # nothing is read before the pairs are asked for
+    pairs = list(corpus)
+    assert [p.id for p in pairs] == [
         "europarl-v7-000000001",
         "europarl-v7-000000002",
         "europarl-v7-000000004",
     ]
     assert corpus.dropped == 1  # line 3: German side empty ("(Applause)" has no translation)
-    assert (
-        corpus.pairs[2].src == "Bitte   erheben Sie sich." and corpus.pairs[2].tgt == "Please rise."
+    assert pairs[2].src == "Bitte   erheben Sie sich." and pairs[2].tgt == "Please rise."
+    assert list(corpus) == pairs and len(corpus) == 3  # read again from the files, the same
+
+
+@pytest.mark.parametrize("short_side, line", [("en", 3), ("de", 2)])
+def test_plain_files_of_unequal_length_stop_after_the_common_lines(release, short_side, line):
+    """The error comes once the shorter file ends, naming the longer file's first unmatched line."""
+    (release / f"europarl-v7.de-en.{short_side}").write_text(
+        "".join(f"{i}\n" for i in range(line - 1)), encoding="utf-8"
     )
-
-
-def test_plain_files_of_unequal_length_name_the_first_missing_line(release):
-    (release / "europarl-v7.de-en.en").write_text("one\ntwo\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"europarl-v7.de-en.de:3: has 4 lines but .*\.en has 2"):
-        wmt.read_plain(release / "europarl-v7.de-en.de", release / "europarl-v7.de-en.en")
+    corpus = wmt.read_plain(release / "europarl-v7.de-en.de", release / "europarl-v7.de-en.en")
+    read = []
+    longer = "en" if short_side == "de" else "de"
+    with pytest.raises(
+        InputError, match=rf"de-en\.{longer}:{line}: has 4 lines but .*has {line - 1}"
+    ):
+        for pair in corpus:
+            read.append(pair.id)
+    assert len(read) == line - 1
 
 
 def test_tsv_column_order_comes_from_the_file_name():
@@ -45,7 +57,7 @@ def test_tsv_column_order_comes_from_the_file_name():
         ("Das Gold steigt.", "Gold is rising."),
     ]
     assert [(p.src, p.tgt) for p in en_de.pairs] == [(p.tgt, p.src) for p in de_en.pairs]
-    assert de_en.dropped == 1 and de_en.pairs[1].id == "news-commentary-v14-000000002"
+    assert de_en.dropped == 1 and list(de_en)[1].id == "news-commentary-v14-000000002"
 
 
 def test_tsv_errors_name_file_and_line(release):
@@ -54,7 +66,7 @@ def test_tsv_errors_name_file_and_line(release):
         wmt.read_tsv(path, "ro", "en")
     path.write_text("a\tb\nno tab here\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"\.tsv:2: expected 2 tab-separated fields, got 1"):
-        wmt.read_tsv(path, "de", "en")
+        list(wmt.read_tsv(path, "de", "en"))
 
 
 def test_sgm_test_set_aligned_by_doc_and_segment_entities_decoded():
@@ -76,7 +88,7 @@ def test_sgm_misaligned_segment_names_doc_segment_and_line(release):
     ref = release / "newstest2013-ref.en.sgm"
     ref.write_text(ref.read_text().replace('<seg id="2">', '<seg id="3">'), encoding="utf-8")
     with pytest.raises(InputError, match=r"ref.en.sgm:7: doc 1012-bbc seg 3 here, but .*seg 2"):
-        wmt.read_sgm(release / "newstest2013-src.de.sgm", ref)
+        list(wmt.read_sgm(release / "newstest2013-src.de.sgm", ref))
 
 
 def test_sgm_missing_segment_names_the_longer_file(release):
@@ -85,21 +97,21 @@ def test_sgm_missing_segment_names_the_longer_file(release):
     with pytest.raises(
         InputError, match=r"ref.en.sgm:12: doc 1019-lemonde seg 1 has no counterpart"
     ):
-        wmt.read_sgm(src, release / "newstest2013-ref.en.sgm")
+        list(wmt.read_sgm(src, release / "newstest2013-ref.en.sgm"))
 
 
 def test_xml_first_reference_or_chosen_translator():
-    first = wmt.read_xml(FIXTURE / "wmttest2022.de-en.xml", "de", "en")
-    chosen = wmt.read_xml(FIXTURE / "wmttest2022.de-en.xml", "de", "en", translator="B")
-    assert [p.id for p in first.pairs] == [
+    first = list(wmt.read_xml(FIXTURE / "wmttest2022.de-en.xml", "de", "en"))
+    chosen = list(wmt.read_xml(FIXTURE / "wmttest2022.de-en.xml", "de", "en", translator="B"))
+    assert [p.id for p in first] == [
         "wmttest2022-test-de-speech#1-0001",
         "wmttest2022-test-de-speech#1-0002",
         "wmttest2022-test-de-speech#1-0003",
         "wmttest2022-ecommerce_12-0001",
     ]
-    assert [p.tgt for p in first.pairs][:2] == ["Good day & welcome.", "How are you?"]
-    assert [p.tgt for p in chosen.pairs][3] == "Shipping is free"
-    assert first.pairs[1].src == "Wie   geht es Ihnen?"  # normalised later, by prepare
+    assert [p.tgt for p in first][:2] == ["Good day & welcome.", "How are you?"]
+    assert [p.tgt for p in chosen][3] == "Shipping is free"
+    assert first[1].src == "Wie   geht es Ihnen?"  # normalised later, by prepare
 
 
 def test_xml_reference_missing_a_segment_names_doc_segment_and_line(release):
@@ -109,18 +121,18 @@ def test_xml_reference_missing_a_segment_names_doc_segment_and_line(release):
     with pytest.raises(
         InputError, match=r"xml:11: doc test-de-speech#1 segment 3 has no reference"
     ):
-        wmt.read_xml(path, "de", "en")
+        list(wmt.read_xml(path, "de", "en"))
 
 
 def test_xml_errors_wrong_language_unknown_translator_broken_xml(release):
     path = release / "wmttest2022.de-en.xml"
     with pytest.raises(InputError, match=r"xml:5: <src lang='de'>, expected 'cs'"):
-        wmt.read_xml(path, "cs", "en")
+        list(wmt.read_xml(path, "cs", "en"))
     with pytest.raises(InputError, match=r"xml:4: doc test-de-speech#1 has no translator 'C'"):
-        wmt.read_xml(path, "de", "en", translator="C")
+        list(wmt.read_xml(path, "de", "en", translator="C"))
     path.write_text(path.read_text().replace("</src>", "", 1), encoding="utf-8")
     with pytest.raises(InputError, match=r"xml:\d+: not well-formed XML: mismatched tag"):
-        wmt.read_xml(path, "de", "en")
+        list(wmt.read_xml(path, "de", "en"))
 
 
 def test_cli_writes_one_data_dir_from_several_formats_with_tags(tmp_path, capsys):
@@ -169,12 +181,12 @@ def test_release_directory_finds_every_format_in_both_directions():
     assert others == []
     reverse, others = wmt.release_corpora(FIXTURE, "en", "de")
     assert [o.name for o in others] == ["wmttest2022.de-en.xml"]  # an xml file has one direction
-    sgm = {p.id: (p.src, p.tgt) for p in reverse[2].pairs}
+    sgm = {p.id: (p.src, p.tgt) for p in reverse[2]}
     assert sgm["newstest2013-1019-lemonde-0001"] == (
         "That is Obama’s victory.",
         "Das ist Obama’s Sieg.",
     )
-    assert [p.src for p in reverse[0].pairs] == [p.tgt for p in corpora[0].pairs]
+    assert [p.src for p in reverse[0]] == [p.tgt for p in corpora[0]]
 
 
 def test_cli_each_corpus_of_a_directory_in_its_own_data_dir(tmp_path, capsys):
@@ -203,7 +215,7 @@ def test_pair_named_test_sets_are_named_by_year_and_this_direction_read(caplog):
     corpora, others = wmt.release_corpora(LEGO / "wmt14/de-en/test", "en", "de")
     names = [wmt.corpus_name(c.source.split(" + ")[0]) for c in corpora]
     assert names == [f"newstest{year}" for year in (2011, 2012, 2014, 2015, 2016)]
-    first = {name: c.pairs[0] for name, c in zip(names, corpora)}
+    first = {name: next(iter(c)) for name, c in zip(names, corpora)}
     assert first["newstest2014"].id == "newstest2014-1-news-0001"
     assert (first["newstest2014"].src, first["newstest2014"].tgt) == (
         "newstest2014 ende sentence 1",
@@ -218,7 +230,7 @@ def test_pair_named_test_sets_are_named_by_year_and_this_direction_read(caplog):
 
 def test_de_en_2019_reads_its_own_set_not_the_en_de_one():
     (corpus,), _ = wmt.release_corpora(LEGO / "wmt19/de-en/test", "de", "en")
-    assert corpus.pairs[0].src == "newstest2019 deen Satz 1"
+    assert next(iter(corpus)).src == "newstest2019 deen Satz 1"
     (ro_en,), _ = wmt.release_corpora(LEGO / "wmt16/ro-en/test", "ro", "en")
     assert wmt.corpus_name(ro_en.source.split(" + ")[0]) == "newstest2016"
 
@@ -237,3 +249,40 @@ def test_sets_reads_only_the_dev_set_asked_for(tmp_path, capsys, caplog):
     assert wmt.main([*args, "--dir", str(dev), "--sets", "newstest2010"]) == 1
     err = capsys.readouterr().err
     assert f"{dev}: no en-de corpus newstest2010 here (found: newstest2012, newstest2013)" in err
+
+
+def test_prepare_writes_task_tables_with_the_pairs(tmp_path):
+    corpora = [wmt.read_tsv(FIXTURE / "news-commentary-v14.de-en.tsv", "de", "en")]
+    out = wmt.prepare(tmp_path / "train", corpora, "de", "en", task_tag="de", task_id=3)
+    ids = list(read_kaldi_map(out / "text"))
+    assert ids == ["news-commentary-v14-000000001", "news-commentary-v14-000000002"]
+    assert read_kaldi_map(out / "lang") == dict.fromkeys(ids, "de")
+    assert read_kaldi_map(out / "task_id") == dict.fromkeys(ids, "3")
+    assert (corpora[0].kept, corpora[0].dropped) == (2, 1)  # counted while streaming
+
+
+def test_prepare_refuses_a_corpus_read_twice_and_keeps_the_old_dir(tmp_path, capsys):
+    out = tmp_path / "train"
+    plain = [
+        "--plain",
+        str(FIXTURE / "europarl-v7.de-en.de"),
+        str(FIXTURE / "europarl-v7.de-en.en"),
+    ]
+    args = ["prepare", "--out", str(out), "--src_lang", "de", "--tgt_lang", "en", *plain]
+    assert wmt.main(args) == 0
+    before = (out / "text").read_text()
+    assert wmt.main([*args, *plain]) == 1
+    err = capsys.readouterr().err
+    assert f"{out}: key 'europarl-v7-000000001': two entries of the input have this id" in err
+    assert (out / "text").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train"]
+
+
+def test_prepare_without_pairs_writes_nothing(tmp_path):
+    (tmp_path / "x.de").write_text("ein Satz\n\n", encoding="utf-8")
+    (tmp_path / "x.en").write_text("\nno German\n", encoding="utf-8")
+    corpus = wmt.read_plain(tmp_path / "x.de", tmp_path / "x.en")
+    with pytest.raises(InputError, match=f"^{tmp_path / 'out'}: no sentence pairs in the inputs$"):
+        wmt.prepare(tmp_path / "out", [corpus], "de", "en")
+    assert corpus.dropped == 2 and not (tmp_path / "out").exists()
+    assert not (tmp_path / "out.tmp").exists()

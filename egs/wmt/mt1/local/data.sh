@@ -29,6 +29,9 @@
 #    WMT collection), ${WMT}/wmt14/de-en (En-De, 4.5M pairs), ${WMT}/wmt19/de-en (De-En without ParaCrawl:
 #    leave it out of train/), ${WMT}/wmt16/ro-en (Ro-En). No download: WMT's corpora come from several
 #    sites under their own terms; fetch them from https://www.statmt.org/wmt14/ (wmt16, wmt19) into that layout.
+# Memory does not grow with the corpora (a few hundred MB: the pairs stream to GNU sort, which holds 512M at
+# most); disk does: while a data dir is written, its unsorted tables and sort's runs lie beside it under data/
+# (up to about twice the finished dir).
 set -euo pipefail
 
 task=lego                   # multilingual_m2o, multilingual_o2m or lego
