@@ -4,7 +4,7 @@ Command line::
 
     python -m espnet_ext.data.lrs3 --lrs3 <root> --out <data> --parts pretrain,trainval,test \\
         (--landmarks <dir> --mean_face <npy> | --roi <dir>) [--video_dir <dir>] [--nj N] \\
-        [--valid_ids lrs3-valid.id]
+        [--valid_ids lrs3-valid.id] [--check_only | --shard K/N]
 
 Expected inputs (the release layout): ``<root>/<part>/<video-id>/<nnnnn>.mp4`` and ``.txt``; a ``.txt``
 starts ``Text:  <WORDS>``, then ``Conf:  <n>``, and (after a blank line) the word table ``WORD START
@@ -24,9 +24,17 @@ either
 
 Writes ``<out>/<part>/{video.scp,text,utt2spk,spk2utt,utt2num_frames}`` (utterance ``<video-id>-
 <nnnnn>``, speaker = the video id) and the ROI frames as uint8 ``(T, 88, 88)`` ``.npy`` files under
-``<video_dir>/<part>/`` (default ``<out>/video``); ``video.scp`` lists their absolute paths. A part's
-data dir appears only once all of its clips are done (``datadir.atomic_dir``). Frame rates other than
-25 fps are refused unless ``--fps_policy resample`` (``espnet_ext.data.video``).
+``<video_dir>/<part>/<digest>/`` (default ``<out>/video``; the digest of the options the crops depend on,
+written beside them as ``options.json``); ``video.scp`` lists their absolute paths. A part's data dir
+appears only once all of its clips are done (``datadir.atomic_dir``). Frame rates other than 25 fps are
+refused unless ``--fps_policy resample`` (``espnet_ext.data.video``).
+
+Resuming: each crop file is written whole (temp file + rename), and a rerun with the same options and
+inputs (paths) reuses every clip whose files are all there, so a job killed after hours loses only the
+clips in progress; other options crop into another ``<digest>`` dir (``crop_dir``). The crops of a big
+corpus are made by N jobs of the job backend, ``--shard K/N`` (K = 1..N) each, which crop and write no data
+dir, then one run without ``--shard`` finds the clips done and writes the data dirs; ``--check_only``
+checks every input first (what every run does before decoding a video) and writes nothing.
 
 ``--valid_ids FILE``: AV-HuBERT's held-out dev list (``avhubert/preparation/data/lrs3-valid.id``, which its
 ``lrs3_manifest.py --valid-ids`` reads: 1,200 ``trainval/<video-id>/<nnnnn>`` lines) checked against the
@@ -54,6 +62,8 @@ frames AV-HuBERT's trimmed video holds. Every clip's files are checked before an
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -73,7 +83,7 @@ from espnet_ext.data.video import (
     read_video,
 )
 from espnet_ext.errors import ConfigError, InputError, reports_input_errors
-from espnet_ext.fileio import read_utf8_lines
+from espnet_ext.fileio import atomic_write, read_utf8_lines
 
 PARTS = ("pretrain", "trainval", "test")
 PIECES_DIR = (
@@ -255,21 +265,42 @@ def clip_pieces(clip: Clip, options: Options) -> list[Piece]:
     return pretrain_pieces(transcript, options.pretrain_max_seconds, options.pretrain_min_pause)
 
 
-def prepare_clip(clip: Clip, options: Options) -> list[tuple[str, str, str]]:
-    """Write the clip's (pieces') ROI ``.npy`` files; returns (utterance, npy path, text) of each."""
+def _num_frames(path: Path) -> int | None:
+    """Frames of a finished crop file, from its header (memory-mapped: no frame is read); None when it is
+    missing or unreadable (e.g. cut short by a crash), i.e. to be made again."""
+    try:
+        return len(np.load(path, mmap_mode="r", allow_pickle=False))
+    except (OSError, ValueError, EOFError):  # EOFError: an empty file
+        return None
+
+
+def _save(path: Path, frames: np.ndarray) -> int:
+    # Temp file + rename: a crop file that exists is finished, which is what resuming relies on.
+    with atomic_write(path, "wb") as f:
+        np.save(f, np.ascontiguousarray(frames), allow_pickle=False)
+    return len(frames)
+
+
+def prepare_clip(clip: Clip, options: Options, directory: Path) -> tuple[list[tuple], bool]:
+    """The clip's (pieces') ROI ``.npy`` files in ``directory``, made unless all of them are there from
+    an earlier run; returns ((utterance, npy path, text, frames) of each, whether they were made)."""
     pieces = clip_pieces(clip, options)
-    if clip.pieces:
-        piece_frames = piece_rois(clip, pieces, options)
-    else:
-        rois = clip_rois(clip, options)
-        piece_frames = [rois[piece_span(clip, piece, len(rois))] for piece in pieces]
-    out = []
-    for piece, frames in zip(pieces, piece_frames, strict=True):
-        utt = clip.utt_id + piece.suffix
-        path = options.video_dir / clip.part / f"{utt}.npy"
-        np.save(path, np.ascontiguousarray(frames), allow_pickle=False)
-        out.append((utt, str(path), piece.text.lower() if options.lowercase else piece.text))
-    return out
+    paths = [directory / f"{clip.utt_id}{piece.suffix}.npy" for piece in pieces]
+    frames = [_num_frames(path) for path in paths]
+    made = None in frames
+    if made:
+        if clip.pieces:
+            piece_frames = piece_rois(clip, pieces, options)
+        else:
+            rois = clip_rois(clip, options)
+            piece_frames = [rois[piece_span(clip, piece, len(rois))] for piece in pieces]
+        frames = [_save(path, rois) for path, rois in zip(paths, piece_frames, strict=True)]
+    entries = [
+        (clip.utt_id + piece.suffix, str(path),
+         piece.text.lower() if options.lowercase else piece.text, count)
+        for piece, path, count in zip(pieces, paths, frames, strict=True)
+    ]  # fmt: skip
+    return entries, made
 
 
 def _source_file(source: Path, relative: Path, suffixes: Sequence[str]) -> Path | None:
@@ -364,33 +395,116 @@ def read_valid_ids(path: Path, clips: Sequence[Clip]) -> list[str]:
     return ids
 
 
-def _prepare_clip_job(job: tuple[Clip, Options]):
+CROPS_VERSION = 1  # part of every crop stamp: bump when the cropping itself changes
+STAMP = "options.json"
+
+
+def crop_stamp(part: str, options: Options, root: Path, landmarks, roi) -> dict:
+    """What a part's crop files depend on besides the contents of their input files: the sources (paths,
+    resolved), the mean face (its digest), --roi_size, --fps_policy and, for pretrain, the cut. Not
+    --lowercase: text goes to the data dir's tables, never into a crop file."""
+    stamp = {
+        "version": CROPS_VERSION,
+        "lrs3": str(Path(root).resolve()),
+        "source": "roi" if roi is not None else "landmarks",
+        "source_dir": str(Path(roi if roi is not None else landmarks).resolve()),
+        "roi_size": options.roi_size,
+        "fps_policy": options.fps_policy,
+    }
+    if options.mean_face is not None:
+        face = np.ascontiguousarray(options.mean_face, dtype=np.float64)
+        stamp["mean_face_sha256"] = hashlib.sha256(face.tobytes()).hexdigest()
+    if part == "pretrain":
+        stamp["pretrain_max_seconds"] = options.pretrain_max_seconds
+        stamp["pretrain_min_pause"] = options.pretrain_min_pause
+    return stamp
+
+
+def crop_dir(part: str, options: Options, root: Path, landmarks, roi) -> Path:
+    """``<video_dir>/<part>/<digest of crop_stamp>``, created with the stamp in its ``options.json``.
+
+    Crops are reused only by a run whose stamp is the same. A run with other options gets a directory
+    of its own rather than replacing or refusing the earlier crops: nothing is lost (data dirs and dumps
+    made from those keep working, and going back to the earlier options finds them again), and nobody
+    has to delete 300 GB by hand before a rerun; an earlier directory is named on stderr, to delete once
+    it is no longer needed."""
+    text = json.dumps(crop_stamp(part, options, root, landmarks, roi), indent=1, sort_keys=True)
+    directory = options.video_dir / part / hashlib.sha256(text.encode()).hexdigest()[:12]
+    stamp = directory / STAMP
+    if not stamp.is_file():
+        for other in sorted(options.video_dir.glob(f"{part}/*/{STAMP}")):
+            print(f"note: {other.parent} holds {part} crops made with other options (its {STAMP}); "
+                  "not used", file=sys.stderr)  # fmt: skip
+        with atomic_write(stamp) as f:  # shard jobs may race here: all write the same text
+            f.write(text + "\n")
+    elif stamp.read_text(encoding="utf-8") != text + "\n":
+        raise ConfigError(f"{stamp} is not what its directory is named after (edited?): move "
+                          f"{directory} away")  # fmt: skip
+    return directory
+
+
+def _prepare_clip_job(job: tuple[Clip, Options, Path]):
     return prepare_clip(*job)
 
 
-def prepare_part(
-    root: Path, part: str, out: Path, options: Options, landmarks, roi, nj=1, clips=None
-) -> int:
-    """Write the data dir ``<out>/<part>`` (of ``clips``, default: all found); returns its number of
-    utterances."""
-    clips = find_clips(root, part, landmarks, roi, options) if clips is None else clips
-    (options.video_dir / part).mkdir(parents=True, exist_ok=True)
-    jobs = [(clip, options) for clip in clips]
+def crop_clips(
+    clips: Sequence[Clip], options: Options, directory: Path, nj: int = 1
+) -> list[tuple]:
+    """``prepare_clip`` of every clip (in ``nj`` processes); the (utterance, path, text, frames) of all
+    pieces. Says on stdout how many clips were made and how many reused."""
+    jobs = [(clip, options, directory) for clip in clips]
     if nj > 1:
         with ProcessPoolExecutor(nj) as pool:
             results = list(pool.map(_prepare_clip_job, jobs, chunksize=8))
     else:
         results = [_prepare_clip_job(job) for job in jobs]
-    entries = [entry for clip_entries in results for entry in clip_entries]
-    utt2spk = {utt: utt.rsplit("-", 1)[0] for utt, _, _ in entries}
+    cropped = sum(made for _, made in results)
+    print(f"{directory}: {cropped} clips cropped, {len(results) - cropped} reused")
+    return [entry for entries, _ in results for entry in entries]
+
+
+def prepare_part(
+    root: Path, part: str, out: Path, options: Options, landmarks, roi, nj=1, clips=None
+) -> int:
+    """Write the data dir ``<out>/<part>`` (of ``clips``, default: all found), cropping the clips not
+    finished by an earlier run with the same options (``crop_dir``); returns its number of utterances."""
+    clips = find_clips(root, part, landmarks, roi, options) if clips is None else clips
+    directory = crop_dir(part, options, root, landmarks, roi)
+    entries = crop_clips(clips, options, directory, nj)
+    # Temp files (atomic_write's) of jobs killed mid-write: every clip is done now.
+    for leftover in directory.glob(".*.tmp"):
+        leftover.unlink(missing_ok=True)
+    utt2spk = {utt: utt.rsplit("-", 1)[0] for utt, _, _, _ in entries}
     with atomic_dir(out / part) as building:
-        write_kaldi_map(building / "video.scp", {utt: path for utt, path, _ in entries})
-        write_kaldi_map(building / "text", {utt: text for utt, _, text in entries})
+        write_kaldi_map(building / "video.scp", {utt: path for utt, path, _, _ in entries})
+        write_kaldi_map(building / "text", {utt: text for utt, _, text, _ in entries})
         write_kaldi_map(building / "utt2spk", utt2spk)
         write_kaldi_map(building / "spk2utt", spk2utt_from_utt2spk(utt2spk))
-        frames = {utt: str(len(np.load(path, mmap_mode="r"))) for utt, path, _ in entries}
+        frames = {utt: str(count) for utt, _, _, count in entries}
         write_kaldi_map(building / "utt2num_frames", frames)
     return len(entries)
+
+
+def shard_clips(found: dict[str, list[Clip]], shard: tuple[int, int]) -> dict[str, list[Clip]]:
+    """Shard K of N: clips i (0-based, parts in ``PARTS`` order, each sorted) with i % N == K - 1. Every
+    clip in exactly one shard; round robin, so each gets its share of the long pretrain clips."""
+    k, n = shard
+    ordered = [(part, clip) for part in PARTS if part in found for clip in found[part]]
+    picked: dict[str, list[Clip]] = {part: [] for part in found}
+    for i, (part, clip) in enumerate(ordered):
+        if i % n == k - 1:
+            picked[part].append(clip)
+    return picked
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ConfigError(f"--shard must be K/N (e.g. 3/8), got {text!r}") from None
+    if not 1 <= k <= n:
+        raise ConfigError(f"--shard {text}: K must be 1..N")
+    return k, n
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -415,6 +529,18 @@ def get_parser() -> argparse.ArgumentParser:
     source.add_argument(
         "--roi", type=Path, help="<dir>/<part>/<video-id>/<nnnnn>.mp4|.npy cropped ROIs"
     )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--check_only",
+        action="store_true",
+        help="check every input (files, --valid_ids) and stop, writing nothing: before the crop jobs",
+    )
+    mode.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="crop only shard K of N of the clips (one job of N) and write no data dir: a run without "
+        "--shard afterwards finds them done and writes the data dirs",
+    )
     parser.add_argument(
         "--mean_face", type=Path, help="reference face (68x2 .npy); needed with --landmarks"
     )
@@ -437,7 +563,10 @@ def get_parser() -> argparse.ArgumentParser:
         "--pretrain_min_pause", type=float, default=0.4, help="(default: %(default)s)"
     )
     parser.add_argument(
-        "--nj", type=int, default=1, help="clips processed in parallel (default: %(default)s)"
+        "--nj",
+        type=int,
+        default=1,
+        help="clips processed in parallel by this process' pool (default: %(default)s)",
     )
     parser.add_argument(
         "--roi_size",
@@ -484,12 +613,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         pretrain_min_pause=args.pretrain_min_pause,
         roi_size=args.roi_size,
     )
+    shard = parse_shard(args.shard) if args.shard is not None else None
     # every part's files are checked before the first video is decoded
     found = {part: find_clips(args.lrs3, part, args.landmarks, args.roi, options) for part in parts}
+    valid = None
     if args.valid_ids is not None:
         if "trainval" not in parts:
             raise ConfigError("--valid_ids lists trainval clips: add trainval to --parts")
         valid = read_valid_ids(args.valid_ids, found["trainval"])
+    if args.check_only:
+        print(
+            ", ".join(f"{part}: {len(clips)} clips" for part, clips in found.items())
+            + ": inputs ok"
+        )
+        return
+    if shard is not None:
+        for part, clips in shard_clips(found, shard).items():
+            directory = crop_dir(part, options, args.lrs3, args.landmarks, args.roi)
+            crop_clips(clips, options, directory, args.nj)
+        return
+    if valid is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "trainval_valid_ids").write_text("\n".join(valid) + "\n", encoding="utf-8")
     for part in parts:

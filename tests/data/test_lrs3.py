@@ -1,5 +1,6 @@
 """LRS3 reader on the committed fixture (release layout, landmark pickles, ROI videos) and on bad input."""
 
+import json
 import pickle
 import shutil
 from pathlib import Path
@@ -354,3 +355,164 @@ def test_roi_size_96_keeps_avhubert_whole_crops_around_the_88_ones(from_landmark
             np.testing.assert_array_equal(rois[:, 4:92, 4:92], np.load(narrow[utt]))
     # ROI videos of 88x88 cannot give 96x96 crops
     assert run(tmp_path / "roi88", "--roi_size", "96", source=FIXTURE / "roi") != 0
+
+
+# Resuming and sharding (the real-size preparation: hours of crops, jobs killed at their time limit)
+
+TABLES = ("video.scp", "text", "utt2spk", "spk2utt", "utt2num_frames")
+CLIPS = sorted(
+    f"{vid}-{name}" for videos in UTTERANCES.values() for vid in videos for name in videos[vid]
+)
+
+
+@pytest.fixture()
+def cropped(monkeypatch):
+    """The clips (utterance ids) cropped in this process from now on, in order."""
+    calls = []
+    for name in ("clip_rois", "piece_rois"):
+        crop = getattr(lrs3, name)
+
+        def counting(clip, *args, crop=crop):
+            calls.append(clip.utt_id)
+            return crop(clip, *args)
+
+        monkeypatch.setattr(lrs3, name, counting)
+    return calls
+
+
+def tables(out: Path) -> dict:
+    """Every part's tables, video.scp paths relative to the crops' root (<out>/video)."""
+    got = {}
+    for part in UTTERANCES:
+        for table in TABLES:
+            rows = read_table(out / part / table)
+            if table == "video.scp":
+                rows = {
+                    utt: str(Path(path).relative_to(out / "video")) for utt, path in rows.items()
+                }
+            got[part, table] = rows
+    return got
+
+
+def test_a_rerun_after_an_interruption_crops_only_the_unfinished_clips(tmp_path, cropped):
+    out = tmp_path / "data"
+    assert run(out) == 0
+    before = tables(out)
+    scp = {
+        utt: Path(path)
+        for part in UTTERANCES
+        for utt, path in read_table(out / part / "video.scp").items()
+    }
+    frames = {utt: np.load(path) for utt, path in scp.items()}
+    # Killed mid-way: two clips not done yet, one of them with its temp file (atomic_write's) left behind.
+    unfinished = ["Zq0kLm4Pw1E-00001", "0Fi83BHQsMA-00003"]
+    for utt in unfinished:
+        scp[utt].unlink()
+    leftover = scp[unfinished[0]].with_name(f".{scp[unfinished[0]].name}.x1y2z3.tmp")
+    leftover.write_bytes(b"\x93NUMPY half")
+    done = {utt: path.stat().st_mtime_ns for utt, path in scp.items() if utt not in unfinished}
+    cropped.clear()
+    assert run(out) == 0
+    assert sorted(cropped) == sorted(unfinished)  # the others are not decoded again
+    assert {utt: scp[utt].stat().st_mtime_ns for utt in done} == done
+    assert tables(out) == before
+    for utt, path in scp.items():
+        np.testing.assert_array_equal(np.load(path), frames[utt])
+    assert not leftover.exists()
+
+
+def test_a_crop_file_cut_short_is_made_again(tmp_path, cropped):
+    out = tmp_path / "data"
+    assert run(out, source=FIXTURE / "roi") == 0
+    path = Path(read_table(out / "test" / "video.scp")["0Fi83BHQsMA-00003"])
+    path.write_bytes(
+        path.read_bytes()[:200]
+    )  # a crash after the rename, before the data hit the disk
+    cropped.clear()
+    assert run(out, source=FIXTURE / "roi") == 0
+    assert cropped == ["0Fi83BHQsMA-00003"]
+    assert np.load(path).shape == (5, 88, 88)
+
+
+def test_other_crop_options_crop_afresh_beside_the_earlier_crops(tmp_path, cropped, capsys):
+    out = tmp_path / "data"
+    assert run(out) == 0
+    first = {part: read_table(out / part / "video.scp") for part in UTTERANCES}
+    cropped.clear()
+    assert run(out, "--lowercase") == 0  # the text only, not the crops
+    assert cropped == []
+    assert read_table(out / "test" / "text") == {"0Fi83BHQsMA-00003": "thank you"}
+    assert run(out, "--pretrain_max_seconds", "1.0") == 0  # pretrain's cut only
+    assert cropped == ["5eQ_tL8vR2c-00004"]
+    assert read_table(out / "trainval" / "video.scp") == first["trainval"]
+    capsys.readouterr()
+    cropped.clear()
+    assert run(out, "--roi_size", "96") == 0
+    assert sorted(cropped) == CLIPS
+    for part in UTTERANCES:
+        for utt, path in read_table(out / part / "video.scp").items():
+            assert np.load(path).shape[1:] == (96, 96)
+            assert np.load(first[part][utt]).shape[1:] == (
+                88,
+                88,
+            )  # kept, for what was made from them
+    earlier = Path(first["test"]["0Fi83BHQsMA-00003"]).parent
+    assert f"note: {earlier} holds test crops made with other options" in capsys.readouterr().err
+    assert json.loads((earlier / "options.json").read_text())["roi_size"] == 88
+    # another mean face, and the ROI videos instead of the landmarks
+    face = tmp_path / "face.npy"
+    np.save(face, np.load(FIXTURE / "mean_face.npy") + 0.5)
+    cropped.clear()
+    argv = ["--lrs3", str(FIXTURE / "lrs3"), "--out", str(out), "--parts", "test"]
+    assert (
+        lrs3.main(argv + ["--landmarks", str(FIXTURE / "landmarks"), "--mean_face", str(face)]) == 0
+    )
+    assert lrs3.main(argv + ["--roi", str(FIXTURE / "roi")]) == 0
+    assert cropped == ["0Fi83BHQsMA-00003"] * 2
+    assert len(list((out / "video" / "test").glob("*/options.json"))) == 4
+
+
+def test_shards_partition_the_clips_and_the_last_run_writes_the_single_run_data_dirs(
+    tmp_path, cropped
+):
+    out = tmp_path / "data"
+    shards = []
+    for k in (1, 2, 3):
+        cropped.clear()
+        assert run(out, "--shard", f"{k}/3") == 0
+        shards.append(set(cropped))
+    assert set().union(*shards) == set(CLIPS) and sum(map(len, shards)) == len(CLIPS)
+    assert not any((out / part).exists() for part in UTTERANCES)  # crops only
+    cropped.clear()
+    assert run(out) == 0
+    assert cropped == []  # all done by the shards
+    assert run(tmp_path / "single") == 0
+    assert tables(out) == tables(tmp_path / "single")
+
+
+def test_shard_clips_is_an_exact_round_robin_partition():
+    found = {part: lrs3.find_clips(FIXTURE / "lrs3", part, None, FIXTURE / "roi") for part in
+             ("test", "pretrain", "trainval")}  # fmt: skip
+    ordered = [clip.utt_id for part in lrs3.PARTS for clip in found[part]]
+    for n in (1, 2, 3, 7):
+        shards = [lrs3.shard_clips(found, (k, n)) for k in range(1, n + 1)]
+        ids = [[clip.utt_id for clips in shard.values() for clip in clips] for shard in shards]
+        assert sorted(sum(ids, [])) == sorted(ordered)  # union = all, disjoint
+        assert [len(x) for x in ids] == [len(ordered[k::n]) for k in range(n)]
+
+
+@pytest.mark.parametrize("shard", ["0/2", "3/2", "1", "a/b"])
+def test_bad_shards_are_refused(tmp_path, capsys, shard):
+    assert run(tmp_path / "data", "--shard", shard) == 1
+    assert "--shard" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
+
+
+def test_check_only_checks_everything_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "data"
+    assert run(out, "--check_only") == 0
+    assert not out.exists()
+    ids = tmp_path / "lrs3-valid.id"
+    ids.write_text("trainval/aB3-x_Yz09Q/00009\n")
+    assert run(out, "--check_only", "--valid_ids", str(ids)) == 1
+    assert f"{ids}:1: 'trainval/aB3-x_Yz09Q/00009' is no clip" in capsys.readouterr().err

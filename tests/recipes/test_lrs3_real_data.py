@@ -3,6 +3,7 @@ and the options refused before any video is read."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,7 @@ def test_roi_size_96_reaches_the_reader(recipe):
          "--voxceleb2_dir /nonexistent/vox: no video.scp"),
         (["--roi", str(FIXTURE / "roi"), "--valid_ids", "/nonexistent/lrs3-valid.id"],
          "--valid_ids /nonexistent/lrs3-valid.id: no such file"),
+        (["--roi", str(FIXTURE / "roi"), "--nj", "0"], "--nj must be a positive number of jobs"),
     ],
 )  # fmt: skip
 def test_options_refused_before_any_video_is_read(recipe, options, message):
@@ -86,6 +88,28 @@ def test_options_refused_before_any_video_is_read(recipe, options, message):
     assert out.returncode != 0
     assert re.search(message, out.stderr), out.stderr
     assert not (recipe / "data").exists()  # nothing read, nothing written
+
+
+def test_mouth_crops_are_made_by_nj_backend_jobs_and_a_rerun_reuses_them(recipe, tmp_path):
+    """--nj 2: the crops as 2 jobs of ${train_cmd} (run alone: the local backend), --shard 1/2 and 2/2."""
+    for attempt in range(2):
+        out = data_sh(recipe, "--roi", str(FIXTURE / "roi"), "--dev_size", "1", "--nj", "2")
+        assert out.returncode == 0, out.stderr
+        logs = [recipe / f"data/log/lrs3_rois.all.{k}.log" for k in (1, 2)]
+        texts = [log.read_text() for log in logs]
+        assert all(f"--shard {k}/2" in text for k, text in zip((1, 2), texts, strict=True))
+        cropped = [int(n) for text in texts for n in re.findall(r"(\d+) clips cropped", text)]
+        assert sum(cropped) == (5 if attempt == 0 else 0)  # the rerun reuses every clip
+        assert "0 clips cropped" in out.stdout  # the last run: every clip done by the jobs
+    assert len(read_table(recipe / "data/pretrain_trainval/text")) == 3
+    # A clip that cannot be cropped fails its job, and the stage, naming the log.
+    roi = tmp_path / "roi"
+    shutil.copytree(FIXTURE / "roi", roi)
+    (roi / "test/0Fi83BHQsMA/00003.mp4").write_bytes(b"not a video")
+    out = data_sh(recipe, "--roi", str(roi), "--dev_size", "1", "--nj", "2")
+    assert out.returncode != 0
+    assert re.search(r"1 of 2 jobs failed:\n.*log: data/log/lrs3_rois\.all\.\d\.log", out.stderr)
+    assert "00003.mp4: cannot use the ROI video" in out.stderr
 
 
 def test_a_dev_set_whose_whole_speakers_take_all_of_trainval_is_refused(recipe):

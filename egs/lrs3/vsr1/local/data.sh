@@ -11,7 +11,10 @@
 #    data/dev = ${dev_size} trainval videos of whole speakers held out of training (data/trainval_nodev),
 #    or with --valid_ids FILE AV-HuBERT's dev list (avhubert/preparation/data/lrs3-valid.id, 1,200 trainval
 #    videos of 913 speakers, whose other videos stay in training, as its lrs3_manifest.py splits),
-#    data/pretrain_trainval = the 433 h set. --roi_size 96 stores AV-HuBERT's whole 96x96 mouth crops (its
+#    data/pretrain_trainval = the 433 h set. The mouth crops (most of the work) are made by
+#    --nj ${train_cmd} jobs (JOB=1:nj, one process each, logs data/log/lrs3_rois.all.JOB.log; on Slurm each job
+#    takes 1/nj of the time), after every input was checked; a rerun (e.g. after a time limit) reuses the clips
+#    already cropped with the same options. --roi_size 96 stores AV-HuBERT's whole 96x96 mouth crops (its
 #    align_mouth.py's) instead of their centre 88x88, for the front-end's training-time random 88x88 crop
 #    (conf/train_vsr_*.yaml frontend_conf crop_size 88, augment true; needs landmarks or 96x96 ROIs). --fps_policy: videos not at 25 fps (refuse or resample).
 #    The self-training set is VoxCeleb2-en, 1,326 h (AV-HuBERT's vox-en id list), given as a prepared
@@ -31,7 +34,7 @@ voxceleb2_dir=""        # real: data dir of VoxCeleb2-en mouth crops (the unlabe
 dev_size=1200
 roi_size=88             # real: 88 (centre crops) or 96 (AV-HuBERT's whole crops, for random crops in training)
 valid_ids=""            # real: AV-HuBERT's lrs3-valid.id (trainval/<video-id>/<nnnnn> a line) as the dev set
-nj=2
+nj=2                    # real: mouth-crop jobs of ${train_cmd}, one process each; mini: processes
 
 . ./path.sh
 . utils/parse_options.sh
@@ -65,6 +68,7 @@ fi
 
 # The options, before any video is read (the mouth crops of 433 h take hours).
 die() { echo "$0: $*" >&2; exit 1; }
+[[ ${nj} =~ ^[1-9][0-9]*$ ]] || die "--nj must be a positive number of jobs, not '${nj}'"
 lrs3_opts=()
 if [ -n "${landmarks}" ] && [ -n "${roi}" ]; then
     die "--landmarks and --roi exclude each other: give the landmark dir or the cropped videos"
@@ -88,8 +92,14 @@ else
     [ "${dev_size}" -lt "${trainval_videos}" ] ||
         die "--dev_size ${dev_size}: ${LRS3}/trainval has ${trainval_videos} videos, and training needs some of them"
 fi
-python -m espnet_ext.data.lrs3 --lrs3 "${LRS3}" --out data --parts pretrain,trainval,test --nj "${nj}" \
-    --fps_policy "${fps_policy}" "${lrs3_opts[@]}"
+# Run alone (not from asr.sh, which exports it): the job backend of cmd.sh's ${cmd_backend} (local).
+[ -n "${train_cmd:-}" ] || . ./cmd.sh
+lrs3=(python -m espnet_ext.data.lrs3 --lrs3 "${LRS3}" --out data --parts "pretrain,trainval,test"
+      --fps_policy "${fps_policy}" "${lrs3_opts[@]}")
+"${lrs3[@]}" --check_only  # every clip's files and --valid_ids, before hours of crop jobs
+# shellcheck disable=SC2086  # ${train_cmd} is a command line
+${train_cmd} JOB=1:"${nj}" data/log/lrs3_rois.all.JOB.log "${lrs3[@]}" --shard "JOB/${nj}"
+"${lrs3[@]}"  # every clip cropped now: the data dirs
 mkdir -p data/dev data/trainval_nodev
 if [ -n "${valid_ids}" ]; then
     mv data/trainval_valid_ids data/dev/ids
