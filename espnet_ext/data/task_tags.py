@@ -13,28 +13,30 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from espnet_ext.data.datadir import read_kaldi_entries
+from espnet_ext.data.datadir import Entry, gnu_sort, iter_kaldi_entries, read_kaldi_entries
 from espnet_ext.errors import InputError, reports_input_errors
-from espnet_ext.fileio import atomic_write
+from espnet_ext.fileio import atomic_write, read_utf8_lines
 
 ZERO_SHOT_HINT = (
     "; an adapter model has one adapter per trained task and cannot serve a zero-shot direction"
 )
 
 
-def task_ids(
+def iter_task_ids(
     tag_file: str | Path,
     known_tags: Sequence[str],
-    keys: Iterable[str] | None = None,
+    entries: Iterable[Entry] | None = None,
     adapters: bool = False,
-) -> dict[str, int]:
-    """``{utt: task id}`` of a tag file, ids being positions in ``known_tags``.
+) -> Iterator[tuple[Entry, int]]:
+    """``(entry, task id)`` of each line of a tag file in file order, one at a time, ids being positions
+    in ``known_tags``; ``entries``: the file's entries when the caller reads them (else read here).
 
-    A missing file, an unknown tag (``adapters``: said to be a zero-shot task the adapter model cannot
-    serve) or, when ``keys`` is given, an utterance of ``keys`` the file has no tag for is an InputError.
+    A missing file or an unknown tag (``adapters``: said to be a zero-shot task the adapter model
+    cannot serve) is an InputError, the latter at its line.
     """
     tag_file = Path(tag_file)
     if not tag_file.is_file():
@@ -43,8 +45,7 @@ def task_ids(
             path=tag_file,
         )
     index = {tag: i for i, tag in enumerate(known_tags)}
-    ids = {}
-    for entry in read_kaldi_entries(tag_file, what="task tag"):
+    for entry in iter_kaldi_entries(tag_file, what="task tag") if entries is None else entries:
         tag = entry.value.strip()
         if tag not in index:
             raise InputError(
@@ -54,7 +55,24 @@ def task_ids(
                 line=entry.line,
                 key=entry.key,
             )
-        ids[entry.key] = index[tag]
+        yield entry, index[tag]
+
+
+def task_ids(
+    tag_file: str | Path,
+    known_tags: Sequence[str],
+    keys: Iterable[str] | None = None,
+    adapters: bool = False,
+) -> dict[str, int]:
+    """``{utt: task id}`` of a tag file (see :func:`iter_task_ids`), held whole: for a set being
+    decoded; a training split's table is written by :func:`write_task_id_table`, which streams.
+
+    Also an InputError: a repeated id and, when ``keys`` is given, an utterance of ``keys`` the file
+    has no tag for.
+    """
+    tag_file = Path(tag_file)
+    entries = read_kaldi_entries(tag_file, what="task tag") if tag_file.is_file() else None
+    ids = {e.key: i for e, i in iter_task_ids(tag_file, known_tags, entries, adapters)}
     missing = [key for key in keys or () if key not in ids]
     if missing:
         raise InputError(
@@ -70,6 +88,56 @@ def write_task_ids(path: str | Path, ids: dict[str, int]) -> None:
             f.write(f"{key} {ids[key]}\n")
 
 
+def write_task_id_table(
+    tag_file: str | Path, known_tags: Sequence[str], path: str | Path, adapters: bool = False
+) -> int:
+    """The ``text_int`` table of :func:`write_task_ids` for the tag file, streaming: ids are written as
+    the lines come (a tag file in C order, as a data dir's is) or sorted on disk (GNU sort) if they
+    are out of order, so memory does not grow with the split. Refused as :func:`task_ids` refuses
+    (without ``keys``); nothing is written then. Returns the number of utterances.
+    """
+    tag_file, path = Path(tag_file), Path(path)
+    count, in_order, previous = 0, True, None
+    with (
+        atomic_write(path) as out,  # makes path's dir, where sort's files go (room for the table)
+        tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=path.parent) as work,
+    ):
+        # <utt> <id> <line>: the line finds an id's first occurrence once sort has made them neighbours
+        unsorted = Path(work) / "unsorted"
+        with open(unsorted, "w", encoding="utf-8") as f:
+            for entry, task in iter_task_ids(tag_file, known_tags, adapters=adapters):
+                if previous is not None and entry.key <= previous.key:
+                    _refuse_repeat(tag_file, previous, entry)
+                    in_order = False
+                f.write(f"{entry.key} {task} {entry.line}\n")
+                previous = entry
+                count += 1
+        lines = Path(work) / "sorted"
+        if in_order:
+            lines = unsorted
+        else:
+            gnu_sort([unsorted], lines, work, keys=("1,1", "3,3n"))
+        previous = None
+        for _, line in read_utf8_lines(lines):
+            key, task, number = line.split(" ")
+            entry = Entry(int(number), key, task)
+            if previous is not None:
+                _refuse_repeat(tag_file, previous, entry)
+            out.write(f"{key} {task}\n")
+            previous = entry
+    return count
+
+
+def _refuse_repeat(tag_file: Path, first: Entry, then: Entry) -> None:
+    if then.key == first.key:
+        raise InputError(
+            f"duplicate id (first at line {first.line})",
+            path=tag_file,
+            line=then.line,
+            key=then.key,
+        )
+
+
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -77,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("tag_file", help="<utt> <tag> lines")
     parser.add_argument("out", help="<utt> <task id> lines (text_int)")
     args = parser.parse_args(argv)
-    write_task_ids(args.out, task_ids(args.tag_file, args.task_tags.split()))
+    write_task_id_table(args.tag_file, args.task_tags.split(), args.out)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from espnet_ext import smoke
-from espnet_ext.data.datadir import read_kaldi_entries
+from espnet_ext.data.datadir import iter_kaldi_entries
 from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
@@ -36,9 +36,20 @@ PathLike = str | Path
 
 def read_transcripts(text_files: Iterable[PathLike]) -> Iterator[str]:
     """Transcripts of Kaldi ``<id> <words>`` files with whitespace runs collapsed (as ESPnet's ``--field 2-``),
-    one at a time: a corpus of millions of sentences (WMT) is never held in memory."""
+    one at a time: a corpus of millions of sentences (WMT) is never held in memory. An id repeated on
+    consecutive lines (a sorted table's duplicate) is refused; ids are not otherwise compared, as that
+    would hold them."""
     for path in text_files:
-        for entry in read_kaldi_entries(path, what="transcript"):
+        previous = None
+        for entry in iter_kaldi_entries(path, what="transcript"):
+            if previous is not None and entry.key == previous.key:
+                raise InputError(
+                    f"duplicate id (first at line {previous.line})",
+                    path=path,
+                    line=entry.line,
+                    key=entry.key,
+                )
+            previous = entry
             text = " ".join(entry.value.split())
             if not text:  # only non-ASCII blanks after the id
                 raise InputError("empty transcript", path=path, line=entry.line, key=entry.key)

@@ -203,3 +203,16 @@ def test_cli_text_names_and_ratio(tmp_path):
     out = subprocess.run(run, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("filter: kept 1 of 2 utterances (removed 1: 1 length ratio;")
+
+
+def test_an_unknown_utterance_table_out_of_order_is_filtered_and_written_sorted(src, tmp_path):
+    """An unknown file is filtered when its ids are exactly the utterance ids, in whatever order;
+    one of other ids is copied as it is, order and all."""
+    write_table(src / "phn", [(u, f"P{i}") for i, (u, *_) in reversed(list(enumerate(ROWS)))])
+    notes = "z-note first\na-note second\n"
+    (src / "notes").write_text(notes)
+    dst = tmp_path / "dst"
+    filter_data_dir(src, dst, min_frames=10, max_frames=100)
+    assert (dst / "phn").read_text() == "a-002 P1\nb-001 P2\n"
+    assert (dst / "notes").read_text() == notes
+    assert sorted(p.name for p in dst.iterdir() if p.name.startswith(".")) == []

@@ -276,6 +276,21 @@ def test_task_tags_cli_writes_the_id_table(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize(
+    "lines, where",
+    [
+        ("a de\nb fr\nb de\n", "lang:3: key 'b': duplicate id (first at line 2)"),  # in order
+        ("b de\na fr\nb de\n", "lang:3: key 'b': duplicate id (first at line 1)"),  # sorted on disk
+    ],
+)
+def test_task_tags_cli_refuses_a_repeated_id_at_its_lines(tmp_path, capsys, lines, where):
+    (tmp_path / "lang").write_text(lines)
+    out = tmp_path / "ids"
+    assert task_tags_main(["--task_tags", "fr de", str(tmp_path / "lang"), str(out)]) == 1
+    assert where in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lang"]  # nothing left behind
+
+
 ST_MODEL_CONF = {"selection_kl_weight": 0.1, "task_tags": TAGS, "asr_weight": 0.0}
 
 

@@ -214,3 +214,16 @@ def test_a_corpus_streams_to_sentencepiece_checked_first(tmp_path, text_file, mo
     with pytest.raises(InputError, match="empty transcript"):
         make_token_list("bpe", [bad], tmp_path / "bad_bpe")
     assert not seen
+
+
+def test_transcripts_stream_and_refuse_a_repeated_id(tmp_path, text_file):
+    """One line at a time (no table held: WMT's millions of sentences): a line appended after the
+    first transcript was read is still seen, here a sorted table's duplicate, refused at its line."""
+    transcripts = read_transcripts([text_file])
+    assert next(transcripts) == "zero"
+    with open(text_file, "a", encoding="utf-8") as f:
+        f.write("utt01197 one again\n")
+    with pytest.raises(
+        InputError, match=r"text:173: key 'utt01197': duplicate id \(first at line 172\)"
+    ):
+        list(transcripts)
