@@ -1,5 +1,6 @@
 """An ESPnet2 command line read as ESPnet's argparse reads it: the last value of an option wins, and an
-option given on the command line wins over the ``--config`` file's value."""
+option given on the command line wins over the ``--config`` file's value. Also the ``--shard K/N`` option
+of the data commands that run as backend jobs (``JOB=1:N ... --shard JOB/N``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
+
+from espnet_ext.errors import ConfigError
 
 ESPNET_NUM_WORKERS = 1  # ESPnet's --num_workers default
 
@@ -35,3 +38,14 @@ def num_workers(argv: Sequence[str]) -> int:
             settings = {}
         given = (settings if isinstance(settings, dict) else {}).get("num_workers")
     return ESPNET_NUM_WORKERS if given is None else int(given)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``--shard K/N`` as (K, N), 1 <= K <= N; anything else is a ConfigError quoting it."""
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ConfigError(f"--shard must be K/N (e.g. 3/8), got {text!r}") from None
+    if not 1 <= k <= n:
+        raise ConfigError(f"--shard {text}: K must be 1..N")
+    return k, n

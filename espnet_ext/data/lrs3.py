@@ -72,6 +72,7 @@ from pathlib import Path
 
 import numpy as np
 
+from espnet_ext.argv import parse_shard
 from espnet_ext.data import mouth_roi
 from espnet_ext.data.datadir import atomic_dir, spk2utt_from_utt2spk, write_kaldi_map
 from espnet_ext.data.video import (
@@ -495,16 +496,6 @@ def shard_clips(found: dict[str, list[Clip]], shard: tuple[int, int]) -> dict[st
         if i % n == k - 1:
             picked[part].append(clip)
     return picked
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    try:
-        k, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise ConfigError(f"--shard must be K/N (e.g. 3/8), got {text!r}") from None
-    if not 1 <= k <= n:
-        raise ConfigError(f"--shard {text}: K must be 1..N")
-    return k, n
 
 
 def get_parser() -> argparse.ArgumentParser:

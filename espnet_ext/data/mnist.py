@@ -214,15 +214,21 @@ def generate_strips(
 
 
 def write_image_dir(
-    out_dir, samples: Iterable[tuple[np.ndarray, str]], prefix: str, count: int | None = None
+    out_dir,
+    samples: Iterable[tuple[np.ndarray, str]],
+    prefix: str,
+    count: int | None = None,
+    first: int = 0,
+    total: int | None = None,
 ) -> Path:
     """A data dir with ``image.scp`` + ``text`` and the PNGs in ``images/``, written whole or not at all.
 
     ``samples`` (image, label) are written as they come, so memory does not grow with their number. Ids
-    are ``<prefix>-<n>``, n counted from 0 and zero-padded to the width of ``count - 1`` (``count``: how
-    many samples there are, by default ``len(samples)``; a different number is an error), so the tables,
-    written in sample order, are sorted. The PNG of sample n is ``images/<n // IMAGES_PER_DIR>/<id>.png``;
-    image.scp holds absolute paths.
+    are ``<prefix>-<n>``, n counted from ``first`` and zero-padded to the width of ``total - 1``
+    (``count``: how many samples there are, by default ``len(samples)``; a different number is an error;
+    ``total``: by default ``first + count``), so the tables, written in sample order, are sorted. ``first``
+    and ``total`` write a part of a larger set (a shard) with the ids the whole set's dir gives. The PNG of
+    the i-th sample written is ``images/<i // IMAGES_PER_DIR>/<id>.png``; image.scp holds absolute paths.
     """
     import cv2
 
@@ -233,7 +239,7 @@ def write_image_dir(
         count = len(samples)
     if re.search(r"[ \t\n]", prefix):  # Kaldi tables split on blanks
         raise InputError(f"id prefix {prefix!r} holds a blank", path=out_dir)
-    width = len(str(max(count - 1, 1)))
+    width = len(str(max((first + count if total is None else total) - 1, 1)))
     images = (out_dir / "images").resolve()  # where the PNGs will be once the dir is in place
     written = 0
     with atomic_dir(out_dir) as tmp:
@@ -243,7 +249,7 @@ def write_image_dir(
             open(tmp / "text", "w", encoding="utf-8") as text,
         ):
             for n, (image, label) in enumerate(samples):
-                key = f"{prefix}-{n:0{width}d}"
+                key = f"{prefix}-{first + n:0{width}d}"
                 if n % IMAGES_PER_DIR == 0:  # paths as str: pathlib interns every part
                     shard = str(n // IMAGES_PER_DIR)
                     (tmp / "images" / shard).mkdir()

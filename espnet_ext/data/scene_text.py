@@ -12,12 +12,17 @@ error (``--unusable error``): its reference is a label the recogniser cannot pro
 
     python -m espnet_ext.data.scene_text --lmdb /data/evaluation/IIIT5k_3000 --out data/test_iiit5k \
         --unusable error
+
+``--shard K/N`` converts the K-th of N contiguous ranges of the usable samples into ``--out`` with the ids the
+whole conversion gives them, so that the N shard dirs combined (``python -m espnet_ext.data.datadir
+combine``) equal it: N backend jobs decode a large set in parallel (local/data.sh of egs/mnist_seq/ocr1).
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import string
 import sys
 from collections import Counter
@@ -26,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from espnet_ext.errors import InputError, reports_input_errors
+from espnet_ext.argv import parse_shard
+from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 
 ALPHABET = set(string.digits + string.ascii_lowercase)
 MAX_LENGTH = 16
@@ -51,11 +57,14 @@ def read_lmdb(
     skipped: Counter | None = None,
     keep_unusable: bool = False,
     images: bool = True,
+    start: int = 1,
+    stop: int | None = None,
 ) -> Iterator[tuple[str, np.ndarray | None, str]]:
     """(key, grey uint8 image (H, W), normalised label) of every usable sample, in index order; unusable
     ones are counted in ``skipped`` per reason and, with ``keep_unusable``, yielded with a reference the
     recogniser cannot produce. ``images=False`` reads the labels only (the image is None): a cheap pass
-    that counts the samples, which does not check the images. Memory does not grow with the samples."""
+    that counts the samples, which does not check the images. ``start``, ``stop``: only the samples of
+    database indices start..stop-1 (1-based; default all). Memory does not grow with the samples."""
     from PIL import Image
 
     path = Path(path)
@@ -66,12 +75,12 @@ def read_lmdb(
         count = txn.get(b"num-samples")
     if count is None:
         raise InputError("no 'num-samples' key", path=path)
-    count = int(count)
+    stop = int(count) + 1 if stop is None else stop
     # The database is opened afresh for every LMDB_CHUNK samples: the pages of its memory map that were
     # read stay in the process' resident memory (what a job scheduler's memory limit counts) while it is open.
-    for first in range(1, count + 1, LMDB_CHUNK):
+    for first in range(start, stop, LMDB_CHUNK):
         with _open_lmdb(path) as env, env.begin() as txn:
-            for index in range(first, min(first + LMDB_CHUNK, count + 1)):
+            for index in range(first, min(first + LMDB_CHUNK, stop)):
                 label_key, image_key = f"label-{index:09d}", f"image-{index:09d}"
                 raw_label = txn.get(label_key.encode())
                 # a label pass leaves the images' pages (nearly all of the database) unread
@@ -110,6 +119,25 @@ def read_lmdb(
                 yield f"{index:09d}", grey, label
 
 
+def shard_samples(count: int, shard: tuple[int, int]) -> range:
+    """The usable samples (0-based) of shard K of N: the K-th of N contiguous ranges, sizes differing by
+    at most one, so that each shard's tables are sorted and the shards in order are the whole set."""
+    k, n = shard
+    return range((k - 1) * count // n, k * count // n)
+
+
+def _database_index(path, max_length: int, keep: bool, per_chunk: Counter, sample: int) -> int:
+    """The database index of usable sample ``sample`` (0-based), from the usable samples counted per
+    LMDB_CHUNK indices (``per_chunk``): only its chunk's labels are read again."""
+    for chunk in sorted(per_chunk):
+        if sample < per_chunk[chunk]:
+            start = chunk * LMDB_CHUNK + 1
+            labels = read_lmdb(path, max_length, None, keep, images=False, start=start)
+            return int(next(itertools.islice(labels, sample, None))[0])
+        sample -= per_chunk[chunk]
+    raise IndexError("past the last usable sample")
+
+
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> int:
     from espnet_ext.data.mnist import write_image_dir
@@ -129,23 +157,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--prefix", default=None, help="utterance id prefix (default: the LMDB dir name)"
     )
+    parser.add_argument(
+        "--shard",
+        default=None,
+        help="K/N: only the K-th of N ranges of the usable samples, with the whole set's ids",
+    )
     args = parser.parse_args(argv)
+    shard = parse_shard(args.shard) if args.shard is not None else None
     keep = args.unusable == "error"
-    # A pass over the labels first: the id width needs the number of samples, and then every image is
-    # written as it is decoded (MJSynth's 7.2M decoded images would take ~31 GB held in memory).
+    # A pass over the labels first: the id width needs the number of samples (a shard, where its samples
+    # are), and then every image is written as it is decoded (MJSynth's 7.2M decoded images would take
+    # ~31 GB held in memory).
     skipped: Counter = Counter()
-    count = sum(1 for _ in read_lmdb(args.lmdb, args.max_length, skipped, keep, images=False))
+    labels = read_lmdb(args.lmdb, args.max_length, skipped, keep, images=False)
+    per_chunk = Counter((int(key) - 1) // LMDB_CHUNK for key, _, _ in labels)
+    count = per_chunk.total()
     if not count:
         print(f"error: {args.lmdb}: no usable sample ({dict(skipped)})", file=sys.stderr)
         return 1
+    if (
+        shard is not None and count < shard[1]
+    ):  # every job of the set fails, not only the empty ones
+        raise ConfigError(
+            f"--shard {args.shard}: only {count} usable samples, fewer than the shards",
+            path=args.lmdb,
+        )
+    wanted = range(count) if shard is None else shard_samples(count, shard)
+
+    # A shard reads from its first usable sample to the next shard's (the first from the database's
+    # start, the last to its end): the shards' unusable samples add up to the whole set's.
+    def index(sample: int) -> int:
+        return _database_index(args.lmdb, args.max_length, keep, per_chunk, sample)
+
+    start = index(wanted.start) if wanted.start else 1
+    stop = index(wanted.stop) if wanted.stop < count else None
     skipped.clear()  # counted again as the images are read
     samples = (
-        (image, label) for _, image, label in read_lmdb(args.lmdb, args.max_length, skipped, keep)
+        (image, label)
+        for _, image, label in read_lmdb(
+            args.lmdb, args.max_length, skipped, keep, start=start, stop=stop
+        )
     )
-    write_image_dir(args.out, samples, args.prefix or Path(args.lmdb).name, count)
+    prefix = args.prefix or Path(args.lmdb).name
+    write_image_dir(args.out, samples, prefix, len(wanted), first=wanted.start, total=count)
     what = "kept as errors" if keep else "skipped"
+    part = f" (shard {args.shard} of {count})" if shard else ""
     print(
-        f"{args.out}: {count} images; {sum(skipped.values())} unusable {what}: "
+        f"{args.out}: {len(wanted)} images{part}; {sum(skipped.values())} unusable {what}: "
         f"{dict(skipped) or 'none'}",
         file=sys.stderr,
     )

@@ -107,3 +107,65 @@ def test_conversion_streams_and_shards_the_image_directory(tmp_path, monkeypatch
     assert all(len(list(d.iterdir())) == 500 for d in shards)
     keys = [line.split()[0] for line in (out / "image.scp").read_text().splitlines()]
     assert keys == [f"db5000-{n:04d}" for n in range(5000)]  # every sample once, in order
+
+
+def test_shards_partition_the_samples_and_combine_to_the_whole_conversion(
+    tmp_path, monkeypatch, capsys
+):
+    from espnet_ext.data.datadir import combine_data_dirs
+
+    # Small chunks, so that the shards' first samples are looked up in chunks after the first one.
+    monkeypatch.setattr(scene_text, "LMDB_CHUNK", 4)
+    # 30 samples, 9 unusable (the first, the last, every fourth): 21 usable, two-digit ids.
+    samples = [
+        (png(10 + k, 8 * k), "a" * 17 if k % 4 == 0 or k == 29 else f"w{k}") for k in range(30)
+    ]
+    db = build(tmp_path / "MJ", samples)
+    assert main(["--lmdb", str(db), "--out", str(tmp_path / "whole"), "--prefix", "mj"]) == 0
+    assert "21 images; 9 unusable skipped" in capsys.readouterr().err
+    shards, skipped = [], 0
+    for k in range(1, 5):
+        shards.append(tmp_path / "shards" / str(k))
+        argv = ["--lmdb", str(db), "--out", str(shards[-1]), "--prefix", "mj", "--shard", f"{k}/4"]
+        assert main(argv) == 0
+        err = capsys.readouterr().err
+        assert f"(shard {k}/4 of 21)" in err
+        skipped += int(err.split("; ")[1].split()[0])
+    assert skipped == 9  # every unusable sample counted by one shard
+
+    def table(directory, name):
+        return (directory / name).read_text().splitlines()
+
+    # Contiguous ranges, sizes 5, 5, 5, 6, in order: the shards' ids are the whole set's, each once.
+    keys = [[line.split()[0] for line in table(shard, "text")] for shard in shards]
+    assert [len(part) for part in keys] == [5, 5, 5, 6]
+    assert sum(keys, []) == [line.split()[0] for line in table(tmp_path / "whole", "text")]
+    combined = tmp_path / "combined"
+    assert combine_data_dirs(combined, shards) == 21
+    assert table(combined, "text") == table(tmp_path / "whole", "text")
+
+    def pngs(directory):
+        return {
+            key: open(path, "rb").read()
+            for key, path in (line.split(" ", 1) for line in table(directory, "image.scp"))
+        }
+
+    assert pngs(combined) == pngs(tmp_path / "whole")
+
+
+@pytest.mark.parametrize(
+    "shard, message",
+    [
+        ("2", "--shard must be K/N"),
+        ("a/b", "--shard must be K/N"),
+        ("0/2", "--shard 0/2: K must be 1..N"),
+        ("3/2", "--shard 3/2: K must be 1..N"),
+        ("4/4", "--shard 4/4: only 3 usable samples, fewer than the shards"),
+    ],
+)
+def test_bad_shard_is_refused_before_anything_is_written(tmp_path, capsys, shard, message):
+    db = build(tmp_path / "MJ", [(png(), "ab")] * 3)
+    out = tmp_path / "out"
+    assert main(["--lmdb", str(db), "--out", str(out), "--shard", shard]) == 1
+    assert message in capsys.readouterr().err
+    assert not out.exists() and not out.with_name("out.tmp").exists()

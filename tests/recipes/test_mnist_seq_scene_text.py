@@ -57,14 +57,33 @@ def test_scene_text_setup_trains_two_stn_sharp_attention_and_scores_six_test_set
             "pooling",
             "--ocr_config",
             "conf/tiny.yaml",
+            "--local_data_opts",
+            "--nj 2",  # MJ_train, ST and MJ_valid converted by two shard jobs each
             *ONE_JOB,
         ],
         env={"SCENE_TEXT": str(release)},
     )
     assert out.returncode == 0, out.stderr[-4000:]
     train_ids = (recipe / "data" / "train_st" / "text").read_text().splitlines()
-    assert len(train_ids) == 24 + 16  # MJ + ST, the over-long label left out
+    # MJ + ST, the over-long label left out; the shards' ids are the one-job conversion's
+    assert [line.split()[0] for line in train_ids] == [f"mj-{n:02d}" for n in range(24)] + [
+        f"st-{n:02d}" for n in range(16)
+    ]
     assert all(re.fullmatch(r"\S+ [0-9a-z]+", line) for line in train_ids)
+    dev_ids = (recipe / "data" / "dev_st" / "text").read_text().splitlines()
+    assert [line.split()[0] for line in dev_ids] == [f"mjvalid-{n}" for n in range(6)]
+    images = {
+        dset: (recipe / "data" / dset / "image.scp").read_text() for dset in ("train_st", "dev_st")
+    }
+    for name, dset, usable in (
+        ("mj", "train_st", 24),
+        ("st", "train_st", 16),
+        ("mjvalid", "dev_st", 6),
+    ):
+        for k in (1, 2):
+            log = (recipe / "data" / "log" / f"scene_text_{name}.{k}.log").read_text()
+            assert f"{usable // 2} images (shard {k}/2 of {usable})" in log, log
+            assert f"/data/st_{name}/{k}/images/" in images[dset]
     config = (recipe / "exp" / "ocr_pooling_st" / "config.yaml").read_text()
     for setting in (
         "num_stn: 2",

@@ -7,6 +7,9 @@
 #  - --scene_text true: the paper's §4.2 scene-text sets from the LMDBs under ${SCENE_TEXT}
 #    (deep-text-recognition-benchmark layout): data/train_st (MJSynth + SynthText), data/dev_st (MJ_valid),
 #    data/test_{iiit5k,svt,ic03,ic13,ic15,svtp}; labels lower-cased, punctuation removed, 0-9a-z, <= 16.
+#    MJ_train, ST and MJ_valid are converted by --nj ${train_cmd} jobs each (logs
+#    data/log/scene_text_{mj,st,mjvalid}.JOB.log) into data/st_{mj,st,mjvalid}/<K>, which data/train_st and
+#    data/dev_st combine (their image.scp points at the PNGs there); the test sets by one process each.
 set -euo pipefail
 
 length=5                # digits per strip: 5, 7, 9, 11 or 13
@@ -16,19 +19,33 @@ num_dev=""              # default: mini 200, real 1000 (drawn from the training 
 num_test=""             # default: mini 500, real 10000
 seed=0
 scene_text=false
+nj=4                    # --scene_text true: ${train_cmd} jobs converting MJ_train, ST, MJ_valid, one process each
 
 . ./path.sh
 . utils/parse_options.sh
 . ./db.sh
 
 if [ "${scene_text}" = true ]; then
-    [ -n "${SCENE_TEXT}" ] || { echo "$0: --scene_text true needs SCENE_TEXT in db.sh" >&2; exit 1; }
+    die() { echo "$0: $*" >&2; exit 1; }
+    [ -n "${SCENE_TEXT}" ] || die "--scene_text true needs SCENE_TEXT in db.sh"
+    [[ ${nj} =~ ^[1-9][0-9]*$ ]] || die "--nj must be a positive number of jobs, not '${nj}'"
+    # Run alone (not from ocr.sh, which exports it): the job backend of cmd.sh's ${cmd_backend} (local).
+    [ -n "${train_cmd:-}" ] || . ./cmd.sh
     # Unusable samples (label too long or with other characters): left out of training, errors in test sets.
     convert() { python -m espnet_ext.data.scene_text --lmdb "${SCENE_TEXT}/$1" --out "$2" --prefix "$3" "${@:4}"; }
-    convert training/MJ/MJ_train data/st_mj mj
-    convert training/ST data/st_st st
-    python -m espnet_ext.data.datadir combine data/train_st data/st_mj data/st_st
-    convert training/MJ/MJ_valid data/dev_st mjvalid
+    # convert_shards LMDB NAME: the LMDB over ${nj} jobs, job K writing the K-th range of its usable samples, with
+    # the ids of a one-job conversion, to data/st_NAME/K (whose PNGs the combined dir's image.scp points at)
+    convert_shards() {
+        rm -rf "data/st_$2"  # an earlier run's, perhaps with another --nj
+        # shellcheck disable=SC2086  # ${train_cmd} is a command line
+        ${train_cmd} JOB=1:"${nj}" "data/log/scene_text_$2.JOB.log" python -m espnet_ext.data.scene_text \
+            --lmdb "${SCENE_TEXT}/$1" --out "data/st_$2/JOB" --prefix "$2" --shard "JOB/${nj}"
+    }
+    convert_shards training/MJ/MJ_train mj
+    convert_shards training/ST st
+    convert_shards training/MJ/MJ_valid mjvalid
+    python -m espnet_ext.data.datadir combine data/train_st data/st_mj/* data/st_st/*
+    python -m espnet_ext.data.datadir combine data/dev_st data/st_mjvalid/*
     for pair in IIIT5k_3000:iiit5k SVT:svt IC03_867:ic03 IC13_857:ic13 IC15_1811:ic15 SVTP:svtp; do
         convert "evaluation/${pair%%:*}" "data/test_${pair##*:}" "${pair##*:}" --unusable error
     done
