@@ -24,7 +24,7 @@ TRAIN_CONFIG = ROOT / "egs" / "librispeech" / "asr1" / "conf" / "train_asr_mini.
 # python -m espnet_ext.bin.*_inference goes to the stand-in decoder; every other python call is the real one.
 FAKE_PYTHON = """#!/usr/bin/env bash
 case "${{1:-}} ${{2:-}}" in
-    "-m espnet_ext.bin."*_inference) exec {python} {decoder} "$@" ;;
+    "-m espnet_ext.bin."*_inference | "-m espnet_ext.bin.lego_ctc_decode") exec {python} {decoder} "$@" ;;
 esac
 exec {python} "$@"
 """
@@ -45,8 +45,9 @@ def write(path, lines):
     path.write_text("".join(k + " " + lines + "\\n" for k in keys))
 if "output_dir" in opts:  # ESPnet's decoders
     write(pathlib.Path(opts["output_dir"]) / "1best_recog" / "text", "HYP")
-if "output_file" in opts:  # ours
-    write(opts["output_file"], "HYP")
+for name in ("output_file", "output"):  # ours (output: lego_ctc_decode)
+    if name in opts:
+        write(opts[name], "HYP")
 for name, value in (("score_file", "-1.0 2"), ("topk_file", "a b")):
     if name in opts:
         write(opts[name], value)
@@ -97,6 +98,14 @@ PIPELINES = {
         ["exp/mt_train/valid.acc.ave.pth", "dump/raw/test/text.de"],
         "espnet_ext.bin.mt_inference",
         ["--ngpu", "1"],
+    ),
+    # an encoder-only LegoNN model: its greedy CTC path, by our decoder (mt.sh reads model: from its config)
+    "mt_legonn_ctc": (
+        "mt1/mt.sh",
+        shlex.split("--mt_config conf/train.yaml --inference_config conf/decode.yaml --stage 9"),
+        ["exp/mt_train/valid.acc.ave.pth", "dump/raw/test/text.de"],
+        "espnet_ext.bin.lego_ctc_decode",
+        ["--device", "cuda"],
     ),
     "st": (
         "st1/st.sh",
@@ -156,7 +165,9 @@ def make_recipe(tmp_path: Path, pipeline: str):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(f"{k} x\n" for k in KEYS) if path.suffix != ".pth" else "")
     exp = recipe / Path(files[0]).parent
-    (exp / "config.yaml").write_text("model: ctc\n")  # ocr.sh: no attention pictures to merge
+    # ocr.sh: no attention pictures to merge; mt.sh: an encoder-only LegoNN model decodes by lego_ctc_decode
+    model = "legonn_ctc" if pipeline == "mt_legonn_ctc" else "ctc"
+    (exp / "config.yaml").write_text(f"model: {model}\n")
     env = {
         **os.environ,
         "DECODER_CALLS": str(tmp_path / "decoder_calls.jsonl"),

@@ -119,7 +119,8 @@ decode() {
             local dir="${mt_exp}/${inference_tag}/${dset}"
             decode_set "${dir}" "${raw_dir}/${dset}/${src_text}" espnet_ext.bin.lego_ctc_decode output.JOB -- \
                 --mt_train_config "${mt_exp}/config.yaml" --mt_model_file "${mt_exp}/${inference_model}" \
-                --src_text "${raw_dir}/${dset}/${src_text}" --words --output "${dir}/logdir/output.JOB" || return 1
+                --src_text "${raw_dir}/${dset}/${src_text}" --words --device "${inference_device}" \
+                --output "${dir}/logdir/output.JOB" || return 1
         done
         return 0
     fi
