@@ -4,6 +4,8 @@
 # A stage runs when stage <= N <= stop_stage. It is skipped when its completion marker holds the same
 # fingerprint (options + input files), so reruns are cheap and a changed config or input redoes the work.
 # The marker is written only after the stage function returned 0; a failure removes it and exits.
+# Fingerprints are computed on every invocation: files of 64 MiB or more are hashed once per version
+# (file_digest, cached in exp/.file_digests by path, size, time and inode), then only stat-ed.
 #
 # Dry run (PIPELINE_DRY_RUN=DIR in the environment; python -m espnet_ext.analysis.sweep run --dry_run sets
 # it): no stage function runs, and the recipe's markers are read, never written. A stage that would run (by
@@ -69,13 +71,37 @@ case ${gpu_inference:-false} in
     *) die "--gpu_inference must be true or false, not '${gpu_inference}'" ;;
 esac
 
-# fingerprint WORD... : hash of the words, and of the contents of those that are existing files
+# fingerprint WORD... : hash of the words, and of the contents of those that are existing files (file_digest)
 fingerprint() {
     local w
     for w in "$@"; do
         printf '%s\n' "${w}"
-        if [ -f "${w}" ]; then sha256sum < "${w}"; fi
+        if [ -f "${w}" ]; then file_digest "${w}"; fi
     done | sha256sum | cut -c1-16
+}
+
+# file_digest FILE : what "sha256sum < FILE" prints. Every stage's fingerprint is computed on every invocation,
+# in range or not, so a file of DIGEST_CACHE_BYTES or more (WMT's texts, the LM corpus: GBs) is hashed once
+# per (path, size, modification time to the nanosecond, inode, device) and its digest kept in
+# ${FILE_DIGEST_CACHE} (appended lines; the last one of a key wins): later invocations stat it instead.
+DIGEST_CACHE_BYTES=${DIGEST_CACHE_BYTES:-67108864}
+FILE_DIGEST_CACHE=${FILE_DIGEST_CACHE:-exp/.file_digests}
+file_digest() {
+    local file=$1 key digest=""
+    if [ "$(stat -L -c %s "${file}")" -lt "${DIGEST_CACHE_BYTES}" ]; then
+        sha256sum < "${file}"
+        return
+    fi
+    key="$(realpath "${file}")"$'\t'"$(stat -L -c '%s %y %i %d' "${file}")"
+    if [ -f "${FILE_DIGEST_CACHE}" ]; then
+        digest=$(awk -F '\t' -v key="${key}" '$1 "\t" $2 == key { d = $3 } END { print d }' "${FILE_DIGEST_CACHE}")
+    fi
+    if [ -z "${digest}" ]; then
+        digest=$(sha256sum < "${file}")
+        mkdir -p "$(dirname "${FILE_DIGEST_CACHE}")"
+        printf '%s\t%s\n' "${key}" "${digest}" >> "${FILE_DIGEST_CACHE}"
+    fi
+    printf '%s\n' "${digest}"
 }
 
 # run_stage N TITLE MARKER_DIR FINGERPRINT FUNCTION [ARGS...]

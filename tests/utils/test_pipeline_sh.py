@@ -564,3 +564,49 @@ def test_attention_variant_and_the_default_inference_tag(tmp_path):
     assert given[2:] == ["mine", "--beam_size 2 --matched_inference true"]
     bad = run("--attention_variant", "nonsense")
     assert bad.returncode != 0 and "bad attention variant" in bad.stderr
+
+
+def test_large_files_are_hashed_once_per_version(tmp_path):
+    """fingerprint hashes a file of DIGEST_CACHE_BYTES or more once per (path, size, time, inode) and
+    reuses its digest from exp/.file_digests, printing what sha256sum prints; any change rehashes."""
+    big = tmp_path / "big.txt"
+    big.write_text("a" * 100)
+    script = f'. "{ROOT}/utils/pipeline.sh" && DIGEST_CACHE_BYTES=64 && file_digest big.txt'
+
+    def digest() -> str:
+        out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    plain = subprocess.run(
+        ["sha256sum"], input=big.read_bytes(), capture_output=True, check=True
+    ).stdout.decode()
+    assert digest() == plain
+    cache = tmp_path / "exp/.file_digests"
+    assert len(cache.read_text().splitlines()) == 1
+    # a stale digest is what the cache says while the file's stat is unchanged: proof it was not rehashed
+    path, stat, _ = cache.read_text().rstrip("\n").split("\t")
+    cache.write_text(f"{path}\t{stat}\tcafe  -\n")
+    assert digest() == "cafe  -\n"
+    # the same size, another time: hashed again (and the new digest appended)
+    os.utime(big, (1_000_000_000, 1_000_000_000))
+    assert digest() == plain
+    big.write_text("b" * 100)  # edited: same size, a new time
+    assert (
+        digest()
+        == subprocess.run(
+            ["sha256sum"], input=b"b" * 100, capture_output=True, check=True
+        ).stdout.decode()
+    )
+    assert len(cache.read_text().splitlines()) == 3
+    # small files are hashed every time, never cached
+    (tmp_path / "small.txt").write_text("x")
+    small = f'. "{ROOT}/utils/pipeline.sh" && file_digest small.txt'
+    out = subprocess.run(["bash", "-c", small], cwd=tmp_path, capture_output=True, text=True)
+    assert (
+        out.stdout
+        == subprocess.run(
+            ["sha256sum"], input=b"x", capture_output=True, check=True
+        ).stdout.decode()
+    )
+    assert "small.txt" not in cache.read_text()
