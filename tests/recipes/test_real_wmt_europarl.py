@@ -196,6 +196,9 @@ def test_swap_matrix_of_two_seeds(wmt_runs):
     assert runs["lego_swap"].returncode == 0, runs["lego_swap"].stderr[-4000:]
     out = dest / "egs" / "wmt" / "mt1" / "exp" / "lego_swap" / f"{DEEN}__seed1"
     assert any(out.iterdir())
+    # the N^2 decodings ran as one job of the backend, on the CPU unless --gpu_inference true
+    log = (out.parent / "log" / f"{DEEN}__seed1.log").read_text()
+    assert "espnet_ext.analysis.lego_swap" in log.splitlines()[0] and "--device cpu" in log
 
 
 def test_europarl_default_de_en_path(wmt_runs):
