@@ -363,7 +363,7 @@ local_data_scripts() {
 # STATS_DIR), 4 (training of ${lm_exp}) and 5 (perplexity of DEV_TEXT and TEST_TEXTS), on TRAIN_TEXT and
 # --lm_train_text. lm.sh's stage 2, the token list, is the pipeline's: TOKEN_LIST (and bpe.model beside it), so the
 # LM has the vocabulary of the model it is fused with, as shallow fusion needs. The three stages share one
-# fingerprint (the texts, the token list, the LM's config and arguments).
+# fingerprint (the texts, the token list, the LM's config, arguments and --num_splits_lm).
 lm_stages() {
     [ "${use_lm}" = true ] || return 0
     [ -n "${lm_config}" ] || die "--use_lm true needs --lm_config"
@@ -372,9 +372,12 @@ lm_stages() {
              --cmd_backend "${cmd_backend}" --lm_config "${lm_config}" --lm_args "${lm_args}"
              --lm_train_text "$2 ${lm_train_text}" --lm_dev_text "$3" --lm_test_text "$4"
              --token_type "$5" --token_list "$6" --bpemodel "$(dirname "$6")/bpe.model"
-             --lm_exp "${lm_exp}" --lm_stats_dir "$7")
+             --lm_exp "${lm_exp}" --lm_stats_dir "$7" --num_splits_lm "${num_splits_lm}")
+    # --num_splits_lm only when set: the markers of LM stages run before it existed stay valid
+    local lm_split_words=()
+    [ "${num_splits_lm}" = 1 ] || lm_split_words=("num_splits_lm=${num_splits_lm}")
     # shellcheck disable=SC2086  # the extra LM text files, each hashed
-    fp="$(fingerprint "$2" ${lm_train_text} "$6" "${lm_config}" "${lm_args}")"
+    fp="$(fingerprint "$2" ${lm_train_text} "$6" "${lm_config}" "${lm_args}" "${lm_split_words[@]}")"
     run_stage "${n}" "LM text + statistics" "${lm_exp}" "${fp}" ./lm.sh --stage 1 --stop_stage 3 "${lm_opts[@]}"
     run_stage $((n + 1)) "LM training" "${lm_exp}" "${fp}" ./lm.sh --stage 4 --stop_stage 4 "${lm_opts[@]}"
     run_stage $((n + 2)) "LM perplexity" "${lm_exp}" "${fp}" ./lm.sh --stage 5 --stop_stage 5 "${lm_opts[@]}"

@@ -85,6 +85,7 @@ for __group in "$@"; do
             use_lm=false
             lm_config=""
             lm_args=""
+            num_splits_lm=1         # >1: lm.sh trains on the LM text in N parts, one in memory at a time (lm.sh)
             lm_train_text=""        # extra LM text (Kaldi text files); the training targets are always included
             lm_tag=""
             lm_exp=""

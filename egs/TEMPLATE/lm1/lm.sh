@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Language-model pipeline on ESPnet2's LM task. Used standalone and by the asr/mt pipelines for their
 # LM stages. Stages:
-#   1 text preparation (training text = --lm_train_text files, ids kept/added)
+#   1 text preparation (training text = --lm_train_text files, ids kept/added; a job, as the text is big):
+#     sorted by id (LC_ALL=C, temporary files in the stats dir); an id found twice fails, naming it and its lines
 #   2 token list (SentencePiece or char; skipped when --token_list already exists)
 #   3 statistics (ESPnet2 --collect_stats)
-#   4 training
+#   4 training; --num_splits_lm N > 1 (ESPnet's option): the text and shape file split round-robin into N parts
+#     (${lm_exp}/splitsN, a job) trained one after the other by ESPnet's --multiple_iterator, so a training
+#     process (and each loader process) holds one part, not the whole text, in memory
 #   5 perplexity on --lm_dev_text and --lm_test_text
 # --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
 # soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
@@ -24,6 +27,7 @@ lm_config=""
 lm_args=""              # extra arguments for lm_train
 lm_exp=""               # experiment dir
 lm_stats_dir=""
+num_splits_lm=1         # parts of the training text held in memory one at a time (stage 4, see above)
 
 . ./path.sh
 . utils/parse_options.sh
@@ -31,6 +35,7 @@ lm_stats_dir=""
 . utils/pipeline.sh
 
 require_options lm_config lm_train_text lm_dev_text
+[[ ${num_splits_lm} =~ ^[1-9][0-9]*$ ]] || die "--num_splits_lm must be a positive integer, not '${num_splits_lm}'"
 lm_tag=$(basename "${lm_config}" .yaml)
 lm_exp=${lm_exp:-exp/lm_${lm_tag}}
 lm_stats_dir=${lm_stats_dir:-exp/lm_stats_${token_type}}
@@ -43,14 +48,39 @@ tokenizer_opts=(--token_type "${token_type}" --token_list "${token_list}" --non_
                 --cleaner none --g2p none)
 [ "${token_type}" = bpe ] && tokenizer_opts+=(--bpemodel "${bpemodel}")
 
+# as_job LOG FUNCTION ARGS... : the function FUNCTION of this script run as a ${train_cmd} job (steps that read
+# the full LM text, GBs of it, belong on a compute node, not on the node running the pipeline)
+as_job() {
+    ${train_cmd} "$1" bash -c "set -euo pipefail; export LC_ALL=C; $(declare -f "$2"); $2 \"\$@\"" "$2" "${@:3}"
+}
+
+# sort_text OUT HAS_IDS FILE... (a job): the training text by id, temporary files beside OUT (not the job's /tmp).
+# ids must be unique (ESPnet's reader refuses a repeated one, but only once a job reads the text): a repeated id
+# fails here, naming the files and lines that hold it.
+sort_text() {
+    local out=$1 has_ids=$2 f i=0 id
+    shift 2
+    if ! id=$(for f in "$@"; do
+                  if [ "${has_ids}" = true ]; then cat "${f}"
+                  else awk -v p="lm$((i++))_" '{ printf "%s%09d %s\n", p, NR, $0 }' "${f}"; fi
+              done | sort -k1,1 -T "$(dirname "${out}")" |
+                  awk -v out="${out}.tmp" '$1 == prev { print $1; exit 1 } { prev = $1; print > out }'); then
+        rm -f "${out}.tmp"
+        [ -n "${id}" ] || return 1  # no repeated id: sort failed, its message is above
+        echo "ERROR: the LM text id ${id} is repeated, at" \
+            "$(awk -v id="${id}" '$1 == id { printf "%s%s:%d", sep, FILENAME, FNR; sep = " " }' "$@")"
+        return 1
+    fi
+    mv "${out}.tmp" "${out}"
+}
+
 prepare_text() {
+    # shellcheck disable=SC2086  # the training text files
+    require_files ${lm_train_text}
     mkdir -p "${text_dir}"
-    local f i=0
-    for f in ${lm_train_text}; do
-        require_files "${f}"
-        if [ "${lm_text_has_ids}" = true ]; then cat "${f}"; else awk -v p="lm$((i++))_" '{ printf "%s%09d %s\n", p, NR, $0 }' "${f}"; fi
-    done | sort -u -k1,1 > "${text_dir}/train.txt.tmp"
-    mv "${text_dir}/train.txt.tmp" "${text_dir}/train.txt"
+    # shellcheck disable=SC2086
+    as_job "${text_dir}/log/sort_text.log" sort_text "${text_dir}/train.txt" "${lm_text_has_ids}" ${lm_train_text} ||
+        return 1
     log "LM training text: $(wc -l < "${text_dir}/train.txt") lines"
 }
 
@@ -71,14 +101,39 @@ lm_stats() {
     add_token_dim "${lm_stats_dir}" "${token_list}" "${token_type}"
 }
 
+# split_text SPLITS N TEXT SHAPE (a job): TEXT and its shape file SHAPE in N parts, round-robin by line, as
+# SPLITS/lm_train.txt/split.* and SPLITS/text_shape/split.*, by ESPnet's split_scps (ESPnet's --num_splits_lm),
+# which wants both files in the same order: stage 1 sorted TEXT by id, SHAPE (whose lines the stats jobs wrote in
+# their own order) is sorted here the same way.
+split_text() {
+    local splits=$1 n=$2 text=$3 shape=$4
+    mkdir -p "${splits}"
+    sort -k1,1 -T "${splits}" "${shape}" > "${splits}/shape.sorted"
+    python -m espnet2.bin.split_scps --scps "${text}" "${splits}/shape.sorted" --names lm_train.txt text_shape \
+        --num_splits "${n}" --output_dir "${splits}"
+    rm "${splits}/shape.sorted"
+}
+
 lm_train() {
     mkdir -p "${lm_exp}"
+    local text="${text_dir}/train.txt" shape="${lm_stats_dir}/train/text_shape.${token_type}" splits
+    local train_data=(--train_data_path_and_name_and_type "${text},text,text" --train_shape_file "${shape}")
+    if [ "${num_splits_lm}" -gt 1 ]; then
+        splits="${lm_exp}/splits${num_splits_lm}"
+        # made again only for other inputs (a stage rerun after a failed training reuses them)
+        if [ "$(cat "${splits}/.done" 2> /dev/null)" != "${stage_fingerprint}" ]; then
+            rm -rf "${splits}"
+            as_job "${lm_exp}/log/split_text.log" split_text "${splits}" "${num_splits_lm}" "${text}" "${shape}" ||
+                return 1
+            echo "${stage_fingerprint}" > "${splits}/.done"
+        fi
+        train_data=(--train_data_path_and_name_and_type "${splits}/lm_train.txt,text,text"
+                    --train_shape_file "${splits}/text_shape" --multiple_iterator true)
+    fi
     # shellcheck disable=SC2086
     train_model "${lm_exp}/train.log" -- python -m espnet_ext.bin.lm_train --use_preprocessor true \
-        "${tokenizer_opts[@]}" --config "${lm_config}" --output_dir "${lm_exp}" \
-        --train_data_path_and_name_and_type "${text_dir}/train.txt,text,text" \
+        "${tokenizer_opts[@]}" --config "${lm_config}" --output_dir "${lm_exp}" "${train_data[@]}" \
         --valid_data_path_and_name_and_type "${lm_dev_text},text,text" \
-        --train_shape_file "${lm_stats_dir}/train/text_shape.${token_type}" \
         --valid_shape_file "${lm_stats_dir}/valid/text_shape.${token_type}" \
         --fold_length 150 ${lm_args}
 }
@@ -98,6 +153,7 @@ lm_perplexity() {
 run_stage 1 "LM text preparation" "${lm_stats_dir}" "$(fingerprint ${lm_train_text} "${lm_text_has_ids}")" prepare_text
 run_stage 2 "LM token list" "${lm_stats_dir}" "$(fingerprint "${text_dir}/train.txt" "${token_list}" "${nbpe}" "${bpemode}")" make_tokens
 run_stage 3 "LM statistics" "${lm_stats_dir}" "$(fingerprint "${text_dir}/train.txt" "${lm_dev_text}" "${token_list}" "${lm_config}")" lm_stats
-run_stage 4 "LM training" "${lm_exp}" "$(fingerprint "${lm_stats_dir}/train/text_shape.${token_type}" "${token_list}" "${lm_config}" "${lm_args}")" lm_train
+run_stage 4 "LM training" "${lm_exp}" "$(fingerprint "${lm_stats_dir}/train/text_shape.${token_type}" "${token_list}" \
+    "${lm_config}" "${lm_args}" "${num_splits_lm}")" lm_train
 run_stage 5 "LM perplexity" "${lm_exp}" "$(fingerprint "${lm_exp}/valid.loss.ave.pth" ${lm_dev_text} ${lm_test_text})" lm_perplexity
 log "LM pipeline finished: ${lm_exp}"

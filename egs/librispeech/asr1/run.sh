@@ -29,5 +29,8 @@ else
 fi
 
 lm_opts=(--lm_tag extended --lm_train_text data/lm_extended/text)
-[ -n "${LIBRISPEECH}" ] && [ -z "${LIBRISPEECH_LM}" ] && lm_opts=(--lm_tag transcripts)  # no SLR11 text given
+if [ -n "${LIBRISPEECH}" ]; then
+    # SLR11's 40M sentences in 10 parts, one in memory at a time (ESPnet holds its text and shapes whole)
+    if [ -n "${LIBRISPEECH_LM}" ]; then lm_opts+=(--num_splits_lm 10); else lm_opts=(--lm_tag transcripts); fi
+fi
 ./asr.sh "${sets[@]}" "${opts[@]}" "${lm_opts[@]}" --results_title "${title}" "$@"
