@@ -16,7 +16,9 @@ ESPnet2 reads every data file through ``espnet2.train.dataset.DATA_TYPES`` (type
 from __future__ import annotations
 
 import argparse
+import array
 import collections.abc
+import hashlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -58,39 +60,116 @@ def decode_video(path: str) -> np.ndarray:
     return read_video(path).astype(np.float32) / 255.0
 
 
+def _key_hash(key: bytes) -> int:
+    """A 64-bit hash of a key that every process computes alike (``hash()`` is salted per interpreter,
+    and a reader may be pickled to a spawned DataLoader worker)."""
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little", signed=True)
+
+
 class MediaScpReader(collections.abc.Mapping):
-    """``key -> decoded array`` for an scp of ``<key> <path>`` lines; decodes lazily, on access."""
+    """``key -> decoded array`` for an scp of ``<key> <path>`` lines; decodes lazily, on access.
+
+    Refuses a malformed line and a duplicate key, naming the scp and line. ``keys_to_load`` (ESPnet's
+    hook: the keys of a statistics or decoding job, of a DDP rank's batches) keeps only those entries
+    (and checks only those for duplicates); iteration is in file order.
+
+    The table lives in a handful of arrays, not one Python object per entry: the UTF-8 bytes of the keys
+    and of the paths, their end offsets, line numbers, and the keys' 64-bit hashes, sorted and searched
+    with ``np.searchsorted``. Millions of images then cost about the scp's size plus 40 B an entry, and
+    forked DataLoader workers read them without copying pages (reading a dict's entries writes their
+    reference counts, which copies every page they lie on into each worker).
+    """
 
     kind = "media"
 
-    def __init__(self, scp: str | Path, decode: Callable[[str], np.ndarray]):
+    def __init__(
+        self,
+        scp: str | Path,
+        decode: Callable[[str], np.ndarray],
+        keys_to_load: collections.abc.Set[str] | None = None,
+    ):
         self.scp = str(scp)
         self.decode = decode
-        self.entries: dict[str, tuple[int, str]] = {}  # key -> (line number, media path)
+        keys, paths = bytearray(), bytearray()
+        key_ends, path_ends, lines, hashes = (array.array("q") for _ in range(4))
+        entries = 0
         for lineno, line in read_utf8_lines(self.scp):
             if not line.strip():
                 continue
+            entries += 1
             fields = line.split(maxsplit=1)
             if len(fields) != 2:
                 raise InputError(
                     f"expected '<key> <path>', got {line!r}", path=self.scp, line=lineno
                 )
-            key, media = fields[0], fields[1].strip()
-            if key in self.entries:
-                first = self.entries[key][0]
-                raise InputError(
-                    f"duplicate key (first on line {first})", path=self.scp, line=lineno, key=key
-                )
-            self.entries[key] = (lineno, media)
-        if not self.entries:
+            if keys_to_load is not None and fields[0] not in keys_to_load:
+                continue
+            key = fields[0].encode()
+            keys += key
+            paths += fields[1].strip().encode()
+            key_ends.append(len(keys))
+            path_ends.append(len(paths))
+            lines.append(lineno)
+            hashes.append(_key_hash(key))
+        if not entries:
             raise InputError(f"no entries in this {self.kind} scp", path=self.scp)
+        if not lines:
+            raise InputError(
+                f"none of the {len(keys_to_load)} keys asked for is in this {self.kind} scp",
+                path=self.scp,
+                key=min(keys_to_load),
+            )
+        self._keys, self._paths = bytes(keys), bytes(paths)
+        self._key_ends, self._path_ends, self._lines = (
+            np.array(a, dtype=np.int64) for a in (key_ends, path_ends, lines)
+        )
+        hashes = np.array(hashes, dtype=np.int64)
+        self._by_hash = np.argsort(hashes, kind="stable")  # equal hashes keep file order
+        self._hashes = hashes[self._by_hash]
+        self._refuse_duplicates()
+
+    def _key(self, i: int) -> bytes:
+        return self._keys[self._key_ends[i - 1] if i else 0 : self._key_ends[i]]
+
+    def _refuse_duplicates(self) -> None:
+        """Raise for the first line (in file order) whose key an earlier line has."""
+        repeats = []  # (line, line of the first occurrence, key)
+        run: dict[bytes, int] = {}  # key -> first row, within a run of equal hashes
+        previous = -2
+        for at in np.flatnonzero(self._hashes[1:] == self._hashes[:-1]):
+            if at != previous + 1:  # a new run starts at ``at``
+                run = {self._key(self._by_hash[at]): self._by_hash[at]}
+            i, previous = self._by_hash[at + 1], at
+            key = self._key(i)
+            if key in run:
+                repeats.append((int(self._lines[i]), int(self._lines[run[key]]), key.decode()))
+            else:
+                run[key] = i
+        if repeats:
+            line, first, key = min(repeats)
+            raise InputError(
+                f"duplicate key (first on line {first})", path=self.scp, line=line, key=key
+            )
+
+    def _row(self, key: str) -> int:
+        """Row of ``key`` in the arrays; ``KeyError`` if the scp has no such key."""
+        if isinstance(key, str):
+            encoded = key.encode()
+            h = np.int64(_key_hash(encoded))
+            at = int(np.searchsorted(self._hashes, h))
+            while at < len(self._hashes) and self._hashes[at] == h:
+                if self._key(self._by_hash[at]) == encoded:
+                    return int(self._by_hash[at])
+                at += 1
+        raise KeyError(key)
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self.checked(key, self.decode)
 
     def checked(self, key: str, read: Callable[[str], object]):
         """``read`` of ``key``'s file, its failure an ``InputError`` naming the scp, line, key and file."""
-        lineno, media = self.entries[key]
+        row = self._row(key)
+        media = self._path(row)
         try:
             return read(media)
         except (
@@ -100,34 +179,44 @@ class MediaScpReader(collections.abc.Mapping):
             EOFError,
         ) as e:  # what Pillow, numpy, PyAV raise on bad files
             raise InputError(
-                f"cannot decode {self.kind} '{media}': {e}", path=self.scp, line=lineno, key=key
+                f"cannot decode {self.kind} '{media}': {e}",
+                path=self.scp,
+                line=int(self._lines[row]),
+                key=key,
             ) from e
 
+    def _path(self, row: int) -> str:
+        return self._paths[self._path_ends[row - 1] if row else 0 : self._path_ends[row]].decode()
+
     def path(self, key: str) -> str:
-        return self.entries[key][1]
+        return self._path(self._row(key))
 
     def __contains__(self, key) -> bool:  # Mapping's default would decode the file to answer
-        return key in self.entries
+        try:
+            self._row(key)
+        except KeyError:
+            return False
+        return True
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.entries)
+        return (self._key(i).decode() for i in range(len(self)))
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self._lines)
 
 
 class ImageScpReader(MediaScpReader):
     kind = "image"
 
-    def __init__(self, scp: str | Path):
-        super().__init__(scp, decode_image)
+    def __init__(self, scp: str | Path, keys_to_load: collections.abc.Set[str] | None = None):
+        super().__init__(scp, decode_image, keys_to_load)
 
 
 class VideoScpReader(MediaScpReader):
     kind = "video"
 
-    def __init__(self, scp: str | Path):
-        super().__init__(scp, decode_video)
+    def __init__(self, scp: str | Path, keys_to_load: collections.abc.Set[str] | None = None):
+        super().__init__(scp, decode_video, keys_to_load)
 
     def frames(self, key: str) -> int:
         """How many frames ``self[key]`` has, checked as decoding checks it (``video.frame_count``)."""
@@ -139,13 +228,13 @@ class VideoScpReader(MediaScpReader):
 DATA_TYPES = {
     "image": dict(
         func=ImageScpReader,
-        kwargs=[],
+        kwargs=["keys_to_load"],
         help="Image files (PNG, JPEG, ...): float32 (H, W) grey or (H, W, C), values in [0, 1]."
         "\n\n   utterance_id_a a.png\n   utterance_id_b b.jpg\n   ...",
     ),
     "video": dict(
         func=VideoScpReader,
-        kwargs=[],
+        kwargs=["keys_to_load"],
         help="Videos (25 fps .mp4/.avi read with PyAV, or .npy of uint8 frames): float32 grey "
         "(T, H, W) in [0, 1]."
         "\n\n   utterance_id_a a.mp4\n   utterance_id_b b.npy\n   ...",

@@ -28,7 +28,7 @@ from espnet2.train.preprocessor import AbsPreprocessor
 from espnet2.utils.types import str2bool, str2triple_str, str_or_none
 from torch.utils.data import DataLoader
 
-from espnet_ext.data.types import DATA_TYPES
+from espnet_ext.data.types import DATA_TYPES, MediaScpReader
 from espnet_ext.errors import ConfigError, InputError
 from espnet_ext.fileio import read_utf8_lines
 from espnet_ext.tasks.attention_plots import AttentionPlotCheck
@@ -76,7 +76,8 @@ def read_keys(path: str | Path) -> list[str]:
 def check_ids(dataset: ESPnetDataset, ids: Collection[str]) -> None:
     """Refuse a data file that lacks ids another file (or the shape/key file) asks for, naming it."""
     for name, loader in dataset.loader_dict.items():
-        available = set(loader.keys())
+        # a set of a 12.7M-entry table's keys costs ~1 GB; other Mappings may decode a file to test one
+        available = loader if isinstance(loader, (dict, MediaScpReader)) else set(loader.keys())
         missing = sorted(k for k in ids if k not in available)
         if missing:
             path, _ = dataset.debug_info[name]
@@ -100,11 +101,12 @@ def read_list(value: str | Sequence[str] | None, option: str) -> list[str]:
 
 class MediaDataset(ESPnetDataset):
     """ESPnet's map-style dataset that also reads our ``image`` and ``video`` types
-    (``espnet_ext.data.types``, by exact name); every other type is ESPnet's."""
+    (``espnet_ext.data.types``, by exact name); every other type is ESPnet's. ``keys_to_load`` (ESPnet's
+    argument) keeps only those entries of our tables, as of ESPnet's ``text``."""
 
     def _build_loader(self, path, loader_type, keys_to_load):
         if loader_type in DATA_TYPES:
-            return DATA_TYPES[loader_type]["func"](path)
+            return DATA_TYPES[loader_type]["func"](path, keys_to_load=keys_to_load)
         return super()._build_loader(path, loader_type, keys_to_load)
 
 
@@ -198,13 +200,17 @@ class AbsExtTask(AttentionPlotCheck, AbsTask):
         """
         if multi_task_dataset:
             raise ConfigError(f"--multi_task_dataset is not supported by {cls.__name__}")
+        keys = read_keys(key_file or data_path_and_name_and_type[0][0])
         dataset = MediaDataset(
-            data_path_and_name_and_type, preprocess=preprocess_fn, float_dtype=np.dtype(dtype).name
+            data_path_and_name_and_type,
+            preprocess=preprocess_fn,
+            float_dtype=np.dtype(dtype).name,
+            # a statistics or decoding job's key file: the job holds its share of the tables only
+            keys_to_load=set(keys) if key_file else None,
         )
         cls.check_task_requirements(
             dataset, allow_variable_data_keys, train=False, inference=inference
         )
-        keys = read_keys(key_file or data_path_and_name_and_type[0][0])
         check_ids(dataset, keys)
         return DataLoader(
             dataset,

@@ -222,3 +222,55 @@ def test_video_type_refuses_other_frame_rates_naming_the_line(tmp_path):
         InputError, match=r"video.scp:2: key 'b': .*frame rate 30.000 fps, expected 25"
     ):
         reader["b"]
+
+
+def test_large_scp_costs_about_its_file_size(tmp_path):
+    """A table of millions of images must not hold Python objects per entry (~300 B each, and copied
+    into every forked DataLoader worker that reads them): its arrays cost the file's bytes plus < 100 B."""
+    import tracemalloc
+
+    n = 100_000
+    scp = tmp_path / "image.scp"
+    scp.write_text("".join(f"img{i:07d}_word /corpus/{i % 97}/{i}_word.jpg\n" for i in range(n)))
+    tracemalloc.start()
+    try:
+        reader = types.ImageScpReader(scp)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (held - scp.stat().st_size) / n < 100
+    assert len(reader) == n and reader.path("img0054321_word") == "/corpus/1/54321_word.jpg"
+
+
+def test_reader_is_the_mapping_its_scp_lines_give(tmp_path, gradient, monkeypatch):
+    """Keys in file order, paths with spaces, non-ASCII keys; with every key hashing alike (the worst
+    case of the hash index) lookups and the duplicate check still compare the keys themselves."""
+    Image.fromarray(gradient).save(tmp_path / "a b.png")
+    Image.fromarray(gradient[..., 0]).save(tmp_path / "c.png")
+    lines = f"zé {tmp_path / 'a b.png'}  \n\nb {tmp_path / 'c.png'}\na\t{tmp_path / 'c.png'}\n"
+    (tmp_path / "image.scp").write_text(lines)
+    for hashing in ("real", "constant"):
+        if hashing == "constant":
+            monkeypatch.setattr(types, "_key_hash", lambda key: 7)
+        reader = types.ImageScpReader(tmp_path / "image.scp")
+        assert list(reader) == ["zé", "b", "a"] and len(reader) == 3
+        assert reader.path("zé") == str(tmp_path / "a b.png")
+        np.testing.assert_array_equal(reader["zé"], gradient / np.float32(255))
+        np.testing.assert_array_equal(reader["a"], gradient[..., 0] / np.float32(255))
+        assert "b" in reader and "c" not in reader and 3 not in reader
+        with pytest.raises(KeyError):
+            reader["c"]
+        (tmp_path / "dup.scp").write_text("a x\nb y\nc z\nb y\na x\n")
+        with pytest.raises(
+            InputError, match=r"dup.scp:4: key 'b': duplicate key \(first on line 2\)"
+        ):
+            types.ImageScpReader(tmp_path / "dup.scp")
+
+
+def test_keys_to_load_keeps_only_those_entries(tmp_path):
+    scp = write_scp(tmp_path / "image.scp", [("a", "a.png"), ("b", "b.png"), ("c", "c.png")])
+    reader = types.ImageScpReader(scp, keys_to_load={"c", "a", "elsewhere"})
+    assert list(reader) == ["a", "c"] and "b" not in reader
+    assert reader.path("c") == str(tmp_path / "c.png")
+    with pytest.raises(InputError, match=r"image.scp: key 'x': none of the 2 keys asked for"):
+        types.ImageScpReader(scp, keys_to_load={"y", "x"})

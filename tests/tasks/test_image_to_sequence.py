@@ -130,6 +130,29 @@ def exact_match(predictions: dict, references: dict) -> float:
     return sum(predictions.get(k) == v for k, v in references.items()) / len(references)
 
 
+def test_a_jobs_key_file_loads_only_its_share_of_the_tables(corpus):
+    """collect_stats and decoding jobs read a key file each; a job of a 12.7M-image corpus must not hold
+    the whole image.scp and text, and a key its tables lack is refused naming the table."""
+    train = corpus / "data" / "train"
+    tables = [(str(train / "image.scp"), "image", "image"), (str(train / "text"), "text", "text")]
+    (corpus / "keys.2.scp").write_text("s05 x\ns01 x\n")
+    loader = ImageToSequenceTask.build_streaming_iterator(
+        tables, None, None, key_file=str(corpus / "keys.2.scp")
+    )
+    assert list(loader.sampler) == ["s05", "s01"]
+    assert {name: sorted(table) for name, table in loader.dataset.loader_dict.items()} == {
+        "image": ["s01", "s05"],
+        "text": ["s01", "s05"],
+    }
+    (corpus / "keys.3.scp").write_text("s02 x\nt00 x\n")
+    with pytest.raises(
+        InputError, match=r"image.scp: key 't00': 1 of 2 ids are not in this 'image'"
+    ):
+        ImageToSequenceTask.build_streaming_iterator(
+            tables, None, None, key_file=str(corpus / "keys.3.scp")
+        )
+
+
 def test_collect_stats_train_resume_and_recognize(corpus, tiny_run_options):
     stats = corpus / "stats"
     stats_options = ["--collect_stats", "true", "--output_dir", str(stats)]
