@@ -11,6 +11,11 @@ optional LM (lm_weight) and a length bonus (penalty); ``BatchBeamSearch`` batche
 ``--score_file`` gets ``<id> <score> <tokens>`` per video: the 1-best's total beam-search score and its
 length in tokens (with <eos>), from which self-training's confidence filter is computed.
 ``--matched_inference true|false`` relaxes (or not) the model's relaxed attention at test time.
+``--resume_file`` makes a job resumable (asr.sh passes it: stage 13 decodes ~1M videos in jobs that a time
+limit may kill): each 1-best is appended to it, flushed, as one JSON line when decoded, and a rerun with the
+same decoding options, model files and videos decodes only the videos it lacks. The output and score files
+still appear whole, in key order, once every video is decoded; the journal stays, so a rerun of a finished
+job rewrites them without loading the model.
 """
 
 from espnet_ext.registry import install
@@ -19,8 +24,13 @@ from espnet_ext.registry import install
 install()
 
 import argparse
-import contextlib
+import hashlib
+import json
 import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import yaml
@@ -35,8 +45,8 @@ from espnet2.utils.types import str2bool
 from espnet_ext.attention import matched_inference
 from espnet_ext.decoding import options as decoding_options
 from espnet_ext.decoding.beam_search import apply_rules
-from espnet_ext.errors import ConfigError
-from espnet_ext.fileio import atomic_write
+from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.fileio import atomic_write, read_utf8_lines
 from espnet_ext.tasks.abs_ext_task import (
     TextPreprocessor,
     inference_batches,
@@ -84,6 +94,12 @@ def get_parser():
     parser.add_argument("--config", type=str, default=None, help="YAML of the options above")
     parser.add_argument(
         "--score_file", type=str, default=None, help="'<id> <score> <tokens>' of each 1-best"
+    )
+    parser.add_argument(
+        "--resume_file",
+        type=str,
+        default=None,
+        help="journal of the decoded videos: a rerun decodes only those it lacks (kept)",
     )
     return parser
 
@@ -152,8 +168,18 @@ def build_beam_search(model, args) -> BeamSearch:
     return apply_rules(search, args.eos_threshold, args.lenpen, bool(args.fairseq_stop))
 
 
+class Hypothesis(NamedTuple):
+    """The 1-best of one video: its text, beam-search score and length in tokens (with <eos>)."""
+
+    key: str
+    text: str
+    score: float
+    tokens: int
+
+
 @torch.no_grad()
-def inference(args) -> None:
+def decode_videos(args, key_file: str | None) -> Iterator[Hypothesis]:
+    """The 1-best of each video of ``key_file`` (all of the data when None), in key order, as decoded."""
     model, train_args = LipReadingTask.build_model_from_file(
         args.train_config, args.model_file, args.device
     )
@@ -161,28 +187,132 @@ def inference(args) -> None:
     matched_inference.apply_matched_inference(model, args.matched_inference)
     search = build_beam_search(model, args)
     text = TextPreprocessor.from_args(train_args, train=False)
-    with contextlib.ExitStack() as stack:
-        out = stack.enter_context(atomic_write(args.output_file))
-        scores = (
-            None if args.score_file is None else stack.enter_context(atomic_write(args.score_file))
-        )
-        for ids, batch in inference_batches(LipReadingTask, train_args, args):
-            for i, key in enumerate(ids):
-                length = batch["video_lengths"][i : i + 1]
-                encoded, _ = model.encode(
-                    batch["video"][i : i + 1, : length.item()], length
-                )  # alone: no padding
-                hypotheses = search(
-                    x=encoded[0], maxlenratio=args.maxlenratio, minlenratio=args.minlenratio
-                )
-                token_ids = [] if not hypotheses else hypotheses[0].yseq.tolist()
-                token_ids = [
-                    t for t in token_ids if t not in (model.sos, model.eos, model.blank_id)
-                ]
-                out.write(f"{key} {text.ids_to_text(token_ids)}".rstrip() + "\n")
-                if scores is not None:
-                    score = float(hypotheses[0].score) if hypotheses else float("-inf")
-                    scores.write(f"{key} {score:.6f} {len(token_ids) + 1}\n")
+    for ids, batch in inference_batches(
+        LipReadingTask, train_args, argparse.Namespace(**{**vars(args), "key_file": key_file})
+    ):
+        for i, key in enumerate(ids):
+            length = batch["video_lengths"][i : i + 1]
+            encoded, _ = model.encode(
+                batch["video"][i : i + 1, : length.item()], length
+            )  # alone: no padding
+            hypotheses = search(
+                x=encoded[0], maxlenratio=args.maxlenratio, minlenratio=args.minlenratio
+            )
+            token_ids = [] if not hypotheses else hypotheses[0].yseq.tolist()
+            token_ids = [t for t in token_ids if t not in (model.sos, model.eos, model.blank_id)]
+            score = float(hypotheses[0].score) if hypotheses else float("-inf")
+            yield Hypothesis(key, text.ids_to_text(token_ids), score, len(token_ids) + 1)
+
+
+# Options that change no 1-best: a journal written under other values of these is resumed.
+_NOT_IN_SIGNATURE = {"output_file", "score_file", "resume_file", "key_file", "config", "device",
+                     "batch_size", "num_workers", "log_level"}  # fmt: skip
+_MODEL_FILES = ("train_config", "model_file", "lm_train_config", "lm_file")
+
+
+def resume_signature(args) -> str:
+    """What the 1-bests depend on: the decoding options (``--config``'s included) and the model files (path,
+    size, modification time: a retrained model is another file); the videos are checked per key."""
+    options = {k: v for k, v in vars(args).items() if k not in _NOT_IN_SIGNATURE}
+    files = {}
+    for name in _MODEL_FILES:
+        path = getattr(args, name, None)
+        if path is not None:
+            stat = os.stat(path)
+            files[name] = [str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns]
+    blob = json.dumps([options, files], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def job_entries(args) -> dict[str, str]:
+    """The job's keys in order, each with the rest of its line (the video): ``--key_file``'s, else the first
+    data file's."""
+    path = args.key_file or args.data_path_and_name_and_type[0][0]
+    entries = {}
+    for _, line in read_utf8_lines(path):
+        fields = line.split(maxsplit=1)
+        if fields:
+            entries[fields[0]] = fields[1].strip() if len(fields) > 1 else ""
+    return entries
+
+
+def read_journal(path: Path, signature: str, entries: dict[str, str]) -> dict[str, Hypothesis]:
+    """The 1-bests of an earlier run in ``path`` that this run would decode alike: same signature, a key of
+    ``entries`` with the same video. A line cut by a kill is cut off the file; a journal of other options
+    is emptied (logged). Returns ``{}`` when there is nothing to resume, leaving ``path`` ready to append to."""
+    data = path.read_bytes() if path.exists() else b""
+    whole = data[: data.rfind(b"\n") + 1]
+    lines = whole.decode("utf-8").splitlines()
+    try:
+        header = json.loads(lines[0]) if lines else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("signature") != signature:
+        if lines:
+            logging.warning(
+                f"{path}: written with other options or models; decoding every video again"
+            )
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"signature": signature}) + "\n")
+        return {}
+    if len(whole) < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(len(whole))
+    done = {}
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            entry = json.loads(line)
+            hypothesis = Hypothesis(
+                entry["key"], entry["text"], float(entry["score"]), int(entry["tokens"])
+            )
+            video = entry["video"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise InputError(
+                f"not a journal line ({e}): remove the file to decode again", path=path, line=number
+            ) from e
+        if entries.get(hypothesis.key) == video:
+            done[hypothesis.key] = hypothesis
+    return done
+
+
+def resumed(args) -> list[Hypothesis]:
+    """Every 1-best of the job, those of ``--resume_file`` read, the others decoded and appended to it."""
+    journal = Path(args.resume_file)
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    entries = job_entries(args)
+    done = read_journal(journal, resume_signature(args), entries)
+    todo = [key for key in entries if key not in done]
+    logging.info(
+        f"{journal}: {len(done)} of {len(entries)} videos decoded before, {len(todo)} to decode"
+    )
+    if todo:
+        keys = journal.with_name(journal.name + ".keys")  # the rest of the job's key file
+        with atomic_write(keys) as f:
+            f.writelines(f"{key} {entries[key]}\n" for key in todo)
+        with open(journal, "a", encoding="utf-8") as f:
+            for hypothesis in decode_videos(args, str(keys)):
+                line = {**hypothesis._asdict(), "video": entries[hypothesis.key]}
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+                f.flush()  # a kill loses at most the video being decoded
+                done[hypothesis.key] = hypothesis
+        keys.unlink()
+    missing = [key for key in entries if key not in done]
+    if missing:
+        raise InputError(f"{len(missing)} keys were not decoded, e.g. {missing[0]!r}", path=journal)
+    return [done[key] for key in entries]
+
+
+def inference(args) -> None:
+    """Decode the videos, then write ``--output_file`` (and ``--score_file``) whole, in key order."""
+    if args.resume_file is None:
+        hypotheses = list(decode_videos(args, args.key_file))
+    else:
+        hypotheses = resumed(args)
+    with atomic_write(args.output_file) as out:
+        out.writelines(f"{h.key} {h.text}".rstrip() + "\n" for h in hypotheses)
+    if args.score_file is not None:
+        with atomic_write(args.score_file) as scores:
+            scores.writelines(f"{h.key} {h.score:.6f} {h.tokens}\n" for h in hypotheses)
 
 
 def main(cmd=None):

@@ -389,9 +389,11 @@ def librispeech_lm(dest: Path) -> Path:
     """dest/librispeech-lm-norm.txt.gz, SLR11's normalised LM text (upper case, one sentence a line): the
     LIBRISPEECH_LM root."""
     dest.mkdir(parents=True, exist_ok=True)
-    lines = [
-        text + "\n" for part in _LIBRISPEECH_PARTS.values() for *_, texts in part for text in texts
-    ]
+    texts = [text for part in _LIBRISPEECH_PARTS.values() for *_, items in part for text in items]
+    # Each sentence also run on into the next: enough lines for the real modes' --num_splits_lm (20) parts.
+    lines = [text + "\n" for text in texts]
+    lines += [f"{a} {b}\n" for a, b in zip(texts, texts[1:] + texts[:1])]
+    lines += [f"{b} {a}\n" for a, b in zip(texts, texts[1:] + texts[:1])]
     with gzip.open(dest / "librispeech-lm-norm.txt.gz", "wt", encoding="utf-8") as f:
         f.writelines(lines)
     return dest

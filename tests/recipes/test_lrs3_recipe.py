@@ -28,7 +28,7 @@ TINY_VSR_DECODE = "beam_size: 2\nctc_weight: 0.3\nlm_weight: 0.1\n"
 ARGS = [
     "--asr_config", "conf/tiny_vsr.yaml", "--lm_config", "conf/tiny_lm.yaml",
     "--inference_config", "conf/tiny_decode.yaml", "--train_num_threads", "1",
-    "--nj", "1", "--inference_nj", "1", "--test_sets", "test", "--use_lm", "true",
+    "--nj", "1", "--inference_nj", "1", "--pseudo_label_nj", "2", "--test_sets", "test", "--use_lm", "true",
     "--local_data_opts", "--mini_splits train=40,dev=6,test=6,unlabeled=10 --mini_lm_sentences 200",
 ]  # fmt: skip
 MODEL = "vsr_tiny_vsr"
@@ -86,6 +86,15 @@ def test_self_training_uses_the_pseudo_labels_of_the_unlabeled_set(finished):
         if " " in line
     )
     assert all(decoded[key] == text for key, text in kept.items())  # the 1-best is the label
+    # the unlabeled set in --pseudo_label_nj jobs (the test set in --inference_nj), each with its journal
+    logdir = recipe / "exp" / MODEL / DECODE / "unlabeled" / "logdir"
+    assert sorted(p.name for p in logdir.glob("vsr_inference.*.log")) == [
+        "vsr_inference.1.log",
+        "vsr_inference.2.log",
+    ]
+    journals = [lines(logdir / f"output.{job}" / "journal") for job in (1, 2)]
+    assert sorted(len(j) - 1 for j in journals) == [5, 5]  # a signature line, then one per video
+    assert len(list((recipe / "exp" / MODEL / DECODE / "test" / "logdir").glob("*.log"))) == 1
     union = recipe / "dump/video/train_filtered_self_tiny_vsr"
     train = lines(recipe / "dump/video/train_filtered/text")
     assert len(lines(union / "text")) == len(train) + len(kept)

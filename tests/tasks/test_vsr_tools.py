@@ -1,10 +1,15 @@
-"""The video pipeline's helpers: the video check stage (vsr_prepare) and vsr_inference's decoding config."""
+"""The video pipeline's helpers: the video check stage (vsr_prepare), vsr_inference's decoding config and its
+resumable jobs."""
+
+import re
 
 import numpy as np
 import pytest
+from test_lip_reading import corpus, decode, training_options  # noqa: F401 (corpus: a fixture)
 
 from espnet_ext.bin import vsr_inference, vsr_prepare
 from espnet_ext.errors import ConfigError, InputError
+from espnet_ext.tasks.lip_reading import LipReadingTask
 
 
 def write_set(tmp_path, videos):
@@ -81,3 +86,100 @@ def _mapped_only(load):
         return load(*args, **kwargs)
 
     return mapped
+
+
+def test_prepare_split_over_jobs_counts_what_one_job_counts(tmp_path):
+    rng = np.random.default_rng(0)
+    videos = {f"u{i}": np.zeros((int(rng.integers(2, 9)), 8, 8), np.uint8) for i in range(7)}
+    data = write_set(tmp_path, videos)
+    assert vsr_prepare.prepare(data, tmp_path / "one") == 7
+    lines = (data / "video.scp").read_text().splitlines()
+    parts = []
+    for job in range(3):  # utils/pipeline.sh split_keys: round-robin
+        keys = tmp_path / f"keys.{job + 1}.scp"
+        keys.write_text("".join(line + "\n" for line in lines[job::3]))
+        parts.append(tmp_path / f"frames.{job + 1}")
+        vsr_prepare.main(
+            ["--data_dir", str(data), "--key_file", str(keys), "--part_out", str(parts[-1])]
+        )
+    vsr_prepare.main(["--data_dir", str(data), "--out_dir", str(tmp_path / "split"), "--parts"]
+                     + [str(p) for p in parts])  # fmt: skip
+    one, split = (tmp_path / d / "utt2num_frames" for d in ("one", "split"))
+    assert split.read_text() == one.read_text()
+    assert (tmp_path / "split" / "text").read_text() == (data / "text").read_text()
+    # a part lost (a job's output removed) refuses the merge, naming the first uncounted key's scp line
+    with pytest.raises(InputError, match=r"video\.scp:2: key 'u1': counted by no part"):
+        vsr_prepare.prepare(data, tmp_path / "lost", parts[:1] + parts[2:])
+    assert not (tmp_path / "lost").exists()
+    with pytest.raises(InputError, match=r"frames\.1:1: key 'u0': counted twice"):
+        vsr_prepare.prepare(data, tmp_path / "twice", parts + parts[:1])
+
+
+def test_a_job_names_the_video_scp_line_of_a_bad_video_and_writes_no_part(tmp_path, capsys):
+    data = write_set(
+        tmp_path, {"a": np.zeros((4, 8, 8), np.uint8), "b": np.zeros((3, 8, 8), np.uint8)}
+    )
+    (tmp_path / "b.npy").write_bytes(b"\x93NUMPY broken")
+    keys = tmp_path / "keys.2.scp"
+    keys.write_text(f"b {tmp_path / 'b.npy'}\n")  # line 1 of the job's keys, line 2 of video.scp
+    part = tmp_path / "frames.2"
+    with pytest.raises(InputError, match=r"video\.scp:2: key 'b': cannot decode video"):
+        vsr_prepare.count_frames(data, keys)
+    assert (
+        vsr_prepare.main(
+            ["--data_dir", str(data), "--key_file", str(keys), "--part_out", str(part)]
+        )
+        == 1
+    )
+    assert re.search(r"video\.scp:2: key 'b': cannot decode video", capsys.readouterr().err)
+    assert not part.exists()
+
+
+def test_an_interrupted_job_resumes_where_it_stopped(corpus, tiny_run_options, monkeypatch):  # noqa: F811
+    exp = corpus / "exp"
+    LipReadingTask.main(cmd=training_options(corpus, tiny_run_options, exp) + ["--max_epoch", "1"])
+    test = corpus / "data" / "test"
+    whole = corpus / "whole"
+    decode(corpus, exp, test, whole / "text", score_file=whole / "score")
+
+    searched = []
+    build = vsr_inference.build_beam_search
+
+    def killed_after(k):  # the beam search of the k+1-th video dies (a time limit, a node failure)
+        def counted(model, args):
+            search = build(model, args)
+
+            def run(**kwargs):
+                if len(searched) == k:
+                    raise KeyboardInterrupt
+                searched.append(1)
+                return search(**kwargs)
+
+            return run
+
+        return counted
+
+    out = corpus / "resumed"
+    journal = out / "journal"
+    options = dict(score_file=out / "score", resume_file=journal)
+    monkeypatch.setattr(vsr_inference, "build_beam_search", killed_after(3))
+    with pytest.raises(KeyboardInterrupt):
+        decode(corpus, exp, test, out / "text", **options)
+    assert not (out / "text").exists() and not (out / "score").exists()  # nothing looks finished
+    assert (
+        len(journal.read_text().splitlines()) == 1 + 3
+    )  # the signature, then a line per video decoded
+    with journal.open("a") as f:
+        f.write('{"key": "t0')  # a line cut by the kill
+    searched.clear()
+    monkeypatch.setattr(vsr_inference, "build_beam_search", killed_after(100))
+    decode(corpus, exp, test, out / "text", **options)
+    assert len(searched) == 8 - 3  # only the videos the first run had not decoded
+    assert (out / "text").read_text() == (whole / "text").read_text()
+    assert (out / "score").read_text() == (whole / "score").read_text()
+    # A finished job's rerun decodes nothing; other decoding options decode every video again.
+    searched.clear()
+    decode(corpus, exp, test, out / "text", **options)
+    assert searched == [] and (out / "text").read_text() == (whole / "text").read_text()
+    decode(corpus, exp, test, out / "text", ctc_weight=0.5, **options)
+    assert len(searched) == 8

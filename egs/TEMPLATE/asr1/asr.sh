@@ -40,6 +40,11 @@ unlabeled_set=""        # self-training (stages 13-16): the data/<set> to pseudo
 pseudo_label_exp=""     # the experiment whose model pseudo-labels it (default: this one's, stage 9)
 self_training_config="" # stage 14's training config (default: --asr_config), e.g. a self-training schedule
 pseudo_min_confidence=""  # pseudo-labels kept when 1-best score / tokens >= this (empty: every non-empty 1-best)
+pseudo_label_nj=""      # stage 13's decoding jobs (empty: --inference_nj): ~1M videos need many short jobs, each
+                        # resumable (vsr_inference --resume_file), so a time limit costs one job's last video
+pseudo_label_max_jobs=""  # at most this many of them at once (the job backend's --max_jobs_run; empty: its own
+                          # default: local = CPU count, Slurm = no limit)
+pseudo_label_gpu=""     # true/false: stage 13's decoding on one GPU per job (empty: as --gpu_inference)
 asr_tag=""
 asr_stats_dir=""        # statistics (stage 8; default ${expdir}/asr_stats_<train_set>_<token list name>, as ESPnet's
                         # asr_stats_<feats>_<lang>_<token>): one per config lets trainings of several configs on the
@@ -73,6 +78,12 @@ case ${input} in
     *) die "--input must be speech or video, not '${input}'" ;;
 esac
 [ -z "${avhubert_checkpoint}" ] || [ "${input}" = video ] || die "--avhubert_checkpoint needs --input video"
+# refused now, not when stage 13 starts after the trainings
+[[ ${pseudo_label_nj} =~ ^([1-9][0-9]*)?$ ]] ||
+    die "--pseudo_label_nj must be empty or a positive integer, not '${pseudo_label_nj}'"
+[[ ${pseudo_label_max_jobs} =~ ^([1-9][0-9]*)?$ ]] ||
+    die "--pseudo_label_max_jobs must be empty or a positive integer, not '${pseudo_label_max_jobs}'"
+case ${pseudo_label_gpu} in "" | true | false) ;; *) die "--pseudo_label_gpu must be true, false or empty" ;; esac
 token_dir=${token_type}
 [ "${token_type}" = bpe ] && token_dir="${token_type}_${bpemode}${nbpe}"
 token_dir=${token_list_dir:-data/token_list/${train_set}/${token_dir}}
@@ -158,7 +169,10 @@ asr_train() {
         --fold_length 800 --fold_length 150 ${asr_args}
 }
 
-# decode SET... : each set's 1-best into ${asr_exp}/${inference_tag}/<set>/text (video: + score)
+# decode SET... : each set's 1-best into ${asr_exp}/${inference_tag}/<set>/text (video: + score). Video jobs
+# keep a journal in DIR/logdir/output.JOB/, which decode_set leaves in place (it removes only DIR/text and the
+# key lists): a rerun after a kill decodes only what a job lacks, as long as the split (${inference_nj}) is the
+# same; the journal's signature (options, model files) makes a rerun with another model decode everything.
 decode() {
     local dset dir lm_opts=()
     [ "${use_lm}" = true ] && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
@@ -175,7 +189,8 @@ decode() {
                 --data_path_and_name_and_type "${feats_dir}/${dset}/${input_scp},${input_name},${input_type}" \
                 --train_config "${asr_exp}/config.yaml" --model_file "${asr_exp}/${inference_model}" \
                 "${lm_opts[@]}" --output_file "${dir}/logdir/output.JOB/text" \
-                --score_file "${dir}/logdir/output.JOB/score" ${inference_args} || return 1
+                --score_file "${dir}/logdir/output.JOB/score" --resume_file "${dir}/logdir/output.JOB/journal" \
+                ${inference_args} || return 1
             merge_shards "${dir}" output.JOB/score "${dir}/score" || return 1
         fi
     done
@@ -203,11 +218,20 @@ prepare_video_data() {
     fi
 }
 
+# Each set's video.scp split over ${nj} jobs (VoxCeleb2-en's ~1M .mp4 clips take days in one), each counting
+# its part's frames (logdir ${feats_dir}/log/videos_<set>/), merged into ${feats_dir}/<set> by one more job.
 check_videos() {
-    local dset
+    local dset logdir n parts
     for dset in ${train_set} ${valid_set} ${test_sets} ${unlabeled_set}; do
-        ${train_cmd} "${feats_dir}/log/videos_${dset}.log" \
-            python -m espnet_ext.bin.vsr_prepare --data_dir "data/${dset}" --out_dir "${feats_dir}/${dset}" || return 1
+        logdir="${feats_dir}/log/videos_${dset}"
+        rm -rf "${logdir}"  # no part of another run's split is merged
+        n=$(split_keys "data/${dset}/video.scp" "${logdir}" "${nj}")
+        ${train_cmd} JOB=1:"${n}" "${logdir}/videos.JOB.log" \
+            python -m espnet_ext.bin.vsr_prepare --data_dir "data/${dset}" --key_file "${logdir}/keys.JOB.scp" \
+                --part_out "${logdir}/frames.JOB" || return 1
+        mapfile -t parts < <(seq -f "${logdir}/frames.%g" "${n}")
+        ${train_cmd} "${feats_dir}/log/videos_${dset}.log" python -m espnet_ext.bin.vsr_prepare \
+            --data_dir "data/${dset}" --out_dir "${feats_dir}/${dset}" --parts "${parts[@]}" || return 1
     done
 }
 
@@ -216,8 +240,19 @@ label_exp=${pseudo_label_exp:-${asr_exp}}  # e.g. the baseline's model for every
 pseudo_dir="${feats_dir}/${unlabeled_set}_pseudo_$(basename "${label_exp}")"
 self_train_dir="${feats_dir}/${train_set}_filtered_self_${asr_tag}"
 
+# The unlabeled set is decoded in ${pseudo_label_nj} jobs, on GPUs with --pseudo_label_gpu true: decode and
+# decode_set read these locals (bash locals are dynamic). Neither changes a label, so neither is in stage 13's
+# fingerprint.
 pseudo_label() {
-    local asr_exp=${label_exp}
+    local asr_exp=${label_exp} inference_nj=${pseudo_label_nj:-${inference_nj}} decode_cmd=${decode_cmd} cuda_cmd=${cuda_cmd}
+    local inference_ngpu=${inference_ngpu} inference_device=${inference_device}
+    case ${pseudo_label_gpu} in
+        true) inference_ngpu=1 inference_device=cuda ;;
+        false) inference_ngpu=0 inference_device=cpu ;;
+    esac
+    if [ -n "${pseudo_label_max_jobs}" ]; then
+        decode_cmd+=" --max_jobs_run ${pseudo_label_max_jobs}" cuda_cmd+=" --max_jobs_run ${pseudo_label_max_jobs}"
+    fi
     decode "${unlabeled_set}" || return 1
     ${train_cmd} "${pseudo_dir}.log" python -m espnet_ext.data.pseudo_labels \
         --data_dir "${feats_dir}/${unlabeled_set}" --decode_dir "${asr_exp}/${inference_tag}/${unlabeled_set}" \

@@ -44,11 +44,15 @@ else
                 "--local_data_opts \"... --voxceleb2_dir DIR\" (a data dir with video.scp)" >&2
             exit 1
         fi
-        # stage 14 on AV-HuBERT's self-training schedule (self_large_vox_433h.yaml: 100k updates)
-        unlabeled=(--unlabeled_set voxceleb2_en --self_training_config conf/train_vsr_large_self.yaml)
+        # stage 14 on AV-HuBERT's self-training schedule (self_large_vox_433h.yaml: 100k updates); stage 13
+        # decodes ~1M videos at beam 50 with LM fusion: on GPUs, 32 jobs at a time, in asr.sh's
+        # --pseudo_label_nj resumable jobs (--pseudo_label_gpu false: on CPUs)
+        unlabeled=(--unlabeled_set voxceleb2_en --self_training_config conf/train_vsr_large_self.yaml
+                   --pseudo_label_nj 256 --pseudo_label_gpu true --pseudo_label_max_jobs 32)
     fi
     opts=(--asr_config "${config}" --inference_config conf/decode_vsr.yaml --lm_config conf/train_lm_transformer.yaml
           --token_type bpe --nbpe 1000 --nj 32 --inference_nj 32 --min_frames 10 --max_frames 600)
+    [ "${lm_text}" != extended ] || [ -z "${LIBRISPEECH_LM}" ] || opts+=(--num_splits_lm 20)  # SLR11's 40M lines
     title="LRS3 (${setup})"
 fi
 run_with_lm ./asr.sh --input video "${sets[@]}" "${unlabeled[@]}" "${opts[@]}" --results_title "${title}" \
