@@ -123,6 +123,22 @@ def sorted_entries(path: PathLike, entries: Iterable[Entry]) -> Iterator[Entry]:
         yield entry
 
 
+def without_adjacent_repeats(path: PathLike, entries: Iterable[Entry]) -> Iterator[Entry]:
+    """``entries`` of the table ``path``, refusing an id repeated on consecutive lines: where a sorted
+    table has its duplicates, found without holding the ids."""
+    previous = None
+    for entry in entries:
+        if previous is not None and entry.key == previous.key:
+            raise InputError(
+                f"duplicate id (first at line {previous.line})",
+                path=path,
+                line=entry.line,
+                key=entry.key,
+            )
+        previous = entry
+        yield entry
+
+
 def read_kaldi_map(
     path: PathLike, allow_empty: bool = False, what: str = "value"
 ) -> dict[str, str]:
@@ -225,8 +241,7 @@ def speaker_groups(utt2spk: PathLike, tmp_dir: PathLike) -> Iterator[tuple[str, 
     tmp_dir = Path(tmp_dir)
     by_utt, by_speaker = tmp_dir / "by_utt", tmp_dir / "by_speaker"
     with open(by_utt, "w", encoding="utf-8") as f:
-        previous = None
-        for e in iter_kaldi_entries(utt2spk):
+        for e in without_adjacent_repeats(utt2spk, iter_kaldi_entries(utt2spk)):
             if _FIELD_SEP.search(e.value):
                 raise InputError(
                     f"speaker id '{e.value}' has a blank: it cannot be a spk2utt key",
@@ -234,14 +249,6 @@ def speaker_groups(utt2spk: PathLike, tmp_dir: PathLike) -> Iterator[tuple[str, 
                     line=e.line,
                     key=e.key,
                 )
-            if previous is not None and e.key == previous.key:
-                raise InputError(
-                    f"duplicate id (first at line {previous.line})",
-                    path=utt2spk,
-                    line=e.line,
-                    key=e.key,
-                )
-            previous = e
             f.write(f"{e.value} {e.key}\n")
     gnu_sort([by_utt], by_speaker, tmp_dir, keys=("1,1", "2,2"))
     by_utt.unlink()

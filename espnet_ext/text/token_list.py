@@ -24,7 +24,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from espnet_ext import smoke
-from espnet_ext.data.datadir import iter_kaldi_entries
+from espnet_ext.data.datadir import iter_kaldi_entries, without_adjacent_repeats
 from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
 
@@ -40,16 +40,7 @@ def read_transcripts(text_files: Iterable[PathLike]) -> Iterator[str]:
     consecutive lines (a sorted table's duplicate) is refused; ids are not otherwise compared, as that
     would hold them."""
     for path in text_files:
-        previous = None
-        for entry in iter_kaldi_entries(path, what="transcript"):
-            if previous is not None and entry.key == previous.key:
-                raise InputError(
-                    f"duplicate id (first at line {previous.line})",
-                    path=path,
-                    line=entry.line,
-                    key=entry.key,
-                )
-            previous = entry
+        for entry in without_adjacent_repeats(path, iter_kaldi_entries(path, what="transcript")):
             text = " ".join(entry.value.split())
             if not text:  # only non-ASCII blanks after the id
                 raise InputError("empty transcript", path=path, line=entry.line, key=entry.key)
