@@ -32,6 +32,7 @@
 #   attention_variant TASK CONFIG               --attention_variant: ${variant_tag}, ${variant_args} for training
 #   default_inference_tag                       ${inference_tag} decode_<config>[_lm_<tag>][_matched] unless given
 #   task_id_opts TRAIN VALID "NAME=TABLE ..."   --task_ids: the training's data options of the task id tables
+#   split_training_data LOG DIR N FILE NAME...  ESPnet's --num_splits_*: training tables in N parts (a job)
 # Evaluation (every pipeline's decoding and scoring stages):
 #   decode_set DIR KEYS MODULE HYP -- ARGS...   sharded decoding of one test set into DIR/text
 #   espnet_decode TASK EXP SET KEYS DATA [ARGS...]  decode_set by ESPnet's TASK_inference (asr, mt, st)
@@ -292,6 +293,44 @@ smoke_overrides() {
     local out
     out=$(python -m espnet_ext.smoke train_args --inference_model "${inference_model:-}" -- "$@") || return 1
     mapfile -t overrides <<< "${out}"
+}
+
+# split_training_data LOG SPLITS N FILE NAME [FILE NAME...] : ESPnet's --num_splits_lm / --num_splits_mt, as a
+# ${train_cmd} job logging to LOG. The training's tables (texts, shape files, task ids: one utterance a line) are
+# split round-robin by line into N parts, SPLITS/NAME/split.{0..N-1} + num_splits, by espnet2.bin.split_scps, for
+# a training given SPLITS/NAME in place of FILE and --multiple_iterator true (each part is held in memory in
+# turn, not the whole tables). split_scps wants line i of every FILE to be the same utterance: each is sorted by
+# id (LC_ALL=C) in SPLITS unless it is already, and a table with other ids fails the job. SPLITS is reused while
+# it holds ${stage_fingerprint} (a training stage rerun after a failure does not split again).
+split_training_data() {
+    local log=$1 splits=$2 n=$3
+    shift 3
+    [ "$(cat "${splits}/.done" 2> /dev/null)" != "${stage_fingerprint}" ] || return 0
+    rm -rf "${splits}"
+    ${train_cmd} "${log}" bash -c "set -euo pipefail; export LC_ALL=C; $(declare -f _split_sorted_tables)
+        _split_sorted_tables \"\$@\"" _split_sorted_tables "${splits}" "${n}" "$@" || return 1
+    echo "${stage_fingerprint}" > "${splits}/.done"
+}
+
+_split_sorted_tables() {  # the job of split_training_data: SPLITS N FILE NAME...
+    local splits=$1 n=$2 i=0 scps=() names=()
+    shift 2
+    mkdir -p "${splits}"
+    while [ $# -gt 0 ]; do
+        case " ${names[*]} " in *" $2 "*) echo "ERROR: split name $2 given twice" >&2; return 1 ;; esac
+        if sort -c -k1,1 "$1" 2> /dev/null; then
+            scps+=("$1")
+        else  # sort's temporary files in SPLITS, not the job's /tmp (the tables are GBs)
+            sort -k1,1 -T "${splits}" "$1" > "${splits}/.sorted.${i}"
+            scps+=("${splits}/.sorted.${i}")
+        fi
+        names+=("$2")
+        i=$((i + 1))
+        shift 2
+    done
+    python -m espnet2.bin.split_scps --scps "${scps[@]}" --names "${names[@]}" --num_splits "${n}" \
+        --output_dir "${splits}"
+    rm -f "${splits}"/.sorted.*
 }
 
 # train_model LOG -- COMMAND... : launch an ESPnet2 training through the cluster backend

@@ -6,8 +6,8 @@
 #   2 token list (SentencePiece or char; skipped when --token_list already exists)
 #   3 statistics (ESPnet2 --collect_stats)
 #   4 training; --num_splits_lm N > 1 (ESPnet's option): the text and shape file split round-robin into N parts
-#     (${lm_exp}/splitsN, a job) trained one after the other by ESPnet's --multiple_iterator, so a training
-#     process (and each loader process) holds one part, not the whole text, in memory
+#     (${lm_exp}/splitsN, a job: split_training_data) trained one after the other by ESPnet's --multiple_iterator,
+#     so a training process (and each loader process) holds one part, not the whole text, in memory
 #   5 perplexity on --lm_dev_text and --lm_test_text
 # --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
 # soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
@@ -101,32 +101,14 @@ lm_stats() {
     add_token_dim "${lm_stats_dir}" "${token_list}" "${token_type}"
 }
 
-# split_text SPLITS N TEXT SHAPE (a job): TEXT and its shape file SHAPE in N parts, round-robin by line, as
-# SPLITS/lm_train.txt/split.* and SPLITS/text_shape/split.*, by ESPnet's split_scps (ESPnet's --num_splits_lm),
-# which wants both files in the same order: stage 1 sorted TEXT by id, SHAPE (whose lines the stats jobs wrote in
-# their own order) is sorted here the same way.
-split_text() {
-    local splits=$1 n=$2 text=$3 shape=$4
-    mkdir -p "${splits}"
-    sort -k1,1 -T "${splits}" "${shape}" > "${splits}/shape.sorted"
-    python -m espnet2.bin.split_scps --scps "${text}" "${splits}/shape.sorted" --names lm_train.txt text_shape \
-        --num_splits "${n}" --output_dir "${splits}"
-    rm "${splits}/shape.sorted"
-}
-
 lm_train() {
     mkdir -p "${lm_exp}"
     local text="${text_dir}/train.txt" shape="${lm_stats_dir}/train/text_shape.${token_type}" splits
     local train_data=(--train_data_path_and_name_and_type "${text},text,text" --train_shape_file "${shape}")
     if [ "${num_splits_lm}" -gt 1 ]; then
         splits="${lm_exp}/splits${num_splits_lm}"
-        # made again only for other inputs (a stage rerun after a failed training reuses them)
-        if [ "$(cat "${splits}/.done" 2> /dev/null)" != "${stage_fingerprint}" ]; then
-            rm -rf "${splits}"
-            as_job "${lm_exp}/log/split_text.log" split_text "${splits}" "${num_splits_lm}" "${text}" "${shape}" ||
-                return 1
-            echo "${stage_fingerprint}" > "${splits}/.done"
-        fi
+        split_training_data "${lm_exp}/log/split_text.log" "${splits}" "${num_splits_lm}" \
+            "${text}" lm_train.txt "${shape}" text_shape || return 1
         train_data=(--train_data_path_and_name_and_type "${splits}/lm_train.txt,text,text"
                     --train_shape_file "${splits}/text_shape" --multiple_iterator true)
     fi

@@ -9,6 +9,10 @@
 #    3 token lists: SentencePiece for source and target, or one joint model (--token_joint true)
 #    4 LM text + statistics    5 LM training    6 LM perplexity       (../lm1/lm.sh; --use_lm true)
 #    7 MT statistics           8 MT training    9 decoding   10 scoring (BLEU, sacrebleu)   11 RESULTS.md
+# ESPnet's training holds its training tables and shape files whole in every training (and loader) process;
+# --num_splits_mt N > 1 (ESPnet's option) splits every one of them (source, target, --task_ids tables, any
+# training table in --mt_args) round-robin into N parts (${mt_exp}/splitsN, a job: split_training_data) that each
+# epoch trains on in turn (--multiple_iterator true), so a process holds one part.
 # A LegoNN model (the config's model: legonn / legonn_ctc) has its modules exported to <exp>/modules in stage 9,
 # before decoding and also with --skip_eval (lego_export: the inventory other recipes compose from).
 # An encoder-only one (legonn_ctc) is decoded by its greedy CTC path (lego_ctc_decode --words).
@@ -27,6 +31,7 @@ token_list_dir=""       # an existing vocabulary (tokens.txt [+ bpe.model]) for 
                         # none (one joint dictionary shared by several language pairs, LegoNN §V-C1)
 mt_config=""
 mt_args=""              # extra arguments for mt_train
+num_splits_mt=1         # parts of the training tables held in memory one at a time (stage 8, see above)
 mt_tag=""
 results_title="MT results"
 print_exp=false         # true: print the MT experiment dir these options name, and exit
@@ -37,6 +42,7 @@ print_exp=false         # true: print the MT experiment dir these options name, 
 . utils/pipeline.sh
 
 require_options mt_config inference_config
+[[ ${num_splits_mt} =~ ^[1-9][0-9]*$ ]] || die "--num_splits_mt must be a positive integer, not '${num_splits_mt}'"
 skip_stages=""
 skip_when "${skip_data_prep}" 1 2 3
 skip_when "${skip_train}" 4 5 6 7 8
@@ -96,16 +102,41 @@ mt_stats() {
     add_token_dim "${mt_stats_dir}" "${src_token_list}" "${src_token_type}" src_text
 }
 
+# split_train_opts ARRAY : --num_splits_mt N > 1: the training options in ARRAY (a name) given the parts
+# of their tables instead, ${mt_exp}/splitsN/<input name> for each --train_data_path_and_name_and_type
+# PATH,NAME,TYPE and /<file name> for each --train_shape_file, made by split_training_data, + --multiple_iterator
+split_train_opts() {
+    # shellcheck disable=SC2178  # a nameref to the caller's array
+    local -n train_opts=$1
+    local splits="${mt_exp}/splits${num_splits_mt}" i path name tables=()
+    for ((i = 0; i + 1 < ${#train_opts[@]}; i++)); do
+        case ${train_opts[i]} in
+            --train_data_path_and_name_and_type)
+                path=${train_opts[i + 1]%,*,*}
+                name=${train_opts[i + 1]#"${path}",}  # NAME,TYPE
+                tables+=("${path}" "${name%%,*}")
+                train_opts[i + 1]="${splits}/${name%%,*},${name}" ;;
+            --train_shape_file)
+                path=${train_opts[i + 1]}
+                tables+=("${path}" "$(basename "${path}")")
+                train_opts[i + 1]="${splits}/$(basename "${path}")" ;;
+        esac
+    done
+    split_training_data "${mt_exp}/log/split_train.log" "${splits}" "${num_splits_mt}" "${tables[@]}" || return 1
+    train_opts+=(--multiple_iterator true)
+}
+
 mt_train() {
-    # shellcheck disable=SC2046,SC2086
+    # shellcheck disable=SC2206,SC2207  # options as words
+    local opts=($(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}")
+                --train_shape_file "${mt_stats_dir}/train/src_text_shape.${src_token_type}"
+                --train_shape_file "${mt_stats_dir}/train/text_shape.${tgt_token_type}"
+                --valid_shape_file "${mt_stats_dir}/valid/src_text_shape.${src_token_type}"
+                --valid_shape_file "${mt_stats_dir}/valid/text_shape.${tgt_token_type}"
+                --fold_length 150 --fold_length 150 ${mt_args})
+    [ "${num_splits_mt}" = 1 ] || split_train_opts opts || return 1
     train_model "${mt_exp}/train.log" -- python -m espnet_ext.bin.mt_train --use_preprocessor true \
-        "${tokenizer_opts[@]}" --config "${mt_config}" --output_dir "${mt_exp}" \
-        $(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") \
-        --train_shape_file "${mt_stats_dir}/train/src_text_shape.${src_token_type}" \
-        --train_shape_file "${mt_stats_dir}/train/text_shape.${tgt_token_type}" \
-        --valid_shape_file "${mt_stats_dir}/valid/src_text_shape.${src_token_type}" \
-        --valid_shape_file "${mt_stats_dir}/valid/text_shape.${tgt_token_type}" \
-        --fold_length 150 --fold_length 150 ${mt_args}
+        "${tokenizer_opts[@]}" --config "${mt_config}" --output_dir "${mt_exp}" "${opts[@]}"
 }
 
 decode() {
@@ -157,7 +188,10 @@ lm_stages 4 "${train_dir}/${tgt_text}" "${valid_dir}/${tgt_text}" \
     "$(for t in ${test_sets}; do [ "${t}" = "${valid_set}" ] || printf '%s ' "${raw_dir}/${t}/${tgt_text}"; done)" \
     "${tgt_token_type}" "${tgt_token_list}" "${expdir}/lm_stats_${lm_tag}_$(basename "${tgt_token_dir}")"
 run_stage 7 "MT statistics" "${mt_stats_dir}" "$(fingerprint "${train_dir}/${src_text}" "${train_dir}/${tgt_text}" "${valid_dir}/${tgt_text}" "${src_token_list}" "${tgt_token_list}" "${mt_config}")" mt_stats
-run_stage 8 "MT training" "${mt_exp}" "$(fingerprint "${mt_stats_dir}/train/text_shape.${tgt_token_type}" "${src_token_list}" "${tgt_token_list}" "${mt_config}" "${mt_args}")" mt_train
+# --num_splits_mt only when set: the markers of trainings run before it existed stay valid
+mt_split_words=()
+[ "${num_splits_mt}" = 1 ] || mt_split_words=("num_splits_mt=${num_splits_mt}")
+run_stage 8 "MT training" "${mt_exp}" "$(fingerprint "${mt_stats_dir}/train/text_shape.${tgt_token_type}" "${src_token_list}" "${tgt_token_list}" "${mt_config}" "${mt_args}" "${mt_split_words[@]}")" mt_train
 average_stage 9 "${mt_exp}"  # --inference_model last<N>.pth (utils/pipeline.sh)
 export_stage 9
 run_stage 9 "decoding" "${mt_exp}/${inference_tag}" "$(fingerprint "${mt_exp}/${inference_model}" "${inference_config}" "${inference_args}" "${test_sets}" "${use_lm}" "${lm_exp}/${inference_lm}")" decode
