@@ -26,6 +26,8 @@ E2E = (
     "recipes/test_lrs3_real_data.py",
     "recipes/test_mnist_seq_scene_text.py",
     "recipes/test_mtedx_domains.py",
+    "recipes/test_lm_pipeline.py",
+    "recipes/test_mt_splits.py",
     "configs/test_librispeech_960h.py",
     "analysis/test_sweep_dry_run.py",
 )

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from espnet_ext.argv import parse_shard
-from espnet_ext.errors import ConfigError, InputError, reports_input_errors
+from espnet_ext.errors import InputError, reports_input_errors
 
 ALPHABET = set(string.digits + string.ascii_lowercase)
 MAX_LENGTH = 16
@@ -175,14 +175,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not count:
         print(f"error: {args.lmdb}: no usable sample ({dict(skipped)})", file=sys.stderr)
         return 1
-    if (
-        shard is not None and count < shard[1]
-    ):  # every job of the set fails, not only the empty ones
-        raise ConfigError(
-            f"--shard {args.shard}: only {count} usable samples, fewer than the shards",
-            path=args.lmdb,
-        )
     wanted = range(count) if shard is None else shard_samples(count, shard)
+    if not wanted:  # more shards than usable samples (a small set): the other shards hold them all
+        print(
+            f"{args.lmdb}: shard {args.shard} holds none of the {count} usable samples: no data dir",
+            file=sys.stderr,
+        )
+        return 0
 
     # A shard reads from its first usable sample to the next shard's (the first from the database's
     # start, the last to its end): the shards' unusable samples add up to the whole set's.

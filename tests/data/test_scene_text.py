@@ -160,7 +160,6 @@ def test_shards_partition_the_samples_and_combine_to_the_whole_conversion(
         ("a/b", "--shard must be K/N"),
         ("0/2", "--shard 0/2: K must be 1..N"),
         ("3/2", "--shard 3/2: K must be 1..N"),
-        ("4/4", "--shard 4/4: only 3 usable samples, fewer than the shards"),
     ],
 )
 def test_bad_shard_is_refused_before_anything_is_written(tmp_path, capsys, shard, message):
@@ -169,3 +168,17 @@ def test_bad_shard_is_refused_before_anything_is_written(tmp_path, capsys, shard
     assert main(["--lmdb", str(db), "--out", str(out), "--shard", shard]) == 1
     assert message in capsys.readouterr().err
     assert not out.exists() and not out.with_name("out.tmp").exists()
+
+
+def test_shards_beyond_the_usable_samples_write_nothing_and_the_rest_combine(tmp_path, capsys):
+    """A small set (MJ_valid of a test corpus) over more jobs than samples: the empty shards succeed
+    without a data dir, and the others hold every sample with the one-job ids."""
+    db = build(tmp_path / "MJ", [(png(), "ab"), (png(), "a-b"), (png(), "cd")])
+    outs = [tmp_path / f"out{k}" for k in range(1, 5)]
+    for k, out in enumerate(outs, 1):
+        assert main(["--lmdb", str(db), "--out", str(out), "--shard", f"{k}/4"]) == 0
+    assert "shard 1/4 holds none of the 3 usable samples: no data dir" in capsys.readouterr().err
+    written = [out for out in outs if out.exists()]
+    assert [out.name for out in written] == ["out2", "out3", "out4"]
+    keys = [line.split()[0] for out in written for line in (out / "text").read_text().splitlines()]
+    assert keys == ["MJ-0", "MJ-1", "MJ-2"]
