@@ -377,14 +377,17 @@ train_model() {
 # (window<N>.<phase>.<key>.<max|min>.pth: the N consecutive epochs of the best mean phase.key, as LegoNN's
 # moving window of checkpoints picked by validation BLEU), with espnet_ext.bin.average_checkpoints (train_model
 # made ESPnet keep them) as stage N, the decoding stage, before the decoding fingerprint is taken. The average
-# is the training's product (exports and other recipes read it), so --skip_eval does not skip it.
+# is the training's product (exports and other recipes read it), so --skip_eval does not skip it. A ${train_cmd}
+# job (log EXP/log/average_<model>.log): N checkpoints of a large model take GBs, too many for a login node.
 epoch_average_models='^(last[0-9]+|window[0-9]+\.(train|valid)\.[A-Za-z0-9_]+\.(max|min))\.pth$'
 average_stage() {
     [[ ${inference_model} =~ ${epoch_average_models} ]] || return 0
     local skip_stages="" epochs  # skip_stages: read by run_stage
     # The epoch files' names, sizes and times: a rerun skips the average until the training wrote new epochs.
     epochs=$({ find "$2" -maxdepth 1 -name '*epoch.pth' -printf '%f %s %T@\n' 2>/dev/null || true; } | sort)
+    # shellcheck disable=SC2086  # ${train_cmd} is a command line
     run_stage "$1" "averaging into ${inference_model}" "$2/.${inference_model%.pth}" "$(fingerprint "${epochs}")" \
+        ${train_cmd} "$2/log/average_${inference_model%.pth}.log" \
         python -m espnet_ext.bin.average_checkpoints --exp_dir "$2" --model "${inference_model}"
 }
 

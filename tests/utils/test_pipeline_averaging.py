@@ -29,7 +29,11 @@ average_stage 9 exp
 run_stage 9 "decoding" exp/decode "$(fingerprint exp/${{inference_model}})" touch decoded
 """
 
+# The training is only recorded; the averaging job runs (its log first, as the job backends take it).
 FAKE_CMD = """#!/usr/bin/env bash
+case "$*" in
+    *average_checkpoints*) log=$1; shift; mkdir -p "$(dirname "$log")"; exec "$@" > "$log" 2>&1 ;;
+esac
 printf '%s\\n' "$@" > launched.txt
 """
 
@@ -70,6 +74,8 @@ def test_training_keeps_the_last_epochs_and_skip_eval_still_averages(tmp_path):
     done = run("--stage", "9", "--skip_eval", "true")
     assert done.returncode == 0, done.stderr
     assert torch.load(tmp_path / "exp" / "last2.pth")["w"].item() == 2.5  # epochs 2 and 3
+    # a job of the backend (${train_cmd}), not the pipeline's shell: its log is the job's
+    assert "averaged 2 models" in (tmp_path / "exp/log/average_last2.log").read_text()
     assert "Stage 9: decoding: skipped" in done.stderr and not (tmp_path / "decoded").exists()
 
 
