@@ -551,3 +551,32 @@ def test_write_sorted_tables_names_a_repeated_id(tmp_path):
     assert error_of(write_sorted_tables, tmp_path / "d", ["t"], rows, where="data/x") == (
         "data/x: key 'b': two entries of the input have this id"
     )
+
+
+def test_audio_checks_overlap_and_name_the_first_bad_entry_in_file_order(tmp_path, monkeypatch):
+    """--check_audio reads headers in threads (a network file system's waits overlap) over chunks of
+    the table; the problem raised is the first in file order, across chunk boundaries too."""
+    import threading
+    import time
+
+    active, most = 0, 0
+    lock = threading.Lock()
+
+    def slow_problem(path):
+        nonlocal active, most
+        with lock:
+            active += 1
+            most = max(most, active)
+        time.sleep(0.02)  # a header read on a slow file system
+        with lock:
+            active -= 1
+        return "bad" if path.name in ("u12.wav", "u30.wav") else None
+
+    monkeypatch.setattr(datadir, "audio_problem", slow_problem)
+    monkeypatch.setattr(datadir, "AUDIO_CHECK_CHUNK", 8)
+    keys = [f"u{i:02d}" for i in range(40)]
+    write(tmp_path / "wav.scp", "".join(f"{k} /data/{k}.wav\n" for k in keys))
+    with pytest.raises(InputError) as info:
+        datadir._check_audio(tmp_path / "wav.scp")
+    assert str(info.value) == f"{tmp_path / 'wav.scp'}:13: key 'u12': bad"
+    assert most > 1  # checked side by side
