@@ -567,7 +567,7 @@ def test_audio_checks_overlap_and_name_the_first_bad_entry_in_file_order(tmp_pat
         with lock:
             active += 1
             most = max(most, active)
-        time.sleep(0.02)  # a header read on a slow file system
+        time.sleep(0.1)  # a header read on a slow file system
         with lock:
             active -= 1
         return "bad" if path.name in ("u12.wav", "u30.wav") else None
