@@ -242,7 +242,8 @@ def read_journal(path: Path, signature: str, entries: dict[str, str]) -> dict[st
     is emptied (logged). Returns ``{}`` when there is nothing to resume, leaving ``path`` ready to append to."""
     data = path.read_bytes() if path.exists() else b""
     whole = data[: data.rfind(b"\n") + 1]
-    lines = whole.decode("utf-8").splitlines()
+    # split on newlines only: str.splitlines also splits on U+2028 / U+0085, which json.dumps leaves in text
+    lines = [line.decode("utf-8") for line in whole.split(b"\n")[:-1]]
     try:
         header = json.loads(lines[0]) if lines else None
     except ValueError:

@@ -237,12 +237,13 @@ def speaker_groups(utt2spk: PathLike, tmp_dir: PathLike) -> Iterator[tuple[str, 
     """``(speaker, [its utterances in C order])`` of the table ``utt2spk``, speakers in C order, one
     speaker at a time: GNU sort regroups the lines by speaker (temporary files in ``tmp_dir``).
 
-    A speaker id holding a blank (it could not be a spk2utt key) and an utterance id repeated on
-    consecutive lines are refused with their line; other duplicates are found by validation.
+    A speaker id holding a blank (it could not be a spk2utt key) and a repeated utterance id are refused
+    with their line (in a table out of C order, after sorting its ids on disk).
     """
     tmp_dir = Path(tmp_dir)
     by_utt, by_speaker = tmp_dir / "by_utt", tmp_dir / "by_speaker"
-    with open(by_utt, "w", encoding="utf-8") as f:
+    ids, in_order, previous = tmp_dir / "ids", True, None
+    with open(by_utt, "w", encoding="utf-8") as f, open(ids, "w", encoding="utf-8") as id_lines:
         for e in without_adjacent_repeats(utt2spk, iter_kaldi_entries(utt2spk)):
             if _FIELD_SEP.search(e.value):
                 raise InputError(
@@ -251,7 +252,20 @@ def speaker_groups(utt2spk: PathLike, tmp_dir: PathLike) -> Iterator[tuple[str, 
                     line=e.line,
                     key=e.key,
                 )
+            in_order = in_order and (previous is None or previous < e.key)
+            previous = e.key
             f.write(f"{e.value} {e.key}\n")
+            id_lines.write(f"{e.key} {e.line}\n")
+    if (
+        not in_order
+    ):  # a repeat need not be on the next line: the ids sorted, each after its first line
+        gnu_sort([ids], ids, tmp_dir, keys=("1,1", "2,2n"))
+        entries = (
+            Entry(int(n), k, "") for k, n in (line.split(" ") for _, line in read_utf8_lines(ids))
+        )
+        for _ in without_adjacent_repeats(utt2spk, entries):
+            pass
+    ids.unlink()
     gnu_sort([by_utt], by_speaker, tmp_dir, keys=("1,1", "2,2"))
     by_utt.unlink()
     speaker, utts = None, []

@@ -117,7 +117,7 @@ class MediaScpReader(collections.abc.Mapping):
             raise InputError(
                 f"none of the {len(keys_to_load)} keys asked for is in this {self.kind} scp",
                 path=self.scp,
-                key=min(keys_to_load),
+                key=min(keys_to_load) if keys_to_load else None,
             )
         self._keys, self._paths = bytes(keys), bytes(paths)
         self._key_ends, self._path_ends, self._lines = (
@@ -154,7 +154,10 @@ class MediaScpReader(collections.abc.Mapping):
     def _row(self, key: str) -> int:
         """Row of ``key`` in the arrays; ``KeyError`` if the scp has no such key."""
         if isinstance(key, str):
-            encoded = key.encode()
+            try:
+                encoded = key.encode()
+            except UnicodeEncodeError:  # a lone surrogate: no UTF-8 scp line has it
+                raise KeyError(key) from None
             h = np.int64(_key_hash(encoded))
             at = int(np.searchsorted(self._hashes, h))
             while at < len(self._hashes) and self._hashes[at] == h:

@@ -580,3 +580,15 @@ def test_audio_checks_overlap_and_name_the_first_bad_entry_in_file_order(tmp_pat
         datadir._check_audio(tmp_path / "wav.scp")
     assert str(info.value) == f"{tmp_path / 'wav.scp'}:13: key 'u12': bad"
     assert most > 1  # checked side by side
+
+
+def test_fix_spk2utt_refuses_an_utterance_repeated_lines_apart(tmp_path):
+    """utt2spk out of order with an utterance on lines 1 and 3: refused at its second line, as when the
+    whole table was held (fix_spk2utt runs without validation)."""
+    write(tmp_path / "d" / "utt2spk", "u2 s1\nu1 s2\nu2 s3\n")
+    assert error_of(fix_spk2utt, tmp_path / "d") == (
+        f"{tmp_path / 'd' / 'utt2spk'}:3: key 'u2': duplicate id (first at line 1)"
+    )
+    assert not (tmp_path / "d" / "spk2utt").exists()
+    write(tmp_path / "d" / "utt2spk", "u2 s1\nu1 s2\nu3 s1\n")  # out of order, no repeat: fine
+    assert (fix_spk2utt(tmp_path / "d")).read_text() == "s1 u2 u3\ns2 u1\n"

@@ -274,3 +274,7 @@ def test_keys_to_load_keeps_only_those_entries(tmp_path):
     assert reader.path("c") == str(tmp_path / "c.png")
     with pytest.raises(InputError, match=r"image.scp: key 'x': none of the 2 keys asked for"):
         types.ImageScpReader(scp, keys_to_load={"y", "x"})
+    # a job's empty key file, and a key no UTF-8 line can hold
+    with pytest.raises(InputError, match=r"image.scp: none of the 0 keys asked for"):
+        types.ImageScpReader(scp, keys_to_load=set())
+    assert "\ud800" not in reader

@@ -1,6 +1,7 @@
 """The video pipeline's helpers: the video check stage (vsr_prepare), vsr_inference's decoding config and its
 resumable jobs."""
 
+import json
 import re
 
 import numpy as np
@@ -183,3 +184,22 @@ def test_an_interrupted_job_resumes_where_it_stopped(corpus, tiny_run_options, m
     assert searched == [] and (out / "text").read_text() == (whole / "text").read_text()
     decode(corpus, exp, test, out / "text", ctc_weight=0.5, **options)
     assert len(searched) == 8
+
+
+def test_a_journal_line_may_hold_unicode_line_separators(tmp_path):
+    """json.dumps leaves U+2028, U+2029 and U+0085 in a 1-best as they are: the journal is split on
+    newlines only, so such a line reads back (str.splitlines would cut it in two)."""
+    journal = tmp_path / "journal"
+    entry = {
+        "key": "k1",
+        "text": "a\u2028b\u2029c\x85d",
+        "score": -1.0,
+        "tokens": 3,
+        "video": "k1.npy",
+    }
+    journal.write_text(
+        json.dumps({"signature": "s"}) + "\n" + json.dumps(entry, ensure_ascii=False) + "\n",
+        encoding="utf-8",
+    )
+    done = vsr_inference.read_journal(journal, "s", {"k1": "k1.npy", "k2": "k2.npy"})
+    assert list(done) == ["k1"] and done["k1"].text == "a\u2028b\u2029c\x85d"
