@@ -141,6 +141,27 @@ def without_adjacent_repeats(path: PathLike, entries: Iterable[Entry]) -> Iterat
         yield entry
 
 
+def entries_in_id_order(
+    path: PathLike, entries: Iterable[Entry], tmp_dir: PathLike
+) -> Iterator[Entry]:
+    """``entries`` of the table ``path`` in C order of their ids, refusing a repeated id at its second
+    line (naming the first) wherever the repeat is, without holding them: they go to a file in
+    ``tmp_dir``, which GNU sort orders by id and line when they came out of order."""
+    lines, in_order, previous = Path(tmp_dir) / "entries_by_id", True, None
+    with open(lines, "w", encoding="utf-8") as f:
+        for e in without_adjacent_repeats(path, entries):
+            in_order = in_order and (previous is None or previous < e.key)
+            previous = e.key
+            f.write(f"{e.key} {e.line} {e.value}\n")
+    if not in_order:  # each id's lines neighbours, its first line first
+        gnu_sort([lines], lines, tmp_dir, keys=("1,1", "2,2n"))
+    try:
+        ordered = (line.split(" ", 2) for _, line in read_utf8_lines(lines))
+        yield from without_adjacent_repeats(path, (Entry(int(n), k, v) for k, n, v in ordered))
+    finally:
+        lines.unlink(missing_ok=True)
+
+
 def read_kaldi_map(
     path: PathLike, allow_empty: bool = False, what: str = "value"
 ) -> dict[str, str]:
@@ -242,9 +263,9 @@ def speaker_groups(utt2spk: PathLike, tmp_dir: PathLike) -> Iterator[tuple[str, 
     """
     tmp_dir = Path(tmp_dir)
     by_utt, by_speaker = tmp_dir / "by_utt", tmp_dir / "by_speaker"
-    ids, in_order, previous = tmp_dir / "ids", True, None
-    with open(by_utt, "w", encoding="utf-8") as f, open(ids, "w", encoding="utf-8") as id_lines:
-        for e in without_adjacent_repeats(utt2spk, iter_kaldi_entries(utt2spk)):
+
+    def with_speaker_ids(entries: Iterable[Entry]) -> Iterator[Entry]:
+        for e in entries:
             if _FIELD_SEP.search(e.value):
                 raise InputError(
                     f"speaker id '{e.value}' has a blank: it cannot be a spk2utt key",
@@ -252,20 +273,12 @@ def speaker_groups(utt2spk: PathLike, tmp_dir: PathLike) -> Iterator[tuple[str, 
                     line=e.line,
                     key=e.key,
                 )
-            in_order = in_order and (previous is None or previous < e.key)
-            previous = e.key
+            yield e
+
+    with open(by_utt, "w", encoding="utf-8") as f:
+        entries = with_speaker_ids(iter_kaldi_entries(utt2spk))
+        for e in entries_in_id_order(utt2spk, entries, tmp_dir):
             f.write(f"{e.value} {e.key}\n")
-            id_lines.write(f"{e.key} {e.line}\n")
-    if (
-        not in_order
-    ):  # a repeat need not be on the next line: the ids sorted, each after its first line
-        gnu_sort([ids], ids, tmp_dir, keys=("1,1", "2,2n"))
-        entries = (
-            Entry(int(n), k, "") for k, n in (line.split(" ") for _, line in read_utf8_lines(ids))
-        )
-        for _ in without_adjacent_repeats(utt2spk, entries):
-            pass
-    ids.unlink()
     gnu_sort([by_utt], by_speaker, tmp_dir, keys=("1,1", "2,2"))
     by_utt.unlink()
     speaker, utts = None, []

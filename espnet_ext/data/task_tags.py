@@ -17,9 +17,14 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from espnet_ext.data.datadir import Entry, gnu_sort, iter_kaldi_entries, read_kaldi_entries
+from espnet_ext.data.datadir import (
+    Entry,
+    entries_in_id_order,
+    iter_kaldi_entries,
+    read_kaldi_entries,
+)
 from espnet_ext.errors import InputError, reports_input_errors
-from espnet_ext.fileio import atomic_write, read_utf8_lines
+from espnet_ext.fileio import atomic_write
 
 ZERO_SHOT_HINT = (
     "; an adapter model has one adapter per trained task and cannot serve a zero-shot direction"
@@ -97,45 +102,17 @@ def write_task_id_table(
     (without ``keys``); nothing is written then. Returns the number of utterances.
     """
     tag_file, path = Path(tag_file), Path(path)
-    count, in_order, previous = 0, True, None
+    count = 0
     with (
         atomic_write(path) as out,  # makes path's dir, where sort's files go (room for the table)
         tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=path.parent) as work,
     ):
-        # <utt> <id> <line>: the line finds an id's first occurrence once sort has made them neighbours
-        unsorted = Path(work) / "unsorted"
-        with open(unsorted, "w", encoding="utf-8") as f:
-            for entry, task in iter_task_ids(tag_file, known_tags, adapters=adapters):
-                if previous is not None and entry.key <= previous.key:
-                    _refuse_repeat(tag_file, previous, entry)
-                    in_order = False
-                f.write(f"{entry.key} {task} {entry.line}\n")
-                previous = entry
-                count += 1
-        lines = Path(work) / "sorted"
-        if in_order:
-            lines = unsorted
-        else:
-            gnu_sort([unsorted], lines, work, keys=("1,1", "3,3n"))
-        previous = None
-        for _, line in read_utf8_lines(lines):
-            key, task, number = line.split(" ")
-            entry = Entry(int(number), key, task)
-            if previous is not None:
-                _refuse_repeat(tag_file, previous, entry)
-            out.write(f"{key} {task}\n")
-            previous = entry
+        ids = iter_task_ids(tag_file, known_tags, adapters=adapters)
+        entries = (Entry(e.line, e.key, str(task)) for e, task in ids)
+        for entry in entries_in_id_order(tag_file, entries, work):
+            out.write(f"{entry.key} {entry.value}\n")
+            count += 1
     return count
-
-
-def _refuse_repeat(tag_file: Path, first: Entry, then: Entry) -> None:
-    if then.key == first.key:
-        raise InputError(
-            f"duplicate id (first at line {first.line})",
-            path=tag_file,
-            line=then.line,
-            key=then.key,
-        )
 
 
 @reports_input_errors
