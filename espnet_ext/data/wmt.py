@@ -106,11 +106,6 @@ class Corpus:
                 pass
         return self.kept
 
-    @property
-    def pairs(self) -> Corpus:
-        """The pairs: iterate them (each iteration reads the files again) or take their ``len``."""
-        return self
-
 
 def _numbered(name: str, number: int, src: str, tgt: str) -> Pair | None:
     """The pair of line ``number`` of a training corpus, or None when a side is empty (dropped)."""

@@ -69,7 +69,7 @@ def test_unequal_training_sizes_equal_dev_and_test(corpus):
             out / f"{lang}-en/dev/newsdev-src.{lang}.sgm", out / f"{lang}-en/dev/newsdev-ref.en.sgm"
         )
         test = wmt.read_xml(out / f"{lang}-en/test/wmttest.{lang}-en.xml", lang, "en")
-        sizes[lang] = (len(train.pairs), len(dev.pairs), len(test.pairs))
+        sizes[lang] = (len(train), len(dev), len(test))
         assert train.dropped == 0
     assert sizes == {"de": (30, 5, 7), "kk": (6, 5, 7)}
 
@@ -79,13 +79,13 @@ def test_pairs_translate_the_same_number_and_splits_are_disjoint(corpus):
     numbers = spec.numbers("de")
     assert not set(numbers["train"]) & set(numbers["test"])
     assert not set(numbers["valid"]) & (set(numbers["test"]) | set(numbers["train"]))
-    test = wmt.read_xml(out / "de-en/test/wmttest.de-en.xml", "de", "en").pairs
+    test = list(wmt.read_xml(out / "de-en/test/wmttest.de-en.xml", "de", "en"))
     assert [(p.src, p.tgt) for p in test] == [
         (mini.words(n, "de"), mini.words(n, "en")) for n in numbers["test"]
     ]
     # English -> German targets are several words (compounds split), so their BLEU can be above 0.
     assert sum(len(p.src.split()) >= 2 for p in test) >= len(test) - 1
-    reverse = wmt.read_xml(out / "de-en/test/wmttest.en-de.xml", "en", "de").pairs
+    reverse = list(wmt.read_xml(out / "de-en/test/wmttest.en-de.xml", "en", "de"))
     assert [(p.src, p.tgt) for p in reverse] == [(p.tgt, p.src) for p in test]
     assert [p.id for p in test][:4] == [
         "wmttest-de000-0001",
@@ -114,9 +114,9 @@ def test_compound_languages_keep_the_written_form_of_the_same_numbers(corpus, tm
     split = wmt.read_plain(out / "de-en/train/train.de-en.de", out / "de-en/train/train.de-en.en")
     joined = wmt.read_plain(release / "train/train.de-en.de", release / "train/train.de-en.en")
     numbers = spec.numbers("de")["train"]
-    assert [p.src for p in joined.pairs] == [mini.words(n, "de", compounds=True) for n in numbers]
-    assert [p.src.replace(" ", "") for p in split.pairs] == [p.src for p in joined.pairs]
-    assert [p.tgt for p in split.pairs] == [p.tgt for p in joined.pairs]
+    assert [p.src for p in joined] == [mini.words(n, "de", compounds=True) for n in numbers]
+    assert [p.src.replace(" ", "") for p in split] == [p.src for p in joined]
+    assert [p.tgt for p in split] == [p.tgt for p in joined]
     assert mini.words(312, "de", compounds=True) == "dreihundertzwölf"
     assert "compound_langs" not in mini.signature(spec, "de")["spec"]
     assert mini.signature(compound, "de")["spec"]["compound_langs"] == ("de",)

@@ -52,11 +52,11 @@ def test_plain_files_of_unequal_length_stop_after_the_common_lines(release, shor
 def test_tsv_column_order_comes_from_the_file_name():
     de_en = wmt.read_tsv(FIXTURE / "news-commentary-v14.de-en.tsv", "de", "en")
     en_de = wmt.read_tsv(FIXTURE / "news-commentary-v14.de-en.tsv", "en", "de")
-    assert [(p.src, p.tgt) for p in de_en.pairs] == [
+    assert [(p.src, p.tgt) for p in de_en] == [
         ("Zwei Jahre später", "Two years later"),
         ("Das Gold steigt.", "Gold is rising."),
     ]
-    assert [(p.src, p.tgt) for p in en_de.pairs] == [(p.tgt, p.src) for p in de_en.pairs]
+    assert [(p.src, p.tgt) for p in en_de] == [(p.tgt, p.src) for p in de_en]
     assert de_en.dropped == 1 and list(de_en)[1].id == "news-commentary-v14-000000002"
 
 
@@ -71,7 +71,7 @@ def test_tsv_errors_name_file_and_line(release):
 
 def test_sgm_test_set_aligned_by_doc_and_segment_entities_decoded():
     corpus = wmt.read_sgm(FIXTURE / "newstest2013-src.de.sgm", FIXTURE / "newstest2013-ref.en.sgm")
-    pairs = {p.id: (p.src, p.tgt) for p in corpus.pairs}
+    pairs = {p.id: (p.src, p.tgt) for p in corpus}
     assert list(pairs) == [
         "newstest2013-1012-bbc-0001",
         "newstest2013-1012-bbc-0002",
