@@ -674,7 +674,7 @@ def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> int:
 
     An utterance id in two sources is an error naming the later source's line; a speaker/recording
     id may repeat with the same value. Tables missing from some sources are left out and named on
-    stderr. The sources' sorted tables are merged line by line (:func:`merge_tables`), so memory
+    stderr. The sources' tables are merged line by line (:func:`merge_tables`), so memory
     does not grow with their size. Returns the number of combined utterances.
     """
     sources = [Path(s) for s in sources]
@@ -700,18 +700,44 @@ def combine_data_dirs(out_dir: PathLike, sources: Sequence[PathLike]) -> int:
 def merge_tables(paths: Sequence[Path], out: Path, repeats: bool = False) -> None:
     """Write the sorted tables ``paths`` merged into one sorted table ``out``, streaming.
 
-    Each input must be sorted without duplicates (refused at its line otherwise, whatever the table:
-    tables validation does not know are merged too). An id in two inputs is an error at the later
-    input's line naming the earlier one, unless ``repeats`` (speaker and recording tables) and the
-    values are equal: then it is written once.
+    An input out of C order (a table validation does not know, which nothing sorted; Kaldi's
+    combine_data.sh sorts every table) is sorted on disk first (:func:`entries_in_id_order`, in a
+    hidden dir beside ``out``). An id repeated within an input is refused at its second line; an id
+    in two inputs is an error at the later input's line naming the earlier one, unless ``repeats``
+    (speaker and recording tables) and the values are equal: then it is written once.
     """
+    work = out.with_name(f".sorting_{out.name}")
 
     def keyed(index: int, path: Path) -> Iterator[tuple[str, int, Entry]]:
-        for e in sorted_entries(path, iter_kaldi_entries(path, allow_empty=True)):
+        entries = iter_kaldi_entries(path, allow_empty=True)
+        if not in_id_order(path):
+            (work / str(index)).mkdir(parents=True, exist_ok=True)
+            entries = entries_in_id_order(path, entries, work / str(index))
+        for e in sorted_entries(path, entries):
             yield e.key, index, e
 
     # heapq.merge is stable on (key, input index): an id's lines come in the order of the inputs
     merged = heapq.merge(*(keyed(i, path) for i, path in enumerate(paths)))
+    try:
+        _write_merged(merged, paths, out, repeats)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def in_id_order(path: Path) -> bool:
+    """Whether no line of the table ``path`` has a smaller id than the line before it (one streaming
+    pass; a repeated id is left to the readers to refuse)."""
+    previous = None
+    for e in iter_kaldi_entries(path, allow_empty=True):
+        if previous is not None and e.key < previous:
+            return False
+        previous = e.key
+    return True
+
+
+def _write_merged(
+    merged: Iterable[tuple[str, int, Entry]], paths: Sequence[Path], out: Path, repeats: bool
+) -> None:
     with atomic_write(out) as f:
         last: tuple[str, str, Path] | None = None  # (key, value, input) of the last line written
         for key, index, e in merged:

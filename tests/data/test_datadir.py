@@ -523,14 +523,27 @@ def test_combine_keeps_a_speaker_repeated_with_the_same_value_only(tmp_path):
     )
 
 
-def test_combine_refuses_an_unsorted_table_validation_does_not_know(tmp_path):
+def test_combine_sorts_a_table_validation_does_not_know_like_kaldi(tmp_path):
+    for name in ("a", "b"):
+        write(tmp_path / name / "text", f"{name}1 x\n{name}2 y\n{name}3 z\n")
+    write(tmp_path / "a" / "lang", "a1 de\na2 de\na3 de\n")
+    # a table nothing sorted: Kaldi's combine_data.sh sorts it
+    write(tmp_path / "b" / "lang", "b3 fr\nb1 de\nb2 it\n")
+    combine_data_dirs(tmp_path / "out", [tmp_path / "a", tmp_path / "b"])
+    assert (tmp_path / "out" / "lang").read_text() == "a1 de\na2 de\na3 de\nb1 de\nb2 it\nb3 fr\n"
+    leftovers = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert leftovers == ["lang", "text"]
+
+
+def test_combine_refuses_an_id_repeated_apart_in_an_unsorted_table(tmp_path):
     for name in ("a", "b"):
         write(tmp_path / name / "text", f"{name}1 x\n{name}2 y\n")
     write(tmp_path / "a" / "lang", "a1 de\na2 de\n")
-    write(tmp_path / "b" / "lang", "b2 de\nb1 de\n")
-    assert error_of(
-        combine_data_dirs, tmp_path / "out", [tmp_path / "a", tmp_path / "b"]
-    ).startswith(f"{tmp_path / 'b' / 'lang'}:2: key 'b1': not sorted: comes after 'b2' (line 1)")
+    write(tmp_path / "b" / "lang", "b2 de\nb1 de\nb2 fr\n")
+    assert error_of(combine_data_dirs, tmp_path / "out", [tmp_path / "a", tmp_path / "b"]) == (
+        f"{tmp_path / 'b' / 'lang'}:3: key 'b2': duplicate id (first at line 1)"
+    )
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.tmp").exists()
 
 
 def test_write_sorted_tables_sorts_on_disk_like_c_sort(tmp_path, monkeypatch):
