@@ -34,7 +34,8 @@ once on each of J nodes. --requeue makes the job requeueable (and requeue itself
 the rerun appends to the same log. --requeue_progress FILE: it requeues itself only if FILE (the training's
 checkpoint) changed during the run; a run that saved nothing says so in the log and ends at its time limit.
 --dependency is passed to sbatch (--kill-on-invalid-dep=yes: a dependency that can never be satisfied cancels
-the job). The batch script is written to <logdir>/q/. Ctrl-C cancels the job.""",
+the job). The batch script is written to <logdir>/q/. Ctrl-C cancels the job. A rerun of the same request whose
+job (of a pipeline that died) is still pending or running waits for that job instead of submitting it again.""",
 }
 
 

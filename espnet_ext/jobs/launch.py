@@ -21,7 +21,9 @@ from loader processes that share it (Swin-T's 128 images an update loaded in 730
 process against 151 ms by 8 loader processes on an H100, docs/gpu.md).
 
 The previous log is kept as ``train.1.log`` (and older ones shifted up to
-``train.<MAX_OLD_LOGS>.log``), so a resumed training does not erase the history of its earlier runs.
+``train.<MAX_OLD_LOGS>.log``), so a resumed training does not erase the history of its earlier runs;
+unless a Slurm job of an earlier pipeline still writes it: the backend then waits for that job
+(``espnet_ext.jobs.slurm.running_earlier_job``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from espnet_ext.argv import num_workers
+from espnet_ext.jobs.slurm import job_writing
 
 MAX_OLD_LOGS = 5
 PORT_BASE = 20000  # derived ports: PORT_BASE + job id % PORT_SPAN
@@ -184,7 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.ngpu < 0 or args.num_nodes < 1 or args.threads < 1:
         parser.error("--ngpu must be >= 0, --num_nodes and --threads >= 1")
     log = Path(args.log)
-    rotate_logs(log)
+    if job_writing(log) is None:  # else the Slurm backend waits for that job instead of submitting
+        rotate_logs(log)
     cpus = job_cpus(train, args.ngpu, args.threads)
     command = training_command(
         [*shlex.split(args.cmd), "--num_threads", str(cpus)],

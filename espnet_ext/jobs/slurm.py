@@ -16,6 +16,11 @@ waiting goes on until the job really ends, and only the last run's footer counts
 during the run: a run that saved nothing (an ESPnet epoch longer than the time limit) would be rerun
 from the same checkpoint for ever; it says so in the log instead and ends at its time limit (TIMEOUT).
 
+A pipeline that died while its jobs ran on (the login node's reboot) is rerun as it was: a request
+whose earlier job is still on its way (``<logdir>/q/<name>.job``: its id and a digest of the sbatch
+command line and script) waits for that job instead of submitting it again; another request on the
+logs of a running job is refused (:func:`running_earlier_job`).
+
 A request sbatch refuses (e.g. ``--gpu 1`` where there are no GPUs) fails at once with sbatch's
 message. A job whose dependency can never be satisfied is cancelled and reported instead of waiting
 forever. Ctrl-C / SIGTERM while waiting cancels the job.
@@ -23,6 +28,8 @@ forever. Ctrl-C / SIGTERM while waiting cancels the job.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import re
@@ -31,6 +38,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from espnet_ext.errors import ConfigError
 from espnet_ext.fileio import atomic_write
 from espnet_ext.jobs.local import Terminated, interrupts_raise
 from espnet_ext.jobs.slurm_config import SlurmConfig
@@ -150,16 +158,51 @@ class SlurmRunner:
         refuse_unknown_options(request, config.option_names)
         jobs = request.jobs()
         submit = self._submit_command(request, config)  # may refuse a value the config does not map
-        for job in jobs:
-            job.log.parent.mkdir(parents=True, exist_ok=True)
-            job.log.unlink(missing_ok=True)  # a stale footer must not pass for this run's
+        script = batch_script(request, os.getcwd(), request.options.get("num_nodes", 1) > 1)
         script_path = (
             jobs[0].log.parent
             / "q"
             / (job_name(request.log_template, _range_name(request)) + ".sh")
         )
+        record = script_path.with_suffix(".job")
+        digest = hashlib.sha256(json.dumps([submit, script]).encode()).hexdigest()
+        job_id = running_earlier_job(record, digest)
+        if job_id is None:
+            job_id, refusal = self._submit(request, jobs, submit, script, script_path)
+            if job_id is None:  # every job's log says why too
+                return [JobOutcome(job, None, refusal) for job in jobs]
+            with atomic_write(record) as f:
+                f.write(f"{job_id} {digest}\n")
+        else:
+            logger.warning(
+                f"slurm: job {job_id}, submitted by an earlier run for this same request "
+                f"({record}), is still on its way: waiting for it instead of submitting again"
+            )
+        with interrupts_raise():
+            try:
+                states, cancelled_because = self._wait(
+                    job_id, jobs, request.options.get("dependency")
+                )
+            except (KeyboardInterrupt, Terminated):
+                subprocess.run(["scancel", job_id], capture_output=True)
+                logger.warning(f"slurm: interrupted; cancelled job {job_id}")
+                raise
+        return [self._outcome(job, states.get(job.id), cancelled_because) for job in jobs]
+
+    def _submit(
+        self,
+        request: JobRequest,
+        jobs: list[Job],
+        submit: list[str],
+        script: str,
+        script_path: Path,
+    ) -> tuple[str | None, str]:
+        """sbatch the script: (its job id, ""), or (None, why) when sbatch refused it."""
+        for job in jobs:
+            job.log.parent.mkdir(parents=True, exist_ok=True)
+            job.log.unlink(missing_ok=True)  # a stale footer must not pass for this run's
         with atomic_write(script_path) as f:
-            f.write(batch_script(request, os.getcwd(), request.options.get("num_nodes", 1) > 1))
+            f.write(script)
         script_path.chmod(0o755)
 
         submitted = subprocess.run(submit + [str(script_path)], capture_output=True, text=True)
@@ -173,22 +216,13 @@ class SlurmRunner:
                         f"# {shlex.join(job.command)}\n# Not started: refused at {now()} by: {shlex.join(submit)}\n"
                     )
                     log.write(message + "\n" + footer(submitted.returncode, 0))
-            return [JobOutcome(job, None, f"refused at submission: {message}") for job in jobs]
+            return None, f"refused at submission: {message}"
         if submitted.stderr.strip():  # accepted, with warnings worth seeing
             logger.warning(submitted.stderr.strip())
         job_id = submitted.stdout.strip().split(";")[0]
         tasks = f"{len(jobs)} tasks" if request.job_range else "1 job"
         logger.info(f"slurm: submitted job {job_id} ({tasks}), log: {request.log_template}")
-        with interrupts_raise():
-            try:
-                states, cancelled_because = self._wait(
-                    job_id, jobs, request.options.get("dependency")
-                )
-            except (KeyboardInterrupt, Terminated):
-                subprocess.run(["scancel", job_id], capture_output=True)
-                logger.warning(f"slurm: interrupted; cancelled job {job_id}")
-                raise
-        return [self._outcome(job, states.get(job.id), cancelled_because) for job in jobs]
+        return job_id, ""
 
     @staticmethod
     def _submit_command(request: JobRequest, config: SlurmConfig) -> list[str]:
@@ -288,6 +322,56 @@ class SlurmRunner:
             )
         reason = f" ({state[1]})" if state[1] not in ("", "None") else ""
         return JobOutcome(job, None, f"Slurm state {state[0]}{reason}, no footer in its log")
+
+
+def running_earlier_job(record: Path, digest: str) -> str | None:
+    """The job id in ``record`` (``<job id> <request digest>``, written at each submission) when Slurm
+    still has a task of that job on its way and it was submitted for the same request (``digest``:
+    the sbatch command line and the batch script): a pipeline that died (a login node's reboot, a
+    closed terminal) leaves its jobs running, and its rerun waits for them instead of starting the
+    same work twice in the same files. A job still running for these logs with another command or
+    options is refused: the two would write the same outputs."""
+    try:
+        job_id, earlier_digest = record.read_text(encoding="utf-8").split()
+    except (FileNotFoundError, ValueError):
+        return None
+    on_its_way = states_on_its_way(job_id)
+    if not on_its_way:
+        return None
+    if earlier_digest != digest:
+        raise ConfigError(
+            f"Slurm job {job_id}, submitted by an earlier run for these logs with another command "
+            f"or options, is still {'/'.join(on_its_way)}: wait for it to end or 'scancel {job_id}'",
+            path=record,
+        )
+    return job_id
+
+
+def states_on_its_way(job_id: str) -> list[str]:
+    """The states of the job's tasks that may still run (none: ended, or unknown to Slurm)."""
+    try:
+        listing = subprocess.run(
+            ["squeue", "-h", "-r", "-t", "all", "-j", job_id, "-o", "%K|%T|%r"],
+            capture_output=True,
+            text=True,
+        )
+    except FileNotFoundError:  # no Slurm here: nothing of it runs
+        return []
+    states = _parse_squeue(listing.stdout) if listing.returncode == 0 else {}
+    return sorted({state for state, _ in states.values() if state not in FINAL_STATES})
+
+
+def job_writing(log: Path) -> str | None:
+    """The Slurm job that the last run in ``log`` names in its header, if it may still write there
+    (launch.py then keeps the log in place for the rerun that waits for that job)."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    starts = re.findall(
+        rf"^{re.escape(STARTED_PREFIX)}.*\(Slurm job (\d+)", text, flags=re.MULTILINE
+    )
+    return starts[-1] if starts and states_on_its_way(starts[-1]) else None
 
 
 def _range_name(request: JobRequest) -> str | None:

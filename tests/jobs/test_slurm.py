@@ -1,5 +1,6 @@
 """The Slurm backend against a real cluster, through its command utils/slurm.py (espnet_ext/jobs/slurm.py)."""
 
+import os
 import re
 import signal
 import subprocess
@@ -331,3 +332,75 @@ def test_job_requeues_itself_on_the_time_limit_warning(slurm_cluster, tmp_path):
 
     _requeue_test(tmp_path, warn, ["--requeue_progress", "ckpt"])  # as the pipelines' training
     assert "# Time limit near: requeueing job" in (tmp_path / "log/train.log").read_text()
+
+
+def _launch_training(tmp_path, steps, **popen):
+    """The pipelines' training launch (espnet_ext.jobs.launch through utils/slurm.py) of a counting job."""
+    command = [
+        sys.executable,
+        "-m",
+        "espnet_ext.jobs.launch",
+        "--cmd",
+        f"{sys.executable} {ROOT / 'utils/slurm.py'} --requeue",
+        "--log",
+        "exp/train.log",
+        "--",
+        *PROBE,
+        "count",
+        "ckpt",
+        str(steps),
+        "0.3",
+    ]
+    return subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
+    )
+
+
+def test_a_rerun_waits_for_the_job_its_dead_pipeline_left_running(slurm_cluster, tmp_path):
+    # The pipeline's shell and its slurm.py die at once (a login node's reboot): the job runs on.
+    first = _launch_training(tmp_path, 10, start_new_session=True)
+    ckpt = tmp_path / "ckpt"
+    wait_for(lambda: ckpt.exists() and int(ckpt.read_text()) >= 2, "the job to make progress")
+    job_id = job_id_of(tmp_path / "exp/train.log")
+    os.killpg(first.pid, signal.SIGKILL)
+    first.communicate(timeout=30)
+    assert squeue_state(job_id) == "RUNNING"
+
+    rerun = _launch_training(tmp_path, 10)
+    _, stderr = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, stderr
+    assert f"job {job_id}, submitted by an earlier run for this same request" in stderr
+    assert ckpt.read_text() == "10"
+    log = (tmp_path / "exp/train.log").read_text()
+    assert len(re.findall(r"^# Started at ", log, flags=re.MULTILINE)) == 1, log  # not run twice
+    assert last_exit_code(tmp_path / "exp/train.log") == 0
+    assert not (tmp_path / "exp/train.1.log").exists()  # the running job's log stayed in place
+
+
+def test_another_request_on_the_logs_of_a_running_job_is_refused(slurm_cluster, tmp_path):
+    first = subprocess.Popen(
+        SLURM + ["log/h.log", *PROBE, "hang", "pid"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    wait_for(
+        lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(), "the job to start"
+    )
+    job_id = job_id_of(tmp_path / "log/h.log")
+    os.killpg(first.pid, signal.SIGKILL)
+    first.communicate(timeout=30)
+    try:
+        other = slurm(["log/h.log", *PROBE, "write", "out", "x"], tmp_path)
+        assert other.returncode == 2, other.stderr
+        assert f"log/q/h.job: Slurm job {job_id}, submitted by an earlier run" in other.stderr
+        assert f"'scancel {job_id}'" in other.stderr
+        assert not (tmp_path / "out").exists()
+        assert (tmp_path / "log/h.log").exists()  # the running job's log untouched
+    finally:
+        subprocess.run(["scancel", job_id])
+    wait_for(lambda: squeue_state(job_id) in ("CANCELLED", ""), "the job to be cancelled", 30)
+    again = slurm(["log/h.log", *PROBE, "write", "out", "x"], tmp_path)  # ended: submitted anew
+    assert again.returncode == 0 and (tmp_path / "out").read_text() == "x", again.stderr
