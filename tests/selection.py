@@ -28,6 +28,7 @@ E2E = (
     "recipes/test_mtedx_domains.py",
     "recipes/test_lm_pipeline.py",
     "recipes/test_mt_splits.py",
+    "recipes/test_ocr_splits.py",
     "configs/test_librispeech_960h.py",
     "analysis/test_sweep_dry_run.py",
 )

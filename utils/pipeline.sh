@@ -21,6 +21,7 @@
 # Stages side by side (${parallel_stages}: true runs them in the background, false in turn; default true):
 #   spawn GROUP CMD...                          CMD (e.g. run_stage ...) in the background, pid in array GROUP
 #   wait_all GROUP                              every command of GROUP has ended; 1 if one of them failed
+#   for_each_set "SETS" FUNC [ARGS...]          FUNC SET ARGS... for every set of SETS, spawned; fails naming them
 # A pipeline that exits (a stage died) stops the commands it still runs in the background, with their children.
 # Shared stage steps:
 #   require_options NAME...                     every --NAME is given (not empty), else exit naming the first
@@ -33,6 +34,7 @@
 #   default_inference_tag                       ${inference_tag} decode_<config>[_lm_<tag>][_matched] unless given
 #   task_id_opts TRAIN VALID "NAME=TABLE ..."   --task_ids: the training's data options of the task id tables
 #   split_training_data LOG DIR N FILE NAME...  ESPnet's --num_splits_*: training tables in N parts (a job)
+#   split_train_opts ARRAY EXP N                a training's options (ARRAY) on EXP/splitsN + --multiple_iterator
 # Evaluation (every pipeline's decoding and scoring stages):
 #   decode_set DIR KEYS MODULE HYP -- ARGS...   sharded decoding of one test set into DIR/text
 #   espnet_decode TASK EXP SET KEYS DATA [ARGS...]  decode_set by ESPnet's TASK_inference (asr, mt, st)
@@ -155,6 +157,31 @@ wait_all() {
     for pid in "${group[@]}"; do wait "${pid}" || failed=1; done
     group=()
     return "${failed}"
+}
+
+# for_each_set "SETS" FUNC [ARGS...] : FUNC SET ARGS... for every set of SETS (names, e.g. "${test_sets}"), each
+# spawned (above): side by side, so that a cluster gets every set's job array at once instead of one set's queue
+# wait after another, and waited for; in turn with --parallel_stages false. Each FUNC runs whole in one (background)
+# shell, so what it sets (decode_set's ${decode_jobs}) is its own set's; it sees its callers' locals (bash locals
+# are dynamic). Fails when a set failed, after every other set ended (no set is stopped: its output is valid),
+# logging which sets failed; in turn it stops at the first, as a loop would: a rerun redoes the whole stage.
+# Side by side, the local backend (utils/run.py) runs up to --max_jobs_run (nproc) jobs of each set at once, as
+# for stages side by side: on a small machine pass --parallel_stages false.
+for_each_set() {
+    # _-prefixed: FUNC, run in this function (in turn), would see a caller's variable of the same name hidden
+    local _sets=$1 _func=$2 _set _i _pids=() _spawned=() _failed=()
+    shift 2
+    for _set in ${_sets}; do
+        if ! spawn _pids "${_func}" "${_set}" "$@"; then  # in turn: FUNC's own status
+            _failed+=("${_set}")
+            break
+        fi
+        [ "${#_pids[@]}" = "${#_spawned[@]}" ] || _spawned+=("${_set}")  # side by side: its pid was added
+    done
+    for _i in "${!_pids[@]}"; do
+        wait "${_pids[_i]}" || _failed+=("${_spawned[_i]}")
+    done
+    [ "${#_failed[@]}" = 0 ] || { log "ERROR: ${_func} failed for the set(s): ${_failed[*]}"; return 1; }
 }
 
 kill_tree() {  # kill_tree PID: PID and every process below it
@@ -331,6 +358,33 @@ _split_sorted_tables() {  # the job of split_training_data: SPLITS N FILE NAME..
     python -m espnet2.bin.split_scps --scps "${scps[@]}" --names "${names[@]}" --num_splits "${n}" \
         --output_dir "${splits}"
     rm -f "${splits}"/.sorted.*
+}
+
+# split_train_opts ARRAY EXP N : a training stage's options in ARRAY (a variable name) given the parts of their
+# training tables instead (ESPnet's --num_splits_mt / --num_splits_ocr N > 1): EXP/splitsN/<input name> for each
+# --train_data_path_and_name_and_type PATH,NAME,TYPE and EXP/splitsN/<file name> for each --train_shape_file,
+# made by split_training_data (log: EXP/log/split_train.log), + --multiple_iterator true. ESPnet's
+# --num_iters_per_epoch stays the epoch's: build_multiple_iter_factory gives part i (num_iters_per_epoch + i) / N
+# of it (tests/recipes/test_ocr_splits.py counts the updates).
+split_train_opts() {
+    # shellcheck disable=SC2178  # a nameref to the caller's array
+    local -n train_opts=$1
+    local exp=$2 n=$3 splits="$2/splits$3" i path name tables=()
+    for ((i = 0; i + 1 < ${#train_opts[@]}; i++)); do
+        case ${train_opts[i]} in
+            --train_data_path_and_name_and_type)
+                path=${train_opts[i + 1]%,*,*}
+                name=${train_opts[i + 1]#"${path}",}  # NAME,TYPE
+                tables+=("${path}" "${name%%,*}")
+                train_opts[i + 1]="${splits}/${name%%,*},${name}" ;;
+            --train_shape_file)
+                path=${train_opts[i + 1]}
+                tables+=("${path}" "$(basename "${path}")")
+                train_opts[i + 1]="${splits}/$(basename "${path}")" ;;
+        esac
+    done
+    split_training_data "${exp}/log/split_train.log" "${splits}" "${n}" "${tables[@]}" || return 1
+    train_opts+=(--multiple_iterator true)
 }
 
 # train_model LOG -- COMMAND... : launch an ESPnet2 training through the cluster backend
@@ -548,13 +602,15 @@ score_set() {
 }
 
 # score_sets SCORER REF DIR LINES [ARGS...] : score_set of each of ${test_sets}, decoded into DIR/<set>, every
-# "{}" in REF and ARGS replaced by the set's name. Fails at the first set that fails.
+# "{}" in REF and ARGS replaced by the set's name; side by side (for_each_set: each is a job that queues on a
+# cluster), failing after every set ended, naming the sets that failed.
 score_sets() {
-    local scorer=$1 ref=$2 dir=$3 lines=$4 dset
-    shift 4
-    for dset in ${test_sets}; do
-        score_set "${scorer}" "${ref//\{\}/${dset}}" "${dir}/${dset}" "${lines}" "${@//\{\}/${dset}}" || return 1
-    done
+    for_each_set "${test_sets}" _score_one "$@"
+}
+_score_one() {  # _score_one SET SCORER REF DIR LINES [ARGS...] : score_sets' work for one set
+    local dset=$1 scorer=$2 ref=$3 dir=$4 lines=$5
+    shift 5
+    score_set "${scorer}" "${ref//\{\}/${dset}}" "${dir}/${dset}" "${lines}" "${@//\{\}/${dset}}"
 }
 
 # test_set_files DIR NAME : DIR/<set>/NAME of each of ${test_sets}, one a line

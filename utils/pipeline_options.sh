@@ -27,7 +27,8 @@ cmd_backend=local       # local or slurm (see cmd.sh)
 smoke=false             # true: a smoke run on a tiny corpus in the real layout (README "Smoke runs")
 
 __pipeline_evaluation_options() {
-    inference_nj=2          # parallel decoding jobs
+    inference_nj=2          # parallel decoding jobs of each test set
+    parallel_stages=true    # the test sets decoded side by side (every set's jobs submitted at once); false: in turn
     gpu_inference=false     # true: each decoding job on one GPU (ESPnet's option; Slurm requests it)
     expdir=exp
     local_data_opts=""      # options for local/data.sh (e.g. "--download true")

@@ -13,9 +13,13 @@ length in tokens (with <eos>), from which self-training's confidence filter is c
 ``--matched_inference true|false`` relaxes (or not) the model's relaxed attention at test time.
 ``--resume_file`` makes a job resumable (asr.sh passes it: stage 13 decodes ~1M videos in jobs that a time
 limit may kill): each 1-best is appended to it, flushed, as one JSON line when decoded, and a rerun with the
-same decoding options, model files and videos decodes only the videos it lacks. The output and score files
-still appear whole, in key order, once every video is decoded; the journal stays, so a rerun of a finished
-job rewrites them without loading the model.
+same decoding options, model files and videos (path, size, modification time) decodes only the videos it
+lacks. The output and score files still appear whole, in key order, once every video is decoded; the journal
+stays, so a rerun of a finished job rewrites them without loading the model.
+``--resume_from GLOB`` (asr.sh: ``DIR/logdir/output.*/journal``) also takes the 1-bests of the job's videos
+from the journals of the other jobs of the same decoding, read only (copied into the job's own journal
+first): a rerun split over another number of jobs (``--pseudo_label_nj``, ``--inference_nj``) decodes only
+the videos that no job decoded.
 """
 
 from espnet_ext.registry import install
@@ -24,6 +28,7 @@ from espnet_ext.registry import install
 install()
 
 import argparse
+import glob
 import hashlib
 import json
 import logging
@@ -101,6 +106,13 @@ def get_parser():
         default=None,
         help="journal of the decoded videos: a rerun decodes only those it lacks (kept)",
     )
+    parser.add_argument(
+        "--resume_from",
+        type=str,
+        default=None,
+        help="with --resume_file: a glob of the other jobs' journals of this decoding (Python's glob: a "
+        "directory named with *?[ needs escaping), whose 1-bests of this job's videos are taken",
+    )
     return parser
 
 
@@ -122,7 +134,10 @@ def parse_args(cmd=None) -> argparse.Namespace:
             if key in config:
                 config[key] = decoding_options.checked_value(config[key], key, given.config)
         parser.set_defaults(**config)
-    return parser.parse_args(cmd)
+    args = parser.parse_args(cmd)
+    if args.resume_from is not None and args.resume_file is None:
+        parser.error("--resume_from needs --resume_file")
+    return args
 
 
 def build_beam_search(model, args) -> BeamSearch:
@@ -204,10 +219,14 @@ def decode_videos(args, key_file: str | None) -> Iterator[Hypothesis]:
             yield Hypothesis(key, text.ids_to_text(token_ids), score, len(token_ids) + 1)
 
 
-# Options that change no 1-best: a journal written under other values of these is resumed.
-_NOT_IN_SIGNATURE = {"output_file", "score_file", "resume_file", "key_file", "config", "device",
-                     "batch_size", "num_workers", "log_level"}  # fmt: skip
+# Options that change no 1-best: a journal written under other values of these is resumed. Neither the job's
+# key file nor its number is in the signature: the journals of one decoding split otherwise share it.
+_NOT_IN_SIGNATURE = {"output_file", "score_file", "resume_file", "resume_from", "key_file", "config",
+                     "device", "batch_size", "num_workers", "log_level"}  # fmt: skip
 _MODEL_FILES = ("train_config", "model_file", "lm_train_config", "lm_file")
+# In the signature. Format 2 entries hold their video's size and modification time; a journal of format 1
+# (entries without them) has another signature, so it is emptied and its videos are decoded again.
+JOURNAL_FORMAT = 2
 
 
 def resume_signature(args) -> str:
@@ -220,8 +239,42 @@ def resume_signature(args) -> str:
         if path is not None:
             stat = os.stat(path)
             files[name] = [str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns]
-    blob = json.dumps([options, files], sort_keys=True, default=str)
+    blob = json.dumps([JOURNAL_FORMAT, options, files], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def video_stat(video: str) -> list[int] | None:
+    """``[size, mtime_ns]`` of a video file (a video replaced at the same path is another video), None when
+    it cannot be stat-ed (decoding it then fails, naming its scp line)."""
+    try:
+        stat = os.stat(video)
+    except OSError:
+        return None
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+class JobVideos:
+    """The job's keys in order, each with the rest of its scp line (the video), and their current
+    ``video_stat``, taken once per key when first asked."""
+
+    def __init__(self, entries: dict[str, str]):
+        self.entries = entries
+        self._stats: dict[str, list[int] | None] = {}
+
+    def stat(self, key: str) -> list[int] | None:
+        if key not in self._stats:
+            self._stats[key] = video_stat(self.entries[key])
+        return self._stats[key]
+
+    def unchanged(self, key: str, video: str, stat) -> bool:
+        """Whether a journal entry of ``key`` (its video and recorded stat) is of this job's video as it is."""
+        return self.entries.get(key) == video and stat is not None and self.stat(key) == stat
+
+    def journal_line(self, hypothesis: Hypothesis) -> str:
+        # a video that could not be stat-ed is recorded as nulls, which match no stat: decoded again
+        size, mtime_ns = self.stat(hypothesis.key) or (None, None)
+        line = {**hypothesis._asdict(), "video": self.entries[hypothesis.key]}
+        return json.dumps({**line, "size": size, "mtime_ns": mtime_ns}, ensure_ascii=False) + "\n"
 
 
 def job_entries(args) -> dict[str, str]:
@@ -236,67 +289,132 @@ def job_entries(args) -> dict[str, str]:
     return entries
 
 
-def read_journal(path: Path, signature: str, entries: dict[str, str]) -> dict[str, Hypothesis]:
-    """The 1-bests of an earlier run in ``path`` that this run would decode alike: same signature, a key of
-    ``entries`` with the same video. A line cut by a kill is cut off the file; a journal of other options
-    is emptied (logged). Returns ``{}`` when there is nothing to resume, leaving ``path`` ready to append to."""
+def journal_lines(path: Path) -> tuple[list[bytes], int, int]:
+    """The whole lines of a journal (a last line without its newline, cut by a kill or still being written,
+    left out), the length of the bytes they span and the file's length."""
     data = path.read_bytes() if path.exists() else b""
     whole = data[: data.rfind(b"\n") + 1]
     # split on newlines only: str.splitlines also splits on U+2028 / U+0085, which json.dumps leaves in text
-    lines = [line.decode("utf-8") for line in whole.split(b"\n")[:-1]]
+    return whole.split(b"\n")[:-1], len(whole), len(data)
+
+
+def journal_signature(lines: list[bytes]) -> str | None:
     try:
         header = json.loads(lines[0]) if lines else None
     except ValueError:
         header = None
-    if not isinstance(header, dict) or header.get("signature") != signature:
+    return header.get("signature") if isinstance(header, dict) else None
+
+
+def journal_entry(line: bytes) -> tuple[Hypothesis, str, object]:
+    """A journal line's 1-best, its video and the ``[size, mtime_ns]`` recorded with it; raises ValueError,
+    KeyError or TypeError for a line that is not one."""
+    entry = json.loads(line.decode("utf-8"))
+    hypothesis = Hypothesis(
+        entry["key"], entry["text"], float(entry["score"]), int(entry["tokens"])
+    )
+    return hypothesis, entry["video"], [entry["size"], entry["mtime_ns"]]
+
+
+def read_journal(path: Path, signature: str, videos: JobVideos) -> dict[str, Hypothesis]:
+    """The 1-bests of an earlier run in ``path`` that this run would decode alike: same signature, a key of
+    ``videos`` with the same video (path, size, modification time). A line cut by a kill is cut off the file;
+    a journal of other options is emptied (logged). Returns ``{}`` when there is nothing to resume, leaving
+    ``path`` ready to append to."""
+    lines, whole, size = journal_lines(path)
+    if journal_signature(lines) != signature:
         if lines:
             logging.warning(
-                f"{path}: written with other options or models; decoding every video again"
+                f"{path}: written with other options, models or journal format; decoding every video again"
             )
         with open(path, "w", encoding="utf-8") as f:
             f.write(json.dumps({"signature": signature}) + "\n")
         return {}
-    if len(whole) < len(data):
+    if whole < size:
         with open(path, "r+b") as f:
-            f.truncate(len(whole))
+            f.truncate(whole)
     done = {}
     for number, line in enumerate(lines[1:], start=2):
         try:
-            entry = json.loads(line)
-            hypothesis = Hypothesis(
-                entry["key"], entry["text"], float(entry["score"]), int(entry["tokens"])
-            )
-            video = entry["video"]
+            hypothesis, video, stat = journal_entry(line)
         except (ValueError, KeyError, TypeError) as e:
             raise InputError(
                 f"not a journal line ({e}): remove the file to decode again", path=path, line=number
             ) from e
-        if entries.get(hypothesis.key) == video:
+        if videos.unchanged(hypothesis.key, video, stat):
             done[hypothesis.key] = hypothesis
     return done
 
 
+def read_other_journals(
+    paths: list[Path], signature: str, videos: JobVideos, wanted: set[str]
+) -> dict[str, Hypothesis]:
+    """The 1-bests of keys of ``wanted`` in other jobs' journals of the same signature, their videos
+    unchanged. These are read only, and their jobs may be appending to them: a last line without its
+    newline is left out. A bad line is logged and skipped, not an error: these journals only spare this job
+    some decoding, and each job refuses its own journal's bad lines when it resumes it."""
+    found: dict[str, Hypothesis] = {}
+    for path in paths:
+        if len(found) == len(wanted):
+            break
+        lines, _, _ = journal_lines(path)
+        if journal_signature(lines) != signature:
+            if lines:
+                logging.info(f"{path}: written with other options or models; not resumed from")
+            continue
+        for number, line in enumerate(lines[1:], start=2):
+            try:
+                hypothesis, video, stat = journal_entry(line)
+            except (ValueError, KeyError, TypeError) as e:
+                logging.warning(f"{path}:{number}: not a journal line ({e}); skipped")
+                continue
+            key = hypothesis.key
+            if key in wanted and key not in found and videos.unchanged(key, video, stat):
+                found[key] = hypothesis
+    return found
+
+
+def other_journals(args, journal: Path) -> list[Path]:
+    """The journals ``--resume_from`` names, but the job's own."""
+    if args.resume_from is None:
+        return []
+    own = journal.resolve()
+    paths = (Path(p) for p in sorted(glob.glob(args.resume_from)))
+    return [p for p in paths if p.is_file() and p.resolve() != own]
+
+
 def resumed(args) -> list[Hypothesis]:
-    """Every 1-best of the job, those of ``--resume_file`` read, the others decoded and appended to it."""
+    """Every 1-best of the job: those of ``--resume_file`` read, those of the other journals of
+    ``--resume_from`` copied into it, the others decoded and appended to it."""
     journal = Path(args.resume_file)
     journal.parent.mkdir(parents=True, exist_ok=True)
     entries = job_entries(args)
-    done = read_journal(journal, resume_signature(args), entries)
-    todo = [key for key in entries if key not in done]
+    videos = JobVideos(entries)
+    signature = resume_signature(args)
+    done = read_journal(journal, signature, videos)
+    wanted = {key for key in entries if key not in done}
+    borrowed = read_other_journals(other_journals(args, journal), signature, videos, wanted)
+    todo = [key for key in entries if key not in done and key not in borrowed]
     logging.info(
-        f"{journal}: {len(done)} of {len(entries)} videos decoded before, {len(todo)} to decode"
+        f"{journal}: {len(done) + len(borrowed)} of {len(entries)} videos decoded before "
+        f"({len(borrowed)} of them in other jobs' journals), {len(todo)} to decode"
     )
-    if todo:
-        keys = journal.with_name(journal.name + ".keys")  # the rest of the job's key file
-        with atomic_write(keys) as f:
-            f.writelines(f"{key} {entries[key]}\n" for key in todo)
-        with open(journal, "a", encoding="utf-8") as f:
+    with open(journal, "a", encoding="utf-8") as f:
+        # the journal holds every 1-best of the job, so a rerun needs no other job's journal
+        f.writelines(videos.journal_line(borrowed[key]) for key in entries if key in borrowed)
+        f.flush()
+        done.update(borrowed)
+        if todo:
+            for key in todo:  # stat-ed before decoding: a video changed meanwhile is decoded again
+                videos.stat(key)
+            keys = journal.with_name(journal.name + ".keys")  # the rest of the job's key file
+            with atomic_write(keys) as k:
+                k.writelines(f"{key} {entries[key]}\n" for key in todo)
             for hypothesis in decode_videos(args, str(keys)):
-                line = {**hypothesis._asdict(), "video": entries[hypothesis.key]}
-                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+                f.write(videos.journal_line(hypothesis))
                 f.flush()  # a kill loses at most the video being decoded
                 done[hypothesis.key] = hypothesis
-        keys.unlink()
+            keys.unlink()
     missing = [key for key in entries if key not in done]
     if missing:
         raise InputError(f"{len(missing)} keys were not decoded, e.g. {missing[0]!r}", path=journal)

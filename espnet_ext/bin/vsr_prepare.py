@@ -12,37 +12,97 @@ header and length (memory-mapped, not read: ``video.frame_count``), any other vi
 reads the whole ``video.scp`` too, so its errors name the line of ``video.scp``, not of its key file; its
 part (``<key> <frames>`` lines) is written whole or not at all. The output directory appears only when
 every video decoded: a merge needs every key of ``video.scp`` counted by exactly one part.
+
+A part is reusable: its first line is a signature of what it counted (the job's keys, each with its video's
+path, size and modification time in ns), and a job whose ``--part_out`` holds the signature of its keys
+exits without decoding a video. A rerun after a failure (VoxCeleb2-en's ~1M clips take hours over many
+jobs; one killed at its time limit) counts only the parts that are missing or whose videos changed; a part
+of another split (``--nj``) has other keys, so it is counted again.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import os
 import shutil
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 
-from espnet_ext.data.datadir import atomic_dir, table_files, write_kaldi_map
+from espnet_ext.data.datadir import atomic_dir, table_files, table_line, write_kaldi_map
 from espnet_ext.data.types import VideoScpReader
 from espnet_ext.errors import InputError, reports_input_errors
-from espnet_ext.fileio import read_utf8_lines
+from espnet_ext.fileio import atomic_write, read_utf8_lines
+
+# A part's first line: this prefix and the signature. It has more than two fields, so no '<key> <frames>'
+# line reads as one. The version changes with what a count means (a part of older code is counted again).
+PART_HEADER = "# vsr_prepare part v1"
+
+
+def job_keys(reader: VideoScpReader, key_file: Path | None) -> list[str]:
+    """The keys of ``key_file`` (its first column: a split of ``video.scp``), else every key of ``reader``."""
+    if key_file is None:
+        return list(reader)
+    keys = []
+    for number, line in read_utf8_lines(key_file):
+        if not line.strip():
+            continue
+        key = line.split(maxsplit=1)[0]
+        if key not in reader:
+            raise InputError(f"not in {reader.scp}", path=key_file, line=number, key=key)
+        keys.append(key)
+    return keys
 
 
 def count_frames(data_dir: Path, key_file: Path | None = None) -> dict[str, str]:
     """``key -> frames`` (as text) of the videos of ``data_dir/video.scp``, or of those ``key_file`` lists
     (its first column: a split of ``video.scp``); an undecodable video raises naming its ``video.scp`` line."""
     reader = VideoScpReader(data_dir / "video.scp")
-    keys: Iterable[str] = reader
-    if key_file is not None:
-        keys = []
-        for number, line in read_utf8_lines(key_file):
-            if not line.strip():
-                continue
-            key = line.split(maxsplit=1)[0]
-            if key not in reader:
-                raise InputError(f"not in {reader.scp}", path=key_file, line=number, key=key)
-            keys.append(key)
-    return {key: str(reader.frames(key)) for key in keys}
+    return {key: str(reader.frames(key)) for key in job_keys(reader, key_file)}
+
+
+def part_signature(reader: VideoScpReader, keys: list[str]) -> str:
+    """What a part of ``keys`` counts: the keys in order, each with its video's path, size and modification
+    time (ns), so a video replaced at the same path is another signature. Stat-ed before counting: a video
+    changed while it is counted leaves a signature that no longer matches."""
+    digest = hashlib.sha256()
+    for key in keys:
+        path = reader.path(key)
+        try:
+            stat = os.stat(path)
+            size, mtime = stat.st_size, stat.st_mtime_ns
+        except OSError:  # counting it fails, naming its video.scp line
+            size = mtime = None
+        digest.update(json.dumps([key, path, size, mtime]).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def part_header_signature(part: Path) -> str | None:
+    """The signature in ``part``'s first line; None without a part or a header (a part of older code)."""
+    try:
+        with open(part, "rb") as f:
+            first = f.readline(len(PART_HEADER) + 100).decode("utf-8").rstrip("\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+    prefix, _, signature = first.rpartition(" ")
+    return signature if prefix == PART_HEADER else None
+
+
+def count_part(data_dir: Path, key_file: Path, part_out: Path) -> str:
+    """One job of a split count: the frames of ``key_file``'s videos into ``part_out`` (header, then
+    ``<key> <frames>`` lines), unless ``part_out`` already holds their signature; returns a log line."""
+    reader = VideoScpReader(data_dir / "video.scp")
+    keys = job_keys(reader, key_file)
+    signature = part_signature(reader, keys)
+    if part_header_signature(part_out) == signature:
+        return f"{part_out}: {len(keys)} videos counted before (same keys, paths, sizes and times): kept"
+    frames = {key: str(reader.frames(key)) for key in keys}
+    with atomic_write(part_out) as f:
+        f.write(f"{PART_HEADER} {signature}\n")
+        for key in sorted(frames):
+            f.write(table_line(part_out, key, frames[key]))
+    return f"{part_out}: {len(frames)} videos decode"
 
 
 def merged_parts(data_dir: Path, parts: list[Path]) -> dict[str, str]:
@@ -57,6 +117,8 @@ def merged_parts(data_dir: Path, parts: list[Path]) -> dict[str, str]:
     seen: dict[str, tuple[Path, int]] = {}
     for part in parts:
         for number, line in read_utf8_lines(part):
+            if number == 1 and line.startswith(PART_HEADER + " "):
+                continue
             fields = line.split()
             if len(fields) != 2 or not fields[1].isdigit():
                 raise InputError(f"expected '<key> <frames>', got {line!r}", path=part, line=number)
@@ -110,9 +172,7 @@ def main(argv=None) -> None:
     ):
         parser.error("give --out_dir [--parts ...], or --key_file with --part_out")
     if args.part_out is not None:
-        frames = count_frames(args.data_dir, args.key_file)
-        write_kaldi_map(args.part_out, frames)
-        print(f"{args.part_out}: {len(frames)} videos decode")
+        print(count_part(args.data_dir, args.key_file, args.part_out))
         return
     count = prepare(args.data_dir, args.out_dir, args.parts)
     print(f"{args.out_dir}: {count} videos decode")

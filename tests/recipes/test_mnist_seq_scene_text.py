@@ -85,6 +85,11 @@ def test_scene_text_setup_trains_two_stn_sharp_attention_and_scores_six_test_set
             assert f"{usable // 2} images (shard {k}/2 of {usable})" in log, log
             assert f"/data/st_{name}/{k}/images/" in images[dset]
     config = (recipe / "exp" / "ocr_pooling_st" / "config.yaml").read_text()
+    # the 40 training images in run.sh's 16 parts (--num_splits_ocr), trained on in turn
+    splits = recipe / "exp" / "ocr_pooling_st" / "splits16"
+    assert (splits / "image" / "num_splits").read_text() == "16"
+    assert len((splits / "text" / "split.15").read_text().splitlines()) == 2
+    assert "multiple_iterator: true" in config and "splits16/image" in config
     for setting in (
         "num_stn: 2",
         "region_scale: 2.0",

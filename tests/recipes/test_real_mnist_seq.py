@@ -102,7 +102,16 @@ def test_scene_text_real_config_trains_two_stn_sharp_attention_and_scores_six_te
     assert model_conf["lambda_r"] == 0.1 and model_conf["region_scale"] == 2.0
     assert model_conf["lstm_units"] == 32 and model_conf["decoder_units"] == 32  # 256 / 8
     train = read_table(recipe / "data" / "train_st" / "text")
-    assert len(train) == 8 + 4  # MJSynth + SynthText
+    assert len(train) == 8 + 8  # MJSynth + SynthText
+    # in run.sh's 16 parts (--num_splits_ocr), one after the other by ESPnet's multiple iterator
+    assert config["multiple_iterator"] is True
+    assert all("/splits16/" in path for path, *_ in config["train_data_path_and_name_and_type"])
+    assert sorted(p.name for p in (exp / "splits16").iterdir()) == [
+        ".done",
+        "image",
+        "image_shape",
+        "text",
+    ]
     assert all(re.fullmatch(r"[0-9a-z]+", label) for label in train.values())  # normalised labels
     assert len(read_table(recipe / "data" / "dev_st" / "text")) == 2
     for test_set in SCENE_TEST_SETS:

@@ -2,6 +2,7 @@
 resumable jobs."""
 
 import json
+import os
 import re
 
 import numpy as np
@@ -112,7 +113,8 @@ def test_prepare_split_over_jobs_counts_what_one_job_counts(tmp_path):
     with pytest.raises(InputError, match=r"video\.scp:2: key 'u1': counted by no part"):
         vsr_prepare.prepare(data, tmp_path / "lost", parts[:1] + parts[2:])
     assert not (tmp_path / "lost").exists()
-    with pytest.raises(InputError, match=r"frames\.1:1: key 'u0': counted twice"):
+    # (line 2: a part's first line is its signature)
+    with pytest.raises(InputError, match=r"frames\.1:2: key 'u0': counted twice"):
         vsr_prepare.prepare(data, tmp_path / "twice", parts + parts[:1])
 
 
@@ -190,16 +192,233 @@ def test_a_journal_line_may_hold_unicode_line_separators(tmp_path):
     """json.dumps leaves U+2028, U+2029 and U+0085 in a 1-best as they are: the journal is split on
     newlines only, so such a line reads back (str.splitlines would cut it in two)."""
     journal = tmp_path / "journal"
+    video = tmp_path / "k1.npy"
+    video.write_bytes(b"frames")
     entry = {
         "key": "k1",
         "text": "a\u2028b\u2029c\x85d",
         "score": -1.0,
         "tokens": 3,
-        "video": "k1.npy",
+        "video": str(video),
+        "size": 6,
+        "mtime_ns": video.stat().st_mtime_ns,
     }
     journal.write_text(
         json.dumps({"signature": "s"}) + "\n" + json.dumps(entry, ensure_ascii=False) + "\n",
         encoding="utf-8",
     )
-    done = vsr_inference.read_journal(journal, "s", {"k1": "k1.npy", "k2": "k2.npy"})
+    videos = vsr_inference.JobVideos({"k1": str(video), "k2": "k2.npy"})
+    done = vsr_inference.read_journal(journal, "s", videos)
     assert list(done) == ["k1"] and done["k1"].text == "a\u2028b\u2029c\x85d"
+
+
+def count_split(data, logdir, nj):
+    """asr.sh stage 2's jobs: video.scp split round-robin (split_keys) over ``nj`` jobs, each counting
+    its part with vsr_prepare; returns the jobs' log lines."""
+    lines = (data / "video.scp").read_text().splitlines()
+    logs = []
+    for job in range(1, nj + 1):
+        keys = logdir / f"keys.{job}.scp"
+        keys.write_text("".join(line + "\n" for line in lines[job - 1 :: nj]))
+        logs.append(vsr_prepare.count_part(data, keys, logdir / f"frames.{job}"))
+    return logs
+
+
+def test_a_part_counted_before_is_kept_unless_its_videos_changed(tmp_path, monkeypatch):
+    from espnet_ext.data import video
+
+    rng = np.random.default_rng(0)
+    videos = {f"u{i}": np.zeros((int(rng.integers(2, 9)), 8, 8), np.uint8) for i in range(7)}
+    data = write_set(tmp_path, videos)
+    counted = []
+    frame_count = video.frame_count
+    monkeypatch.setattr(
+        video, "frame_count", lambda path: counted.append(path) or frame_count(path)
+    )
+    logdir = tmp_path / "log"
+    logdir.mkdir()
+    count_split(data, logdir, 3)  # u0 u3 u6 | u1 u4 | u2 u5
+    assert len(counted) == 7
+    # a rerun (after another job failed) decodes nothing: every part holds its keys' signature
+    counted.clear()
+    logs = count_split(data, logdir, 3)
+    assert counted == [] and all("counted before" in log and "kept" in log for log in logs)
+    # a video replaced at the same path (other frames; or only touched) recounts its part alone
+    np.save(tmp_path / "u4.npy", np.zeros((11, 8, 8), np.uint8))
+    counted.clear()
+    logs = count_split(data, logdir, 3)
+    assert sorted(counted) == [str(tmp_path / f"{k}.npy") for k in ("u1", "u4")]
+    assert "videos decode" in logs[1] and "kept" in logs[0] + logs[2]
+    stat = (tmp_path / "u2.npy").stat()
+    os.utime(tmp_path / "u2.npy", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    counted.clear()
+    count_split(data, logdir, 3)
+    assert sorted(counted) == [str(tmp_path / f"{k}.npy") for k in ("u2", "u5")]
+    parts = [logdir / f"frames.{job}" for job in (1, 2, 3)]
+    vsr_prepare.prepare(data, tmp_path / "resumed", parts)
+    vsr_prepare.prepare(data, tmp_path / "fresh")
+    fresh = (tmp_path / "fresh" / "utt2num_frames").read_text()
+    assert (tmp_path / "resumed" / "utt2num_frames").read_text() == fresh
+    assert "u4 11\n" in fresh
+    # another split's parts hold other keys: every part is counted again
+    counted.clear()
+    count_split(data, logdir, 2)
+    assert len(counted) == 7
+    # a part of older code (no signature line) is counted again too
+    (logdir / "frames.1").write_text("u0 9\n")
+    assert vsr_prepare.part_header_signature(logdir / "frames.1") is None
+    counted.clear()
+    count_split(data, logdir, 2)
+    assert len(counted) == 4
+
+
+def test_a_failed_job_reruns_alone(tmp_path, monkeypatch):
+    """A job that died (a bad video, a time limit) wrote no part; the rerun counts its part only."""
+    from espnet_ext.data import video
+
+    data = write_set(tmp_path, {f"u{i}": np.zeros((i + 2, 8, 8), np.uint8) for i in range(4)})
+    good = (tmp_path / "u1.npy").read_bytes()
+    (tmp_path / "u1.npy").write_bytes(b"\x93NUMPY broken")
+    logdir = tmp_path / "log"
+    logdir.mkdir()
+    lines = (data / "video.scp").read_text().splitlines()
+    for job in (1, 2):
+        (logdir / f"keys.{job}.scp").write_text(
+            "".join(f"{line}\n" for line in lines[job - 1 :: 2])
+        )
+    part = [logdir / f"frames.{job}" for job in (1, 2)]
+    args = [["--data_dir", str(data), "--key_file", str(logdir / f"keys.{job}.scp"), "--part_out",
+             str(part[job - 1])] for job in (1, 2)]  # fmt: skip
+    assert vsr_prepare.main(args[0]) == 0 and vsr_prepare.main(args[1]) == 1
+    assert part[0].exists() and not part[1].exists()
+    (tmp_path / "u1.npy").write_bytes(good)
+    counted = []
+    frame_count = video.frame_count
+    monkeypatch.setattr(
+        video, "frame_count", lambda path: counted.append(path) or frame_count(path)
+    )
+    for job in (1, 2):
+        vsr_prepare.main(args[job - 1])
+    assert sorted(counted) == [str(tmp_path / f"{k}.npy") for k in ("u1", "u3")]
+    vsr_prepare.main(["--data_dir", str(data), "--out_dir", str(tmp_path / "out"), "--parts"]
+                     + [str(p) for p in part])  # fmt: skip
+    assert (tmp_path / "out" / "utt2num_frames").read_text() == "u0 2\nu1 3\nu2 4\nu3 5\n"
+
+
+def test_other_jobs_journals_are_read_only_and_may_be_cut(tmp_path, caplog):
+    """Another job may be appending to its journal: a last line without its newline is left out, a bad
+    line elsewhere is skipped (logged), a journal of other options is not used, nor an entry of a video
+    changed since; the job's own journal still refuses a bad line, as before."""
+    videos = {}
+    for key in ("k1", "k2", "k3", "k4"):
+        (tmp_path / f"{key}.npy").write_bytes(key.encode() * 4)
+        videos[key] = str(tmp_path / f"{key}.npy")
+
+    def line(key, **changes):
+        stat = (tmp_path / f"{key}.npy").stat()
+        entry = {"key": key, "text": f"text of {key}", "score": -1.0, "tokens": 3,
+                 "video": videos[key], "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}  # fmt: skip
+        return json.dumps({**entry, **changes}) + "\n"
+
+    header = json.dumps({"signature": "s"}) + "\n"
+    other = tmp_path / "output.2" / "journal"
+    other.parent.mkdir()
+    other.write_text(header + line("k1") + "not json\n" + line("k2", mtime_ns=1) + line("k3")
+                     + line("k4")[:20])  # fmt: skip
+    foreign = tmp_path / "output.3" / "journal"
+    foreign.parent.mkdir()
+    foreign.write_text(json.dumps({"signature": "t"}) + "\n" + line("k4"))
+    job = vsr_inference.JobVideos(videos)
+    found = vsr_inference.read_other_journals([other, foreign], "s", job, set(videos))
+    assert sorted(found) == ["k1", "k3"] and found["k3"].text == "text of k3"
+    assert "output.2/journal:3: not a journal line" in caplog.text
+    own = tmp_path / "output.1" / "journal"
+    own.parent.mkdir()
+    own.write_text(header + "not json\n" + line("k1"))
+    with pytest.raises(InputError, match=r"output\.1/journal:2: not a journal line"):
+        vsr_inference.read_journal(own, "s", job)
+    # the jobs of one decoding share the signature: neither the key file nor the job's files are in it
+    (tmp_path / "m.pth").write_bytes(b"model")
+
+    def signature(number, *more):
+        out = tmp_path / f"output.{number}"
+        return vsr_inference.resume_signature(vsr_inference.parse_args(
+            ["--data_path_and_name_and_type", "x.scp,video,video", "--model_file", str(tmp_path / "m.pth"),
+             "--key_file", f"keys.{number}.scp", "--output_file", str(out / "text"), "--score_file",
+             str(out / "score"), "--resume_file", str(out / "journal"), "--resume_from", "output.*/journal",
+             *more]))  # fmt: skip
+
+    assert signature(1) == signature(2) != signature(1, "--beam_size", "3")
+
+
+def test_a_rerun_over_another_split_decodes_only_what_no_job_decoded(
+    corpus,  # noqa: F811
+    tiny_run_options,
+    monkeypatch,
+):
+    exp = corpus / "exp"
+    LipReadingTask.main(cmd=training_options(corpus, tiny_run_options, exp) + ["--max_epoch", "1"])
+    test = corpus / "data" / "test"
+    whole = corpus / "whole"
+    decode(corpus, exp, test, whole / "text", score_file=whole / "score")
+    scp = (test / "video.scp").read_text().splitlines()
+    keys = [line.split()[0] for line in scp]
+    assert len(keys) == 8
+
+    decoded, limit = [], []  # the keys decoded; the videos a job may decode before it is killed
+    decode_videos = vsr_inference.decode_videos
+
+    def killed_after(args, key_file):
+        for number, hypothesis in enumerate(decode_videos(args, key_file)):
+            if limit and number == limit[0]:
+                raise KeyboardInterrupt  # a time limit while this video was decoded
+            decoded.append(hypothesis.key)
+            yield hypothesis
+
+    monkeypatch.setattr(vsr_inference, "decode_videos", killed_after)
+    logdir = corpus / "logdir"
+    logdir.mkdir()
+
+    def job(n, number):  # asr.sh's decode_set (split_keys: round-robin) and vsr_inference options
+        key_file = logdir / f"keys.{number}.scp"
+        key_file.write_text("".join(f"{line}\n" for line in scp[number - 1 :: n]))
+        out = logdir / f"output.{number}"
+        decode(corpus, exp, test, out / "text", key_file=key_file, score_file=out / "score",
+               resume_file=out / "journal", resume_from=logdir / "output.*" / "journal")  # fmt: skip
+
+    for number, kill in ((1, 2), (2, 3)):  # 2 jobs: both killed, after 2 and 3 of their 4 videos
+        limit[:] = [kill]
+        with pytest.raises(KeyboardInterrupt):
+            job(2, number)
+    first = list(decoded)
+    assert len(first) == 5
+    with (logdir / "output.2" / "journal").open("a") as f:
+        f.write(
+            '{"key": "t0'
+        )  # job 2's line cut by the kill: other jobs leave it out, it cuts it off
+    decoded.clear()
+    limit.clear()
+    for number in (1, 2, 3):
+        job(3, number)
+    assert sorted(decoded) == sorted(set(keys) - set(first))  # exactly the missing videos
+
+    def merged(name):
+        return "".join(sorted((logdir / f"output.{n}" / name).read_text() for n in (1, 2, 3)))
+
+    assert sorted(merged("text").splitlines()) == (whole / "text").read_text().splitlines()
+    assert sorted(merged("score").splitlines()) == (whole / "score").read_text().splitlines()
+    # each job's own journal now holds all its videos: it resumes without the others
+    decoded.clear()
+    for number in (1, 2, 3):
+        key_file, out = logdir / f"keys.{number}.scp", logdir / f"output.{number}"
+        decode(corpus, exp, test, out / "text", key_file=key_file, score_file=out / "score",
+               resume_file=out / "journal")  # fmt: skip
+    assert decoded == []
+    # a video replaced at the same path (here only touched) is decoded again, by its job alone
+    video = scp[4].split(maxsplit=1)[1]
+    stat = os.stat(video)
+    os.utime(video, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    for number in (1, 2, 3):
+        job(3, number)
+    assert decoded == [keys[4]]
+    assert sorted(merged("text").splitlines()) == (whole / "text").read_text().splitlines()

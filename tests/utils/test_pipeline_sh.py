@@ -328,6 +328,82 @@ def test_a_pipeline_that_dies_stops_its_background_stages(tmp_path):
     assert not (tmp_path / "out/.stages/stage1.done").exists()
 
 
+# for_each_set: decode's per-set function (decode_set's global ${decode_jobs} set first, read at its end) under a
+# decode() whose local inference_nj it must see, as asr.sh's pseudo_label hands its own to decode.
+EACH_SET = pipeline(
+    'parallel_stages=true\ntest_sets="a b"\nfail=none\nmeet=meet\n',
+    """one() {{  # one SET MEET : its start and end in log.txt; MEET=meet: it waits (5 s at most) for the other's start
+    local other=a
+    [ "$1" != a ] || other=b
+    decode_jobs=$1
+    echo "start $1 nj=${{inference_nj}} $2" >> log.txt
+    touch "started_$1"
+    [ "$1" != "${{fail}}" ] || return 1
+    if [ "$2" = meet ]; then
+        for _ in $(seq 100); do [ -f "started_${{other}}" ] && break; sleep 0.05; done
+        [ -f "started_${{other}}" ] || return 1
+    fi
+    sleep 0.2
+    echo "end $1 jobs=${{decode_jobs}}" >> log.txt
+}}
+decode() {{ local inference_nj=7; for_each_set "${{test_sets}}" one "${{meet}}"; }}
+run_stage 1 decoding out 1 decode
+echo finished > finished.txt
+""",
+)
+
+
+def log_lines(tmp_path):
+    return (tmp_path / "log.txt").read_text().splitlines()
+
+
+def test_for_each_set_runs_the_sets_side_by_side(tmp_path):
+    run = write_script(tmp_path, EACH_SET)
+    out = run()
+    assert out.returncode == 0, out.stderr  # each set saw the other start while it waited
+    lines = log_lines(tmp_path)
+    assert sorted(lines[:2]) == ["start a nj=7 meet", "start b nj=7 meet"]
+    assert sorted(lines[2:]) == ["end a jobs=a", "end b jobs=b"]  # each set's own decode_jobs
+    assert (tmp_path / "finished.txt").exists()
+
+
+def test_for_each_set_runs_the_sets_in_turn_without_parallel_stages(tmp_path):
+    run = write_script(tmp_path, EACH_SET)
+    out = run("--parallel_stages", "false", "--meet", "alone")
+    assert out.returncode == 0, out.stderr
+    assert log_lines(tmp_path) == [
+        "start a nj=7 alone",
+        "end a jobs=a",
+        "start b nj=7 alone",
+        "end b jobs=b",
+    ]
+    (tmp_path / "log.txt").unlink()
+    for started in tmp_path.glob("started_*"):
+        started.unlink()
+    (tmp_path / "out/.stages/stage1.done").unlink()
+    waits = run("--parallel_stages", "false")  # set a waits in vain for the set after it
+    assert waits.returncode != 0 and "one failed for the set(s): a" in waits.stderr
+    assert log_lines(tmp_path) == ["start a nj=7 meet"]
+
+
+def test_for_each_set_fails_after_the_other_sets_end_naming_the_failed(tmp_path):
+    run = write_script(tmp_path, EACH_SET)
+    out = run("--fail", "a")
+    assert out.returncode != 0 and "Stage 1 (decoding) failed" in out.stderr
+    assert "one failed for the set(s): a\n" in out.stderr
+    assert "end b jobs=b" in log_lines(
+        tmp_path
+    )  # b met a, then ended: it was waited for, not stopped
+    assert not (tmp_path / "out/.stages/stage1.done").exists()
+    assert not (tmp_path / "finished.txt").exists()
+    (tmp_path / "log.txt").unlink()
+    in_turn = run("--fail", "a", "--parallel_stages", "false", "--meet", "alone")
+    assert in_turn.returncode != 0 and "one failed for the set(s): a\n" in in_turn.stderr
+    assert log_lines(tmp_path) == [
+        "start a nj=7 alone"
+    ]  # in turn, nothing after the failed set starts
+
+
 def test_corpus_settings_change_when_a_release_file_changes_in_place(tmp_path):
     """Stage 1's fingerprint takes corpus_settings: a corpus file edited (its time), replaced (its size),
     added or removed under an unchanged corpus path must change it; an unset root prints its name only."""
@@ -450,12 +526,13 @@ def test_score_sets_scores_each_test_set_under_its_name(tmp_path):
         assert f"{dset}: ref data/{dset}/ref hyp exp/dec/{dset}/text" in out.stderr  # lines 1,2
 
 
-def test_score_sets_stops_at_the_first_set_that_fails(tmp_path):
+def test_score_sets_scores_every_other_set_and_names_the_one_that_failed(tmp_path):
     run = make_scoring(tmp_path, ["a", "fail", "b"])
     out = run("--test_sets", "a fail b")
     assert out.returncode != 0 and "Stage 1 (scoring) failed" in out.stderr
+    assert "_score_one failed for the set(s): fail" in out.stderr
     assert (tmp_path / "exp/dec/a/score_fake/result.txt").exists()
-    assert not (tmp_path / "exp/dec/b/score_fake").exists()
+    assert (tmp_path / "exp/dec/b/score_fake/result.txt").exists()  # side by side: b was scored too
     assert (
         "cannot score data/fail/ref" in (tmp_path / "exp/dec/fail/score_fake/score.log").read_text()
     )

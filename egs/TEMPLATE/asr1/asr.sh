@@ -5,7 +5,8 @@
 # (speech: wav.scp + text; video: video.scp + text).
 # Stages (ESPnet order):
 #    1 data preparation (local/data.sh) + data-dir validation
-#    2 80-dim fbank features (kaldiio ark/scp, nj parallel jobs); video: every video decoded, frame counts
+#    2 80-dim fbank features (kaldiio ark/scp, nj parallel jobs); video: every video decoded, frame counts (a
+#      rerun counts only the parts of the split that were not counted, or whose videos changed)
 #    3 filtering of the training/validation sets by length (removed ids listed, never silent)
 #    4 token list (SentencePiece bpe/unigram, or characters)
 #    5 LM text + statistics    6 LM training    7 LM perplexity       (../lm1/lm.sh; --use_lm true)
@@ -18,6 +19,8 @@
 #   15 its decoding + scoring (stages 10-11 again)   16 RESULTS.md
 # Training stages (9, 14) take no decoding option into their fingerprint: decoding a trained model with
 # other options (--inference_tag, --use_lm, --inference_args) never trains it again.
+# Stages 10 and 15 decode the test sets side by side, every set's jobs submitted at once
+# (--parallel_stages false: one after another; for_each_set of utils/pipeline.sh).
 # --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
 # soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
@@ -41,7 +44,8 @@ pseudo_label_exp=""     # the experiment whose model pseudo-labels it (default: 
 self_training_config="" # stage 14's training config (default: --asr_config), e.g. a self-training schedule
 pseudo_min_confidence=""  # pseudo-labels kept when 1-best score / tokens >= this (empty: every non-empty 1-best)
 pseudo_label_nj=""      # stage 13's decoding jobs (empty: --inference_nj): ~1M videos need many short jobs, each
-                        # resumable (vsr_inference --resume_file), so a time limit costs one job's last video
+                        # resumable (vsr_inference --resume_file), so a time limit costs one job's last video; a
+                        # rerun with another number of jobs decodes only what no job decoded (--resume_from)
 pseudo_label_max_jobs=""  # at most this many of them at once (the job backend's --max_jobs_run; empty: its own
                           # default: local = CPU count, Slurm = no limit)
 pseudo_label_gpu=""     # true/false: stage 13's decoding on one GPU per job (empty: as --gpu_inference)
@@ -169,31 +173,37 @@ asr_train() {
         --fold_length 800 --fold_length 150 ${asr_args}
 }
 
-# decode SET... : each set's 1-best into ${asr_exp}/${inference_tag}/<set>/text (video: + score). Video jobs
-# keep a journal in DIR/logdir/output.JOB/, which decode_set leaves in place (it removes only DIR/text and the
-# key lists): a rerun after a kill decodes only what a job lacks, as long as the split (${inference_nj}) is the
-# same; the journal's signature (options, model files) makes a rerun with another model decode everything.
+# decode SET... : each set's 1-best into ${asr_exp}/${inference_tag}/<set>/text (video: + score), the sets side
+# by side (for_each_set). Video jobs keep a journal in DIR/logdir/output.JOB/, which decode_set leaves in place
+# (it removes only DIR/text and the key lists): a rerun after a kill decodes only what no job decoded, with
+# any split (${inference_nj}): each job also takes its videos' 1-bests from the other jobs' journals
+# (--resume_from). The journal's signature (options, model files) makes a rerun with another model decode
+# everything, and each entry's video size and time a video replaced at the same path.
 decode() {
-    local dset dir lm_opts=()
+    local lm_opts=()
     [ "${use_lm}" = true ] && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
     require_files "${asr_exp}/${inference_model}"
-    for dset in "$@"; do
-        dir="${asr_exp}/${inference_tag}/${dset}"
-        if [ "${input}" = speech ]; then
-            espnet_decode asr "${asr_exp}" "${dset}" "${feats_dir}/${dset}/${input_scp}" \
-                "${feats_dir}/${dset}/${input_scp},${input_name},${input_type}" "${lm_opts[@]}" || return 1
-        else
-            # shellcheck disable=SC2086
-            decode_set "${dir}" "${feats_dir}/${dset}/${input_scp}" espnet_ext.bin.vsr_inference \
-                output.JOB/text -- --device "${inference_device}" --config "${inference_config}" \
-                --data_path_and_name_and_type "${feats_dir}/${dset}/${input_scp},${input_name},${input_type}" \
-                --train_config "${asr_exp}/config.yaml" --model_file "${asr_exp}/${inference_model}" \
-                "${lm_opts[@]}" --output_file "${dir}/logdir/output.JOB/text" \
-                --score_file "${dir}/logdir/output.JOB/score" --resume_file "${dir}/logdir/output.JOB/journal" \
-                ${inference_args} || return 1
-            merge_shards "${dir}" output.JOB/score "${dir}/score" || return 1
-        fi
-    done
+    for_each_set "$*" decode_one "${lm_opts[@]}"
+}
+
+decode_one() {  # decode_one SET [LM OPTIONS...] : decode's work for one set
+    local dset=$1 dir="${asr_exp}/${inference_tag}/$1"
+    shift
+    if [ "${input}" = speech ]; then
+        espnet_decode asr "${asr_exp}" "${dset}" "${feats_dir}/${dset}/${input_scp}" \
+            "${feats_dir}/${dset}/${input_scp},${input_name},${input_type}" "$@"
+    else
+        # shellcheck disable=SC2086
+        decode_set "${dir}" "${feats_dir}/${dset}/${input_scp}" espnet_ext.bin.vsr_inference \
+            output.JOB/text -- --device "${inference_device}" --config "${inference_config}" \
+            --data_path_and_name_and_type "${feats_dir}/${dset}/${input_scp},${input_name},${input_type}" \
+            --train_config "${asr_exp}/config.yaml" --model_file "${asr_exp}/${inference_model}" \
+            "$@" --output_file "${dir}/logdir/output.JOB/text" \
+            --score_file "${dir}/logdir/output.JOB/score" --resume_file "${dir}/logdir/output.JOB/journal" \
+            --resume_from "${dir}/logdir/output.*/journal" ${inference_args} || return 1
+        # decode_set's ${decode_jobs}: this set's, as for_each_set runs all of decode_one in one shell
+        merge_shards "${dir}" output.JOB/score "${dir}/score"
+    fi
 }
 
 score() {
@@ -220,12 +230,21 @@ prepare_video_data() {
 
 # Each set's video.scp split over ${nj} jobs (VoxCeleb2-en's ~1M .mp4 clips take days in one), each counting
 # its part's frames (logdir ${feats_dir}/log/videos_<set>/), merged into ${feats_dir}/<set> by one more job.
+# A part counted before is kept: its job finds the signature of its keys (their videos' paths, sizes, times)
+# in it and exits, so a rerun after a failed or killed job counts only the parts not counted, or whose
+# videos changed. A part of another split (--nj) has other keys, so it is counted again; those past this
+# split's last are removed (the merge takes only this split's parts anyway).
 check_videos() {
-    local dset logdir n parts
+    local dset logdir n parts part k
     for dset in ${train_set} ${valid_set} ${test_sets} ${unlabeled_set}; do
         logdir="${feats_dir}/log/videos_${dset}"
-        rm -rf "${logdir}"  # no part of another run's split is merged
         n=$(split_keys "data/${dset}/video.scp" "${logdir}" "${nj}")
+        for part in "${logdir}"/frames.*; do
+            k=${part##*/frames.}
+            if ! [[ ${k} =~ ^[1-9][0-9]*$ ]] || [ "${k}" -gt "${n}" ]; then
+                rm -f "${part}" "${logdir}/videos.${k}.log"
+            fi
+        done
         ${train_cmd} JOB=1:"${n}" "${logdir}/videos.JOB.log" \
             python -m espnet_ext.bin.vsr_prepare --data_dir "data/${dset}" --key_file "${logdir}/keys.JOB.scp" \
                 --part_out "${logdir}/frames.JOB" || return 1
@@ -242,7 +261,8 @@ self_train_dir="${feats_dir}/${train_set}_filtered_self_${asr_tag}"
 
 # The unlabeled set is decoded in ${pseudo_label_nj} jobs, on GPUs with --pseudo_label_gpu true: decode and
 # decode_set read these locals (bash locals are dynamic). Neither changes a label, so neither is in stage 13's
-# fingerprint.
+# fingerprint, nor in the journals' signature: a rerun after a kill, with another --pseudo_label_nj too, decodes
+# only the videos that no job decoded (vsr_inference --resume_from).
 pseudo_label() {
     local asr_exp=${label_exp} inference_nj=${pseudo_label_nj:-${inference_nj}} decode_cmd=${decode_cmd} cuda_cmd=${cuda_cmd}
     local inference_ngpu=${inference_ngpu} inference_device=${inference_device}

@@ -9,6 +9,8 @@
 #    3 statistics (image shapes for batching)   4 training (ESPnet2's trainer: checkpoints, resume, DDP)
 #    5 evaluation: top-1 class and top-5 ranking per test image   6 scoring (top-1/top-5 accuracy)
 #    7 RESULTS.md
+# Stage 5 evaluates the test sets side by side, every set's jobs submitted at once
+# (--parallel_stages false: one after another; for_each_set of utils/pipeline.sh).
 # --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
 # soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
@@ -81,21 +83,22 @@ cls_train() {
         ${cls_args}
 }
 
-evaluate() {
-    local dset dir
+evaluate() {  # the test sets side by side (for_each_set)
     require_files "${cls_exp}/${inference_model}"
-    for dset in ${test_sets}; do
-        dir="${cls_exp}/${inference_tag}/${dset}"
-        rm -f "${dir}/topk"
-        # shellcheck disable=SC2086
-        decode_set "${dir}" "data/${dset}/image.scp" espnet_ext.bin.cls_inference text.JOB -- \
-            --device "${inference_device}" --batch_size "${inference_batch_size}" \
-            --train_config "${cls_exp}/config.yaml" --model_file "${cls_exp}/${inference_model}" \
-            --data_path_and_name_and_type "data/${dset}/image.scp,image,image" \
-            --output_file "${dir}/logdir/text.JOB" --topk_file "${dir}/logdir/topk.JOB" --topk 5 \
-            ${inference_args} || return 1
-        merge_shards "${dir}" topk.JOB "${dir}/topk" || return 1
-    done
+    for_each_set "${test_sets}" evaluate_one
+}
+
+evaluate_one() {  # evaluate_one SET : its text and top-5 classes (merge_shards: decode_set's jobs of this set)
+    local dset=$1 dir="${cls_exp}/${inference_tag}/$1"
+    rm -f "${dir}/topk"
+    # shellcheck disable=SC2086
+    decode_set "${dir}" "data/${dset}/image.scp" espnet_ext.bin.cls_inference text.JOB -- \
+        --device "${inference_device}" --batch_size "${inference_batch_size}" \
+        --train_config "${cls_exp}/config.yaml" --model_file "${cls_exp}/${inference_model}" \
+        --data_path_and_name_and_type "data/${dset}/image.scp,image,image" \
+        --output_file "${dir}/logdir/text.JOB" --topk_file "${dir}/logdir/topk.JOB" --topk 5 \
+        ${inference_args} || return 1
+    merge_shards "${dir}" topk.JOB "${dir}/topk"
 }
 
 write_results() {

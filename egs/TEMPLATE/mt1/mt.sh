@@ -11,11 +11,13 @@
 #    7 MT statistics           8 MT training    9 decoding   10 scoring (BLEU, sacrebleu)   11 RESULTS.md
 # ESPnet's training holds its training tables and shape files whole in every training (and loader) process;
 # --num_splits_mt N > 1 (ESPnet's option) splits every one of them (source, target, --task_ids tables, any
-# training table in --mt_args) round-robin into N parts (${mt_exp}/splitsN, a job: split_training_data) that each
+# training table in --mt_args) round-robin into N parts (${mt_exp}/splitsN, a job: split_train_opts) that each
 # epoch trains on in turn (--multiple_iterator true), so a process holds one part.
 # A LegoNN model (the config's model: legonn / legonn_ctc) has its modules exported to <exp>/modules in stage 9,
 # before decoding and also with --skip_eval (lego_export: the inventory other recipes compose from).
 # An encoder-only one (legonn_ctc) is decoded by its greedy CTC path (lego_ctc_decode --words).
+# Stage 9 decodes the test sets side by side, every set's jobs submitted at once
+# (--parallel_stages false: one after another; for_each_set of utils/pipeline.sh).
 # --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
 # soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
@@ -102,30 +104,6 @@ mt_stats() {
     add_token_dim "${mt_stats_dir}" "${src_token_list}" "${src_token_type}" src_text
 }
 
-# split_train_opts ARRAY : --num_splits_mt N > 1: the training options in ARRAY (a name) given the parts
-# of their tables instead, ${mt_exp}/splitsN/<input name> for each --train_data_path_and_name_and_type
-# PATH,NAME,TYPE and /<file name> for each --train_shape_file, made by split_training_data, + --multiple_iterator
-split_train_opts() {
-    # shellcheck disable=SC2178  # a nameref to the caller's array
-    local -n train_opts=$1
-    local splits="${mt_exp}/splits${num_splits_mt}" i path name tables=()
-    for ((i = 0; i + 1 < ${#train_opts[@]}; i++)); do
-        case ${train_opts[i]} in
-            --train_data_path_and_name_and_type)
-                path=${train_opts[i + 1]%,*,*}
-                name=${train_opts[i + 1]#"${path}",}  # NAME,TYPE
-                tables+=("${path}" "${name%%,*}")
-                train_opts[i + 1]="${splits}/${name%%,*},${name}" ;;
-            --train_shape_file)
-                path=${train_opts[i + 1]}
-                tables+=("${path}" "$(basename "${path}")")
-                train_opts[i + 1]="${splits}/$(basename "${path}")" ;;
-        esac
-    done
-    split_training_data "${mt_exp}/log/split_train.log" "${splits}" "${num_splits_mt}" "${tables[@]}" || return 1
-    train_opts+=(--multiple_iterator true)
-}
-
 mt_train() {
     # shellcheck disable=SC2206,SC2207  # options as words
     local opts=($(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}")
@@ -134,31 +112,36 @@ mt_train() {
                 --valid_shape_file "${mt_stats_dir}/valid/src_text_shape.${src_token_type}"
                 --valid_shape_file "${mt_stats_dir}/valid/text_shape.${tgt_token_type}"
                 --fold_length 150 --fold_length 150 ${mt_args})
-    [ "${num_splits_mt}" = 1 ] || split_train_opts opts || return 1
+    [ "${num_splits_mt}" = 1 ] || split_train_opts opts "${mt_exp}" "${num_splits_mt}" || return 1
     train_model "${mt_exp}/train.log" -- python -m espnet_ext.bin.mt_train --use_preprocessor true \
         "${tokenizer_opts[@]}" --config "${mt_config}" --output_dir "${mt_exp}" "${opts[@]}"
 }
 
-decode() {
-    local dset lm_opts=()
+decode() {  # the test sets side by side (for_each_set)
+    local lm_opts=()
     [ "${use_lm}" = true ] && lm_opts=(--lm_train_config "${lm_exp}/config.yaml" --lm_file "${lm_exp}/${inference_lm}")
     require_files "${mt_exp}/${inference_model}"
     # An encoder-only LegoNN model (model: legonn_ctc) generates nothing: its output is the last module's
     # greedy CTC path (LegoNN Tables I and III, "Encoder Only"), in words as the decoding of a decoder writes them.
     if grep -qx "model: legonn_ctc" "${mt_exp}/config.yaml"; then
-        for dset in ${test_sets}; do
-            local dir="${mt_exp}/${inference_tag}/${dset}"
-            decode_set "${dir}" "${raw_dir}/${dset}/${src_text}" espnet_ext.bin.lego_ctc_decode output.JOB -- \
-                --mt_train_config "${mt_exp}/config.yaml" --mt_model_file "${mt_exp}/${inference_model}" \
-                --src_text "${raw_dir}/${dset}/${src_text}" --words --device "${inference_device}" \
-                --output "${dir}/logdir/output.JOB" || return 1
-        done
-        return 0
+        for_each_set "${test_sets}" ctc_decode_one
+    else
+        for_each_set "${test_sets}" decode_one "${lm_opts[@]}"
     fi
-    for dset in ${test_sets}; do
-        espnet_decode mt "${mt_exp}" "${dset}" "${raw_dir}/${dset}/${src_text}" \
-            "${raw_dir}/${dset}/${src_text},src_text,text" "${lm_opts[@]}" || return 1
-    done
+}
+
+decode_one() {  # decode_one SET [LM OPTIONS...]
+    local dset=$1
+    shift
+    espnet_decode mt "${mt_exp}" "${dset}" "${raw_dir}/${dset}/${src_text}" \
+        "${raw_dir}/${dset}/${src_text},src_text,text" "$@"
+}
+
+ctc_decode_one() {  # ctc_decode_one SET : an encoder-only model's greedy CTC path
+    local dir="${mt_exp}/${inference_tag}/$1"
+    decode_set "${dir}" "${raw_dir}/$1/${src_text}" espnet_ext.bin.lego_ctc_decode output.JOB -- \
+        --mt_train_config "${mt_exp}/config.yaml" --mt_model_file "${mt_exp}/${inference_model}" \
+        --src_text "${raw_dir}/$1/${src_text}" --words --device "${inference_device}" --output "${dir}/logdir/output.JOB"
 }
 
 # export_stage N : a LegoNN model's modules, <exp>/modules/{encoder<i>,decoder}.pt, from ${inference_model}

@@ -12,10 +12,12 @@
 #    4 token lists: SentencePiece (or characters) for target and source, or one joint model (--token_joint)
 #    5 ST statistics           6 ST training (--asr_init: encoder from an ASR model)
 #    7 decoding (st_inference) 8 scoring (BLEU, sacrebleu with its signature)   9 RESULTS.md
+# Stage 7 decodes the test sets side by side, every set's jobs submitted at once
+# (--parallel_stages false: one after another; for_each_set of utils/pipeline.sh).
 # Options a recipe sets (run.sh, through utils/parse_options.sh): --src_lang --tgt_lang, --train_set
 # --valid_set --test_sets, --st_config --inference_config (required), --asr_init, --token_joint
 # --src_token_type --tgt_token_type --src_nbpe --tgt_nbpe --bpemode, --min_frames --max_frames --max_text_chars,
-# --nj --inference_nj --gpu_inference --ngpu --num_nodes --train_num_threads --cmd_backend, --st_args --task_ids --inference_args
+# --nj --inference_nj --parallel_stages --gpu_inference --ngpu --num_nodes --train_num_threads --cmd_backend, --st_args --task_ids --inference_args
 # --st_tag --st_stats_dir --inference_tag --inference_model --bleu_opts, --results_title --results_md --results_notes;
 # the declarations below and those of utils/pipeline_options.sh are complete (--help lists them).
 # --asr_init FILE starts the ST encoder (and frontend/normalisation, when present) from the ASR model FILE
@@ -111,13 +113,13 @@ st_train() {
         --fold_length 800 --fold_length 150 --fold_length 150
 }
 
-decode() {
-    local dset
+decode() {  # the test sets side by side (for_each_set)
     require_files "${st_exp}/${inference_model}"
-    for dset in ${test_sets}; do
-        espnet_decode st "${st_exp}" "${dset}" "${feats_dir}/${dset}/feats.scp" \
-            "${feats_dir}/${dset}/feats.scp,speech,kaldi_ark" || return 1
-    done
+    for_each_set "${test_sets}" decode_one
+}
+
+decode_one() {  # decode_one SET
+    espnet_decode st "${st_exp}" "$1" "${feats_dir}/$1/feats.scp" "${feats_dir}/$1/feats.scp,speech,kaldi_ark"
 }
 
 write_results() {
