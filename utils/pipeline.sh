@@ -267,12 +267,12 @@ collect_stats() {
     # real-size one costs a tiny corpus' stage most of its time.
     smoke_overrides smoke_args "$@" || return 1
     rm -rf "${logdir}"
-    n_train=$(split_keys "${train_keys}" "${logdir}/train" "${nj}")
-    n_valid=$(split_keys "${valid_keys}" "${logdir}/valid" "${nj}")
+    n_train=$(split_keys "${train_keys}" "${logdir}/train" "${nj}") || return 1
+    n_valid=$(split_keys "${valid_keys}" "${logdir}/valid" "${nj}") || return 1
     [ "${n_train}" -le "${n_valid}" ] || n_train=${n_valid}
     # Both key lists must be split into the same number of parts; re-split the longer one to match.
-    n_train=$(split_keys "${train_keys}" "${logdir}/train" "${n_train}")
-    n_valid=$(split_keys "${valid_keys}" "${logdir}/valid" "${n_train}")
+    n_train=$(split_keys "${train_keys}" "${logdir}/train" "${n_train}") || return 1
+    n_valid=$(split_keys "${valid_keys}" "${logdir}/valid" "${n_train}") || return 1
     # shellcheck disable=SC2086
     ${train_cmd} JOB=1:"${n_train}" "${logdir}/stats.JOB.log" \
         python -m "${module}" --collect_stats true --use_preprocessor true \
@@ -541,7 +541,7 @@ decode_set() {
     [ "$1" = "--" ] && shift
     require_files "${keys}"
     rm -f "${dir}/text"
-    decode_jobs=$(split_keys "${keys}" "${dir}/logdir" "${inference_nj}")
+    decode_jobs=$(split_keys "${keys}" "${dir}/logdir" "${inference_nj}") || return 1
     local smoke_out smoke_args=()
     if [ "${smoke}" = true ]; then  # a beam no wider than a tiny corpus' vocabulary (espnet_ext.smoke)
         smoke_out=$(python -m espnet_ext.smoke decode_args -- "$@") || return 1

@@ -53,11 +53,18 @@ def text_inputs(to_ids, utterances, keys: set[str] | None = None):
 
 
 def speech_inputs(feats_scp: str, keys: set[str] | None = None):
+    """(utt-id, features) in the order of ``feats_scp``; with ``keys`` (a job's share of a sharded test
+    set) only those utterances' matrices are read, not every job reading the whole set."""
     import kaldiio
 
-    for utt, feats in kaldiio.load_scp_sequential(feats_scp):
-        if keys is None or utt in keys:
+    if keys is None:
+        for utt, feats in kaldiio.load_scp_sequential(feats_scp):
             yield utt, torch.from_numpy(feats).float()
+        return
+    table = kaldiio.load_scp(feats_scp)  # lazy: a matrix is read when its key is looked up
+    for utt in table:
+        if utt in keys:
+            yield utt, torch.from_numpy(table[utt]).float()
 
 
 def decode(model, inputs, module: int, device: str):

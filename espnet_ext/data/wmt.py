@@ -34,6 +34,8 @@ which GNU sort orders on disk: memory does not grow with the corpus (WMT's have 
 
 Test sets WMT names with their pair (``newstest2014-deen-src.de.sgm``, ``newsdev2016-roen-ref.en.sgm``) are
 named without it (``newstest2014``), so ``--each`` writes ``data/test_newstest2014`` from any release year.
+``--each`` reads every corpus through before it writes any data dir (``check_corpora``): an error in one
+of them (named with its file and line) leaves none written, not the dirs of the corpora before it.
 """
 
 from __future__ import annotations
@@ -409,6 +411,21 @@ def read_release_dir(
     return found
 
 
+def check_corpora(corpora: Sequence[Corpus], outputs: Sequence[PathLike]) -> None:
+    """Each corpus read through once, as ``prepare`` would read it into its output, raising before
+    anything is written the errors that writing it would meet: a reader's (the file and line: a bad line,
+    a missing file, malformed SGML or XML), an id given to two pairs, no pairs at all. Streamed: what is
+    held is the ids of one corpus at a time (thousands for a test set), never its text."""
+    for corpus, out in zip(corpora, outputs, strict=True):
+        ids: set[str] = set()
+        for pair in corpus:
+            if pair.id in ids:
+                raise InputError("two pairs have this id", path=corpus.source, key=pair.id)
+            ids.add(pair.id)
+        if not ids:
+            raise InputError(f"no sentence pairs in {corpus.source}", path=out)
+
+
 def report(corpora: Sequence[Corpus], outputs: Sequence[PathLike]) -> None:
     """What was read from each input (pairs kept and dropped) and where it went, on stdout."""
     for corpus in corpora:
@@ -508,6 +525,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise InputError(f"--each needs distinct corpus names, got {names}", path=args.out)
     outputs = [f"{args.out}_{name}" for name in names] if args.each else [args.out]
     groups = [[c] for c in corpora] if args.each else [corpora]
+    if args.each:
+        # Each data dir is written whole or not at all, but an error in the third corpus would come after the
+        # first two were written: every corpus is checked first, so a failed run writes none (test sets, small:
+        # read twice). One data dir (training corpora of GBs) stays a single pass, written whole or not at all.
+        check_corpora(corpora, outputs)
     for out, group in zip(outputs, groups):
         prepare(out, group, src, tgt, args.lowercase, args.task_tag, args.id_prefix)
     report(corpora, outputs)

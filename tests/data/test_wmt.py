@@ -209,6 +209,33 @@ def test_cli_each_corpus_of_a_directory_in_its_own_data_dir(tmp_path, capsys):
 LEGO = FIXTURE / "lego"  # WMT14 En-De, WMT19 De-En, WMT16 Ro-En with the file names WMT ships
 
 
+@pytest.mark.parametrize(
+    "broken, where",
+    [
+        # a bad SGML line: the reader's error, file and line
+        ({"ref.de": '<seg id="2">Satz 2'}, "newstest2014-deen-ref.de.sgm:5: a <seg> line"),
+        # segment 1 twice on both sides: what writing the third data dir would find
+        (
+            {"src.en": '<seg id="1">sentence 2</seg>', "ref.de": '<seg id="1">Satz 2</seg>'},
+            "newstest2014-deen-ref.de.sgm: key 'newstest2014-1-news-0001': two pairs",
+        ),
+    ],
+)
+def test_each_checks_every_corpus_before_writing_any(tmp_path, capsys, broken, where):
+    """--each: an error in the third test set (newstest2014) leaves no data dir, not the first two's."""
+    test = Path(shutil.copytree(LEGO / "wmt14/de-en/test", tmp_path / "release"))
+    for side, line in broken.items():
+        sgm = test / f"newstest2014-deen-{side}.sgm"
+        lines = sgm.read_text(encoding="utf-8").splitlines(keepends=True)
+        lines[4] = line + "\n"  # line 5: the second segment
+        sgm.write_text("".join(lines), encoding="utf-8")
+    out = tmp_path / "data" / "test"
+    args = ["prepare", "--out", str(out), "--each", "--src_lang", "en", "--tgt_lang", "de"]
+    assert wmt.main([*args, "--dir", str(test)]) == 1
+    assert where in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()  # not test_newstest2011, not test_newstest2012
+
+
 def test_pair_named_test_sets_are_named_by_year_and_this_direction_read(caplog):
     """newstest2014-deen-src.en.sgm (test-full) -> newstest2014; of newstest2015's -deen and -ende files,
     the En-De run reads the -ende ones; the De-En files of the same set are named as copies, not read."""

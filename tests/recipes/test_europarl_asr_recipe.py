@@ -44,7 +44,6 @@ TINY_DECODE = "beam_size: 2\nctc_weight: 0.0\n"
 ASR_CONF = """\
 local_data_opts="--mini_splits train=24,dev=4,test=4 --mini_ted_splits train=24,dev=4"
 nj=1
-inference_nj=1
 train_num_threads=1
 """
 RECIPE_CONF = """\
@@ -53,6 +52,7 @@ baseline_config=""
 finetune_config=conf/tiny_finetune.yaml
 inference_config=conf/tiny_decode.yaml
 asr_opts="--config conf/tiny_asr.conf"
+inference_nj=2
 mt_opts="--config conf/tiny_lego.conf"
 mt_recipe={wmt}
 """
@@ -148,6 +148,15 @@ def test_greedy_ctc_of_encoder_modules_and_the_tables(europarl_finished):
     assert "\u2581" not in words  # pieces written as words
     for scored in ("asr_legonn/ctc_greedy_module1", "asr_composed_v/ctc_greedy_module1"):
         assert (exp / scored / "test" / "score_wer" / "result.json").is_file()
+    # each decoding sharded over --inference_nj 2 jobs (decode_set), on the CPU
+    for decoded in ("asr_legonn/ctc_greedy_module0", "asr_composed_v_ted/ctc_greedy_module1"):
+        logdir = exp / decoded / "test" / "logdir"
+        keys = [(logdir / f"keys.{i}.scp").read_text().split() for i in (1, 2)]
+        assert all(keys) and not (logdir / "keys.3.scp").exists()
+        for i in (1, 2):
+            log = (logdir / f"lego_ctc_decode.{i}.log").read_text()
+            assert f"--key_file {logdir.relative_to(asr)}/keys.{i}.scp" in log
+            assert "--device cpu" in log
     tables = (exp / "RESULTS_legonn.md").read_text()
     for title in ("Table IV", "Table V", "Table VI", "Table VII"):
         assert f"### {title}:" in tables

@@ -205,11 +205,10 @@ def test_europarl_default_de_en_path(wmt_runs):
     """egs/europarl/asr1's real mode with the De-En decoder of ../../wmt/mt1 (trained above)."""
     dest, env, _ = wmt_runs
     recipe = dest / "egs" / "europarl" / "asr1"
-    # one job per stage (the real --asr_opts with nj 1)
-    asr_opts = "--nj 1 --inference_nj 1 --max_frames 3000 --inference_model valid.acc.ave.pth"
-    out = run(
-        recipe, [*SMOKE[:2], "--asr_opts", asr_opts, "--mt_opts", " ".join(SMOKE[2:])], env=env
-    )
+    # one job per stage (the real --asr_opts with nj 1; --inference_nj is legonn.sh's, passed on to asr.sh)
+    asr_opts = "--nj 1 --max_frames 3000 --inference_model valid.acc.ave.pth"
+    opts = ["--inference_nj", "1", "--asr_opts", asr_opts, "--mt_opts", " ".join(SMOKE[2:])]
+    out = run(recipe, [*SMOKE[:2], *opts], env=env)
     assert out.returncode == 0, out.stderr[-4000:]
     # §V-C2: the Europarl and TED modules of the real mode are encoder-only models trained with CTC alone
     for exp in ("asr_legonn", "ted/asr_ted_legonn"):

@@ -158,6 +158,17 @@ def test_a_failed_job_leaves_no_merged_text(tmp_path):
     assert "decoding" in failed.stderr and "failed" in failed.stderr
 
 
+def test_an_empty_key_file_fails_before_any_job(tmp_path):
+    run = make_decoding(tmp_path, 2)
+    (tmp_path / "data/test/text").write_text("")
+    failed = run()
+    assert failed.returncode != 0
+    assert "data/test/text is empty" in failed.stderr
+    assert (
+        "run.py" not in failed.stderr
+    )  # no job was started (once with the log path as its command)
+
+
 PREPARE_SCRIPT = """#!/usr/bin/env bash
 set -euo pipefail
 stage=1

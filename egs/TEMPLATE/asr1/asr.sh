@@ -238,7 +238,7 @@ check_videos() {
     local dset logdir n parts part k
     for dset in ${train_set} ${valid_set} ${test_sets} ${unlabeled_set}; do
         logdir="${feats_dir}/log/videos_${dset}"
-        n=$(split_keys "data/${dset}/video.scp" "${logdir}" "${nj}")
+        n=$(split_keys "data/${dset}/video.scp" "${logdir}" "${nj}") || return 1
         for part in "${logdir}"/frames.*; do
             k=${part##*/frames.}
             if ! [[ ${k} =~ ^[1-9][0-9]*$ ]] || [ "${k}" -gt "${n}" ]; then

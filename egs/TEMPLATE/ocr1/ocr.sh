@@ -50,7 +50,7 @@ prepare_data() {
     for dset in ${train_set} ${valid_set} ${test_sets}; do
         split=data/log/images_${dset}
         rm -rf "${split}"
-        n=$(split_keys "data/${dset}/image.scp" "${split}" "${nj}")
+        n=$(split_keys "data/${dset}/image.scp" "${split}" "${nj}") || return 1
         ${train_cmd} JOB=1:"${n}" "${split}/decode.JOB.log" \
             python -m espnet_ext.data.types image "${split}/keys.JOB.scp" || return 1
         rm -f "${split}"/keys.*.scp  # copies of image.scp

@@ -22,8 +22,8 @@ fi
 if [ -z "${EUROPARL_ST}" ]; then
     opts=(--asr_config conf/train_legonn_mini.yaml
           --baseline_config conf/train_baseline_mini.yaml --finetune_config conf/finetune_mini.yaml
-          --inference_config conf/decode_mini.yaml --nbpe 100 --ted_train_args "--max_epoch 4"
-          --asr_opts "--nj 1 --inference_nj 1 --train_num_threads 1 --max_frames 1500")
+          --inference_config conf/decode_mini.yaml --nbpe 100 --ted_train_args "--max_epoch 4" --inference_nj 1
+          --asr_opts "--nj 1 --train_num_threads 1 --max_frames 1500")
 else
     # --nbpe names the token dir only: the vocabulary is the decoder's. The paper's (§V-C2) emits 2000 BPE
     # units of the Europarl train text; egs/wmt/mt1's lego_deen emits the joint De-En + Ro-En dictionary of
@@ -32,7 +32,7 @@ else
     # model trained using CTC loss"); train_legonn.yaml's loss settings go into the fine-tunings.
     opts=(--asr_config conf/train_legonn.yaml --encoder_config conf/train_legonn_ctc.yaml
           --baseline_config conf/train_baseline.yaml --finetune_config conf/finetune.yaml
-          --inference_config conf/decode.yaml --nbpe 2000
-          --asr_opts "--nj 32 --inference_nj 32 --max_frames 3000 --inference_model valid.acc.ave.pth")
+          --inference_config conf/decode.yaml --nbpe 2000 --inference_nj 32
+          --asr_opts "--nj 32 --max_frames 3000 --inference_model valid.acc.ave.pth")
 fi
 local/legonn.sh "${opts[@]}" "$@"

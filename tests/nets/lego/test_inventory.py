@@ -250,3 +250,20 @@ def test_export_refuses_a_model_file_with_weights_of_no_module(tmp_path):
     ):
         export_modules(config, model_file, tmp_path / "m")
     assert not (tmp_path / "m").exists()
+
+
+def test_a_jobs_speech_inputs_read_only_its_keys_matrices(tmp_path):
+    import kaldiio
+    import numpy as np
+
+    from espnet_ext.bin.lego_ctc_decode import speech_inputs
+
+    feats = {f"u{i}": np.full((i + 2, 3), i, dtype=np.float32) for i in range(3)}
+    kaldiio.save_ark(str(tmp_path / "feats.ark"), feats, scp=str(tmp_path / "feats.scp"))
+    scp = tmp_path / "feats.scp"
+    # another job's utterance in an ark this job cannot read: it must not be opened
+    scp.write_text(scp.read_text() + f"u3 {tmp_path / 'elsewhere.ark'}:9\n")
+    got = list(speech_inputs(str(scp), {"u2", "u0"}))
+    assert [utt for utt, _ in got] == ["u0", "u2"]  # the scp's order
+    assert torch.equal(got[1][1], torch.full((4, 3), 2.0))
+    assert [utt for utt, _ in speech_inputs(str(tmp_path / "feats.scp"), {"u1"})] == ["u1"]

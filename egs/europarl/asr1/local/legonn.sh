@@ -19,7 +19,8 @@
 #      v = Europarl phoneme recogniser + TED pronunciation model + De-En decoder (Table V);
 #      v_ted = TED phoneme recogniser + TED pronunciation model (+ the De-En decoder, unused by stage 9)
 #    8 decoding of the composed models with no training (asr.sh 10-11)
-#    9 greedy CTC decoding of encoder modules alone (Table VII; Table V's encoder-only rows), scored
+#    9 greedy CTC decoding of encoder modules alone (Table VII; Table V's encoder-only rows), scored; each
+#      test set sharded over --inference_nj jobs (decode_set), the four module decodings side by side
 #   10 fine-tuning of the composed models iv and v end to end (--init_param), decoded, scored (Table VI)
 #      (8-10 run side by side unless --parallel_stages false)
 #   11 ${expdir}/RESULTS_legonn.md: Tables IV-VII (local/tables.py)
@@ -45,7 +46,10 @@ encoder_config=""       # the same encoder modules trained alone with CTC (model
 baseline_config=""      # plain encoder-decoder (empty: no baseline)
 finetune_config=""      # training settings for fine-tuning a composed model (merged into its config)
 inference_config=""
-asr_opts=""             # options for every asr.sh call (nj, max_frames, ...)
+asr_opts=""             # options for every asr.sh call (nj, max_frames, ...; not the three below)
+cmd_backend=local       # local or slurm (cmd.sh): this script's jobs, every asr.sh call's and ${mt_recipe}'s
+inference_nj=2          # decoding jobs per test set, of stage 9's greedy CTC and of every asr.sh call
+gpu_inference=false     # true: each of those decoding jobs on one GPU (${cuda_cmd} --gpu 1; asr.sh's too)
 ted_train_args=""       # more training options for the TED model (e.g. --max_epoch N): only its encoder
                         # modules are used, and their CTC interfaces learn before its decoder does
 smoke=false             # a smoke run (README "Smoke runs"): every asr.sh and egs/wmt/mt1 run it starts is one
@@ -60,10 +64,17 @@ parallel_stages=true    # side by side: stages 1 and 2, 4-6, the exports and com
 for name in asr_config finetune_config inference_config; do
     [ -n "${!name}" ] || die "--${name} is required"
 done
+[[ ${inference_nj} =~ ^[1-9][0-9]*$ ]] || die "--inference_nj must be a positive integer, not '${inference_nj}'"
+# one value for stage 9 and asr.sh alike: asr_opts must not set another one for asr.sh
+for name in cmd_backend inference_nj gpu_inference; do
+    [[ " ${asr_opts} " != *" --${name} "* ]] ||
+        die "--asr_opts '${asr_opts}': give --${name} to local/legonn.sh (it passes it on to asr.sh)"
+done
 # The MT decoder's vocabulary (stage 3) is every model's, Europarl's and TED's alike.
 token_dir="data/token_list/bpe_unigram${nbpe}"
 # shellcheck disable=SC2206
-common=(--nbpe "${nbpe}" --token_list_dir "${token_dir}" --inference_config "${inference_config}" ${asr_opts})
+common=(--nbpe "${nbpe}" --token_list_dir "${token_dir}" --inference_config "${inference_config}" ${asr_opts}
+        --cmd_backend "${cmd_backend}" --inference_nj "${inference_nj}" --gpu_inference "${gpu_inference}")
 europarl=(--dumpdir "${dumpdir}" --expdir "${expdir}" --train_set "${train_set}" --valid_set "${valid_set}"
           --test_sets "${test_sets}")
 # TED is trained on only (its modules are what counts): no test set of its own
@@ -79,7 +90,7 @@ europarl_phn=$(phoneme_targets "${dumpdir}" "${train_set}" "${valid_set}")
 ted_phn=$(phoneme_targets "${dumpdir}/ted" "${ted_train_set}" "${ted_valid_set}")
 
 # shellcheck disable=SC2034  # filled and read by spawn / wait_all (utils/pipeline.sh) through namerefs
-data=() modules=() baseline=() after_compose=() finetunes=() exports=() compositions=()
+data=() modules=() baseline=() after_compose=() finetunes=() exports=() compositions=() ctc_decodings=()
 
 prepare_data() {
     ./asr.sh --stop_stage 3 "${common[@]}" "${europarl[@]}" --asr_config "${asr_config}" &&
@@ -91,7 +102,7 @@ prepare_data() {
 # that recipe's business (its own ./run.sh --mode lego_deen then runs just the evaluation stages).
 mt_recipe_run() {
     # shellcheck disable=SC2086
-    (cd "${mt_recipe}" && ./run.sh --mode lego_deen --skip_eval true ${mt_opts} "$@")
+    (cd "${mt_recipe}" && ./run.sh --mode lego_deen --skip_eval true --cmd_backend "${cmd_backend}" ${mt_opts} "$@")
 }
 # Stage 1 in the background while stage 2 trains the De-En model (independent inputs and outputs).
 spawn data run_stage 1 "Europarl and TED data and features" "${dumpdir}/legonn" "$(date +%s)" prepare_data
@@ -157,26 +168,29 @@ decode_composed() {
 }
 
 # ctc_score EXP MODEL MODULE KIND: greedy CTC of encoder module MODULE, scored against words (bpe) or phones
+# (phn); the test sets side by side (for_each_set), each sharded over ${inference_nj} jobs (decode_set; on a GPU
+# each with --gpu_inference true)
 ctc_score() {
-    local exp=$1 model=$2 module=$3 kind=$4 dset dir ref words=()
-    [ "${kind}" = bpe ] && words=(--words)
-    for dset in ${test_sets}; do
-        dir="${exp}/ctc_greedy_module${module}/${dset}"
-        mkdir -p "${dir}"
-        ref="${dumpdir}/fbank/${dset}/text"
-        [ "${kind}" = bpe ] || ref="${dumpdir}/fbank/${dset}/phn"
-        ${decode_cmd} "${dir}/ctc_decode.log" python -m espnet_ext.bin.lego_ctc_decode \
-            --asr_train_config "${exp}/config.yaml" --asr_model_file "${exp}/${model}" \
-            --feats_scp "${dumpdir}/fbank/${dset}/feats.scp" --module "${module}" "${words[@]}" \
-            --output "${dir}/text" || return 1
-        score_set score_wer "${ref}" "${dir}" 3 || return 1
-    done
+    for_each_set "${test_sets}" ctc_score_one "$@"
 }
-ctc_all() {
-    ctc_score "${ep_exp}" "${modules_model}" 0 phn &&
-    ctc_score "${ep_exp}" "${modules_model}" 1 bpe &&
-    ctc_score "${expdir}/asr_composed_v" model.pth 1 bpe &&
-    ctc_score "${expdir}/asr_composed_v_ted" model.pth 1 bpe
+ctc_score_one() {  # ctc_score_one SET EXP MODEL MODULE KIND : ctc_score's work for one test set
+    local dset=$1 exp=$2 model=$3 module=$4 kind=$5 dir ref words=()
+    [ "${kind}" = bpe ] && words=(--words)
+    dir="${exp}/ctc_greedy_module${module}/${dset}"
+    ref="${dumpdir}/fbank/${dset}/text"
+    [ "${kind}" = bpe ] || ref="${dumpdir}/fbank/${dset}/phn"
+    decode_set "${dir}" "${dumpdir}/fbank/${dset}/feats.scp" espnet_ext.bin.lego_ctc_decode output.JOB -- \
+        --asr_train_config "${exp}/config.yaml" --asr_model_file "${exp}/${model}" \
+        --feats_scp "${dumpdir}/fbank/${dset}/feats.scp" --module "${module}" "${words[@]}" \
+        --device "${inference_device}" --output "${dir}/logdir/output.JOB" &&
+    score_set score_wer "${ref}" "${dir}" 3
+}
+ctc_all() {  # the four decodings side by side (independent outputs), in turn with --parallel_stages false
+    spawn ctc_decodings ctc_score "${ep_exp}" "${modules_model}" 0 phn &&
+    spawn ctc_decodings ctc_score "${ep_exp}" "${modules_model}" 1 bpe &&
+    spawn ctc_decodings ctc_score "${expdir}/asr_composed_v" model.pth 1 bpe &&
+    spawn ctc_decodings ctc_score "${expdir}/asr_composed_v_ted" model.pth 1 bpe &&
+    wait_all ctc_decodings
 }
 
 # finetune_one NAME: the composed model asr_composed_NAME trained end to end (its config with the loss settings
