@@ -1,10 +1,9 @@
 """The READMEs: every recipe has one, and every command a README shows in a shell code block exists.
 
 Checked per command of a ```bash / ```sh block (README.md, docs/*.md, egs/<corpus>/<task>/README.md):
-- `./run.sh --opt ...`: each option is declared (`opt=` at the start of a line) by the recipe's run.sh, a
-  pipeline or script linked into the recipe, its local/*.sh, or utils/*.sh, as utils/parse_options.sh reads
-  them (`--help` and `--config` are its own). A recipe README's commands run in its recipe dir; elsewhere a
-  block says where with `cd egs/<corpus>/<task>`.
+- `./run.sh --opt ...`: each option is one that run.sh, or the pipeline it hands options to, lists in its
+  `--help` (utils/parse_options.sh; `--help` and `--config` are its own). A recipe README's commands run in
+  its recipe dir; elsewhere a block says where with `cd egs/<corpus>/<task>`.
 - `python -m MODULE`: the module imports (all of them in one fresh interpreter).
 - every path-like argument (`conf/x.yaml`, `tests/bench/x.py`, `../asr1`, ...) exists, relative to the
   command's directory or the repository root; run outputs (data/, dump/, exp/), placeholders (<x>, {a,b},
@@ -79,15 +78,21 @@ def commands(block: str) -> list[tuple[int, list[str]]]:
 
 
 def declared_options(recipe: Path) -> set[str]:
-    """Option names utils/parse_options.sh accepts in this recipe's scripts (and passes on to its pipeline)."""
-    scripts = [p for p in recipe.glob("*.sh")] + sorted((recipe / "local").glob("*.sh"))
-    scripts += sorted((ROOT / "utils").glob("*.sh"))
-    names = set(PARSE_OPTIONS_OWN)
-    for script in scripts:
-        names |= set(re.findall(r"^([A-Za-z_][A-Za-z0-9_]*)=", script.read_text(), flags=re.M))
-    # the options the pipelines share, declared in groups (indented): utils/pipeline_options.sh
-    shared = (ROOT / "utils" / "pipeline_options.sh").read_text()
-    return names | set(re.findall(r"^ *([a-z][a-z0-9_]*)=", shared, flags=re.M))
+    """Option names the recipe's run.sh accepts, as the scripts themselves list them: utils/parse_options.sh's
+    --help prints a script's options, and names the pipeline it hands every other option to (whose --help
+    lists the rest). Asking the scripts, not reading them: an option some other script of the recipe declares
+    is still refused by the one the command reaches."""
+    names, script, seen = set(PARSE_OPTIONS_OWN), "./run.sh", set()
+    while script and script not in seen:
+        seen.add(script)
+        shown = subprocess.run(
+            [script, "--help"], cwd=recipe, capture_output=True, text=True, timeout=60
+        )
+        assert shown.returncode == 0, f"{rel(recipe)}: {script} --help failed: {shown.stderr}"
+        names |= set(re.findall(r"^  --([a-z][a-z0-9_]*) ", shown.stdout, flags=re.M))
+        passed = re.search(r"^Every other option goes to (\S+) \(", shown.stdout, flags=re.M)
+        script = passed.group(1) if passed else None
+    return names
 
 
 def is_checked_path(word: str) -> bool:
