@@ -165,6 +165,17 @@ def test_greedy_ctc_of_encoder_modules_and_the_tables(europarl_finished):
     assert cells.count("-") == 2 and "baseline: not trained in this run" in tables
 
 
+def test_a_rerun_does_not_decode_the_encoder_modules_again(europarl_finished):
+    asr, _ = europarl_finished
+    out = run(
+        asr,
+        ["--config", "conf/tiny.conf", "--stage", "9", "--stop_stage", "9"],
+        env={"EUROPARL_ST": "", "WMT": ""},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Stage 9: greedy CTC decoding of encoder modules: already done" in out.stderr
+
+
 def test_a_decoder_artefact_is_required(europarl_finished):
     import subprocess
     import sys

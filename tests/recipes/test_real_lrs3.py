@@ -66,6 +66,8 @@ def test_setup_trains_decodes_and_scores(real_runs, setup, exp, train_set):
     )
     decodes = [p for p in (recipe / "exp" / exp).glob("decode_*") if p.is_dir()]
     assert len(decodes) == 1
+    # the real setups crop in 32 jobs (run.sh), however few clips the fixture has
+    assert len(list((recipe / "data" / "log").glob("lrs3_rois.all.*.log"))) == 32
     for dset in ("dev", "test"):
         refs = read_table(recipe / "data" / dset / "text")
         hyps = (decodes[0] / dset / "text").read_text().splitlines()

@@ -3,6 +3,7 @@ decoder from the module inventory, decoded with no training, then fine-tuned fro
 The De-En model is the session's (conftest.py), shared with egs/europarl/asr1's tests."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -58,3 +59,17 @@ def test_composed_model_decoded_before_and_after_fine_tuning(composed):
     before = torch.load(exp / "mt_composed_tiny_lego/model.pth", map_location="cpu")
     after = torch.load(tuned / "valid.acc.ave.pth", map_location="cpu")
     assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_the_scenario_keeps_to_the_stages_asked_for(composed):
+    scoring_only = run(
+        composed,
+        ["--mode", "lego_compose", *LEGO_ARGS, "--stage", "11", "--stop_stage", "11"],
+        {"WMT": ""},
+    )
+    assert scoring_only.returncode == 0, scoring_only.stderr[-4000:]
+    assert set(re.findall(r"Stage (\d+): ", scoring_only.stderr)) == {"11"}, scoring_only.stderr
+    tagged = run(composed, ["--mode", "lego_compose", *LEGO_ARGS, "--mt_tag", "x"], {"WMT": ""})
+    assert (
+        tagged.returncode == 1 and "--mt_tag: the scenario names its experiments" in tagged.stderr
+    )

@@ -46,15 +46,18 @@ encoder_config=""       # the same encoder modules trained alone with CTC (model
 baseline_config=""      # plain encoder-decoder (empty: no baseline)
 finetune_config=""      # training settings for fine-tuning a composed model (merged into its config)
 inference_config=""
-asr_opts=""             # options for every asr.sh call (nj, max_frames, ...; not the three below)
+asr_opts=""             # options for every asr.sh call (nj, max_frames, ...; not the ones below)
 cmd_backend=local       # local or slurm (cmd.sh): this script's jobs, every asr.sh call's and ${mt_recipe}'s
+ngpu=0                  # GPUs per node of every training (asr.sh's and ${mt_recipe}'s, unless --mt_opts says)
+num_nodes=1             # nodes of every training (>1: Slurm)
+train_num_threads=1     # CPU threads of each training process
 inference_nj=2          # decoding jobs per test set, of stage 9's greedy CTC and of every asr.sh call
 gpu_inference=false     # true: each of those decoding jobs on one GPU (${cuda_cmd} --gpu 1; asr.sh's too)
 ted_train_args=""       # more training options for the TED model (e.g. --max_epoch N): only its encoder
                         # modules are used, and their CTC interfaces learn before its decoder does
 smoke=false             # a smoke run (README "Smoke runs"): every asr.sh and egs/wmt/mt1 run it starts is one
-parallel_stages=true    # side by side: stages 1 and 2, 4-6, the exports and compositions of 7, 8-10, the fine-tunings
-                        # (each training takes --train_num_threads of asr_opts)
+parallel_stages=true    # side by side: stages 1 and 2, 4-6, the exports and compositions of 7, 8-10, the fine-tunings,
+                        # and (asr.sh's, given on) the test sets of each decoding
 
 . ./path.sh
 . utils/parse_options.sh
@@ -66,7 +69,7 @@ for name in asr_config finetune_config inference_config; do
 done
 [[ ${inference_nj} =~ ^[1-9][0-9]*$ ]] || die "--inference_nj must be a positive integer, not '${inference_nj}'"
 # one value for stage 9 and asr.sh alike: asr_opts must not set another one for asr.sh
-for name in cmd_backend inference_nj gpu_inference; do
+for name in cmd_backend ngpu num_nodes train_num_threads inference_nj gpu_inference parallel_stages; do
     [[ " ${asr_opts} " != *" --${name} "* ]] ||
         die "--asr_opts '${asr_opts}': give --${name} to local/legonn.sh (it passes it on to asr.sh)"
 done
@@ -74,7 +77,9 @@ done
 token_dir="data/token_list/bpe_unigram${nbpe}"
 # shellcheck disable=SC2206
 common=(--nbpe "${nbpe}" --token_list_dir "${token_dir}" --inference_config "${inference_config}" ${asr_opts}
-        --cmd_backend "${cmd_backend}" --inference_nj "${inference_nj}" --gpu_inference "${gpu_inference}")
+        --cmd_backend "${cmd_backend}" --ngpu "${ngpu}" --num_nodes "${num_nodes}"
+        --train_num_threads "${train_num_threads}" --inference_nj "${inference_nj}"
+        --gpu_inference "${gpu_inference}" --parallel_stages "${parallel_stages}")
 europarl=(--dumpdir "${dumpdir}" --expdir "${expdir}" --train_set "${train_set}" --valid_set "${valid_set}"
           --test_sets "${test_sets}")
 # TED is trained on only (its modules are what counts): no test set of its own
@@ -102,7 +107,8 @@ prepare_data() {
 # that recipe's business (its own ./run.sh --mode lego_deen then runs just the evaluation stages).
 mt_recipe_run() {
     # shellcheck disable=SC2086
-    (cd "${mt_recipe}" && ./run.sh --mode lego_deen --skip_eval true --cmd_backend "${cmd_backend}" ${mt_opts} "$@")
+    (cd "${mt_recipe}" && ./run.sh --mode lego_deen --skip_eval true --cmd_backend "${cmd_backend}" --ngpu "${ngpu}" \
+        --num_nodes "${num_nodes}" --train_num_threads "${train_num_threads}" ${mt_opts} "$@")
 }
 # Stage 1 in the background while stage 2 trains the De-En model (independent inputs and outputs).
 spawn data run_stage 1 "Europarl and TED data and features" "${dumpdir}/legonn" "$(date +%s)" prepare_data
@@ -230,7 +236,13 @@ run_stage 7 "module export and composition" "${expdir}/legonn" \
 # 8-10 only read the composed models: side by side
 spawn after_compose run_stage 8 "decoding the composed models (no training)" "${expdir}/legonn" "$(date +%s)" \
     decode_composed
-spawn after_compose run_stage 9 "greedy CTC decoding of encoder modules" "${expdir}/legonn" "$(date +%s)" ctc_all
+# Stage 9 decodes by itself (not through asr.sh, whose markers skip what is done): its own fingerprint
+ctc_inputs=("${ep_exp}/${modules_model}" "${expdir}/asr_composed_v/model.pth" "${expdir}/asr_composed_v_ted/model.pth")
+for dset in ${test_sets}; do
+    ctc_inputs+=("${dset}" "${dumpdir}/fbank/${dset}/"{feats.scp,text,phn})
+done
+spawn after_compose run_stage 9 "greedy CTC decoding of encoder modules" "${expdir}/legonn" \
+    "$(fingerprint "${ctc_inputs[@]}")" ctc_all
 spawn after_compose run_stage 10 "fine-tuning the composed models" "${expdir}/legonn" "$(date +%s)" finetune
 wait_all after_compose || die "a stage of 8-10 failed (its error is above)"
 wait_all baseline || die "the baseline training stage failed (its error is above)"
