@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from espnet_ext.analysis.sweep import declared_options as sweep_declared_options
+
 ROOT = Path(__file__).resolve().parent.parent
 RECIPES = sorted(
     p.parent for p in ROOT.glob("egs/*/*/run.sh") if p.parent.parent.name != "TEMPLATE"
@@ -78,21 +80,10 @@ def commands(block: str) -> list[tuple[int, list[str]]]:
 
 
 def declared_options(recipe: Path) -> set[str]:
-    """Option names the recipe's run.sh accepts, as the scripts themselves list them: utils/parse_options.sh's
-    --help prints a script's options, and names the pipeline it hands every other option to (whose --help
-    lists the rest). Asking the scripts, not reading them: an option some other script of the recipe declares
-    is still refused by the one the command reaches."""
-    names, script, seen = set(PARSE_OPTIONS_OWN), "./run.sh", set()
-    while script and script not in seen:
-        seen.add(script)
-        shown = subprocess.run(
-            [script, "--help"], cwd=recipe, capture_output=True, text=True, timeout=60
-        )
-        assert shown.returncode == 0, f"{rel(recipe)}: {script} --help failed: {shown.stderr}"
-        names |= set(re.findall(r"^  --([a-z][a-z0-9_]*) ", shown.stdout, flags=re.M))
-        passed = re.search(r"^Every other option goes to (\S+) \(", shown.stdout, flags=re.M)
-        script = passed.group(1) if passed else None
-    return names
+    """Option names the recipe's run.sh accepts, as the scripts themselves list them in their --help (run.sh's,
+    and that of the pipeline it hands every other option to). Asking the scripts, not reading them: an
+    option some other script of the recipe declares is still refused by the one the command reaches."""
+    return PARSE_OPTIONS_OWN | sweep_declared_options(["./run.sh"], recipe / "run.sh", cwd=recipe)
 
 
 def is_checked_path(word: str) -> bool:

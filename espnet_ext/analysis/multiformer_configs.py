@@ -424,7 +424,7 @@ def sweep_text(task: str, scale: str) -> str:
         header += f"# Run ../asr1's {SWEEPS[scale][0]['asr']}.yaml first: each ST encoder starts from its ASR run.\n"
     header += (
         f"#   python -m espnet_ext.analysis.sweep run --spec conf/sweeps/{SWEEPS[scale][0][task]}.yaml "
-        '[--cmd "utils/slurm.py --config conf/slurm.conf --gpu 1"]\n'
+        '[--cmd "utils/slurm.py --config conf/slurm.conf --gpu 1 --num_threads 8"]\n'
         f"{GENERATED}\n"
     )
     spec = yaml.dump(

@@ -54,10 +54,21 @@ the LM weight λ on the development set (see ``Tuning``); the recipe hands it it
 With ``PIPELINE_DRY_RUN`` set (``PIPELINE_DRY_RUN=$(mktemp -d) ./run.sh --use_lm true --lm_weights "0 0.1"``)
 a tuning is dry-run the same way (``dry_run_tune``).
 
-Each run is one job of an array submitted with ``--cmd`` (local processes or Slurm); inside it the recipe runs
-with ``--cmd_backend local`` on the resources the job was given, first the training stages, then every
-decoding. The recipe's fingerprinted stages make a rerun skip what is done, and runs with the same tag in two
-sweeps share their trained model.
+Each run is one job of an array submitted with ``--cmd`` (local processes or Slurm), and before it each
+``prepare`` line is one job of its own (in order, each waited for; log ``exp/sweeps/<name>/log/prepare.<k>.log``)
+with the same resources: features, LM training or pseudo-labelling must not run where the driver runs (a
+login node). Inside a job the recipe runs with ``--cmd_backend local`` (the specs' ``common``) on the resources
+the job was given, first the training stages, then every decoding, its own jobs at most ``nproc`` at once.
+When ``--cmd`` gives each job GPUs (``--gpu N``), every invocation (preparation, training, decoding; in
+``--dry_run`` too) gets ``--ngpu N --gpu_inference true``, less what the spec's ``common`` gives itself or the
+recipe does not declare (``Sweep.device_options``). A Slurm ``--cmd`` with GPUs also needs ``--num_threads``
+(else Slurm gives the job one CPU for the GPU's data loaders and all of the recipe's jobs), e.g.::
+
+    python -m espnet_ext.analysis.sweep run --spec conf/sweeps/paper.yaml \
+        --cmd "utils/slurm.py --config conf/slurm.conf --gpu 1 --num_threads 8"
+
+The recipe's fingerprinted stages make a rerun skip what is done, and runs with the same tag in two sweeps
+share their trained model.
 """
 
 from __future__ import annotations
@@ -66,6 +77,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -79,6 +91,8 @@ import yaml
 
 from espnet_ext.errors import ConfigError, InputError, reports_input_errors
 from espnet_ext.fileio import atomic_write
+from espnet_ext.jobs.slurm_config import SlurmConfig
+from espnet_ext.jobs.spec import parse_command_line
 
 REQUIRED = ("name", "command", "tag_option", "train_stages", "decode_stages", "result", "metric")
 
@@ -122,6 +136,9 @@ class Sweep:
     analyses: list[dict] = field(default_factory=list)
     source: Path = Path(".")
     tuned: dict[str, Tuned] = field(default_factory=dict)
+    # GPUs each job of the sweep has (the --cmd's --gpu): every invocation asks the recipe to use them
+    ngpu: int = 0
+    _device: dict[int, list[str]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def sets(self) -> list[str]:
@@ -138,11 +155,62 @@ class Sweep:
         head = self.result[: self.result.index("{decode}") + len("{decode}")]
         return Path(head.format(tag=self.tag(run), decode=decode, set=dset))
 
+    def device_options(self) -> list[str]:
+        """The options that make every invocation use the job's ``ngpu`` GPUs: ESPnet's ``--ngpu N`` (training)
+        and ``--gpu_inference true`` (decoding on one GPU); nothing without GPUs.
+
+        One the spec's ``common`` gives is left out: the spec wins (europarl's modules give --ngpu 1). They
+        come right after ``common``, so a run's, decoding's or preparation's own value, later on the line,
+        wins as well (utils/parse_options.sh: the last value counts). One the recipe does not declare (its
+        --help, down the pipeline it passes options to) is left out with a warning: a wrapper recipe without
+        it still runs, as it did before, rather than failing on an unknown option."""
+        if self.ngpu <= 0:
+            return []
+        if self.ngpu not in self._device:
+            given = {
+                word[2:].replace("-", "_").split("=")[0]
+                for word in shlex.split(self.common)
+                if word.startswith("--")
+            }
+            wanted = {
+                name: value
+                for name, value in (("ngpu", str(self.ngpu)), ("gpu_inference", "true"))
+                if name not in given
+            }
+            declared = declared_options(shlex.split(self.command), self.source) if wanted else set()
+            options = []
+            for name, value in wanted.items():
+                if name in declared:
+                    options += [f"--{name}", value]
+                else:
+                    print(
+                        f"warning: sweep {self.name} ({self.source}): {self.command} declares no "
+                        f"--{name} (see its --help): its invocations run without --{name} {value}, "
+                        f"although each job has {self.ngpu} GPU(s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            self._device[self.ngpu] = options
+        return list(self._device[self.ngpu])
+
+    def prepare_invocations(self) -> list[list[str]]:
+        """The recipe command lines of the shared preparation, in order."""
+        return [
+            [
+                *shlex.split(self.command),
+                *shlex.split(self.common),
+                *self.device_options(),
+                *shlex.split(options),
+            ]
+            for options in self.prepare
+        ]
+
     def invocations(self, run: str) -> list[list[str]]:
         """The recipe command lines of one run: training, then every decoding that applies to it."""
         base = [
             *shlex.split(self.command),
             *shlex.split(self.common),
+            *self.device_options(),
             *shlex.split(self.runs[run]),
             self.tag_option,
             self.tag(run),
@@ -567,6 +635,67 @@ def selected_runs(sweep: Sweep, names: str | None) -> list[str]:
     return [run for run in sweep.runs if run in wanted]
 
 
+def declared_options(command: Sequence[str], spec: Path, cwd: Path | None = None) -> set[str]:
+    """Option names the recipe command accepts (run in ``cwd``), as its ``--help`` lists them
+    (utils/parse_options.sh), and the ``--help`` of the pipeline it hands every other option to ("Every
+    other option goes to ./asr.sh"); an error names ``spec``'s ``command``."""
+    names: set[str] = set()
+    line, seen = [*command, "--help"], set()
+    while line:
+        shown = subprocess.run(line, capture_output=True, text=True, cwd=cwd)
+        if shown.returncode:
+            raise InputError(
+                f"'{shlex.join(line)}' failed with exit code {shown.returncode}, so which GPU options "
+                f"the recipe takes is unknown:\n{(shown.stdout + shown.stderr)[-2000:]}",
+                path=spec,
+                key="command",
+            )
+        seen.add(line[0])
+        names |= set(re.findall(r"^  --([a-z][a-z0-9_]*) ", shown.stdout, flags=re.M))
+        passed = re.search(r"^Every other option goes to (\S+) \(", shown.stdout, flags=re.M)
+        line = [passed.group(1), "--help"] if passed and passed.group(1) not in seen else None
+    return names
+
+
+def backend_words(cmd: str) -> list[str]:
+    """The job backend command line ``cmd`` (``--cmd``) as words to run."""
+    words = shlex.split(cmd)
+    if not words:
+        raise ConfigError("--cmd is empty: give the job backend, e.g. utils/run.py")
+    if words[0].endswith(".py"):
+        # the interpreter running the sweep, not whichever python3 the shebang finds on PATH
+        words.insert(0, sys.executable)
+    return words
+
+
+def backend_gpus(cmd: str) -> int:
+    """The GPUs each job of the backend command ``cmd`` gets (its ``--gpu``, or the Slurm config's default).
+
+    Refuses, before anything is submitted, a Slurm command whose GPU jobs would get Slurm's default of one
+    CPU: a task runs a whole recipe on it (``--cmd_backend local``: its jobs run at most ``nproc`` at once)."""
+    words = shlex.split(cmd)
+    try:
+        # the job CLI's own parser: --gpu N and --gpu=N, dashes or underscores, values checked
+        options = parse_command_line([*words[1:], "sweep.log", "true"]).options if words else {}
+    except ConfigError as e:
+        raise ConfigError(f"--cmd {cmd!r}: {e}") from None
+    slurm = bool(words) and Path(words[0]).name == "slurm.py"
+    if slurm:
+        config = options.get("config")
+        config = SlurmConfig.load(str(config)) if config else SlurmConfig.default()
+        options = {**config.defaults, **options}
+    gpus = int(options.get("gpu", 0))
+    if slurm and gpus > 0 and "num_threads" not in options:
+        raise ConfigError(
+            f"--cmd {cmd!r} gives each job {gpus} GPU(s) but no --num_threads, so Slurm gives it one CPU: "
+            "that one CPU would run the data loader processes that feed the GPU(s), the training itself "
+            "and every job the recipe runs inside the task (decoding, scoring: the local backend runs "
+            "nproc = 1 of them at a time). Add --num_threads N to --cmd: CPU cores per job, at least the "
+            "training config's num_workers + 1 per GPU, e.g. --num_threads 8 for one GPU with num_workers: 4"
+        )
+    return gpus
+
+
 def run_task(sweep: Sweep, index: int, runs: Sequence[str] | None = None) -> None:
     """Array job ``index`` (1-based, into ``runs``, default all): train one run and decode it, each
     step a recipe invocation."""
@@ -646,8 +775,7 @@ def dry_run_plan(sweep: Sweep, runs: Sequence[str]) -> list[str]:
 
     with tempfile.TemporaryDirectory(prefix="sweep_dry_run_") as tmp:
         plan_dir = Path(tmp)
-        for options in sweep.prepare:
-            line = [*shlex.split(sweep.command), *shlex.split(sweep.common), *shlex.split(options)]
+        for line in sweep.prepare_invocations():
             show(line, plan_invocation(line, plan_dir))
         for run in runs:
             train, *decodes = sweep.invocations(run)
@@ -686,9 +814,11 @@ def run_sweep(
     only: str | None = None,
 ) -> None:
     """Prepare, then one array job over the runs (``only``: those named, e.g. the ones a previous
-    session or cluster did not finish)."""
+    session or cluster did not finish), each a job of ``cmd``; ``dry_run``: plan the same lines instead."""
     out = sweep_dir(sweep)
     runs = selected_runs(sweep, only)
+    backend = backend_words(cmd)
+    sweep.ngpu = backend_gpus(cmd)  # refuses a backend that cannot work before anything runs
     if dry_run:
         problems = dry_run_plan(sweep, runs)
         if problems:
@@ -696,21 +826,21 @@ def run_sweep(
                 f"sweep {sweep.name} ({sweep.source}), dry run:\n" + "\n".join(problems)
             )
         return
-    for options in sweep.prepare:
-        line = [*shlex.split(sweep.command), *shlex.split(sweep.common), *shlex.split(options)]
+    # Each preparation line is a job too: on a cluster it is the heaviest work (features, LM training),
+    # which must not run on the login node the driver runs on, and it gets the runs' resources.
+    for k, line in enumerate(sweep.prepare_invocations(), start=1):
         print("+ " + shlex.join(line), flush=True)
-        if subprocess.call(line):
-            raise SystemExit(f"sweep {sweep.name}: preparation '{shlex.join(line)}' failed")
+        log = out / "log" / f"prepare.{k}.log"
+        if subprocess.call([*backend, str(log), *line]):
+            raise SystemExit(
+                f"sweep {sweep.name}: preparation {k} '{shlex.join(line)}' failed; see its log {log}"
+            )
     with atomic_write(out / "runs.json") as f:
         json.dump(
             {run: [shlex.join(line) for line in sweep.invocations(run)] for run in runs},
             f,
             indent=1,
         )
-    backend = shlex.split(cmd)
-    if backend and backend[0].endswith(".py"):
-        # the interpreter running the sweep, not whichever python3 the shebang finds on PATH
-        backend.insert(0, sys.executable)
     array = [
         *backend,
         *(["--max_jobs_run", str(max_jobs_run)] if max_jobs_run else []),
@@ -725,6 +855,7 @@ def run_sweep(
         "--index",
         "JOB",
         *(["--runs", ",".join(runs)] if only is not None else []),
+        *(["--ngpu", str(sweep.ngpu)] if sweep.ngpu else []),
     ]
     print("+ " + shlex.join(array), flush=True)
     if subprocess.call(array):
@@ -795,7 +926,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "run", help="prepare, submit every run as one array job, wait, collect"
     )
     run.add_argument(
-        "--cmd", default="utils/run.py", help="job backend command (cmd.sh's ${cuda_cmd} etc.)"
+        "--cmd",
+        default="utils/run.py",
+        help="job backend command (cmd.sh's ${cuda_cmd} etc.) of the preparation and of each run; "
+        "its --gpu N makes every recipe invocation --ngpu N --gpu_inference true (also in --dry_run)",
     )
     run.add_argument(
         "--max_jobs_run", type=int, default=None, help="runs at once (local: default 1)"
@@ -808,6 +942,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     task = commands.add_parser("task", help="one run (what each array job executes)")
     task.add_argument("--index", type=int, required=True)
+    task.add_argument(
+        "--ngpu",
+        type=int,
+        default=0,
+        help="GPUs the job has (run passes its --cmd's --gpu): the recipe gets --ngpu/--gpu_inference",
+    )
     for sub in (run, task):
         sub.add_argument(
             "--runs", default=None, help="only these runs, e.g. 'relaxed_cross,relaxed_self'"
@@ -831,10 +971,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     sweep = load_sweep(args.spec)
     if args.command == "task":
+        sweep.ngpu = args.ngpu
         run_task(sweep, args.index, selected_runs(sweep, args.runs))
         return
     if args.command == "run":
-        local = Path(shlex.split(args.cmd)[0]).name == "run.py"
+        words = shlex.split(args.cmd)
+        local = bool(words) and Path(words[0]).name == "run.py"
         max_jobs = args.max_jobs_run or (1 if local else None)  # local runs share the cores
         run_sweep(sweep, args.spec, args.cmd, max_jobs, args.dry_run, args.runs)
         if args.dry_run:

@@ -75,14 +75,22 @@ def covering_runs(spec: Path) -> list[str]:
     return runs
 
 
+# As the specs' headers submit them: GPU jobs, so every invocation is planned with the GPU options.
+GPU_CMD = "utils/slurm.py --config conf/slurm.conf --gpu 1 --num_threads 8"
+
+
 @pytest.mark.parametrize("spec", REAL_SPECS, ids=lambda p: str(p.relative_to(REPO / "egs")))
 def test_every_real_sweep_decodes_without_retraining(spec, tmp_path):
     recipe = real_recipe(spec, tmp_path)
     relative = str(spec.relative_to(spec.parents[2]))
-    out = sweep(recipe, relative, "--runs", ",".join(covering_runs(spec)))
+    out = sweep(recipe, relative, "--runs", ",".join(covering_runs(spec)), "--cmd", GPU_CMD)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     # the pipelines planned the stages (none ran): each decoding invocation would decode
     assert "would run:" in out.stdout and not (recipe / "exp").exists()  # nothing written
+    # every recipe takes the GPU options (a spec's own --ngpu, e.g. WMT's 8, stays)
+    planned = [line for line in out.stdout.splitlines() if line.startswith("+ ")]
+    assert all(" --ngpu " in x and " --gpu_inference true" in x for x in planned), planned
+    assert "declares no" not in out.stderr, out.stderr
     if (
         spec.name == "paper_433h_self.yaml"
     ):  # the baseline's pseudo-labels are made once, not per run
