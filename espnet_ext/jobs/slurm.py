@@ -73,6 +73,10 @@ FINAL_STATES = {
     "DEADLINE",
     "PREEMPTED",
 }
+# squeue failing (other than for a purged job) while a rerun asks whether an earlier job still runs
+SQUEUE_TRIES = 6
+SQUEUE_RETRY_SECONDS = 5.0
+SLURM_HEADER = re.compile(r"\(Slurm job (\d+)")
 POLL_FIRST_SECONDS = 0.2
 POLL_MAX_SECONDS = 10.0
 # A network file system may show the end of a log a little after Slurm reports the job done.
@@ -168,6 +172,7 @@ class SlurmRunner:
         digest = hashlib.sha256(json.dumps([submit, script]).encode()).hexdigest()
         job_id = running_earlier_job(record, digest)
         if job_id is None:
+            refuse_logs_still_written(jobs)
             job_id, refusal = self._submit(request, jobs, submit, script, script_path)
             if job_id is None:  # every job's log says why too
                 return [JobOutcome(job, None, refusal) for job in jobs]
@@ -347,31 +352,68 @@ def running_earlier_job(record: Path, digest: str) -> str | None:
     return job_id
 
 
+def refuse_logs_still_written(jobs: list[Job]) -> None:
+    """Refuse a request one of whose logs a job still writes that no record of ours names (submitted by an
+    earlier version, or whose pipeline died between sbatch and the record): submitting would remove that
+    log and run the same work twice beside it."""
+    known: dict[str, list[str]] = {}
+    for job in jobs:
+        writing = job_writing(job.log, known)
+        if writing is not None:
+            raise ConfigError(
+                f"Slurm job {writing} (named in this log's last header) is still "
+                f"{'/'.join(known[writing])} and may write it: wait for it to end or "
+                f"'scancel {writing}'; nothing submitted",
+                path=job.log,
+            )
+
+
 def states_on_its_way(job_id: str) -> list[str]:
-    """The states of the job's tasks that may still run (none: ended, or unknown to Slurm)."""
-    try:
-        listing = subprocess.run(
-            ["squeue", "-h", "-r", "-t", "all", "-j", job_id, "-o", "%K|%T|%r"],
-            capture_output=True,
-            text=True,
-        )
-    except FileNotFoundError:  # no Slurm here: nothing of it runs
-        return []
-    states = _parse_squeue(listing.stdout) if listing.returncode == 0 else {}
-    return sorted({state for state, _ in states.values() if state not in FINAL_STATES})
+    """The states of the job's tasks that may still run (none: ended, or purged by Slurm). squeue failing
+    otherwise (slurmctld busy or restarting, as after the reboot that ended a pipeline) is retried, then
+    refused: taking it for "ended" would submit the same work twice."""
+    problem = ""
+    for _ in range(SQUEUE_TRIES):
+        try:
+            listing = subprocess.run(
+                ["squeue", "-h", "-r", "-t", "all", "-j", job_id, "-o", "%K|%T|%r"],
+                capture_output=True,
+                text=True,
+            )
+        except FileNotFoundError:  # no Slurm here: nothing of it runs
+            return []
+        if listing.returncode == 0:
+            states = _parse_squeue(listing.stdout)
+            return sorted({state for state, _ in states.values() if state not in FINAL_STATES})
+        if "Invalid job id" in listing.stderr:  # purged MinJobAge after it ended
+            return []
+        problem = (listing.stderr + listing.stdout).strip() or f"exit code {listing.returncode}"
+        time.sleep(SQUEUE_RETRY_SECONDS)
+    raise ConfigError(
+        f"cannot tell whether Slurm job {job_id} of an earlier run still runs: squeue failed "
+        f"{SQUEUE_TRIES} times ({problem}); nothing submitted, rerun once Slurm answers"
+    )
 
 
-def job_writing(log: Path) -> str | None:
-    """The Slurm job that the last run in ``log`` names in its header, if it may still write there
-    (launch.py then keeps the log in place for the rerun that waits for that job)."""
+def job_writing(log: Path, known: dict[str, list[str]] | None = None) -> str | None:
+    """The Slurm job that the last run in ``log`` names in its header, if it may still write there: a
+    rerun must then neither move the log aside (launch.py) nor submit the work again (``run``).
+    ``known``: job id -> states already asked for, shared across the logs of one request."""
+    job_id = None
     try:
-        text = log.read_text(encoding="utf-8", errors="replace")
+        with open(log, encoding="utf-8", errors="replace") as f:
+            for line in f:  # the last run's header: a log may be long, so line by line
+                if line.startswith(STARTED_PREFIX):
+                    found = SLURM_HEADER.search(line)
+                    job_id = found.group(1) if found else None
     except FileNotFoundError:
         return None
-    starts = re.findall(
-        rf"^{re.escape(STARTED_PREFIX)}.*\(Slurm job (\d+)", text, flags=re.MULTILINE
-    )
-    return starts[-1] if starts and states_on_its_way(starts[-1]) else None
+    if job_id is None:
+        return None
+    known = {} if known is None else known
+    if job_id not in known:
+        known[job_id] = states_on_its_way(job_id)
+    return job_id if known[job_id] else None
 
 
 def _range_name(request: JobRequest) -> str | None:

@@ -2,6 +2,7 @@
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -113,6 +114,73 @@ def test_time_limit_warning_requeues_only_a_run_that_saved_its_progress(tmp_path
             "a --time (conf/slurm.conf) longer than it takes between two saves"
             in (tmp_path / "out").read_text()
         )
+
+
+def fake_slurm(tmp_path, squeue: str) -> dict:
+    """An environment whose sbatch records its calls (job 101) and whose squeue runs the bash ``squeue``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(
+        f'#!/bin/bash\necho "$@" >> {tmp_path}/sbatch.calls\necho 101\n'
+    )
+    (bin_dir / "squeue").write_text(f"#!/bin/bash\n{squeue}\n")
+    for tool in ("sbatch", "squeue"):
+        (bin_dir / tool).chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_a_log_a_running_job_writes_is_not_taken_over_without_our_record(tmp_path):
+    # job 100 (submitted before records existed, or its pipeline died right after sbatch) still runs
+    env = fake_slurm(tmp_path, 'echo "N/A|RUNNING|None"')
+    log = tmp_path / "exp" / "train.log"
+    log.parent.mkdir()
+    header = "# Started at 2026-01-01T00:00:00 on n1 (Slurm job 100)\n"
+    log.write_text("# train\n" + header + "epoch 3\n")
+    launch = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "espnet_ext.jobs.launch",
+            "--cmd",
+            shlex.join(SLURM),
+            "--log",
+            str(log),
+        ]
+        + ["--", "true"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert launch.returncode == 2, launch.stderr
+    assert "Slurm job 100 (named in this log's last header) is still RUNNING" in launch.stderr
+    assert log.read_text().endswith(header + "epoch 3\n")  # kept in place, whole
+    assert not (tmp_path / "exp" / "train.1.log").exists()
+    assert not (tmp_path / "sbatch.calls").exists()
+
+
+def test_squeue_failing_is_retried_and_never_taken_for_an_ended_job(tmp_path, monkeypatch):
+    from espnet_ext.errors import ConfigError
+    from espnet_ext.jobs import slurm as backend
+
+    monkeypatch.setattr(backend, "SQUEUE_RETRY_SECONDS", 0.0)
+    failures = tmp_path / "failures"
+    failures.write_text("2")
+    squeue = (
+        f'n=$(cat {failures}); if [ "$n" -gt 0 ]; then echo $((n - 1)) > {failures}; '
+        'echo "slurm_load_jobs error: Socket timed out on send/recv operation" >&2; exit 1; fi\n'
+        'echo "N/A|RUNNING|None"'
+    )
+    monkeypatch.setenv("PATH", fake_slurm(tmp_path, squeue)["PATH"])
+    assert backend.states_on_its_way("100") == ["RUNNING"]  # after two failures
+    failures.write_text("99")
+    with pytest.raises(ConfigError, match="cannot tell whether Slurm job 100 .* still runs"):
+        backend.states_on_its_way("100")
+    (tmp_path / "bin" / "squeue").write_text(
+        "#!/bin/bash\necho 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1\n"
+    )
+    assert backend.states_on_its_way("100") == []  # purged after it ended
 
 
 # --- against the cluster
