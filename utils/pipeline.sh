@@ -26,7 +26,9 @@
 # Shared stage steps:
 #   require_options NAME...                     every --NAME is given (not empty), else exit naming the first
 #   skip_when FLAG STAGE...                     a --skip_* flag: STAGE... join ${skip_stages} if FLAG is true
-#   prepare_data_dirs CHECK...                  stage 1: local/data.sh, then every set checked by CHECK
+#   prepare_data_dirs CHECK...                  stage 1: local/data.sh, then every set checked by CHECK, side by side
+#   data_sets "SETS"                            the names of SETS, each once: a data stage's for_each_set list
+#   split_keys [--lines] SCP DIR NJ             SCP's ids (--lines: lines) round-robin into DIR/keys.{1..n}.scp
 #   local_data_scripts                          local/data.sh and the utils/*.sh it sources (stage 1's fingerprint)
 #   average_stage N EXP                         --inference_model last<N>.pth from EXP's last N epochs
 #   lm_stages N TRAIN DEV "TESTS" TYPE LIST STATS  --use_lm true: stages N..N+2 train ${lm_exp} with ../lm1/lm.sh
@@ -207,16 +209,28 @@ skip_when() {
 }
 
 # prepare_data_dirs CHECK... : a pipeline's data preparation. local/data.sh ${local_data_opts} (a ${train_cmd}
-# job, log data/log/data_prep.log), then each of ${train_set} ${valid_set} ${test_sets} checked by the
-# ${train_cmd} job CHECK..., every "{}" in its words replaced by the set's name (log data/log/validate_<set>.log).
-# Fails at the first job that fails.
+# job, log data/log/data_prep.log), then each of ${train_set} ${valid_set} ${test_sets} (data_sets: a set named
+# twice is checked once) checked by the ${train_cmd} job CHECK..., every "{}" in its words replaced by the set's
+# name (log data/log/validate_<set>.log). The checks only read their set, so they run side by side (for_each_set:
+# one queue wait for all of them on a cluster), failing after every set ended, naming the sets that failed; in
+# turn with --parallel_stages false, stopping at the first that fails.
 prepare_data_dirs() {
-    local dset
     # shellcheck disable=SC2086
     ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
-    for dset in ${train_set} ${valid_set} ${test_sets}; do
-        ${train_cmd} "data/log/validate_${dset}.log" "${@//\{\}/${dset}}" || return 1
-    done
+    for_each_set "$(data_sets "${train_set} ${valid_set} ${test_sets}")" _check_set "$@"
+}
+_check_set() {  # _check_set SET CHECK... : prepare_data_dirs' check of one set
+    local dset=$1
+    shift
+    ${train_cmd} "data/log/validate_${dset}.log" "${@//\{\}/${dset}}"
+}
+
+# data_sets "SETS" : the set names of SETS (e.g. "${train_set} ${valid_set} ${test_sets}"), each once, in their
+# order, on one line: the list for a data stage's for_each_set. A set named twice (LibriSpeech's --valid_set dev
+# --test_sets "dev test") must not be prepared twice side by side, two job arrays writing one directory.
+data_sets() {
+    # shellcheck disable=SC2086  # the names, one word each
+    printf '%s\n' $1 | awk 'NF && !seen[$0]++' | paste -sd ' ' -
 }
 
 # task_id_opts TRAIN_DIR VALID_DIR "NAME=TABLE ..." : the training's data options for per-utterance task ids (the
@@ -244,16 +258,24 @@ require_files() {
     done
 }
 
-# split_keys SCP OUT_DIR NJ : round-robin split of a key file into OUT_DIR/keys.{1..n}.scp; prints n
-# (n = min(NJ, number of lines), so no job gets an empty list).
+# split_keys [--lines] SCP OUT_DIR NJ : round-robin split of the ids of a Kaldi table (its first column) into
+# OUT_DIR/keys.{1..n}.scp; prints n (n = min(NJ, number of lines), so no job gets an empty list). Ids only: every
+# job given a key file reads only its first column (ESPnet's --key_file, and its --*_shape_file in
+# --collect_stats mode: read_2columns_text / IterableESPnetDataset take a line with an id alone; our inference
+# entry points, lego_ctc_decode; vsr_inference, which takes its videos from the data's video.scp; vsr_prepare), so
+# a text table (mt.sh's statistics take the target text: GBs for WMT) is not copied into every split.
+# --lines: whole lines, for a job that reads its split as the table itself (ocr.sh's image checks: the paths).
 split_keys() {
+    local whole=0
+    if [ "$1" = --lines ]; then whole=1; shift; fi
     local scp=$1 out_dir=$2 nj=$3 lines
     lines=$(wc -l < "${scp}")
     [ "${lines}" -gt 0 ] || die "${scp} is empty"
     [ "${nj}" -le "${lines}" ] || nj=${lines}
     mkdir -p "${out_dir}"
     rm -f "${out_dir}"/keys.*.scp
-    awk -v n="${nj}" -v d="${out_dir}" '{ print > (d "/keys." ((NR - 1) % n + 1) ".scp") }' "${scp}"
+    awk -v n="${nj}" -v d="${out_dir}" -v whole="${whole}" \
+        '{ print (whole ? $0 : $1) > (d "/keys." ((NR - 1) % n + 1) ".scp") }' "${scp}"
     echo "${nj}"
 }
 

@@ -278,15 +278,29 @@ class JobVideos:
 
 
 def job_entries(args) -> dict[str, str]:
-    """The job's keys in order, each with the rest of its line (the video): ``--key_file``'s, else the first
-    data file's."""
-    path = args.key_file or args.data_path_and_name_and_type[0][0]
-    entries = {}
-    for _, line in read_utf8_lines(path):
+    """The job's keys in order (``--key_file``'s first column, else the video scp's), each with the rest of its
+    line in the video scp (the video; the first data file of type video, else the first data file). The video
+    comes from the scp, not the key file: utils/pipeline.sh split_keys writes a job's ids only."""
+    data = args.data_path_and_name_and_type
+    scp = next((path for path, _, kind in data if kind == "video"), data[0][0])
+    keys = None
+    if args.key_file is not None:
+        keys = {}  # key -> its line in the key file, in order
+        for number, line in read_utf8_lines(args.key_file):
+            fields = line.split(maxsplit=1)
+            if fields:
+                keys.setdefault(fields[0], number)
+    videos = {}
+    for _, line in read_utf8_lines(scp):
         fields = line.split(maxsplit=1)
-        if fields:
-            entries[fields[0]] = fields[1].strip() if len(fields) > 1 else ""
-    return entries
+        if fields and (keys is None or fields[0] in keys):
+            videos[fields[0]] = fields[1].strip() if len(fields) > 1 else ""
+    if keys is None:
+        return videos
+    for key, number in keys.items():
+        if key not in videos:
+            raise InputError(f"not in {scp}", path=args.key_file, line=number, key=key)
+    return {key: videos[key] for key in keys}
 
 
 def journal_lines(path: Path) -> tuple[list[bytes], int, int]:

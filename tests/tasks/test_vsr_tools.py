@@ -351,6 +351,23 @@ def test_other_jobs_journals_are_read_only_and_may_be_cut(tmp_path, caplog):
     assert signature(1) == signature(2) != signature(1, "--beam_size", "3")
 
 
+def test_a_job_takes_its_videos_from_the_video_scp_of_its_key_file_ids(tmp_path):
+    """split_keys writes a job's ids only: the journal's videos (and their stats) come from the video scp."""
+    scp = tmp_path / "video.scp"
+    scp.write_text("a /v/a.mp4\nb /v/b.mp4\nc /v/c.mp4\n")
+    keys = tmp_path / "keys.1.scp"
+    keys.write_text("c\na\n")
+    base = ["--data_path_and_name_and_type", f"{scp},video,video", "--model_file", "m.pth",
+            "--output_file", str(tmp_path / "text")]  # fmt: skip
+    args = vsr_inference.parse_args([*base, "--key_file", str(keys)])
+    # in the key file's order
+    assert vsr_inference.job_entries(args) == {"c": "/v/c.mp4", "a": "/v/a.mp4"}
+    assert list(vsr_inference.job_entries(vsr_inference.parse_args(base))) == ["a", "b", "c"]
+    keys.write_text("a\nz\n")
+    with pytest.raises(InputError, match=r"keys\.1\.scp:2: key 'z': not in .*video\.scp"):
+        vsr_inference.job_entries(args)
+
+
 def test_a_rerun_over_another_split_decodes_only_what_no_job_decoded(
     corpus,  # noqa: F811
     tiny_run_options,
@@ -379,9 +396,10 @@ def test_a_rerun_over_another_split_decodes_only_what_no_job_decoded(
     logdir = corpus / "logdir"
     logdir.mkdir()
 
-    def job(n, number):  # asr.sh's decode_set (split_keys: round-robin) and vsr_inference options
+    # asr.sh's decode_set (split_keys: round-robin, ids only) and vsr_inference options
+    def job(n, number):
         key_file = logdir / f"keys.{number}.scp"
-        key_file.write_text("".join(f"{line}\n" for line in scp[number - 1 :: n]))
+        key_file.write_text("".join(f"{key}\n" for key in keys[number - 1 :: n]))
         out = logdir / f"output.{number}"
         decode(corpus, exp, test, out / "text", key_file=key_file, score_file=out / "score",
                resume_file=out / "journal", resume_from=logdir / "output.*" / "journal")  # fmt: skip

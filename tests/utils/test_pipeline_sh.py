@@ -174,6 +174,7 @@ set -euo pipefail
 stage=1
 stop_stage=100
 skip_train=false
+parallel_stages=true
 local_data_opts=""
 train_set=train
 valid_set=dev
@@ -216,15 +217,28 @@ def make_prepare(tmp_path):
 def test_prepare_data_dirs_checks_every_set_by_name(tmp_path):
     run = make_prepare(tmp_path)
     assert run("--stop_stage", "1").returncode == 0
-    assert (tmp_path / "checked.txt").read_text().split("\n")[:-1] == [
-        f"checked {s}" for s in ("train", "dev", "test1", "test2")
-    ]
+    assert sorted((tmp_path / "checked.txt").read_text().split("\n")[:-1]) == [
+        f"checked {s}" for s in ("dev", "test1", "test2", "train")
+    ]  # side by side: in any order
     assert (tmp_path / "data/log/validate_test2.log").is_file()
 
 
-def test_prepare_data_dirs_stops_at_the_first_failed_check(tmp_path):
+def test_prepare_data_dirs_checks_every_other_set_and_names_the_failed(tmp_path):
     run = make_prepare(tmp_path)
     out = run("--stop_stage", "1", "--local_data_opts", "--empty test1")
+    assert out.returncode != 0 and "Stage 1 (data preparation) failed" in out.stderr
+    assert "_check_set failed for the set(s): test1\n" in out.stderr
+    assert sorted((tmp_path / "checked.txt").read_text().split("\n")[:-1]) == [
+        f"checked {s}" for s in ("dev", "test2", "train")
+    ]
+    assert not (tmp_path / "data/.stages/stage1.done").exists()
+
+
+def test_prepare_data_dirs_in_turn_stops_at_the_first_failed_check(tmp_path):
+    run = make_prepare(tmp_path)
+    out = run(
+        "--stop_stage", "1", "--local_data_opts", "--empty test1", "--parallel_stages", "false"
+    )
     assert out.returncode != 0 and "Stage 1 (data preparation) failed" in out.stderr
     assert (tmp_path / "checked.txt").read_text().split("\n")[:-1] == [
         "checked train",

@@ -233,25 +233,27 @@ prepare_video_data() {
 # A part counted before is kept: its job finds the signature of its keys (their videos' paths, sizes, times)
 # in it and exits, so a rerun after a failed or killed job counts only the parts not counted, or whose
 # videos changed. A part of another split (--nj) has other keys, so it is counted again; those past this
-# split's last are removed (the merge takes only this split's parts anyway).
+# split's last are removed (the merge takes only this split's parts anyway). The sets side by side
+# (for_each_set; in turn with --parallel_stages false): each writes only its logdir and ${feats_dir}/<set>.
 check_videos() {
-    local dset logdir n parts part k
-    for dset in ${train_set} ${valid_set} ${test_sets} ${unlabeled_set}; do
-        logdir="${feats_dir}/log/videos_${dset}"
-        n=$(split_keys "data/${dset}/video.scp" "${logdir}" "${nj}") || return 1
-        for part in "${logdir}"/frames.*; do
-            k=${part##*/frames.}
-            if ! [[ ${k} =~ ^[1-9][0-9]*$ ]] || [ "${k}" -gt "${n}" ]; then
-                rm -f "${part}" "${logdir}/videos.${k}.log"
-            fi
-        done
-        ${train_cmd} JOB=1:"${n}" "${logdir}/videos.JOB.log" \
-            python -m espnet_ext.bin.vsr_prepare --data_dir "data/${dset}" --key_file "${logdir}/keys.JOB.scp" \
-                --part_out "${logdir}/frames.JOB" || return 1
-        mapfile -t parts < <(seq -f "${logdir}/frames.%g" "${n}")
-        ${train_cmd} "${feats_dir}/log/videos_${dset}.log" python -m espnet_ext.bin.vsr_prepare \
-            --data_dir "data/${dset}" --out_dir "${feats_dir}/${dset}" --parts "${parts[@]}" || return 1
+    for_each_set "$(data_sets "${train_set} ${valid_set} ${test_sets} ${unlabeled_set}")" check_set_videos
+}
+
+check_set_videos() {  # check_set_videos SET : check_videos' split, jobs and merge of one set
+    local dset=$1 logdir="${feats_dir}/log/videos_$1" n parts part k
+    n=$(split_keys "data/${dset}/video.scp" "${logdir}" "${nj}") || return 1
+    for part in "${logdir}"/frames.*; do
+        k=${part##*/frames.}
+        if ! [[ ${k} =~ ^[1-9][0-9]*$ ]] || [ "${k}" -gt "${n}" ]; then
+            rm -f "${part}" "${logdir}/videos.${k}.log"
+        fi
     done
+    ${train_cmd} JOB=1:"${n}" "${logdir}/videos.JOB.log" \
+        python -m espnet_ext.bin.vsr_prepare --data_dir "data/${dset}" --key_file "${logdir}/keys.JOB.scp" \
+            --part_out "${logdir}/frames.JOB" || return 1
+    mapfile -t parts < <(seq -f "${logdir}/frames.%g" "${n}")
+    ${train_cmd} "${feats_dir}/log/videos_${dset}.log" python -m espnet_ext.bin.vsr_prepare \
+        --data_dir "data/${dset}" --out_dir "${feats_dir}/${dset}" --parts "${parts[@]}"
 }
 
 # Self-training. The pseudo-labelled set joins the (filtered) training set; a second model is trained on it.

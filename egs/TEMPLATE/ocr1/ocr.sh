@@ -43,18 +43,21 @@ ocr_exp="${expdir}/ocr_${ocr_tag}"
 stats_dir="${expdir}/ocr_stats_${train_set}"
 tokenizer_opts=(--token_type char --token_list "${token_list}")
 
-# Tables checked, then every image decoded: each set's over ${nj} jobs (scene text has 12.7M training images).
+# Tables checked, then every image decoded: each set's over ${nj} jobs (scene text has 12.7M training images), the
+# sets side by side (for_each_set; in turn with --parallel_stages false).
 prepare_data() {
-    local dset split n
     prepare_data_dirs python -m espnet_ext.data.datadir validate "data/{}" --require text,image.scp || return 1
-    for dset in ${train_set} ${valid_set} ${test_sets}; do
-        split=data/log/images_${dset}
-        rm -rf "${split}"
-        n=$(split_keys "data/${dset}/image.scp" "${split}" "${nj}") || return 1
-        ${train_cmd} JOB=1:"${n}" "${split}/decode.JOB.log" \
-            python -m espnet_ext.data.types image "${split}/keys.JOB.scp" || return 1
-        rm -f "${split}"/keys.*.scp  # copies of image.scp
-    done
+    for_each_set "$(data_sets "${train_set} ${valid_set} ${test_sets}")" check_images
+}
+
+check_images() {  # check_images SET : every image of the set decoded by ${nj} jobs (logs data/log/images_<set>/)
+    local dset=$1 split=data/log/images_$1 n
+    rm -rf "${split}"
+    # whole lines: each job checks its split as an image.scp (key and path)
+    n=$(split_keys --lines "data/${dset}/image.scp" "${split}" "${nj}") || return 1
+    ${train_cmd} JOB=1:"${n}" "${split}/decode.JOB.log" \
+        python -m espnet_ext.data.types image "${split}/keys.JOB.scp" || return 1
+    rm -f "${split}"/keys.*.scp  # copies of image.scp
 }
 
 make_tokens() {
