@@ -167,14 +167,15 @@ wait_all() {
 # shell, so what it sets (decode_set's ${decode_jobs}) is its own set's; it sees its callers' locals (bash locals
 # are dynamic). Fails when a set failed, after every other set ended (no set is stopped: its output is valid),
 # logging which sets failed; in turn it stops at the first, as a loop would: a rerun redoes the whole stage.
-# Side by side, the local backend (utils/run.py) runs up to --max_jobs_run (nproc) jobs of each set at once, as
-# for stages side by side: on a small machine pass --parallel_stages false.
+# Side by side with the local backend (utils/run.py), the sets share the machine's CPUs: each set's runner runs
+# at most its share of jobs at once (local_cpu_share), as many in all as one set alone would.
 for_each_set() {
     # _-prefixed: FUNC, run in this function (in turn), would see a caller's variable of the same name hidden
-    local _sets=$1 _func=$2 _set _i _pids=() _spawned=() _failed=()
+    local _sets=$1 _func=$2 _set _i _pids=() _spawned=() _failed=() _share
     shift 2
+    _share=$(local_cpu_share "${_sets}")
     for _set in ${_sets}; do
-        if ! spawn _pids "${_func}" "${_set}" "$@"; then  # in turn: FUNC's own status
+        if ! spawn _pids _with_cpu_share "${_share}" "${_func}" "${_set}" "$@"; then  # in turn: FUNC's status
             _failed+=("${_set}")
             break
         fi
@@ -184,6 +185,23 @@ for_each_set() {
         wait "${_pids[_i]}" || _failed+=("${_spawned[_i]}")
     done
     [ "${#_failed[@]}" = 0 ] || { log "ERROR: ${_func} failed for the set(s): ${_failed[*]}"; return 1; }
+}
+
+# local_cpu_share "SETS" : with the local backend and sets side by side, each set's share of the CPUs this
+# pipeline may use (espnet_ext/jobs/local.py: a runner runs at most ESPNET_EXT_LOCAL_CPUS jobs at once), so that
+# 13 test sets of 32 decoding jobs each do not start 13 x nproc decoders; empty otherwise (a cluster queues them).
+local_cpu_share() {
+    [ "${parallel_stages:-true}" = true ] && [ "${cmd_backend:-local}" = local ] || return 0
+    local n cpus
+    n=$(wc -w <<< "$1")
+    cpus=${ESPNET_EXT_LOCAL_CPUS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}
+    [ "${n}" -gt 1 ] || { echo "${cpus}"; return 0; }
+    echo $(( cpus / n > 0 ? cpus / n : 1 ))
+}
+_with_cpu_share() {  # _with_cpu_share SHARE CMD... : CMD with the local runners' CPU share SHARE (empty: as is)
+    local share=$1
+    shift
+    if [ -n "${share}" ]; then ESPNET_EXT_LOCAL_CPUS=${share} "$@"; else "$@"; fi
 }
 
 kill_tree() {  # kill_tree PID: PID and every process below it

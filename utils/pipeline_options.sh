@@ -28,7 +28,8 @@ smoke=false             # true: a smoke run on a tiny corpus in the real layout 
 
 __pipeline_evaluation_options() {
     inference_nj=2          # parallel decoding jobs of each test set
-    parallel_stages=true    # the test sets decoded side by side (every set's jobs submitted at once); false: in turn
+    parallel_stages=true    # the sets side by side in the data, decoding and scoring stages (every set's jobs
+                            # submitted at once; locally they share the CPUs); false: one set after another
     gpu_inference=false     # true: each decoding job on one GPU (ESPnet's option; Slurm requests it)
     expdir=exp
     local_data_opts=""      # options for local/data.sh (e.g. "--download true")

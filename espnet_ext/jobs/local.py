@@ -5,6 +5,9 @@ ESPnet's ``--ngpu`` picks how many a job uses), ``--mem``, ``--time``, ``--num_t
 ``--config``, ``--requeue``, ``--requeue_progress``, ``--dependency`` (jobs run synchronously, so
 whatever came before has already finished). ``--num_nodes`` above 1 is refused: that needs Slurm.
 
+Requests running side by side (a pipeline's test sets) share the machine through ``ESPNET_EXT_LOCAL_CPUS``:
+each runner runs at most that many jobs at once (utils/pipeline.sh gives each set its share).
+
 Jobs running side by side share the cores: each sees ``OMP_NUM_THREADS`` (and ``MKL_NUM_THREADS``) set
 to its share, so a recipe started by a job asks ``nproc`` and gets that share rather than every core
 (two trainings of two threads each on two cores spend much of their time waiting on each other).
@@ -66,11 +69,19 @@ def interrupts_raise():
     return interrupts_handled(raise_interrupt)
 
 
+# The CPUs a runner may use when other runners of the same pipeline run beside it (utils/pipeline.sh
+# for_each_set: the test sets' requests side by side share the machine instead of each taking all of it).
+CPU_SHARE_VARIABLE = "ESPNET_EXT_LOCAL_CPUS"
+
+
 def available_cpus() -> int:
+    """This process' usable CPUs, or fewer: the share ``ESPNET_EXT_LOCAL_CPUS`` gives it."""
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    share = os.environ.get(CPU_SHARE_VARIABLE, "")
+    return min(cpus, int(share)) if share.isdigit() and int(share) > 0 else cpus
 
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")

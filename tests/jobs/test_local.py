@@ -267,3 +267,16 @@ def test_interrupt_inside_a_poll_ends_the_jobs_as_sigterm(tmp_path):
         # Not SIGKILL (137) after a wait that could not take the lock.
         assert last_exit_code(tmp_path / f"log/h.{i}.log") == 143
     assert time.monotonic() - started < 60  # the jobs hang for 60 s unless killed
+
+
+def test_a_runner_takes_the_cpu_share_its_pipeline_gives_it(monkeypatch):
+    from espnet_ext.jobs.local import available_cpus
+
+    monkeypatch.delenv("ESPNET_EXT_LOCAL_CPUS", raising=False)
+    cpus = available_cpus()
+    monkeypatch.setenv("ESPNET_EXT_LOCAL_CPUS", "1")
+    assert available_cpus() == 1
+    monkeypatch.setenv("ESPNET_EXT_LOCAL_CPUS", str(cpus + 5))
+    assert available_cpus() == cpus  # a share never adds CPUs
+    monkeypatch.setenv("ESPNET_EXT_LOCAL_CPUS", "zero")
+    assert available_cpus() == cpus

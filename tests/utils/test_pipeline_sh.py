@@ -411,6 +411,42 @@ def test_for_each_set_runs_the_sets_in_turn_without_parallel_stages(tmp_path):
     assert log_lines(tmp_path) == ["start a nj=7 meet"]
 
 
+# Three sets side by side, each a local runner's request of four jobs that record how many run at once.
+SHARED_CPUS = pipeline(
+    'parallel_stages=true\ncmd_backend=local\ntest_sets="a b c"\n',
+    """one() {{
+    echo "$1 ${{ESPNET_EXT_LOCAL_CPUS:-unset}}" >> shares.txt
+    "{python}" "{root}/utils/run.py" JOB=1:4 "logs/$1.JOB.log" "{python}" "{probe}" overlap marks "$1_JOB" 0.4
+}}
+mkdir -p marks
+for_each_set "${{test_sets}}" one
+""",
+)
+
+
+def test_sets_side_by_side_share_the_local_runners_cpus(tmp_path):
+    text = SHARED_CPUS.replace("{python}", sys.executable)
+    text = text.replace("{probe}", str(ROOT / "tests/jobs/probe_job.py"))
+    write_script(tmp_path, text)
+    env = {**os.environ, "ESPNET_EXT_LOCAL_CPUS": "3"}
+
+    def run(*args):
+        return subprocess.run(
+            ["./pipe.sh", *args], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env
+        )
+
+    out = run()
+    assert out.returncode == 0, out.stderr
+    assert sorted((tmp_path / "shares.txt").read_text().splitlines()) == ["a 1", "b 1", "c 1"]
+    seen = [int(p.read_text()) for p in (tmp_path / "marks").glob("*.seen")]
+    assert len(seen) == 12 and max(seen) <= 3  # one job a set at a time: 3 CPUs in all, not 3 x 3
+    (tmp_path / "shares.txt").unlink()
+    assert (
+        run("--cmd_backend", "slurm").returncode == 0
+    )  # a cluster queues the sets' jobs: no share
+    assert sorted((tmp_path / "shares.txt").read_text().splitlines()) == ["a 3", "b 3", "c 3"]
+
+
 def test_for_each_set_fails_after_the_other_sets_end_naming_the_failed(tmp_path):
     run = write_script(tmp_path, EACH_SET)
     out = run("--fail", "a")
