@@ -29,6 +29,7 @@
 #   prepare_data_dirs CHECK...                  stage 1: local/data.sh, then every set checked by CHECK, side by side
 #   data_sets "SETS"                            the names of SETS, each once: a data stage's for_each_set list
 #   split_keys [--lines] SCP DIR NJ             SCP's ids (--lines: lines) round-robin into DIR/keys.{1..n}.scp
+#   clear_job_dir DIR                           rm -rf DIR, refused while an earlier run's Slurm job runs there
 #   local_data_scripts                          local/data.sh and the utils/*.sh it sources (stage 1's fingerprint)
 #   average_stage N EXP                         --inference_model last<N>.pth from EXP's last N epochs
 #   lm_stages N TRAIN DEV "TESTS" TYPE LIST STATS  --use_lm true: stages N..N+2 train ${lm_exp} with ../lm1/lm.sh
@@ -297,22 +298,36 @@ split_keys() {
     echo "${nj}"
 }
 
+# clear_job_dir DIR : remove DIR, a stage's directory of job logs, unless a Slurm job an earlier run submitted
+# there (its record DIR/**/q/<name>.job) is still pending or running: removing its logs and record would make
+# this run submit the same work beside it (espnet_ext.jobs.running names it and how to end it).
+clear_job_dir() {
+    if [ -n "$(find "$1" -path '*/q/*.job' -print -quit 2>/dev/null)" ]; then
+        python -m espnet_ext.jobs.running "$1" || return 1
+    fi
+    rm -rf "$1"
+}
+
 # collect_stats MODULE STATS_DIR NJ TRAIN_KEYS VALID_KEYS ARGS... : ESPnet2's --collect_stats, split over NJ
 # jobs of ${train_cmd} and aggregated (shape files and feature statistics for batching and normalisation).
 collect_stats() {
     local module=$1 stats_dir=$2 nj=$3 train_keys=$4 valid_keys=$5
     shift 5
-    local logdir="${stats_dir}/logdir" n_train n_valid smoke_args=()
+    local logdir="${stats_dir}/logdir" n_train smoke_args=()
     # A smoke run's statistics come from the model it trains (ESPnet builds it to collect them): building the
     # real-size one costs a tiny corpus' stage most of its time.
     smoke_overrides smoke_args "$@" || return 1
-    rm -rf "${logdir}"
-    n_train=$(split_keys "${train_keys}" "${logdir}/train" "${nj}") || return 1
-    n_valid=$(split_keys "${valid_keys}" "${logdir}/valid" "${nj}") || return 1
-    [ "${n_train}" -le "${n_valid}" ] || n_train=${n_valid}
-    # Both key lists must be split into the same number of parts; re-split the longer one to match.
+    clear_job_dir "${logdir}" || return 1
+    # Both key lists in the same number of parts: at most as many as the shorter has lines (read once each)
+    local keys lines
+    n_train=${nj}
+    for keys in "${train_keys}" "${valid_keys}"; do
+        require_files "${keys}" || return 1
+        lines=$(wc -l < "${keys}")
+        [ "${lines}" -ge "${n_train}" ] || n_train=$(( lines > 0 ? lines : 1 ))  # split_keys names an empty one
+    done
     n_train=$(split_keys "${train_keys}" "${logdir}/train" "${n_train}") || return 1
-    n_valid=$(split_keys "${valid_keys}" "${logdir}/valid" "${n_train}") || return 1
+    split_keys "${valid_keys}" "${logdir}/valid" "${n_train}" > /dev/null || return 1
     # shellcheck disable=SC2086
     ${train_cmd} JOB=1:"${n_train}" "${logdir}/stats.JOB.log" \
         python -m "${module}" --collect_stats true --use_preprocessor true \
@@ -321,8 +336,9 @@ collect_stats() {
             --output_dir "${logdir}/stats.JOB" "$@" "${smoke_args[@]}" || return 1
     local inputs=()
     for i in $(seq "${n_train}"); do inputs+=(--input_dir "${logdir}/stats.${i}"); done
-    python -m espnet_ext.bin.aggregate_stats_dirs "${inputs[@]}" --output_dir "${stats_dir}" \
-        > "${logdir}/aggregate.log" 2>&1 || { log "aggregation failed: see ${logdir}/aggregate.log"; return 1; }
+    # a job: it reads every part's shape files (tens of millions of lines for WMT or the LM text)
+    ${train_cmd} "${logdir}/aggregate.log" \
+        python -m espnet_ext.bin.aggregate_stats_dirs "${inputs[@]}" --output_dir "${stats_dir}"
 }
 
 # make_token_list TYPE NBPE OUT_DIR "EXTRA OPTIONS" TEXT... : one SentencePiece model (${bpemode}, NBPE units)

@@ -52,7 +52,7 @@ prepare_data() {
 
 check_images() {  # check_images SET : every image of the set decoded by ${nj} jobs (logs data/log/images_<set>/)
     local dset=$1 split=data/log/images_$1 n
-    rm -rf "${split}"
+    clear_job_dir "${split}" || return 1
     # whole lines: each job checks its split as an image.scp (key and path)
     n=$(split_keys --lines "data/${dset}/image.scp" "${split}" "${nj}") || return 1
     ${train_cmd} JOB=1:"${n}" "${split}/decode.JOB.log" \
