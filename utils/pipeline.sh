@@ -353,14 +353,19 @@ make_token_list() {
 }
 
 # add_token_dim STATS_DIR TOKEN_LIST TOKEN_TYPE [NAME] : ESPnet's <name>_shape -> <name>_shape.<token_type>
-# (the shape files get the vocabulary size as second dimension, which the batch sampler expects).
+# (the shape files get the vocabulary size as second dimension, which the batch sampler expects). A ${train_cmd}
+# job (log STATS_DIR/logdir/token_dim_<name>.log): the shape files have a line per utterance (4 x 40M for the
+# LM text), too much for the node running the pipeline. Each is written aside and renamed.
 add_token_dim() {
-    local stats_dir=$1 token_list=$2 token_type=$3 name=${4:-text} split vocab
-    vocab=$(wc -l < "${token_list}")
-    for split in train valid; do
-        awk -v N="${vocab}" '{ print $0 "," N }' "${stats_dir}/${split}/${name}_shape" \
-            > "${stats_dir}/${split}/${name}_shape.${token_type}"
-    done
+    local stats_dir=$1 token_list=$2 token_type=$3 name=${4:-text}
+    # shellcheck disable=SC2016  # expanded by the job's shell
+    ${train_cmd} "${stats_dir}/logdir/token_dim_${name}.log" bash -c 'set -euo pipefail
+        vocab=$(wc -l < "$2")
+        for split in train valid; do
+            out="$1/${split}/$3_shape.$4"
+            awk -v N="${vocab}" '\''{ print $0 "," N }'\'' "$1/${split}/$3_shape" > "${out}.tmp"
+            mv "${out}.tmp" "${out}"
+        done' add_token_dim "${stats_dir}" "${token_list}" "${name}" "${token_type}"
 }
 
 # smoke_overrides ARRAY OPTION... : ARRAY (a variable name) set to a smoke run's overrides of the training with
@@ -473,6 +478,9 @@ train_model() {
     local cmd="${cuda_cmd}" threads=${train_num_threads:-1} smoke_args=()
     smoke_overrides smoke_args "$@" || return 1  # after the command's own options: ESPnet takes the last value
     [ "${ngpu}" -gt 0 ] || cmd="${train_cmd}"
+    if [ "${ngpu}" = 0 ] && [ "${cmd_backend:-local}" = slurm ] && [ "${smoke}" = false ]; then
+        log "WARNING: training ${exp} on CPUs (--ngpu 0) through Slurm: give --ngpu N to train on N GPUs a node"
+    fi
     # One training job: on CPU it should use every core it was given (path.sh sets 1 thread for job arrays);
     # the job asks for ${threads} and the config's loader processes per training process (launch.py).
     # Requeued near the time limit only when the run saved a checkpoint (else it would redo the same epoch).

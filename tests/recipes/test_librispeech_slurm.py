@@ -99,19 +99,20 @@ def preempted_training(slurm_cluster, librispeech_finished):
     subprocess.run(["scontrol", "requeue", train_jobs[0]], check=True)
     output, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, output[-3000:]
-    return recipe, exp
+    return recipe, exp, output
 
 
 def test_preempted_training_job_is_requeued_and_resumes(preempted_training):
     """A training job requeued mid-run restarts by itself and continues its epochs."""
-    _, exp = preempted_training
+    _, exp, output = preempted_training
+    assert "WARNING: training exp/asr_preempt on CPUs (--ngpu 0) through Slurm" in output
     log = (exp / "train.log").read_text()
     assert "The training was resumed using" in log
     assert (exp / "3epoch.pth").exists() and (exp / ".stages" / "stage9.done").exists()
 
 
 def test_the_slurm_trained_model_decodes_and_scores_through_sbatch(preempted_training):
-    recipe, exp = preempted_training
+    recipe, exp, _ = preempted_training
     args = ["--stage", "10", "--stop_stage", "12", "--asr_tag", "preempt", "--test_sets", "test"]
     out = run(recipe, SLURM_ARGS + args)
     assert out.returncode == 0, out.stderr[-4000:]
