@@ -358,14 +358,17 @@ make_token_list() {
 # LM text), too much for the node running the pipeline. Each is written aside and renamed.
 add_token_dim() {
     local stats_dir=$1 token_list=$2 token_type=$3 name=${4:-text}
-    # shellcheck disable=SC2016  # expanded by the job's shell
-    ${train_cmd} "${stats_dir}/logdir/token_dim_${name}.log" bash -c 'set -euo pipefail
-        vocab=$(wc -l < "$2")
-        for split in train valid; do
-            out="$1/${split}/$3_shape.$4"
-            awk -v N="${vocab}" '\''{ print $0 "," N }'\'' "$1/${split}/$3_shape" > "${out}.tmp"
-            mv "${out}.tmp" "${out}"
-        done' add_token_dim "${stats_dir}" "${token_list}" "${name}" "${token_type}"
+    ${train_cmd} "${stats_dir}/logdir/token_dim_${name}.log" bash -c "set -euo pipefail; $(declare -f _token_dim)
+        _token_dim \"\$@\"" _token_dim "${stats_dir}" "${token_list}" "${token_type}" "${name}"
+}
+_token_dim() {  # the job of add_token_dim: STATS_DIR TOKEN_LIST TOKEN_TYPE NAME
+    local vocab split out
+    vocab=$(wc -l < "$2")
+    for split in train valid; do
+        out="$1/${split}/$4_shape.$3"
+        awk -v N="${vocab}" '{ print $0 "," N }' "$1/${split}/$4_shape" > "${out}.tmp"
+        mv "${out}.tmp" "${out}"
+    done
 }
 
 # smoke_overrides ARRAY OPTION... : ARRAY (a variable name) set to a smoke run's overrides of the training with

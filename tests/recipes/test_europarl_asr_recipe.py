@@ -100,6 +100,12 @@ def test_composed_models_hold_the_modules_of_three_experiments(europarl_finished
         "state_dict"
     ]
     composed = torch.load(exp / "asr_composed_v" / "model.pth", map_location="cpu")
+    # the exports and compositions are jobs (each loads a model, the WMT decoder's ~1 GB at full scale)
+    logs = [exp / "asr_legonn/log/lego_export.log", exp / "ted/asr_ted_legonn/log/lego_export.log"]
+    logs += [exp / f"asr_composed_{name}/log/compose.log" for name in ("iv", "v", "v_ted")]
+    for log in logs:
+        text = log.read_text()
+        assert "# Started at " in text and "# Ended (code 0)" in text, log
     for prefix, part in (
         ("decoder.", decoder),
         ("encoder.encoder_modules.0.", phones),

@@ -58,6 +58,25 @@ def test_default_trains_on_the_whole_text_and_the_split_count_redoes_training(re
     assert out.returncode != 0 and "written with other options" in out.stderr
 
 
+def test_the_steps_over_the_whole_text_are_jobs(recipe):
+    """Standalone (no --token_list): counting, the token list, the ids and the shapes of the LM text (GBs of
+    it) run as jobs of the backend, each logged beside its output, not in the pipeline's shell."""
+    stats = recipe / "exp" / "lm_stats_jobs"
+    out = lm_sh(recipe, "--nbpe", "7", "--lm_stats_dir", "exp/lm_stats_jobs", "--stop_stage", "3")
+    assert out.returncode == 0, out.stderr[-4000:]
+    text = read_table(stats / "text" / "train.txt")
+    assert f"LM training text: {len(text)} lines" in out.stderr
+    logs = [stats / "text/log/sort_text.log", recipe / "data/token_list/char7/log/token_list.log",
+            stats / "text/log/keys.log", stats / "logdir/token_dim_text.log"]  # fmt: skip
+    for log in logs:
+        log_text = log.read_text()
+        assert "# Started at " in log_text and "# Ended (code 0)" in log_text, log
+    assert (stats / "text" / "train.keys").read_text().split() == list(text)
+    vocab = len((recipe / "data/token_list/char7/tokens.txt").read_text().splitlines())
+    shapes = (stats / "train" / "text_shape.char").read_text().splitlines()
+    assert len(shapes) == len(text) and all(s.endswith(f",{vocab}") for s in shapes)
+
+
 def test_a_repeated_id_fails_the_text_preparation_naming_it_and_its_lines(recipe):
     (recipe / "data" / "more").mkdir()
     extra = recipe / "data" / "more" / "text"

@@ -87,6 +87,14 @@ def test_encoder_and_normalisation_start_from_the_asr_recipe_model(finished):
         f"{ASR_MODEL}:normalize:normalize",
         f"{ASR_MODEL}:encoder:encoder",
     ]
+    # checked by a job (it builds the whole ST model), its answer beside its log
+    init_log = (exp / "asr_init.log").read_text()
+    assert "# Started at " in init_log and "# Ended (code 0)" in init_log
+    assert (exp / "asr_init.opts").read_text().split() == [
+        "--init_param",
+        f"{ASR_MODEL}:normalize:normalize",
+        f"{ASR_MODEL}:encoder:encoder",
+    ]
     train_log = (exp / "train.log").read_text()
     assert f"Loading pretrained params from {ASR_MODEL}:normalize:normalize" in train_log
     assert f"Loading pretrained params from {ASR_MODEL}:encoder:encoder" in train_log

@@ -33,6 +33,9 @@ def test_compose_uses_the_roen_encoder_and_deen_decoder_weights(composed):
     for key, value in model.items():
         source = roen if key.startswith(("encoder.", "frontend.")) else deen
         assert torch.equal(value, source[key]), key
+    # exported by a job of mt.sh (the model is GBs at WMT scale)
+    log = (exp / "lego_deen/mt_tiny_lego/log/lego_export.log").read_text()
+    assert "# Started at " in log and "# Ended (code 0)" in log
     decoder = torch.load(exp / "lego_deen/mt_tiny_lego/modules/decoder.pt", weights_only=False)
     tokens = (composed / "data/token_list/lego_mini/tokens.txt").read_text().split()
     assert decoder["input_vocab"] == tokens and decoder["kind"] == "decoder"

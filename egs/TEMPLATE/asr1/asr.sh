@@ -219,13 +219,18 @@ write_results() {
         "Configs: \`${asr_config}\`, \`${inference_config}\`$([ "${use_lm}" = true ] && echo ", LM \`${lm_config}\`")."
 }
 
-# Video: tables checked (an unlabeled set needs no text), then every video decoded and counted.
+# Video: tables checked (an unlabeled set needs no text), then every video decoded and counted. As
+# prepare_data_dirs, with the unlabeled set checked side by side with the others (for_each_set: one queue wait).
 prepare_video_data() {
-    prepare_data_dirs python -m espnet_ext.data.datadir validate "data/{}" --require text,video.scp || return 1
-    if [ -n "${unlabeled_set}" ]; then
-        ${train_cmd} "data/log/validate_${unlabeled_set}.log" \
-            python -m espnet_ext.data.datadir validate "data/${unlabeled_set}" --require video.scp || return 1
-    fi
+    # shellcheck disable=SC2086
+    ${train_cmd} data/log/data_prep.log local/data.sh ${local_data_opts} || return 1
+    for_each_set "$(data_sets "${train_set} ${valid_set} ${test_sets} ${unlabeled_set}")" check_video_set
+}
+check_video_set() {  # check_video_set SET : prepare_video_data's job for one set (log data/log/validate_SET.log)
+    local require=text,video.scp
+    case " ${train_set} ${valid_set} ${test_sets} " in *" $1 "*) ;; *) require=video.scp ;; esac  # unlabeled
+    ${train_cmd} "data/log/validate_$1.log" \
+        python -m espnet_ext.data.datadir validate "data/$1" --require "${require}"
 }
 
 # Each set's video.scp split over ${nj} jobs (VoxCeleb2-en's ~1M .mp4 clips take days in one), each counting

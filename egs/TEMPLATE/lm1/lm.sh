@@ -3,8 +3,8 @@
 # LM stages. Stages:
 #   1 text preparation (training text = --lm_train_text files, ids kept/added; a job, as the text is big):
 #     sorted by id (LC_ALL=C, temporary files in the stats dir); an id found twice fails, naming it and its lines
-#   2 token list (SentencePiece or char; skipped when --token_list already exists)
-#   3 statistics (ESPnet2 --collect_stats)
+#   2 token list (SentencePiece or char, a job; skipped when --token_list already exists)
+#   3 statistics (ESPnet2 --collect_stats; the ids and shapes by jobs too)
 #   4 training; --num_splits_lm N > 1 (ESPnet's option): the text and shape file split round-robin into N parts
 #     (${lm_exp}/splitsN, a job: split_training_data) trained one after the other by ESPnet's --multiple_iterator,
 #     so a training process (and each loader process) holds one part, not the whole text, in memory
@@ -72,6 +72,16 @@ sort_text() {
         return 1
     fi
     mv "${out}.tmp" "${out}"
+    echo "LM training text: $(wc -l < "${out}") lines"  # counted here, not on the pipeline's node; it logs this line
+}
+
+# text_keys TEXT KEYS [TEXT KEYS...] (a job): the ids of each Kaldi text TEXT, its first column, into KEYS
+text_keys() {
+    while [ $# -gt 0 ]; do
+        awk '{ print $1 }' "$1" > "$2.tmp"
+        mv "$2.tmp" "$2"
+        shift 2
+    done
 }
 
 prepare_text() {
@@ -81,19 +91,19 @@ prepare_text() {
     # shellcheck disable=SC2086
     as_job "${text_dir}/log/sort_text.log" sort_text "${text_dir}/train.txt" "${lm_text_has_ids}" ${lm_train_text} ||
         return 1
-    log "LM training text: $(wc -l < "${text_dir}/train.txt") lines"
+    log "$(grep -a '^LM training text: ' "${text_dir}/log/sort_text.log" | tail -n 1)"
 }
 
+# SentencePiece over the whole LM text: a job (make_token_list, log <token list dir>/log/token_list.log)
 make_tokens() {
     if [ -f "${token_list}" ]; then log "using existing ${token_list}"; return 0; fi
-    python -m espnet_ext.text.token_list --token_type "${token_type}" --model_type "${bpemode}" \
-        --vocab_size "${nbpe}" --text "${text_dir}/train.txt" --out_dir "$(dirname "${token_list}")"
+    make_token_list "${token_type}" "${nbpe}" "$(dirname "${token_list}")" "" "${text_dir}/train.txt"
 }
 
 lm_stats() {
     require_files "${text_dir}/train.txt" "${token_list}"
-    awk '{ print $1 }' "${text_dir}/train.txt" > "${text_dir}/train.keys"
-    awk '{ print $1 }' "${lm_dev_text}" > "${text_dir}/dev.keys"
+    as_job "${text_dir}/log/keys.log" text_keys "${text_dir}/train.txt" "${text_dir}/train.keys" \
+        "${lm_dev_text}" "${text_dir}/dev.keys" || return 1
     collect_stats espnet_ext.bin.lm_train "${lm_stats_dir}" "${nj}" "${text_dir}/train.keys" "${text_dir}/dev.keys" \
         "${tokenizer_opts[@]}" --config "${lm_config}" \
         --train_data_path_and_name_and_type "${text_dir}/train.txt,text,text" \

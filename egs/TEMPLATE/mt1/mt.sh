@@ -4,8 +4,8 @@
 #   data/<set>/text.<src_lang>  source sentences      data/<set>/text.<tgt_lang>  target sentences
 #   data/<set>/text             the target again (optional; ESPnet's name), all with the same ids.
 # Stages (ESPnet's mt.sh order):
-#    1 data preparation (local/data.sh) + validation, copied to ${dumpdir}/raw
-#    2 filtering of the training/validation sets by length (removed ids listed, never silent)
+#    1 data preparation (local/data.sh) + validation, copied to ${dumpdir}/raw (a job)
+#    2 filtering of the training/validation sets by length (removed ids listed, never silent), side by side
 #    3 token lists: SentencePiece for source and target, or one joint model (--token_joint true)
 #    4 LM text + statistics    5 LM training    6 LM perplexity       (../lm1/lm.sh; --use_lm true)
 #    7 MT statistics           8 MT training    9 decoding   10 scoring (BLEU, sacrebleu)   11 RESULTS.md
@@ -14,7 +14,7 @@
 # training table in --mt_args) round-robin into N parts (${mt_exp}/splitsN, a job: split_train_opts) that each
 # epoch trains on in turn (--multiple_iterator true), so a process holds one part.
 # A LegoNN model (the config's model: legonn / legonn_ctc) has its modules exported to <exp>/modules in stage 9,
-# before decoding and also with --skip_eval (lego_export: the inventory other recipes compose from).
+# before decoding and also with --skip_eval (lego_export, a job: the inventory other recipes compose from).
 # An encoder-only one (legonn_ctc) is decoded by its greedy CTC path (lego_ctc_decode --words).
 # Stage 9 decodes the test sets side by side, every set's jobs submitted at once
 # (--parallel_stages false: one after another; for_each_set of utils/pipeline.sh).
@@ -69,25 +69,39 @@ lm_exp=${lm_exp:-${expdir}/lm_${lm_tag}}
 default_inference_tag
 
 prepare_data() {
-    local dset
     prepare_data_dirs python -m espnet_ext.data.datadir validate "data/{}" --require "${src_text},${tgt_text}" \
         || return 1
     mkdir -p "${raw_dir}"
-    for dset in ${train_set} ${valid_set} ${test_sets}; do
+    # shellcheck disable=SC2046  # the set names
+    ${train_cmd} "${raw_dir}/log/copy_data.log" bash -c "set -euo pipefail; $(declare -f copy_sets)
+        copy_sets \"\$@\"" copy_sets "${raw_dir}" $(data_sets "${train_set} ${valid_set} ${test_sets}")
+}
+
+# copy_sets RAW_DIR SET... (stage 1's job: the training tables are GBs for WMT): data/<set> -> RAW_DIR/<set>,
+# copied aside and renamed. Copies, not hard links: local/data.sh may rewrite data/<set>'s files in place, which
+# would change a linked copy under a finished stage; --reflink=auto shares blocks (copy on write), not inodes.
+copy_sets() {
+    local raw_dir=$1 dset
+    shift
+    for dset in "$@"; do
+        rm -rf "${raw_dir:?}/${dset}.tmp"
+        cp -r --reflink=auto "data/${dset}" "${raw_dir}/${dset}.tmp"
         rm -rf "${raw_dir:?}/${dset}"
-        cp -r "data/${dset}" "${raw_dir}/${dset}"
+        mv "${raw_dir}/${dset}.tmp" "${raw_dir}/${dset}"
     done
 }
 
+# the validation set's filter reads the validation set only (not the filtered training set): side by side
 filter_data() {
-    local dset
-    for dset in ${train_set} ${valid_set}; do
-        ${train_cmd} "${raw_dir}/log/filter_${dset}.log" \
-            python -m espnet_ext.data.filter "${raw_dir}/${dset}" "${raw_dir}/${dset}_filtered" \
-                --text_names "${src_text},${tgt_text}" --max_text_words "${max_text_words}" \
-                ${max_length_ratio:+--max_length_ratio "${max_length_ratio}"} || return 1
-        log "${dset}: $(grep "^filter:" "${raw_dir}/log/filter_${dset}.log")"
-    done
+    for_each_set "$(data_sets "${train_set} ${valid_set}")" filter_set
+}
+filter_set() {  # filter_set SET : filter_data's job for one set, ${raw_dir}/SET_filtered
+    local dset=$1
+    ${train_cmd} "${raw_dir}/log/filter_${dset}.log" \
+        python -m espnet_ext.data.filter "${raw_dir}/${dset}" "${raw_dir}/${dset}_filtered" \
+            --text_names "${src_text},${tgt_text}" --max_text_words "${max_text_words}" \
+            ${max_length_ratio:+--max_length_ratio "${max_length_ratio}"} || return 1
+    log "${dset}: $(grep "^filter:" "${raw_dir}/log/filter_${dset}.log")"
 }
 
 data_opts() {  # data_opts train|valid DIR
@@ -100,7 +114,7 @@ mt_stats() {
     collect_stats espnet_ext.bin.mt_train "${mt_stats_dir}" "${nj}" "${train_dir}/${tgt_text}" "${valid_dir}/${tgt_text}" \
         "${tokenizer_opts[@]}" --config "${mt_config}" $(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") \
         || return 1
-    add_token_dim "${mt_stats_dir}" "${tgt_token_list}" "${tgt_token_type}" text
+    add_token_dim "${mt_stats_dir}" "${tgt_token_list}" "${tgt_token_type}" text || return 1
     add_token_dim "${mt_stats_dir}" "${src_token_list}" "${src_token_type}" src_text
 }
 
@@ -144,12 +158,15 @@ ctc_decode_one() {  # ctc_decode_one SET : an encoder-only model's greedy CTC pa
         --src_text "${raw_dir}/$1/${src_text}" --words --device "${inference_device}" --output "${dir}/logdir/output.JOB"
 }
 
-# export_stage N : a LegoNN model's modules, <exp>/modules/{encoder<i>,decoder}.pt, from ${inference_model}
+# export_stage N : a LegoNN model's modules, <exp>/modules/{encoder<i>,decoder}.pt, from ${inference_model}; a
+# ${train_cmd} job (log <exp>/log/lego_export.log): it loads the whole model (GBs for WMT's)
 export_stage() {
     grep -Eq '^model: *legonn(_ctc)? *$' "${mt_config}" || return 0
     local skip_stages=""  # read by run_stage: the export is the training's product, as the average
+    # shellcheck disable=SC2086  # ${train_cmd} is a command line
     run_stage "$1" "LegoNN module export" "${mt_exp}/modules" "$(fingerprint "${mt_exp}/${inference_model}")" \
-        python -m espnet_ext.bin.lego_export --config "${mt_exp}/config.yaml" \
+        ${train_cmd} "${mt_exp}/log/lego_export.log" \
+            python -m espnet_ext.bin.lego_export --config "${mt_exp}/config.yaml" \
             --model_file "${mt_exp}/${inference_model}" --output_dir "${mt_exp}/modules"
 }
 

@@ -21,8 +21,9 @@
 # --st_tag --st_stats_dir --inference_tag --inference_model --bleu_opts, --results_title --results_md --results_notes;
 # the declarations below and those of utils/pipeline_options.sh are complete (--help lists them).
 # --asr_init FILE starts the ST encoder (and frontend/normalisation, when present) from the ASR model FILE
-# (e.g. ../asr1/exp/asr_x/valid.acc.ave.pth, trained on the same features); utils/asr_init.py refuses a
-# model of another architecture, naming the file and the keys. The decoder starts from scratch.
+# (e.g. ../asr1/exp/asr_x/valid.acc.ave.pth, trained on the same features); utils/asr_init.py (a job of stage 6,
+# log <st exp>/asr_init.log) refuses a model of another architecture, naming the file and the keys. The decoder
+# starts from scratch.
 # --smoke true runs every stage with the real configs on a tiny corpus: one update per epoch, model widths / 8,
 # soft vocabulary sizes (utils/pipeline.sh, espnet_ext/smoke.py; README "Smoke runs").
 set -euo pipefail
@@ -78,7 +79,7 @@ st_stats() {
     collect_stats espnet_ext.bin.st_train "${st_stats_dir}" "${nj}" "${train_dir}/feats.scp" "${valid_dir}/feats.scp" \
         "${tokenizer_opts[@]}" --config "${st_config}" --input_size "$(cat "${train_dir}/feats_dim")" \
         $(data_opts train "${train_dir}") $(data_opts valid "${valid_dir}") || return 1
-    add_token_dim "${st_stats_dir}" "${tgt_token_list}" "${tgt_token_type}" text
+    add_token_dim "${st_stats_dir}" "${tgt_token_list}" "${tgt_token_type}" text || return 1
     add_token_dim "${st_stats_dir}" "${src_token_list}" "${src_token_type}" src_text
 }
 
@@ -96,9 +97,14 @@ st_train() {
              "${normalize_opts[@]}" "${extra[@]}")
     if [ -n "${asr_init}" ]; then  # the model train_model starts: a smoke run's widths included
         smoke_overrides smoke_args "${options[@]}" || return 1
-        init=$(python utils/asr_init.py --asr_model "${asr_init}" -- "${options[@]}" "${smoke_args[@]}" \
-            2> "${st_exp}/asr_init.log") \
-            || { log "$(tail -n 1 "${st_exp}/asr_init.log")"; return 1; }
+        # A ${train_cmd} job: it loads the ASR checkpoint and builds the whole ST model (GBs). Its answer, the
+        # --init_param options, goes to ${st_exp}/asr_init.opts (written aside and renamed); its messages to the log.
+        # shellcheck disable=SC2016  # expanded by the job's shell
+        ${train_cmd} "${st_exp}/asr_init.log" bash -c 'out=$1; shift
+            python utils/asr_init.py "$@" > "${out}.tmp" && mv "${out}.tmp" "${out}"' asr_init \
+            "${st_exp}/asr_init.opts" --asr_model "${asr_init}" -- "${options[@]}" "${smoke_args[@]}" \
+            || { log "$(grep -v '^# ' "${st_exp}/asr_init.log" | tail -n 1)"; return 1; }
+        init=$(cat "${st_exp}/asr_init.opts")
         log "initialising from the ASR model: ${init}"
     fi
     # shellcheck disable=SC2086

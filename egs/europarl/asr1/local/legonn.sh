@@ -14,7 +14,7 @@
 #    5 TED LegoNN ASR, the same architecture on TED (its pronunciation model is Table V's); trained only
 #    6 baseline encoder-decoder on Europarl (--baseline_config; empty skips it)
 #      (4-6 run side by side, 6 beside 7-10 too, unless --parallel_stages false; each its own statistics dir)
-#    7 module export and composition, two pre-trained modules or three (§VI-D):
+#    7 module export and composition (jobs), two pre-trained modules or three (§VI-D):
 #      iv = the Europarl ASR encoder (both its modules) + the De-En decoder (Table IV);
 #      v = Europarl phoneme recogniser + TED pronunciation model + De-En decoder (Table V);
 #      v_ted = TED phoneme recogniser + TED pronunciation model (+ the De-En decoder, unused by stage 9)
@@ -130,11 +130,14 @@ train_and_score() {  # train_and_score CONFIG TAG LAST_STAGE ASR.SH-SET-OPTIONS.
 }
 
 # compose NAME ARTEFACT... : ${expdir}/asr_composed_NAME/{config.yaml,model.pth}; the decoder's BPE model is
-# named by its copy in ${token_dir} (the artefact names it relative to the MT recipe).
+# named by its copy in ${token_dir} (the artefact names it relative to the MT recipe). The composition is a
+# ${train_cmd} job (log <out>/log/compose.log, as egs/wmt/mt1/local/compose.sh's): it loads the modules, the
+# WMT decoder's ~1 GB among them.
 compose() {
     local name=$1 out="${expdir}/asr_composed_$1"
     shift
-    python -m espnet_ext.bin.lego_compose --modules "$@" --output_dir "${out}" &&
+    ${train_cmd} "${out}/log/compose.log" \
+        python -m espnet_ext.bin.lego_compose --modules "$@" --output_dir "${out}" &&
     python -m espnet_ext.bin.lego_finetune_config --composed "${out}/config.yaml" \
         --settings <(echo "bpemodel: ${token_dir}/bpe.model") --out "${out}/config.yaml"
 }
@@ -143,9 +146,10 @@ compose() {
 modules_config=${encoder_config:-${asr_config}}
 modules_model=$([ -n "${encoder_config}" ] && echo valid.loss.ave.pth || echo valid.acc.ave.pth)
 modules_stop=$([ -n "${encoder_config}" ] && echo 9 || echo 11)  # an encoder-only model has nothing to decode
-export_modules() {  # export_modules EXP: EXP/modules/{encoder<i>,decoder}.pt
-    python -m espnet_ext.bin.lego_export --config "$1/config.yaml" --model_file "$1/${modules_model}" \
-        --output_dir "$1/modules"
+export_modules() {  # export_modules EXP: EXP/modules/{encoder<i>,decoder}.pt, a job (log EXP/log/lego_export.log)
+    ${train_cmd} "$1/log/lego_export.log" \
+        python -m espnet_ext.bin.lego_export --config "$1/config.yaml" --model_file "$1/${modules_model}" \
+            --output_dir "$1/modules"
 }
 # The trained models (the tags conf/sweeps/modules.yaml gives them too).
 ep_exp="${expdir}/asr_legonn"
