@@ -53,8 +53,7 @@ else
     opts=(--asr_config "${config}" --inference_config conf/decode_vsr.yaml --lm_config conf/train_lm_transformer.yaml
           --token_type bpe --nbpe 1000 --nj 32 --inference_nj 32 --min_frames 10 --max_frames 600)
     [ "${lm_text}" != extended ] || [ -z "${LIBRISPEECH_LM}" ] || opts+=(--num_splits_lm 20)  # SLR11's 40M lines
-    # the mouth crops of ~150k clips (433 h) in 32 jobs, not local/data.sh's 2 (a later --nj in the user's wins)
-    local_data_opts="--nj 32 ${local_data_opts}"
+    local_data_opts="--nj 32 ${local_data_opts}"  # ~150k clips cropped in 32 jobs (the user's --nj wins)
     title="LRS3 (${setup})"
 fi
 run_with_lm ./asr.sh --input video "${sets[@]}" "${unlabeled[@]}" "${opts[@]}" --results_title "${title}" \
