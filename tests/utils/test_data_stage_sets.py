@@ -3,16 +3,14 @@ false): utils/speech_stages.sh (validation, fbank + merge, filtering) driven wit
 video checks and ocr.sh's image checks with the local backend, and split_keys' key files (ids only)."""
 
 import os
-import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
+from template_recipe import template_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = ROOT / "egs" / "TEMPLATE"
 
 # ${train_cmd} stand-in: [JOB=a:b] LOG CMD... ; records the start and end of the job by its log path, never runs
 # CMD. MEET=true: a job (data preparation aside) waits (5 s at most) until a job of another set started, so it
@@ -219,20 +217,7 @@ exec {python} "$@"
 
 
 def recipe(tmp_path, script):
-    rec, bin_dir = tmp_path / "recipe", tmp_path / "bin"
-    (rec / "conf").mkdir(parents=True)
-    bin_dir.mkdir()
-    (rec / Path(script).name).symlink_to(TEMPLATE / script)
-    for f in ("cmd.sh", "db.sh"):
-        (rec / f).symlink_to(TEMPLATE / "asr1" / f)
-    (rec / "utils").symlink_to(ROOT / "utils")
-    (rec / "path.sh").write_text(
-        f". {shlex.quote(str(ROOT / 'tools' / 'activate.sh'))}\n"
-        f'export PATH={shlex.quote(str(bin_dir))}:"${{PATH}}"\n'
-    )
-    (bin_dir / "python").write_text(FAKE_PYTHON.format(python=shlex.quote(sys.executable)))
-    (bin_dir / "python").chmod(0o755)
-    return rec
+    return template_recipe(tmp_path, script, FAKE_PYTHON)
 
 
 def run_recipe(rec, tmp_path, *args):

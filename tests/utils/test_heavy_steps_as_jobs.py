@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from template_recipe import template_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
-TEMPLATE = ROOT / "egs" / "TEMPLATE"
 
 
 def ran_as_job(log: Path) -> bool:
@@ -73,23 +73,7 @@ exit "${{code}}"
 
 
 def recipe(tmp_path, script, data_sh):
-    rec, bin_dir = tmp_path / "recipe", tmp_path / "bin"
-    (rec / "conf").mkdir(parents=True)
-    (rec / "local").mkdir()
-    bin_dir.mkdir()
-    (rec / Path(script).name).symlink_to(TEMPLATE / script)
-    for f in ("cmd.sh", "db.sh"):
-        (rec / f).symlink_to(TEMPLATE / "asr1" / f)
-    (rec / "utils").symlink_to(ROOT / "utils")
-    (rec / "path.sh").write_text(
-        f". {shlex.quote(str(ROOT / 'tools' / 'activate.sh'))}\n"
-        f'export PATH={shlex.quote(str(bin_dir))}:"${{PATH}}"\n'
-    )
-    (bin_dir / "python").write_text(FAKE_PYTHON.format(python=shlex.quote(sys.executable)))
-    (bin_dir / "python").chmod(0o755)
-    (rec / "local/data.sh").write_text("#!/usr/bin/env bash\nset -euo pipefail\n" + data_sh)
-    (rec / "local/data.sh").chmod(0o755)
-    return rec
+    return template_recipe(tmp_path, script, FAKE_PYTHON, data_sh)
 
 
 def run_recipe(rec, tmp_path, *args, barrier=""):
