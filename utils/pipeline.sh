@@ -291,10 +291,21 @@ split_keys() {
     lines=$(wc -l < "${scp}")
     [ "${lines}" -gt 0 ] || die "${scp} is empty"
     [ "${nj}" -le "${lines}" ] || nj=${lines}
-    mkdir -p "${out_dir}"
-    rm -f "${out_dir}"/keys.*.scp
-    awk -v n="${nj}" -v d="${out_dir}" -v whole="${whole}" \
-        '{ print (whole ? $0 : $1) > (d "/keys." ((NR - 1) % n + 1) ".scp") }' "${scp}"
+    # Written aside, then each part moved in only when it changed: a job of an earlier run that a rerun waits for
+    # (utils/slurm.py) may start reading its part meanwhile, and must never find it missing or half written.
+    local split="${out_dir}/.keys.tmp" i
+    rm -rf "${split}" && mkdir -p "${split}"
+    awk -v n="${nj}" -v d="${split}" -v whole="${whole}" \
+        '{ print (whole ? $0 : $1) > (d "/keys." ((NR - 1) % n + 1) ".scp") }' "${scp}" || return 1
+    for i in $(seq "${nj}"); do
+        cmp -s "${split}/keys.${i}.scp" "${out_dir}/keys.${i}.scp" ||
+            mv "${split}/keys.${i}.scp" "${out_dir}/keys.${i}.scp"
+    done
+    rm -rf "${split}"
+    for i in "${out_dir}"/keys.*.scp; do  # parts of a split into more jobs
+        i=${i##*/keys.}
+        if ! [[ ${i%.scp} =~ ^[0-9]+$ ]] || [ "${i%.scp}" -gt "${nj}" ]; then rm -f "${out_dir}/keys.${i}"; fi
+    done
     echo "${nj}"
 }
 

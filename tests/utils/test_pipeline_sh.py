@@ -748,3 +748,25 @@ def test_large_files_are_hashed_once_per_version(tmp_path):
         ).stdout.decode()
     )
     assert "small.txt" not in cache.read_text()
+
+
+def test_split_keys_keeps_unchanged_parts_and_drops_the_extra_ones(tmp_path):
+    (tmp_path / "text").write_text("".join(f"u{i} words {i}\n" for i in range(6)))
+    split = tmp_path / "split"
+
+    def split_keys(nj):
+        script = f'set -euo pipefail\nstage=1\nstop_stage=1\n. "{ROOT}/utils/pipeline.sh"\nsplit_keys text split {nj}\n'
+        out = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    assert split_keys(3) == "3"
+    first = {p.name: p.stat().st_ino for p in split.glob("keys.*.scp")}
+    assert (split / "keys.2.scp").read_text() == "u1\nu4\n"
+    assert (
+        split_keys(3) == "3"
+    )  # a rerun: the same parts, the files a waiting job may read untouched
+    assert {p.name: p.stat().st_ino for p in split.glob("keys.*.scp")} == first
+    assert split_keys(2) == "2"
+    assert sorted(p.name for p in split.iterdir()) == ["keys.1.scp", "keys.2.scp"]
+    assert (split / "keys.2.scp").read_text() == "u1\nu3\nu5\n"
