@@ -200,9 +200,9 @@ local_cpu_share() {
     echo $(( cpus / n > 0 ? cpus / n : 1 ))
 }
 _with_cpu_share() {  # _with_cpu_share SHARE CMD... : CMD with the local runners' CPU share SHARE (empty: as is)
-    local share=$1
+    local _cpu_share=$1  # _-prefixed: CMD sees this function's locals
     shift
-    if [ -n "${share}" ]; then ESPNET_EXT_LOCAL_CPUS=${share} "$@"; else "$@"; fi
+    if [ -n "${_cpu_share}" ]; then ESPNET_EXT_LOCAL_CPUS=${_cpu_share} "$@"; else "$@"; fi
 }
 
 kill_tree() {  # kill_tree PID: PID and every process below it

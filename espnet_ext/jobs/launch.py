@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from espnet_ext.argv import num_workers
+from espnet_ext.errors import InputError
 from espnet_ext.jobs.slurm import job_writing
 
 MAX_OLD_LOGS = 5
@@ -187,8 +188,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.ngpu < 0 or args.num_nodes < 1 or args.threads < 1:
         parser.error("--ngpu must be >= 0, --num_nodes and --threads >= 1")
     log = Path(args.log)
-    if job_writing(log) is None:  # else the Slurm backend waits for that job instead of submitting
-        rotate_logs(log)
+    # Through the Slurm backend, a log an earlier run's job still writes stays in place: the backend waits for
+    # that job (or refuses) instead of submitting.
+    slurm = any(Path(word).name == "slurm.py" for word in shlex.split(args.cmd))
+    try:
+        if not (slurm and job_writing(log)):
+            rotate_logs(log)
+    except InputError as e:  # squeue did not answer: neither moving the log nor submitting is safe
+        print(f"launch: {e}", file=sys.stderr)
+        return 2
     cpus = job_cpus(train, args.ngpu, args.threads)
     command = training_command(
         [*shlex.split(args.cmd), "--num_threads", str(cpus)],

@@ -75,7 +75,8 @@ FINAL_STATES = {
 }
 # squeue failing (other than for a purged job) while a rerun asks whether an earlier job still runs
 SQUEUE_TRIES = 6
-SQUEUE_RETRY_SECONDS = 5.0
+# (ESPNET_EXT_SQUEUE_RETRY_SECONDS: longer for a controller slow to come back; 0 in tests)
+SQUEUE_RETRY_SECONDS = float(os.environ.get("ESPNET_EXT_SQUEUE_RETRY_SECONDS", "5"))
 SLURM_HEADER = re.compile(r"\(Slurm job (\d+)")
 POLL_FIRST_SECONDS = 0.2
 POLL_MAX_SECONDS = 10.0

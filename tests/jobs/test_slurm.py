@@ -472,3 +472,40 @@ def test_another_request_on_the_logs_of_a_running_job_is_refused(slurm_cluster, 
     wait_for(lambda: squeue_state(job_id) in ("CANCELLED", ""), "the job to be cancelled", 30)
     again = slurm(["log/h.log", *PROBE, "write", "out", "x"], tmp_path)  # ended: submitted anew
     assert again.returncode == 0 and (tmp_path / "out").read_text() == "x", again.stderr
+
+
+def test_without_an_answer_from_squeue_nothing_is_moved_or_cleared(tmp_path, monkeypatch):
+    env = fake_slurm(tmp_path, "echo 'Socket timed out on send/recv operation' >&2; exit 1")
+    env["ESPNET_EXT_SQUEUE_RETRY_SECONDS"] = "0"
+    log = tmp_path / "exp" / "train.log"
+    log.parent.mkdir()
+    log.write_text("# Started at 2026-01-01T00:00:00 on n1 (Slurm job 100)\n")
+
+    def launch(cmd):
+        return subprocess.run(
+            [sys.executable, "-m", "espnet_ext.jobs.launch", "--cmd", cmd, "--log", str(log), "--"]
+            + ["true"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+
+    through_slurm = launch(shlex.join(SLURM))
+    assert through_slurm.returncode == 2 and "Traceback" not in through_slurm.stderr
+    assert "cannot tell whether Slurm job 100" in through_slurm.stderr
+    assert log.exists() and not (tmp_path / "sbatch.calls").exists()
+    local = launch(f"{sys.executable} {ROOT / 'utils' / 'run.py'}")  # squeue not asked at all
+    assert local.returncode == 0, local.stderr
+    assert (tmp_path / "exp" / "train.1.log").read_text().startswith("# Started at 2026-01-01")
+    (tmp_path / "exp" / "logdir" / "q").mkdir(parents=True)
+    (tmp_path / "exp" / "logdir" / "q" / "stats.job").write_text("100 abc\n")
+    cleared = subprocess.run(
+        [sys.executable, "-m", "espnet_ext.jobs.running", str(tmp_path / "exp" / "logdir")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert cleared.returncode == 2 and "Traceback" not in cleared.stderr

@@ -3,6 +3,7 @@ decoder from the module inventory, decoded with no training, then fine-tuned fro
 The De-En model is the session's (conftest.py), shared with egs/europarl/asr1's tests."""
 
 import json
+import os
 import re
 
 import pytest
@@ -76,3 +77,19 @@ def test_the_scenario_keeps_to_the_stages_asked_for(composed):
     assert (
         tagged.returncode == 1 and "--mt_tag: the scenario names its experiments" in tagged.stderr
     )
+
+
+def test_a_stage_7_run_composes_again_from_newer_modules(composed):
+    exp = composed / "exp"
+    model = exp / "lego_compose/mt_composed_tiny_lego/model.pth"
+    encoder = exp / "lego_roen/mt_tiny_lego/modules/encoder0.pt"
+    os.utime(encoder, ns=(model.stat().st_mtime_ns + 10**9,) * 2)  # re-exported since
+    out = run(
+        composed,
+        ["--mode", "lego_compose", *LEGO_ARGS, "--stage", "7", "--stop_stage", "7"],
+        {"WMT": ""},
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert (
+        model.stat().st_mtime_ns > encoder.stat().st_mtime_ns
+    )  # the fine-tuning's --init_param is fresh

@@ -10,7 +10,7 @@
 # --init_param its weights, as <expdir>/mt_composed_<C's name>_finetuned (stages 7-11), which decodes M
 # (default: --inference_model).
 # --stage / --stop_stage are mt.sh's stage numbers: each of the two mt.sh runs takes its stages within them (the
-# composition itself comes with the first run's stages, 9-11); --mt_args adds to the fine-tuning's training
+# composition itself comes before either, when any stage 7-11 runs); --mt_args adds to the fine-tuning's training
 # options. The experiments' tags are this script's: --mt_tag is refused.
 set -euo pipefail
 stage=1
@@ -53,14 +53,16 @@ for module in "${roen}/modules/encoder0.pt" "${deen}/modules/decoder.pt"; do
 done
 tag=composed_$(basename "${compose_config}" .yaml)
 composed=$("${mt[@]}" --mt_tag "${tag}" --mt_config "${compose_config}" --print_exp true)
+# The composition (both mt.sh runs read it), redone when a module is newer: before any stage 7-11 runs.
+if stages_within 7 11 > /dev/null &&
+    { ! [ "${composed}/model.pth" -nt "${roen}/modules/encoder0.pt" ] ||
+        ! [ "${composed}/model.pth" -nt "${deen}/modules/decoder.pt" ]; }; then
+    # a job: both modules of a 1024-d model loaded, GBs
+    # shellcheck disable=SC2154  # train_cmd: cmd.sh
+    ${train_cmd} "${composed}/log/compose.log" python -m espnet_ext.bin.lego_compose \
+        --modules "${roen}/modules/encoder0.pt" "${deen}/modules/decoder.pt" --output_dir "${composed}"
+fi
 if range=$(stages_within 9 11); then
-    if ! [ "${composed}/model.pth" -nt "${roen}/modules/encoder0.pt" ] ||
-        ! [ "${composed}/model.pth" -nt "${deen}/modules/decoder.pt" ]; then
-        # a job: both modules of a 1024-d model loaded, GBs
-        # shellcheck disable=SC2154  # train_cmd: cmd.sh
-        ${train_cmd} "${composed}/log/compose.log" python -m espnet_ext.bin.lego_compose \
-            --modules "${roen}/modules/encoder0.pt" "${deen}/modules/decoder.pt" --output_dir "${composed}"
-    fi
     # shellcheck disable=SC2086  # the --stage / --stop_stage words
     "${mt[@]}" --mt_tag "${tag}" --mt_config "${composed}/config.yaml" --inference_model model.pth ${range}
 fi
