@@ -353,14 +353,17 @@ collect_stats() {
 }
 
 # make_token_list TYPE NBPE OUT_DIR "EXTRA OPTIONS" TEXT... : one SentencePiece model (${bpemode}, NBPE units)
-# or character list of the TEXT files, OUT_DIR/tokens.txt (+ bpe.model)
+# or character list of the TEXT files, OUT_DIR/tokens.txt (+ bpe.model); a job asking for the memory it needs
 make_token_list() {
-    local type=$1 nbpe=$2 out=$3 opts=$4
+    local type=$1 nbpe=$2 out=$3 opts=$4 mem
     shift 4
+    local args=(--token_type "${type}" --model_type "${bpemode}" --vocab_size "${nbpe}" --text "$@" --out_dir "${out}")
+    # SentencePiece holds its sample of up to 10M sentences (~30 GB for WMT), more than a cluster's default job
+    # memory: the job asks for what the texts need (sizes and first lines only, read here)
     # shellcheck disable=SC2086
-    ${train_cmd} "${out}/log/token_list.log" \
-        python -m espnet_ext.text.token_list --token_type "${type}" --model_type "${bpemode}" \
-            --vocab_size "${nbpe}" --text "$@" --out_dir "${out}" ${opts}
+    mem=$(python -m espnet_ext.text.token_list "${args[@]}" ${opts} --print_job_memory) || return 1
+    # shellcheck disable=SC2086
+    ${train_cmd} --mem "${mem}" "${out}/log/token_list.log" python -m espnet_ext.text.token_list "${args[@]}" ${opts}
 }
 
 # add_token_dim STATS_DIR TOKEN_LIST TOKEN_TYPE [NAME] : ESPnet's <name>_shape -> <name>_shape.<token_type>

@@ -154,6 +154,29 @@ def make_token_list(
     return tokens_path
 
 
+# SentencePiece's unigram trainer holds ~26 bytes a character of the sentences it samples (measured; see
+# SentencePieceOptions); the rest of a job (Python, the reader) stays under this.
+TRAINER_BYTES_PER_CHAR = 26
+JOB_BASE_BYTES = 2 << 30
+SAMPLE_BYTES = 1 << 20  # the first MiB tells the average line length
+
+
+def job_memory(token_type: str, text_files: Sequence[PathLike], input_sentence_size: int) -> str:
+    """The memory to ask the job backend for (Slurm's ``--mem``, e.g. ``35G``) to make the token list of
+    ``text_files``: SentencePiece's sample of at most ``input_sentence_size`` sentences at the trainer's
+    bytes per character, the average line length taken from the first MiB (a cluster's default memory per
+    job is a few GB: WMT's 10M sampled sentences take ~30 GB). Reads only the files' sizes and first MiB."""
+    if token_type != "bpe":
+        return f"{JOB_BASE_BYTES >> 30}G"  # character counts only
+    total = sum(Path(p).stat().st_size for p in text_files)
+    with open(text_files[0], "rb") as f:
+        head = f.read(SAMPLE_BYTES)
+    line_bytes = len(head) / max(1, head.count(b"\n"))
+    sampled = min(total, input_sentence_size * line_bytes)  # bytes of the sampled sentences
+    need = JOB_BASE_BYTES + sampled * TRAINER_BYTES_PER_CHAR
+    return f"{-(-int(need) // (1 << 30))}G"
+
+
 def _str2bool(value: str) -> bool:
     if value.lower() in ("true", "1", "yes"):
         return True
@@ -191,12 +214,20 @@ def get_parser() -> argparse.ArgumentParser:
     )
     spm_group.add_argument("--num_threads", type=int, default=defaults.num_threads)
     spm_group.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument(
+        "--print_job_memory",
+        action="store_true",
+        help="print the memory the job making this token list needs (e.g. 35G) and exit",
+    )
     return parser
 
 
 @reports_input_errors
 def main(argv: Sequence[str] | None = None) -> None:
     args = get_parser().parse_args(argv)
+    if args.print_job_memory:
+        print(job_memory(args.token_type, args.text, args.input_sentence_size))
+        return
     options = SentencePieceOptions(
         vocab_size=args.vocab_size,
         model_type=args.model_type,

@@ -227,3 +227,20 @@ def test_transcripts_stream_and_refuse_a_repeated_id(tmp_path, text_file):
         InputError, match=r"text:173: key 'utt01197': duplicate id \(first at line 172\)"
     ):
         list(transcripts)
+
+
+def test_the_job_asks_for_the_memory_sentencepiece_holds(tmp_path):
+    from espnet_ext.text.token_list import job_memory
+
+    line = "utt-000001 " + "x" * 89 + "\n"  # 101 bytes a line
+    corpus = tmp_path / "text"
+    corpus.write_text(line * 20_000)
+    # the whole corpus sampled: 2.02 MB x 26 + 2 GiB -> 3G; a 5,000-sentence sample: 0.5 MB x 26 -> still 3G
+    assert job_memory("bpe", [corpus], 10_000_000) == "3G"
+    assert job_memory("char", [corpus], 10_000_000) == "2G"
+    # WMT-like: 80M lines of ~125 bytes, SentencePiece's 10M-sentence sample: 1.25 GB x 26 + 2 GiB
+    big = tmp_path / "big"
+    big.write_text(("u " + "y" * 122 + "\n") * 10_000)
+    with open(big, "r+b") as f:
+        f.truncate(80_000_000 * 125)  # sparse: the size counts, only the first MiB is read
+    assert job_memory("bpe", [big], 10_000_000) == "33G"  # ceil((2 GiB + 32.5 GB) / GiB)

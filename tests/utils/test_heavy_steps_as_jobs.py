@@ -155,3 +155,27 @@ done
     (rec / "local/data.sh").write_text((rec / "local/data.sh").read_text() + "rm data/dev/text\n")
     out, _ = run_recipe(rec, tmp_path, *args)
     assert out.returncode != 0 and "check_video_set failed for the set(s): dev\n" in out.stderr
+
+
+def test_the_token_list_job_asks_for_the_memory_it_needs(tmp_path):
+    (tmp_path / "text").write_text("".join(f"u{i} a b c d e {i}\n" for i in range(50)))
+    # a stand-in ${train_cmd}: records its options, then runs the command after the log
+    (tmp_path / "cmd").write_text(
+        '#!/usr/bin/env bash\necho "$@" >> calls.txt\nwhile [ "$1" != "${1#--}" ]; do shift 2; done\n'
+        'shift\nexec "$@"\n'
+    )
+    (tmp_path / "cmd").chmod(0o755)
+    script = (
+        f'set -euo pipefail\nstage=1\nstop_stage=1\nbpemode=unigram\n. "{ROOT}/utils/pipeline.sh"\n'
+        f"train_cmd={shlex.quote(str(tmp_path / 'cmd'))}\n"
+        'make_token_list bpe 30 tokens "--hard_vocab_limit false" text\n'
+    )
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    out = subprocess.run(
+        ["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert (
+        (tmp_path / "calls.txt").read_text().startswith("--mem 3G tokens/log/token_list.log python")
+    )
+    assert (tmp_path / "tokens" / "bpe.model").exists()
