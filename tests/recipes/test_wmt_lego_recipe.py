@@ -40,6 +40,8 @@ def test_compose_uses_the_roen_encoder_and_deen_decoder_weights(composed):
     decoder = torch.load(exp / "lego_deen/mt_tiny_lego/modules/decoder.pt", weights_only=False)
     tokens = (composed / "data/token_list/lego_mini/tokens.txt").read_text().split()
     assert decoder["input_vocab"] == tokens and decoder["kind"] == "decoder"
+    # the joint dictionary was its own job (asking for SentencePiece's memory), not the data job's work
+    assert "# Ended (code 0)" in (composed / "data/log/token_list_lego_mini.log").read_text()
 
 
 def test_composed_model_decoded_before_and_after_fine_tuning(composed):

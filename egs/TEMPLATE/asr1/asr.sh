@@ -115,10 +115,7 @@ tokenizer_opts=(--token_type "${token_type}" --token_list "${token_list}" --non_
 [ "${token_type}" = bpe ] && tokenizer_opts+=(--bpemodel "${bpemodel}")
 
 make_tokens() {
-    # shellcheck disable=SC2086
-    ${train_cmd} "${token_dir}/log/token_list.log" \
-        python -m espnet_ext.text.token_list --token_type "${token_type}" --model_type "${bpemode}" \
-            --vocab_size "${nbpe}" --text "${train_dir}/text" --out_dir "${token_dir}" ${bpe_opts}
+    make_token_list "${token_type}" "${nbpe}" "${token_dir}" "${bpe_opts}" "${train_dir}/text"
 }
 
 # model_data_opts: the training/validation data options of ${train_module} (set in ${model_data})

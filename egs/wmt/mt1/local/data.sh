@@ -71,6 +71,8 @@ mini_bpe_opts="--hard_vocab_limit false --max_sentencepiece_length 7"  # at most
 . ./path.sh
 . utils/parse_options.sh
 . ./db.sh
+# Run alone (not from mt.sh, which exports it): the job backend of cmd.sh's ${cmd_backend} (local).
+[ -n "${train_cmd:-}" ] || . ./cmd.sh
 
 # prepare OUT SRC TGT DIR [OPTIONS]: one data dir of every corpus of the pair in DIR
 prepare() {
@@ -95,9 +97,14 @@ dictionary() {
     shift 2
     inputs=$(cat "$@" | md5sum)" ${nbpe} ${bpe_opts}"
     [ "$(cat "${out}/.inputs" 2> /dev/null)" != "${inputs}" ] || return 0
+    local args=(--token_type bpe --model_type unigram --vocab_size "${nbpe}" --text "$@" --out_dir "${out}") mem
+    # its own job, asking for the memory SentencePiece's sample takes (~30 GB for the WMT corpora), which the
+    # data preparation's job does not have
     # shellcheck disable=SC2086
-    python -m espnet_ext.text.token_list --token_type bpe --model_type unigram --vocab_size "${nbpe}" \
-        --text "$@" --out_dir "${out}" ${bpe_opts}
+    mem=$(python -m espnet_ext.text.token_list "${args[@]}" ${bpe_opts} --print_job_memory) || return 1
+    # shellcheck disable=SC2086
+    ${train_cmd} --mem "${mem}" "data/log/token_list_${name}.log" \
+        python -m espnet_ext.text.token_list "${args[@]}" ${bpe_opts} || return 1
     echo "${inputs}" > "${out}/.inputs"
 }
 
