@@ -21,20 +21,24 @@ def ran_as_job(log: Path) -> bool:
     return "# Started at " in text and "# Ended (code 0)" in text
 
 
+def pipeline_step(tmp_path, train_cmd, step, options=""):
+    """Run STEP (a utils/pipeline.sh function call) with ${train_cmd} TRAIN_CMD in TMP_PATH."""
+    script = (
+        f'set -euo pipefail\nstage=1\nstop_stage=1\n{options}. "{ROOT}/utils/pipeline.sh"\n'
+        f"train_cmd={shlex.quote(str(train_cmd))}\n{step}\n"
+    )
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    return subprocess.run(
+        ["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+    )
+
+
 def test_add_token_dim_is_a_job_writing_the_vocabulary_size(tmp_path):
     for split, lines in (("train", "a 3\nb 5\n"), ("valid", "c 2\n")):
         (tmp_path / "stats" / split).mkdir(parents=True)
         (tmp_path / "stats" / split / "text_shape").write_text(lines)
     (tmp_path / "tokens.txt").write_text("<blank>\n<unk>\nx\n<sos/eos>\n")
-    script = (
-        f'set -euo pipefail\nstage=1\nstop_stage=1\n. "{ROOT}/utils/pipeline.sh"\n'
-        f"train_cmd={shlex.quote(str(ROOT / 'utils' / 'run.py'))}\n"
-        "add_token_dim stats tokens.txt bpe\n"
-    )
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    out = subprocess.run(
-        ["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60
-    )
+    out = pipeline_step(tmp_path, ROOT / "utils" / "run.py", "add_token_dim stats tokens.txt bpe")
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "stats/train/text_shape.bpe").read_text() == "a 3,4\nb 5,4\n"
     assert (tmp_path / "stats/valid/text_shape.bpe").read_text() == "c 2,4\n"
@@ -42,8 +46,8 @@ def test_add_token_dim_is_a_job_writing_the_vocabulary_size(tmp_path):
     assert not list(tmp_path.glob("stats/*/*.tmp"))
     # a missing shape file fails the job, which names its log
     (tmp_path / "stats/valid/text_shape").unlink()
-    failed = subprocess.run(
-        ["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60
+    failed = pipeline_step(
+        tmp_path, ROOT / "utils" / "run.py", "add_token_dim stats tokens.txt bpe"
     )
     assert failed.returncode != 0 and "stats/logdir/token_dim_text.log" in failed.stderr
 
@@ -165,15 +169,8 @@ def test_the_token_list_job_asks_for_the_memory_it_needs(tmp_path):
         'shift\nexec "$@"\n'
     )
     (tmp_path / "cmd").chmod(0o755)
-    script = (
-        f'set -euo pipefail\nstage=1\nstop_stage=1\nbpemode=unigram\n. "{ROOT}/utils/pipeline.sh"\n'
-        f"train_cmd={shlex.quote(str(tmp_path / 'cmd'))}\n"
-        'make_token_list bpe 30 tokens "--hard_vocab_limit false" text\n'
-    )
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    out = subprocess.run(
-        ["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
-    )
+    step = 'make_token_list bpe 30 tokens "--hard_vocab_limit false" text'
+    out = pipeline_step(tmp_path, tmp_path / "cmd", step, options="bpemode=unigram\n")
     assert out.returncode == 0, out.stderr
     assert (
         (tmp_path / "calls.txt").read_text().startswith("--mem 3G tokens/log/token_list.log python")
