@@ -630,6 +630,7 @@ decode_set() {
     fi
     local cmd=${decode_cmd}
     [ "${inference_ngpu}" = 0 ] || cmd="${cuda_cmd} --gpu ${inference_ngpu}"
+    [ -z "${inference_mem:-}" ] || cmd+=" --mem ${inference_mem}"  # a large model + LM at a wide beam: > 4G
     ${cmd} JOB=1:"${decode_jobs}" "${dir}/logdir/${module##*.}.JOB.log" \
         python -m "${module}" "$@" "${smoke_args[@]}" --key_file "${dir}/logdir/keys.JOB.scp" || return 1
     merge_shards "${dir}" "${hyp}" "${dir}/text" || return 1

@@ -28,6 +28,7 @@ smoke=false             # true: a smoke run on a tiny corpus in the real layout 
 
 __pipeline_evaluation_options() {
     inference_nj=2          # parallel decoding jobs of each test set
+    inference_mem=""        # memory of each decoding job (Slurm --mem, e.g. 16G; empty: cmd.sh's decode_cmd's)
     parallel_stages=true    # the sets side by side in the data, decoding and scoring stages (every set's jobs
                             # submitted at once; locally they share the CPUs); false: one set after another
     gpu_inference=false     # true: each decoding job on one GPU (ESPnet's option; Slurm requests it)

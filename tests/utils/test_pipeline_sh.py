@@ -770,3 +770,27 @@ def test_split_keys_keeps_unchanged_parts_and_drops_the_extra_ones(tmp_path):
     assert split_keys(2) == "2"
     assert sorted(p.name for p in split.iterdir()) == ["keys.1.scp", "keys.2.scp"]
     assert (split / "keys.2.scp").read_text() == "u1\nu3\nu5\n"
+
+
+# decode_set through a stand-in ${decode_cmd} that records its options and writes the one job's hypothesis
+DECODE_MEM = pipeline(
+    'inference_nj=1\ninference_mem=""\n',
+    """printf 'u1 a\\n' > keys
+decode_cmd="$PWD/rec"
+decode_set out keys probe output.JOB -- --x 1
+""",
+)
+
+
+def test_decoding_jobs_ask_for_the_memory_given(tmp_path):
+    (tmp_path / "rec").write_text(
+        '#!/usr/bin/env bash\necho "$@" >> calls.txt\nmkdir -p out/logdir && echo "u1 A" > out/logdir/output.1\n'
+    )
+    (tmp_path / "rec").chmod(0o755)
+    run = write_script(tmp_path, DECODE_MEM)
+    assert run().returncode == 0
+    assert run("--inference_mem", "16G").returncode == 0
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    assert calls[0].startswith("JOB=1:1 out/logdir/probe.JOB.log python -m probe")
+    assert calls[1].startswith("--mem 16G JOB=1:1 out/logdir/probe.JOB.log")
+    assert (tmp_path / "out" / "text").read_text() == "u1 A\n"

@@ -51,7 +51,7 @@ else
                    --pseudo_label_nj 256 --pseudo_label_gpu true --pseudo_label_max_jobs 32)
     fi
     opts=(--asr_config "${config}" --inference_config conf/decode_vsr.yaml --lm_config conf/train_lm_transformer.yaml
-          --token_type bpe --nbpe 1000 --nj 32 --inference_nj 32 --min_frames 10 --max_frames 600)
+          --token_type bpe --nbpe 1000 --nj 32 --inference_nj 32 --inference_mem 16G --min_frames 10 --max_frames 600)
     [ "${lm_text}" != extended ] || [ -z "${LIBRISPEECH_LM}" ] || opts+=(--num_splits_lm 20)  # SLR11's 40M lines
     local_data_opts="--nj 32 ${local_data_opts}"  # ~150k clips cropped in 32 jobs (the user's --nj wins)
     title="LRS3 (${setup})"
