@@ -30,6 +30,7 @@
 #   data_sets "SETS"                            the names of SETS, each once: a data stage's for_each_set list
 #   split_keys [--lines] SCP DIR NJ             SCP's ids (--lines: lines) round-robin into DIR/keys.{1..n}.scp
 #   clear_job_dir DIR                           rm -rf DIR, refused while an earlier run's Slurm job runs there
+#   as_job LOG FUNCTION ARGS...                 a shell function of the pipeline run as one ${train_cmd} job
 #   local_data_scripts                          local/data.sh and the utils/*.sh it sources (stage 1's fingerprint)
 #   average_stage N EXP                         --inference_model last<N>.pth from EXP's last N epochs
 #   lm_stages N TRAIN DEV "TESTS" TYPE LIST STATS  --use_lm true: stages N..N+2 train ${lm_exp} with ../lm1/lm.sh
@@ -309,6 +310,13 @@ split_keys() {
     echo "${nj}"
 }
 
+# as_job LOG FUNCTION ARGS... : the shell function FUNCTION (self-contained: it calls no other function of the
+# pipeline) run with ARGS as one ${train_cmd} job, log LOG: a step that reads GBs (an LM text, a corpus' tables,
+# its shape files) belongs on a compute node, not on the node running the pipeline.
+as_job() {
+    ${train_cmd} "$1" bash -c "set -euo pipefail; export LC_ALL=C; $(declare -f "$2"); $2 \"\$@\"" "$2" "${@:3}"
+}
+
 # clear_job_dir DIR : remove DIR, a stage's directory of job logs, unless a Slurm job an earlier run submitted
 # there (its record DIR/**/q/<name>.job) is still pending or running: removing its logs and record would make
 # this run submit the same work beside it (espnet_ext.jobs.running names it and how to end it).
@@ -372,8 +380,8 @@ make_token_list() {
 # LM text), too much for the node running the pipeline. Each is written aside and renamed.
 add_token_dim() {
     local stats_dir=$1 token_list=$2 token_type=$3 name=${4:-text}
-    ${train_cmd} "${stats_dir}/logdir/token_dim_${name}.log" bash -c "set -euo pipefail; $(declare -f _token_dim)
-        _token_dim \"\$@\"" _token_dim "${stats_dir}" "${token_list}" "${token_type}" "${name}"
+    as_job "${stats_dir}/logdir/token_dim_${name}.log" _token_dim \
+        "${stats_dir}" "${token_list}" "${token_type}" "${name}"
 }
 _token_dim() {  # the job of add_token_dim: STATS_DIR TOKEN_LIST TOKEN_TYPE NAME
     local vocab split out
@@ -412,8 +420,7 @@ split_training_data() {
     shift 3
     [ "$(cat "${splits}/.done" 2> /dev/null)" != "${stage_fingerprint}" ] || return 0
     rm -rf "${splits}"
-    ${train_cmd} "${log}" bash -c "set -euo pipefail; export LC_ALL=C; $(declare -f _split_sorted_tables)
-        _split_sorted_tables \"\$@\"" _split_sorted_tables "${splits}" "${n}" "$@" || return 1
+    as_job "${log}" _split_sorted_tables "${splits}" "${n}" "$@" || return 1
     echo "${stage_fingerprint}" > "${splits}/.done"
 }
 

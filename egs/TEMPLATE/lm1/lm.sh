@@ -48,12 +48,6 @@ tokenizer_opts=(--token_type "${token_type}" --token_list "${token_list}" --non_
                 --cleaner none --g2p none)
 [ "${token_type}" = bpe ] && tokenizer_opts+=(--bpemodel "${bpemodel}")
 
-# as_job LOG FUNCTION ARGS... : the function FUNCTION of this script run as a ${train_cmd} job (steps that read
-# the full LM text, GBs of it, belong on a compute node, not on the node running the pipeline)
-as_job() {
-    ${train_cmd} "$1" bash -c "set -euo pipefail; export LC_ALL=C; $(declare -f "$2"); $2 \"\$@\"" "$2" "${@:3}"
-}
-
 # sort_text OUT HAS_IDS FILE... (a job): the training text by id, temporary files beside OUT (not the job's /tmp).
 # ids must be unique (ESPnet's reader refuses a repeated one, but only once a job reads the text): a repeated id
 # fails here, naming the files and lines that hold it.

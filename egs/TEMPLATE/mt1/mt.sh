@@ -73,8 +73,7 @@ prepare_data() {
         || return 1
     mkdir -p "${raw_dir}"
     # shellcheck disable=SC2046  # the set names
-    ${train_cmd} "${raw_dir}/log/copy_data.log" bash -c "set -euo pipefail; $(declare -f copy_sets)
-        copy_sets \"\$@\"" copy_sets "${raw_dir}" $(data_sets "${train_set} ${valid_set} ${test_sets}")
+    as_job "${raw_dir}/log/copy_data.log" copy_sets "${raw_dir}" $(data_sets "${train_set} ${valid_set} ${test_sets}")
 }
 
 # copy_sets RAW_DIR SET... (stage 1's job: the training tables are GBs for WMT): data/<set> -> RAW_DIR/<set>,
