@@ -266,11 +266,7 @@ class SlurmRunner:
         delay = POLL_FIRST_SECONDS
         reported = ""  # the last squeue error or hold reason shown, to show each once
         while True:
-            listing = subprocess.run(
-                ["squeue", "-h", "-r", "-t", "all", "-j", job_id, "-o", "%K|%T|%r"],
-                capture_output=True,
-                text=True,
-            )
+            listing = squeue(job_id)
             if listing.returncode != 0:
                 if (
                     "Invalid job id" in listing.stderr
@@ -376,11 +372,7 @@ def states_on_its_way(job_id: str) -> list[str]:
     problem = ""
     for _ in range(SQUEUE_TRIES):
         try:
-            listing = subprocess.run(
-                ["squeue", "-h", "-r", "-t", "all", "-j", job_id, "-o", "%K|%T|%r"],
-                capture_output=True,
-                text=True,
-            )
+            listing = squeue(job_id)
         except FileNotFoundError:  # no Slurm here: nothing of it runs
             return []
         if listing.returncode == 0:
@@ -419,6 +411,15 @@ def job_writing(log: Path, known: dict[str, list[str]] | None = None) -> str | N
 
 def _range_name(request: JobRequest) -> str | None:
     return request.job_range.name if request.job_range else None
+
+
+def squeue(job_id: str) -> subprocess.CompletedProcess:
+    """squeue's listing of every task of the job, in any state: ``%K|%T|%r`` lines (see _parse_squeue)."""
+    return subprocess.run(
+        ["squeue", "-h", "-r", "-t", "all", "-j", job_id, "-o", "%K|%T|%r"],
+        capture_output=True,
+        text=True,
+    )
 
 
 def _parse_squeue(text: str) -> TaskStates:
